@@ -1,0 +1,10 @@
+// One function per subcommand; each adds itself to the app. main.cpp calls them all.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace reshard::cli {
+
+void add_backends_command(CLI::App& app);
+
+}  // namespace reshard::cli

@@ -1,0 +1,138 @@
+// Model architectures and their weight inventory (DESIGN.md §5).
+//
+// An architecture file holds the fields of a Hugging Face config.json; the inventory lists every
+// weight tensor with its HF name, shape [out, in] (HF nn.Linear convention), dtype and class, plus
+// the structural facts layouts need: the layer, the expert, and the tensor's parallel role (how
+// Megatron and vLLM split it) and fusion group (which fused buffer it is a part of).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "reshard/model/units.hpp"
+
+namespace reshard::model {
+
+enum class DType : std::uint8_t { BF16, FP16, FP32, FP8 };
+std::int64_t dtype_size(DType d);  // bytes per element
+const char* to_string(DType d);
+DType parse_dtype(const std::string& s);  // "bf16", "fp16", "fp32", "fp8"; throws std::invalid_argument
+
+enum class TensorClass : std::uint8_t {
+  Embedding,
+  Attention,
+  DenseFFN,
+  ExpertFFN,
+  SharedExpert,
+  Router,
+  Norm,
+  Mamba,
+  Head,
+};
+const char* to_string(TensorClass c);  // "embedding", "attention", "dense_ffn", "expert_ffn", ...
+std::optional<TensorClass> parse_tensor_class(const std::string& s);
+inline constexpr int kTensorClassCount = 9;
+
+// How tensor parallelism splits a tensor in Megatron and vLLM (the two agree on these).
+enum class ParallelRole : std::uint8_t {
+  Replicated,      // norms, routers, MLA down-projections (q_a, kv_a), Mamba small params
+  ColumnParallel,  // split dim 0 (q/k/v, q_b, kv_b, gate/up, in_proj, fc1_latent)
+  RowParallel,     // split dim 1 (o, down, out_proj, fc2_latent)
+  VocabParallel,   // embedding and lm_head: split dim 0 (vocabulary)
+};
+const char* to_string(ParallelRole r);
+
+// Which fused buffer a tensor is a segment of, and which part.
+enum class FusedPart : std::uint8_t { None, Q, K, V, Gate, Up };
+
+struct TensorInfo {
+  std::int32_t id = -1;                // index in Inventory::tensors()
+  std::string name;                    // HF name, e.g. "model.layers.3.mlp.experts.17.up_proj.weight"
+  std::vector<std::int64_t> shape;     // [out, in] for linear weights; [n] for vectors
+  DType dtype = DType::BF16;
+  TensorClass cls = TensorClass::Attention;
+  ParallelRole role = ParallelRole::Replicated;
+  FusedPart fused = FusedPart::None;
+  std::int32_t layer = -1;             // decoder layer (0-based; MTP layers follow the last decoder layer); -1 for globals
+  std::int32_t expert = -1;            // routed expert index, -1 otherwise
+  bool pre_layers = false;             // global placed before layer 0 (embedding)
+  std::int64_t elements() const;
+  Bytes bytes() const;
+};
+
+// The subset of a HF config.json this project reads. Absent fields are 0 / false.
+struct ModelConfig {
+  std::string name;
+  std::string architecture;  // "deepseek_v3", "qwen3", "qwen3_moe", "nemotron_h"
+  bool synthetic = false;    // a frontier-scale model sized to published totals, not a released config
+  std::int64_t hidden_size = 0;
+  std::int64_t num_hidden_layers = 0;
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_key_value_heads = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t intermediate_size = 0;      // dense FFN
+  std::int64_t moe_intermediate_size = 0;  // routed expert FFN
+  std::int64_t shared_expert_intermediate_size = 0;
+  std::int64_t n_routed_experts = 0;
+  std::int64_t n_shared_experts = 0;
+  std::int64_t num_experts_per_tok = 0;
+  std::int64_t first_k_dense_replace = 0;
+  std::int64_t vocab_size = 0;
+  bool tie_word_embeddings = false;
+  std::int64_t num_nextn_predict_layers = 0;  // MTP
+  // MLA
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+  // Mamba (nemotron_h)
+  std::string hybrid_override_pattern;  // one char per layer: M Mamba, E MoE, * attention, - dense MLP
+  std::int64_t mamba_num_heads = 0;
+  std::int64_t mamba_head_dim = 0;
+  std::int64_t n_groups = 0;
+  std::int64_t ssm_state_size = 0;
+  std::int64_t conv_kernel = 0;
+  std::int64_t moe_latent_size = 0;
+  DType dtype = DType::BF16;
+};
+
+struct InventoryOptions {
+  // Overrides the file's dtype for every weight that is not fp32 by nature (e.g. the DeepSeek-V3
+  // router bias stays fp32).
+  std::optional<DType> dtype;
+  // MTP (multi-token prediction) layers are not part of the published totals (DeepSeek-V3 671.03 B
+  // excludes its 11.6 B MTP layer); include them only when asked.
+  bool include_mtp = false;
+};
+
+class Inventory {
+ public:
+  // Reads an architecture file and builds the inventory. Throws ConfigError (file, line, key) on a
+  // missing or bad field.
+  static Inventory load(const std::filesystem::path& path, const InventoryOptions& options = {});
+  static Inventory parse(const std::string& yaml_text, const std::string& name,
+                         const InventoryOptions& options = {});
+  static Inventory build(const ModelConfig& config, const InventoryOptions& options = {});
+
+  const ModelConfig& config() const { return config_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo& tensor(std::int32_t id) const { return tensors_.at(static_cast<std::size_t>(id)); }
+  const TensorInfo* find(const std::string& name) const;
+
+  std::int64_t parameters() const;
+  Bytes bytes() const;
+  std::int64_t parameters(TensorClass c) const;
+  std::int32_t layer_count() const;  // decoder layers plus MTP layers (the units PP splits)
+
+ private:
+  ModelConfig config_;
+  std::vector<TensorInfo> tensors_;
+  std::unordered_map<std::string, std::int32_t> by_name_;
+};
+
+}  // namespace reshard::model

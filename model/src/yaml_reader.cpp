@@ -1,0 +1,194 @@
+#include "yaml_reader.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace reshard::model::yaml {
+
+namespace {
+int line_of(const YAML::Node& n, int fallback) {
+  if (!n) return fallback;
+  const YAML::Mark m = n.Mark();
+  return m.line >= 0 ? m.line + 1 : fallback;
+}
+std::string join(const std::string& a, std::string_view b) {
+  return a.empty() ? std::string(b) : a + "." + std::string(b);
+}
+}  // namespace
+
+Node::Node(YAML::Node node, std::shared_ptr<const std::string> file, std::string key, int line)
+    : node_(std::move(node)), file_(std::move(file)), key_(std::move(key)), line_(line_of(node_, line)) {}
+
+void Node::fail(const std::string& what) const { throw ConfigError(*file_, line_, key_, what); }
+
+bool Node::has(std::string_view k) const {
+  if (!node_.IsMap()) return false;
+  for (const auto& kv : node_)
+    if (kv.first.as<std::string>() == k) return true;
+  return false;
+}
+
+std::optional<Node> Node::get(std::string_view k) const {
+  if (!node_.IsMap()) {
+    if (is_null()) return std::nullopt;
+    fail("expected a mapping with key '" + std::string(k) + "'");
+  }
+  for (const auto& kv : node_)
+    if (kv.first.as<std::string>() == k) {
+      if (!kv.second || kv.second.IsNull()) return std::nullopt;
+      return Node(kv.second, file_, join(key_, k), line_of(kv.first, line_));
+    }
+  return std::nullopt;
+}
+
+Node Node::at(std::string_view k) const {
+  auto n = get(k);
+  if (!n) throw ConfigError(*file_, line_, join(key_, k), "required key is missing");
+  return *n;
+}
+
+void Node::allow_only(std::initializer_list<std::string_view> allowed) const {
+  std::vector<std::string> v(allowed.begin(), allowed.end());
+  allow_only(v);
+}
+
+void Node::allow_only(const std::vector<std::string>& allowed) const {
+  if (!node_.IsMap()) fail("expected a mapping");
+  for (const auto& kv : node_) {
+    const std::string k = kv.first.as<std::string>();
+    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      throw ConfigError(*file_, line_of(kv.first, line_), join(key_, k), "unknown key; allowed here: " + list);
+    }
+  }
+}
+
+std::size_t Node::size() const {
+  if (!node_.IsSequence()) fail("expected a list");
+  return node_.size();
+}
+
+Node Node::operator[](std::size_t i) const {
+  if (!node_.IsSequence()) fail("expected a list");
+  return Node(node_[i], file_, key_ + "[" + std::to_string(i) + "]", line_);
+}
+
+std::vector<Node> Node::items() const {
+  std::vector<Node> out;
+  if (node_.IsScalar()) {
+    out.push_back(*this);
+    return out;
+  }
+  if (!node_.IsSequence()) fail("expected a list");
+  for (std::size_t i = 0; i < node_.size(); ++i) out.push_back((*this)[i]);
+  return out;
+}
+
+std::vector<std::pair<std::string, Node>> Node::entries() const {
+  if (!node_.IsMap()) fail("expected a mapping");
+  std::vector<std::pair<std::string, Node>> out;
+  for (const auto& kv : node_) {
+    std::string k = kv.first.as<std::string>();
+    out.emplace_back(k, Node(kv.second, file_, join(key_, k), line_of(kv.first, line_)));
+  }
+  return out;
+}
+
+std::string Node::str() const {
+  if (!node_.IsScalar()) fail("expected a single value");
+  return node_.Scalar();
+}
+
+std::int64_t Node::integer() const {
+  const std::string s = str();
+  std::size_t pos = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &pos);
+  } catch (const std::exception&) {
+    fail("expected an integer, got '" + s + "'");
+  }
+  if (pos != s.size()) fail("expected an integer, got '" + s + "'");
+  return v;
+}
+
+std::int64_t Node::positive_integer() const {
+  const auto v = integer();
+  if (v < 1) fail("must be a positive integer, got " + std::to_string(v));
+  return v;
+}
+
+double Node::number() const {
+  const std::string s = str();
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    fail("expected a number, got '" + s + "'");
+  }
+  if (pos != s.size() || !std::isfinite(v)) fail("expected a number, got '" + s + "'");
+  return v;
+}
+
+bool Node::boolean() const {
+  const std::string s = str();
+  if (s == "true" || s == "yes" || s == "on") return true;
+  if (s == "false" || s == "no" || s == "off") return false;
+  fail("expected true or false, got '" + s + "'");
+}
+
+BytesPerSecond Node::bandwidth() const {
+  try {
+    return parse_bandwidth(str());
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+}
+Seconds Node::duration() const {
+  try {
+    return parse_duration(str());
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+}
+Bytes Node::size_bytes() const {
+  try {
+    return parse_size(str());
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+}
+
+std::vector<std::int64_t> Node::integers() const {
+  std::vector<std::int64_t> out;
+  for (const auto& n : items()) out.push_back(n.integer());
+  return out;
+}
+
+Node load_string(const std::string& text, const std::string& name) {
+  auto file = std::make_shared<const std::string>(name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(name, e.mark.line >= 0 ? e.mark.line + 1 : 0, "", "YAML syntax error: " + e.msg);
+  }
+  Node n(root, file, "", 1);
+  if (!root.IsMap()) throw ConfigError(name, 1, "", "expected a YAML mapping at the top level");
+  return n;
+}
+
+Node load_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path.string(), 0, "", "cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return load_string(ss.str(), path.string());
+}
+
+}  // namespace reshard::model::yaml

@@ -1,0 +1,44 @@
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "reshard/model/units.hpp"
+
+using namespace reshard::model;
+using namespace reshard::model::literals;
+
+TEST(Units, BandwidthSuffixes) {
+  // 400 Gb/s = 400e9 bits/s / 8 = 5e10 bytes/s (one ConnectX-7 NIC).
+  EXPECT_DOUBLE_EQ(parse_bandwidth("400Gbps").value, 5e10);
+  // NVLink 4: 450 GB/s per direction.
+  EXPECT_DOUBLE_EQ(parse_bandwidth("450GBps").value, 4.5e11);
+  EXPECT_DOUBLE_EQ(parse_bandwidth(" 1.8TBps ").value, 1.8e12);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("800Gbps").value, 1e11);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("1e3MBps").value, 1e9);
+}
+
+TEST(Units, DurationAndSize) {
+  EXPECT_DOUBLE_EQ(parse_duration("1.5us").value, 1.5e-6);
+  EXPECT_DOUBLE_EQ(parse_duration("150ns").value, 150e-9);
+  EXPECT_DOUBLE_EQ(parse_duration("2ms").value, 2e-3);
+  EXPECT_EQ(parse_size("64MiB").value, 64LL << 20);
+  EXPECT_EQ(parse_size("5GB").value, 5'000'000'000LL);
+}
+
+TEST(Units, RejectsMissingWrongOrNegative) {
+  EXPECT_THROW(parse_bandwidth("450"), std::invalid_argument);       // no unit
+  EXPECT_THROW(parse_bandwidth("450GB/s"), std::invalid_argument);   // unknown unit
+  EXPECT_THROW(parse_bandwidth("-5GBps"), std::invalid_argument);    // negative
+  EXPECT_THROW(parse_duration("3 parsecs"), std::invalid_argument);
+  EXPECT_THROW(parse_size("GB"), std::invalid_argument);             // no number
+}
+
+TEST(Units, Arithmetic) {
+  // 1 GiB over 50 GB/s = 1073741824 / 5e10 s.
+  const Seconds t = 1_GiB / BytesPerSecond{5e10};
+  EXPECT_DOUBLE_EQ(t.value, 1073741824.0 / 5e10);
+  EXPECT_EQ((BytesPerSecond{1e9} * Seconds{2.5}).value, 2'500'000'000LL);
+  EXPECT_EQ(format(Seconds{1.94}), "1.94 s");
+  EXPECT_EQ(format(BytesPerSecond{4.5e11}), "450 GB/s");
+  EXPECT_EQ(format(Bytes{1'342'000'000'000LL}), "1.34 TB");
+}
