@@ -1,16 +1,17 @@
 #include "reshard/model/errors.hpp"
 
-#include <string_view>
+#include <sstream>
 
 namespace reshard::model {
 namespace {
 std::string compose(const std::string& file, int line, const std::string& key, const std::string& what) {
-  std::string m;
-  m.append(file.empty() ? std::string_view("<input>") : std::string_view(file));
-  if (line > 0) m += ":" + std::to_string(line);
-  m += ": ";
-  if (!key.empty()) m += key + ": ";
-  return m + what;
+  std::ostringstream m;
+  m << (file.empty() ? "<input>" : file);
+  if (line > 0) m << ':' << line;
+  m << ": ";
+  if (!key.empty()) m << key << ": ";
+  m << what;
+  return m.str();
 }
 }  // namespace
 

@@ -39,7 +39,9 @@ std::optional<Node> Node::get(std::string_view k) const {
   for (const auto& kv : node_)
     if (kv.first.as<std::string>() == k) {
       if (!kv.second || kv.second.IsNull()) return std::nullopt;
-      return Node(kv.second, file_, join(key_, k), line_of(kv.first, line_));
+      Node n(kv.second, file_, join(key_, k), line_);
+      n.line_ = line_of(kv.first, line_);  // report the key's line, not where its value starts
+      return n;
     }
   return std::nullopt;
 }
@@ -93,7 +95,9 @@ std::vector<std::pair<std::string, Node>> Node::entries() const {
   std::vector<std::pair<std::string, Node>> out;
   for (const auto& kv : node_) {
     std::string k = kv.first.as<std::string>();
-    out.emplace_back(k, Node(kv.second, file_, join(key_, k), line_of(kv.first, line_)));
+    Node n(kv.second, file_, join(key_, k), line_);
+    n.line_ = line_of(kv.first, line_);
+    out.emplace_back(k, std::move(n));
   }
   return out;
 }

@@ -1,0 +1,176 @@
+// Layouts: how a parallel framework places every weight tensor on its ranks (DESIGN.md §5).
+//
+// Logical coordinates are a tensor's global index space in HF naming. A Box is a product of
+// half-open intervals in that space. A layout becomes a ShardMap: for every tensor, the distinct
+// boxes ("shards") that ranks hold, each with the *set* of ranks holding it (replicas are kept as a
+// set, never expanded). Rank sets are affine grids
+//     { start + i_1 * stride_1 + ... + i_k * stride_k  :  0 <= i_j < count_j }
+// because every framework numbers ranks as a mixed-radix product of its parallel dimensions, so the
+// replicas of one shard (DP copies, replicated dimensions of a mesh) form one grid. Rank sets are
+// interned in the ShardMap: a Shard refers to its set by id, and pieces of a plan carry those ids.
+//
+// A rank's local memory is an ordered list of buffers, each an ordered list of segments
+// (tensor, box): a fused buffer (vLLM qkv_proj / gate_up_proj, Megatron linear_qkv with its
+// per-query-group interleave, linear_fc1 = [gate; up]) is several segments.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "reshard/model/inventory.hpp"
+#include "reshard/model/topology.hpp"
+
+namespace reshard::model {
+
+using Rank = std::int32_t;
+
+struct Interval {
+  std::int64_t lo = 0;
+  std::int64_t hi = 0;  // exclusive
+  std::int64_t size() const { return hi > lo ? hi - lo : 0; }
+  friend bool operator==(const Interval&, const Interval&) = default;
+};
+
+struct Box {
+  std::vector<Interval> dims;
+  std::int64_t elements() const;
+  bool empty() const { return elements() == 0; }
+  friend bool operator==(const Box&, const Box&) = default;
+};
+// The intersection of two boxes of the same rank (may be empty).
+Box intersect(const Box& a, const Box& b);
+Box full_box(const TensorInfo& t);
+std::string to_string(const Box& b);  // "[0:128, 0:7168]"
+
+struct RankGrid {
+  Rank start = 0;
+  struct Axis {
+    std::int32_t count = 1;
+    std::int32_t stride = 0;
+    friend bool operator==(const Axis&, const Axis&) = default;
+  };
+  std::vector<Axis> axes;
+  std::int64_t size() const;
+  friend bool operator==(const RankGrid&, const RankGrid&) = default;
+};
+
+class RankSet {
+ public:
+  RankSet() = default;
+  explicit RankSet(std::vector<RankGrid> grids) : grids_(std::move(grids)) {}
+  static RankSet single(Rank r) { return RankSet({RankGrid{r, {}}}); }
+  const std::vector<RankGrid>& grids() const { return grids_; }
+  std::int64_t size() const;  // grids of one set never overlap
+  bool contains(Rank r) const;
+  void for_each(const std::function<void(Rank)>& f) const;
+  std::vector<Rank> to_vector() const;  // sorted
+  std::string to_string() const;        // "{0-7}", "{3,11,19,...} (8 ranks)"
+  friend bool operator==(const RankSet&, const RankSet&) = default;
+
+ private:
+  std::vector<RankGrid> grids_;
+};
+
+using RankSetId = std::int32_t;
+
+struct Shard {
+  Box box;
+  RankSetId ranks = -1;
+};
+
+struct Segment {
+  std::int32_t tensor = -1;
+  Box box;
+};
+
+struct LocalBuffer {
+  std::string name;  // framework-side name, e.g. "model.layers.3.self_attn.qkv_proj.weight"
+  std::vector<Segment> segments;
+};
+
+// ---- Layout specifications (what a scenario file says) -------------------------------------------
+
+struct MegatronSpec {
+  std::int32_t tp = 1, pp = 1, cp = 1, dp = 0 /* 0: derived from the GPU count */, ep = 1, etp = 1;
+  std::int32_t vpp = 1;                        // virtual pipeline stages per rank
+  std::vector<std::int32_t> layers_per_stage;  // optional: explicit layer count per (virtual) stage
+};
+
+struct VllmSpec {
+  std::int32_t tp = 1, pp = 1, dp = 1;
+  std::int32_t ep = 0;  // 0: expert parallelism off; else a multiple of tp dividing tp * dp (expert groups)
+  std::int32_t redundant_experts = 0;  // EPLB: extra expert replicas
+};
+
+struct Placement {
+  enum class Kind : std::uint8_t { Replicate, Shard } kind = Kind::Replicate;
+  std::int32_t dim = 0;
+  friend bool operator==(const Placement&, const Placement&) = default;
+};
+
+struct DTensorSpec {
+  std::vector<std::int32_t> mesh_shape;
+  std::vector<std::string> mesh_names;
+  // (glob, placements per mesh dimension), in file order; "default" applies to every tensor and
+  // the last matching glob wins.
+  std::vector<std::pair<std::string, std::vector<Placement>>> placements;
+};
+
+struct LayoutSpec {
+  std::variant<MegatronSpec, VllmSpec, DTensorSpec> spec;
+  std::vector<GpuId> gpus;  // rank -> topology GPU
+  std::string framework() const;
+  std::string describe() const;  // "megatron TP4 PP8 EP16 DP4", "vllm TP8 DP16"
+};
+
+// ---- The ShardMap -------------------------------------------------------------------------------
+
+class ShardMap {
+ public:
+  std::int32_t world_size() const { return static_cast<std::int32_t>(gpus_.size()); }
+  const std::vector<GpuId>& gpus() const { return gpus_; }
+  GpuId gpu_of(Rank r) const { return gpus_[static_cast<std::size_t>(r)]; }
+  const std::vector<Shard>& shards(std::int32_t tensor) const {
+    return by_tensor_[static_cast<std::size_t>(tensor)];
+  }
+  std::int32_t tensor_count() const { return static_cast<std::int32_t>(by_tensor_.size()); }
+  const RankSet& rank_set(RankSetId id) const { return rank_sets_[static_cast<std::size_t>(id)]; }
+  std::int32_t rank_set_count() const { return static_cast<std::int32_t>(rank_sets_.size()); }
+  const std::string& description() const { return description_; }
+
+  // Sum over ranks of the bytes each holds.
+  Bytes total_bytes_held(const Inventory& inv) const;
+  // Bytes each rank holds.
+  std::vector<Bytes> bytes_per_rank(const Inventory& inv) const;
+
+  // Mutation while building (used by the layout builders).
+  RankSetId intern(const RankSet& s);
+  void add_shard(std::int32_t tensor, Box box, RankSetId ranks);
+  ShardMap(std::int32_t tensors, std::vector<GpuId> gpus, std::string description);
+
+ private:
+  std::vector<GpuId> gpus_;
+  std::vector<std::vector<Shard>> by_tensor_;
+  std::vector<RankSet> rank_sets_;
+  std::unordered_multimap<std::size_t, RankSetId> intern_index_;  // hash of a set -> its ids
+  std::string description_;
+};
+
+// Builds the ShardMap of a layout over an inventory. Throws PlanError when the sizes do not fit
+// (do not divide the GPU count or a tensor dimension where evenness is required, a layout larger
+// than its GPU set, a placement on a dimension the tensor lacks).
+ShardMap build_shard_map(const Inventory& inv, const LayoutSpec& spec);
+
+// Checks that the shards of every tensor are disjoint and cover it exactly (throws PlanError naming
+// the tensor otherwise). build_shard_map calls it.
+void verify_coverage(const Inventory& inv, const ShardMap& map);
+
+// A rank's memory as the framework lays it out: ordered buffers of ordered segments.
+std::vector<LocalBuffer> local_buffers(const Inventory& inv, const LayoutSpec& spec, const ShardMap& map, Rank r);
+
+}  // namespace reshard::model

@@ -1,0 +1,71 @@
+// The exact reshard planner (DESIGN.md §6).
+//
+// plan() intersects, tensor by tensor, the source shards with the destination shards. Shards of
+// one side are disjoint and cover their tensor (verify_coverage), so the non-empty intersections
+// ("pieces") partition every destination shard: every destination element is covered exactly once,
+// and every rank of the source shard's set holds the piece. The intersection is a sweep over
+// dimension 0 (boxes sorted by start, an active list per side), not an all-pairs comparison.
+// Holders and needers stay interned rank sets of the two ShardMaps, never expanded.
+//
+// The lower bound is the largest of these cut bounds, each bytes / capacity over raw link
+// bandwidths (no schedule can beat any of them):
+//   dest_gpu_ingress    bytes a destination GPU must receive (pieces it needs and does not hold as
+//                       a source) / the bandwidth of all links entering that GPU
+//   dest_domain_ingress bytes that must enter a destination NVLink domain (pieces some GPU in it
+//                       needs, held by no GPU in it; each counted once, as it can be fanned out
+//                       over NVLink) / the NIC ingress bandwidth of the domain's GPUs
+//   source_egress       bytes that must leave the union of the source GPUs' domains (pieces some
+//                       needer outside it needs, once) / the NIC egress of that union
+//   source_domain_egress bytes only one source domain holds that must leave it / its NIC egress
+//   source_gpu_egress   bytes only one source GPU holds that another GPU needs / its egress links
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "reshard/model/layout.hpp"
+
+namespace reshard::model {
+
+struct Piece {
+  std::int32_t tensor = -1;
+  Box box;
+  Bytes bytes;
+  RankSetId holders = -1;  // in the source ShardMap
+  RankSetId needers = -1;  // in the destination ShardMap
+};
+
+struct CutBound {
+  std::string cut;    // "dest_domain_ingress", ...
+  std::string where;  // "domain 9", "gpu 300", "source side"
+  Bytes bytes;
+  BytesPerSecond capacity;
+  Seconds time() const { return capacity.value > 0 ? bytes / capacity : Seconds{0}; }
+};
+
+struct LowerBound {
+  Seconds time;
+  CutBound binding;             // the cut that sets it
+  std::vector<CutBound> cuts;   // the worst instance of each cut kind
+};
+
+struct TransferSet {
+  std::vector<Piece> pieces;
+  Bytes logical_bytes;  // the model's bytes
+  Bytes bytes_needed;   // sum over destination ranks of the bytes each must end up holding
+  Bytes bytes_to_move;  // bytes_needed less what a destination GPU already holds as a source
+};
+
+TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst);
+
+LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMap& dst, const Topology& topo);
+
+// Bytes each destination rank must receive from another GPU, and each source rank's even share of
+// what must leave it (a piece's bytes split evenly over its holders).
+struct GpuTraffic {
+  std::vector<Bytes> dest_received;  // per destination rank
+  std::vector<Bytes> source_sent;    // per source rank
+};
+GpuTraffic gpu_traffic(const TransferSet& ts, const ShardMap& src, const ShardMap& dst);
+
+}  // namespace reshard::model

@@ -1,0 +1,58 @@
+// A scenario: a model, a cluster, and a source and destination layout (DESIGN.md §5).
+//
+//   name: deepseek-v3-h100
+//   model: ../models/deepseek-v3.yaml          # relative to this file, or absolute
+//   topology: ../topologies/dgx-h100-64n.yaml
+//   dtype: bf16                                 # optional: overrides the model file's dtype
+//   include_mtp: false                          # optional
+//   source:      {framework: megatron, tp: 1, pp: 16, ep: 16, gpus: 0-255}
+//   destination: {framework: vllm, tp: 32, dp: 8, gpus: 256-511}
+//
+// `gpus` maps ranks in order onto topology GPUs: a range "0-255", an index, or a list of both.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "reshard/model/inventory.hpp"
+#include "reshard/model/layout.hpp"
+#include "reshard/model/topology.hpp"
+
+namespace reshard::model {
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string file;  // where it was read from (for messages)
+  int source_line = 0, destination_line = 0;
+  std::filesystem::path model_path;
+  std::filesystem::path topology_path;
+  InventoryOptions model_options;
+  LayoutSpec source;
+  LayoutSpec destination;
+
+  // Parses the file; checks keys, units, GPU lists and world sizes (ConfigError with file, line, key).
+  static Scenario load(const std::filesystem::path& path);
+  // `base_dir` resolves relative model/topology paths.
+  static Scenario parse(const std::string& yaml_text, const std::string& name, const std::filesystem::path& base_dir);
+};
+
+// A scenario with everything it refers to loaded and both layouts built.
+struct LoadedScenario {
+  Scenario scenario;
+  Inventory inventory;
+  Topology topology;
+  ShardMap source;
+  ShardMap destination;
+};
+
+// Loads the model and the topology, checks that every GPU exists, builds both ShardMaps. Any
+// problem is a ConfigError naming the scenario file, the line and the key.
+LoadedScenario load_scenario(const Scenario& s);
+LoadedScenario load_scenario(const std::filesystem::path& path);
+
+// Parses "0-255", "7", or a list of those, into GPU indices (std::invalid_argument on bad text).
+std::vector<GpuId> parse_gpu_list(const std::vector<std::string>& items);
+
+}  // namespace reshard::model

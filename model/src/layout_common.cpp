@@ -1,0 +1,90 @@
+#include <algorithm>
+
+#include "layout_builders.hpp"
+#include "reshard/model/errors.hpp"
+
+namespace reshard::model::layouts {
+
+Interval even_split(std::int64_t n, std::int32_t k, std::int32_t i, const std::string& what) {
+  if (k <= 0 || n % k != 0)
+    throw PlanError(what + ": size " + std::to_string(n) + " is not divisible by " + std::to_string(k));
+  const std::int64_t c = n / k;
+  return {i * c, (i + 1) * c};
+}
+
+Interval chunk_split(std::int64_t n, std::int32_t k, std::int32_t i) {
+  const std::int64_t c = (n + k - 1) / k;
+  return {std::min(n, i * c), std::min(n, (i + 1) * c)};
+}
+
+std::vector<Box> tp_slice(const TensorInfo& t, std::int32_t tp, std::int32_t r, std::int64_t vocab_pad,
+                          std::int64_t heads, const std::string& layout) {
+  Box full = full_box(t);
+  const std::string what = layout + ": '" + t.name + "' " + to_string(t.role);
+  if (tp == 1 || t.role == ParallelRole::Replicated) return {full};
+  if (heads > 0 && heads % tp != 0)
+    throw PlanError(what + ": " + std::to_string(heads) + " heads are not divisible by TP " + std::to_string(tp));
+  switch (t.role) {
+    case ParallelRole::ColumnParallel: {
+      if (t.column_parts.empty()) {
+        full.dims[0] = even_split(t.shape[0], tp, r, what + " dim 0");
+        return {full};
+      }
+      std::vector<Box> out;
+      std::int64_t offset = 0;
+      for (std::size_t p = 0; p < t.column_parts.size(); ++p) {
+        Interval part = even_split(t.column_parts[p], tp, r, what + " part " + std::to_string(p) + " of dim 0");
+        Box b = full;
+        b.dims[0] = {offset + part.lo, offset + part.hi};
+        out.push_back(b);
+        offset += t.column_parts[p];
+      }
+      return out;
+    }
+    case ParallelRole::RowParallel:
+      if (t.shape.size() < 2) throw PlanError(what + ": a row-parallel tensor needs two dimensions");
+      full.dims[1] = even_split(t.shape[1], tp, r, what + " dim 1");
+      return {full};
+    case ParallelRole::VocabParallel: {
+      const std::int64_t v = t.shape[0];
+      const std::int64_t padded = (v + vocab_pad - 1) / vocab_pad * vocab_pad;
+      const Interval rows = even_split(padded, tp, r, what + " padded vocabulary");
+      full.dims[0] = {std::min(v, rows.lo), std::min(v, rows.hi)};
+      return {full};
+    }
+    case ParallelRole::Replicated: break;
+  }
+  return {full};
+}
+
+std::vector<std::int32_t> split_layers(std::int32_t layers, std::int32_t chunks,
+                                       const std::vector<std::int32_t>& explicit_counts, const std::string& layout) {
+  std::vector<std::int32_t> counts;
+  if (!explicit_counts.empty()) {
+    if (static_cast<std::int32_t>(explicit_counts.size()) != chunks)
+      throw PlanError(layout + ": layers_per_stage lists " + std::to_string(explicit_counts.size()) +
+                      " stages, the layout has " + std::to_string(chunks));
+    std::int64_t sum = 0;
+    for (auto c : explicit_counts) sum += c;
+    if (sum != layers)
+      throw PlanError(layout + ": layers_per_stage adds up to " + std::to_string(sum) + " layers, the model has " +
+                      std::to_string(layers));
+    counts = explicit_counts;
+  } else {
+    if (chunks > layers)
+      throw PlanError(layout + ": " + std::to_string(chunks) + " pipeline stages for " + std::to_string(layers) +
+                      " layers");
+    for (std::int32_t c = 0; c < chunks; ++c) counts.push_back(layers / chunks + (c < layers % chunks ? 1 : 0));
+  }
+  std::vector<std::int32_t> chunk_of_layer;
+  for (std::int32_t c = 0; c < chunks; ++c)
+    for (std::int32_t i = 0; i < counts[static_cast<std::size_t>(c)]; ++i) chunk_of_layer.push_back(c);
+  return chunk_of_layer;
+}
+
+RankSet grid(Rank start, std::vector<RankGrid::Axis> axes) {
+  std::erase_if(axes, [](const RankGrid::Axis& a) { return a.count == 1; });
+  return RankSet({RankGrid{start, std::move(axes)}});
+}
+
+}  // namespace reshard::model::layouts

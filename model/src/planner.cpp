@@ -1,0 +1,242 @@
+#include "reshard/model/planner.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "reshard/model/errors.hpp"
+
+namespace reshard::model {
+
+namespace {
+
+// Sweep over dimension 0: both sides' shards sorted by start; when a shard starts, it is compared
+// with the shards of the other side that are still open (end past its start).
+void intersect_tensor(const TensorInfo& info, const std::vector<Shard>& src, const std::vector<Shard>& dst,
+                      std::vector<Piece>& out) {
+  struct Entry {
+    const Shard* shard;
+    bool source;
+  };
+  std::vector<Entry> order;
+  order.reserve(src.size() + dst.size());
+  for (const auto& s : src) order.push_back({&s, true});
+  for (const auto& d : dst) order.push_back({&d, false});
+  std::sort(order.begin(), order.end(), [](const Entry& a, const Entry& b) {
+    return a.shard->box.dims[0].lo < b.shard->box.dims[0].lo;
+  });
+  std::vector<const Shard*> open_src, open_dst;
+  const std::int64_t es = dtype_size(info.dtype);
+  for (const auto& e : order) {
+    const std::int64_t lo = e.shard->box.dims[0].lo;
+    auto& mine = e.source ? open_src : open_dst;
+    auto& other = e.source ? open_dst : open_src;
+    std::erase_if(other, [&](const Shard* s) { return s->box.dims[0].hi <= lo; });
+    for (const Shard* o : other) {
+      Box b = intersect(e.shard->box, o->box);
+      const std::int64_t n = b.elements();
+      if (n == 0) continue;
+      const Shard* s = e.source ? e.shard : o;
+      const Shard* d = e.source ? o : e.shard;
+      out.push_back({info.id, std::move(b), Bytes{n * es}, s->ranks, d->ranks});
+    }
+    mine.push_back(e.shard);
+  }
+}
+
+// Per interned rank set: its GPUs and the sorted distinct NVLink domains of those GPUs.
+struct SetGeometry {
+  std::vector<GpuId> gpus;
+  std::vector<std::int32_t> domains;
+};
+std::vector<SetGeometry> geometry(const ShardMap& map, const Topology& topo) {
+  std::vector<SetGeometry> g(static_cast<std::size_t>(map.rank_set_count()));
+  for (RankSetId s = 0; s < map.rank_set_count(); ++s) {
+    auto& sg = g[static_cast<std::size_t>(s)];
+    map.rank_set(s).for_each([&](Rank r) { sg.gpus.push_back(map.gpu_of(r)); });
+    for (auto gpu : sg.gpus) sg.domains.push_back(topo.domain_of(gpu));
+    std::sort(sg.domains.begin(), sg.domains.end());
+    sg.domains.erase(std::unique(sg.domains.begin(), sg.domains.end()), sg.domains.end());
+    std::sort(sg.gpus.begin(), sg.gpus.end());
+  }
+  return g;
+}
+
+bool sorted_intersects(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b) {
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i] == b[j]) return true;
+    if (a[i] < b[j]) ++i;
+    else ++j;
+  }
+  return false;
+}
+
+BytesPerSecond link_bw(const Topology& topo, std::optional<LinkId> l) {
+  return l ? topo.link(*l).bandwidth : BytesPerSecond{0};
+}
+
+}  // namespace
+
+TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst) {
+  TransferSet ts;
+  ts.logical_bytes = inv.bytes();
+  for (const auto& t : inv.tensors()) {
+    const auto before = ts.pieces.size();
+    intersect_tensor(t, src.shards(t.id), dst.shards(t.id), ts.pieces);
+    // Exactness: the pieces of each destination shard add up to it (shards of one side are
+    // disjoint and cover the tensor, so a shortfall means a destination element nobody holds).
+    std::int64_t covered = 0, wanted = 0;
+    for (auto i = before; i < ts.pieces.size(); ++i) covered += ts.pieces[i].box.elements();
+    for (const auto& d : dst.shards(t.id)) wanted += d.box.elements();
+    if (covered != wanted)
+      throw PlanError("tensor '" + t.name + "': the source covers " + std::to_string(covered) + " of the " +
+                      std::to_string(wanted) + " elements the destination needs");
+  }
+  std::vector<std::int64_t> needer_count(static_cast<std::size_t>(dst.rank_set_count()), -1);
+  // Needers that also hold the piece on the same GPU (colocated layouts) need no transfer.
+  std::map<std::pair<RankSetId, RankSetId>, std::int64_t> local_holders;
+  for (const auto& p : ts.pieces) {
+    auto& n = needer_count[static_cast<std::size_t>(p.needers)];
+    if (n < 0) n = dst.rank_set(p.needers).size();
+    ts.bytes_needed += p.bytes * n;
+    auto key = std::make_pair(p.holders, p.needers);
+    auto it = local_holders.find(key);
+    if (it == local_holders.end()) {
+      std::vector<GpuId> hold;
+      src.rank_set(p.holders).for_each([&](Rank r) { hold.push_back(src.gpu_of(r)); });
+      std::sort(hold.begin(), hold.end());
+      std::int64_t local = 0;
+      dst.rank_set(p.needers).for_each([&](Rank r) {
+        if (std::binary_search(hold.begin(), hold.end(), dst.gpu_of(r))) ++local;
+      });
+      it = local_holders.emplace(key, local).first;
+    }
+    ts.bytes_to_move += p.bytes * (n - it->second);
+  }
+  return ts;
+}
+
+GpuTraffic gpu_traffic(const TransferSet& ts, const ShardMap& src, const ShardMap& dst) {
+  GpuTraffic g;
+  g.dest_received.assign(static_cast<std::size_t>(dst.world_size()), Bytes{0});
+  g.source_sent.assign(static_cast<std::size_t>(src.world_size()), Bytes{0});
+  // Accumulate per rank set, expand once per set.
+  std::vector<double> recv(static_cast<std::size_t>(dst.rank_set_count()), 0);
+  std::vector<double> sent(static_cast<std::size_t>(src.rank_set_count()), 0);
+  std::vector<std::int64_t> holders(static_cast<std::size_t>(src.rank_set_count()), -1);
+  std::vector<std::int64_t> needers(static_cast<std::size_t>(dst.rank_set_count()), -1);
+  for (const auto& p : ts.pieces) {
+    auto& h = holders[static_cast<std::size_t>(p.holders)];
+    if (h < 0) h = src.rank_set(p.holders).size();
+    auto& n = needers[static_cast<std::size_t>(p.needers)];
+    if (n < 0) n = dst.rank_set(p.needers).size();
+    recv[static_cast<std::size_t>(p.needers)] += p.bytes.as_double();
+    sent[static_cast<std::size_t>(p.holders)] += p.bytes.as_double() * static_cast<double>(n) / static_cast<double>(h);
+  }
+  for (RankSetId s = 0; s < dst.rank_set_count(); ++s)
+    if (recv[static_cast<std::size_t>(s)] > 0)
+      dst.rank_set(s).for_each([&](Rank r) {
+        g.dest_received[static_cast<std::size_t>(r)] += Bytes{static_cast<std::int64_t>(recv[static_cast<std::size_t>(s)])};
+      });
+  for (RankSetId s = 0; s < src.rank_set_count(); ++s)
+    if (sent[static_cast<std::size_t>(s)] > 0)
+      src.rank_set(s).for_each([&](Rank r) {
+        g.source_sent[static_cast<std::size_t>(r)] += Bytes{static_cast<std::int64_t>(sent[static_cast<std::size_t>(s)])};
+      });
+  return g;
+}
+
+LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMap& dst, const Topology& topo) {
+  const auto hg = geometry(src, topo);
+  const auto ng = geometry(dst, topo);
+  const auto domains = static_cast<std::size_t>(topo.domain_count());
+  const auto gpus = static_cast<std::size_t>(topo.gpu_count());
+
+  // The source side: the union of the domains holding source GPUs.
+  std::vector<char> in_source_side(domains, 0);
+  for (auto g : src.gpus()) in_source_side[static_cast<std::size_t>(topo.domain_of(g))] = 1;
+
+  std::vector<double> gpu_in(gpus, 0), domain_in(domains, 0), domain_out(domains, 0), gpu_out(gpus, 0);
+  double side_out = 0;
+  // Per needer set: does it reach outside the source side?
+  std::vector<int> leaves_side(ng.size(), -1);
+  // Per (holders, needers): bytes for each needer GPU that is not a holder GPU.
+  std::map<std::pair<RankSetId, RankSetId>, double> per_pair;
+  for (const auto& p : ts.pieces) {
+    const auto& h = hg[static_cast<std::size_t>(p.holders)];
+    const auto& n = ng[static_cast<std::size_t>(p.needers)];
+    const double b = p.bytes.as_double();
+    per_pair[{p.holders, p.needers}] += b;
+    for (auto d : n.domains)
+      if (!std::binary_search(h.domains.begin(), h.domains.end(), d)) domain_in[static_cast<std::size_t>(d)] += b;
+    auto& leaves = leaves_side[static_cast<std::size_t>(p.needers)];
+    if (leaves < 0) {
+      leaves = 0;
+      for (auto d : n.domains)
+        if (!in_source_side[static_cast<std::size_t>(d)]) leaves = 1;
+    }
+    if (leaves) side_out += b;
+    if (h.domains.size() == 1 && (n.domains.size() > 1 || n.domains[0] != h.domains[0]))
+      domain_out[static_cast<std::size_t>(h.domains[0])] += b;
+    if (h.gpus.size() == 1 && (n.gpus.size() > 1 || n.gpus[0] != h.gpus[0]))
+      gpu_out[static_cast<std::size_t>(h.gpus[0])] += b;
+  }
+  for (const auto& [key, b] : per_pair) {
+    const auto& h = hg[static_cast<std::size_t>(key.first)];
+    for (auto g : ng[static_cast<std::size_t>(key.second)].gpus)
+      if (!std::binary_search(h.gpus.begin(), h.gpus.end(), g)) gpu_in[static_cast<std::size_t>(g)] += b;
+  }
+
+  // Capacities.
+  std::vector<double> gpu_ingress(gpus, 0), gpu_egress(gpus, 0), dom_nic_in(domains, 0), dom_nic_out(domains, 0);
+  for (const auto& l : topo.links()) {
+    const auto& to = topo.device(l.to);
+    const auto& from = topo.device(l.from);
+    if (to.kind == DeviceKind::GPU) gpu_ingress[static_cast<std::size_t>(to.gpu)] += l.bandwidth.value;
+    if (from.kind == DeviceKind::GPU) gpu_egress[static_cast<std::size_t>(from.gpu)] += l.bandwidth.value;
+  }
+  double side_nic_out = 0;
+  for (GpuId g = 0; g < topo.gpu_count(); ++g) {
+    const auto d = static_cast<std::size_t>(topo.domain_of(g));
+    dom_nic_in[d] += link_bw(topo, topo.nic_ingress(g)).value;
+    const double out = link_bw(topo, topo.nic_egress(g)).value;
+    dom_nic_out[d] += out;
+    if (in_source_side[d]) side_nic_out += out;
+  }
+
+  LowerBound lb;
+  auto consider = [&](const char* cut, const std::vector<double>& bytes, const std::vector<double>& cap,
+                      const char* what) {
+    CutBound best{cut, "", Bytes{0}, BytesPerSecond{0}};
+    double worst = -1;
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      if (bytes[i] <= 0) continue;
+      const double t = cap[i] > 0 ? bytes[i] / cap[i] : std::numeric_limits<double>::infinity();
+      if (t > worst) {
+        worst = t;
+        best = {cut, std::string(what) + " " + std::to_string(i), Bytes{static_cast<std::int64_t>(bytes[i])},
+                BytesPerSecond{cap[i]}};
+      }
+    }
+    if (worst >= 0) lb.cuts.push_back(best);
+  };
+  consider("dest_gpu_ingress", gpu_in, gpu_ingress, "gpu");
+  consider("dest_domain_ingress", domain_in, dom_nic_in, "domain");
+  if (side_out > 0)
+    lb.cuts.push_back({"source_egress", "source side", Bytes{static_cast<std::int64_t>(side_out)},
+                       BytesPerSecond{side_nic_out}});
+  consider("source_domain_egress", domain_out, dom_nic_out, "domain");
+  consider("source_gpu_egress", gpu_out, gpu_egress, "gpu");
+  for (const auto& c : lb.cuts) {
+    const Seconds t = c.capacity.value > 0 ? c.time() : Seconds{std::numeric_limits<double>::infinity()};
+    if (t > lb.time) {
+      lb.time = t;
+      lb.binding = c;
+    }
+  }
+  return lb;
+}
+
+}  // namespace reshard::model

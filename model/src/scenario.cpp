@@ -1,0 +1,227 @@
+#include "reshard/model/scenario.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "reshard/model/errors.hpp"
+#include "yaml_reader.hpp"
+
+namespace reshard::model {
+
+std::vector<GpuId> parse_gpu_list(const std::vector<std::string>& items) {
+  std::vector<GpuId> out;
+  for (const auto& raw : items) {
+    std::string s;
+    for (char c : raw)
+      if (c != ' ') s += c;
+    const auto dash = s.find('-', 1);
+    auto num = [&](const std::string& t) {
+      std::size_t pos = 0;
+      long v = -1;
+      try {
+        v = std::stol(t, &pos);
+      } catch (const std::exception&) {
+        pos = 0;
+      }
+      if (pos != t.size() || t.empty() || v < 0)
+        throw std::invalid_argument("'" + raw + "' is not a GPU index or range like 0-255");
+      return static_cast<GpuId>(v);
+    };
+    if (dash == std::string::npos) {
+      out.push_back(num(s));
+    } else {
+      const GpuId a = num(s.substr(0, dash)), b = num(s.substr(dash + 1));
+      if (b < a) throw std::invalid_argument("range '" + raw + "' runs backwards");
+      for (GpuId g = a; g <= b; ++g) out.push_back(g);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::int32_t small_int(const yaml::Node& n) {
+  const auto v = n.positive_integer();
+  if (v > 1'000'000) n.fail("parallel size " + std::to_string(v) + " is implausibly large");
+  return static_cast<std::int32_t>(v);
+}
+
+Placement parse_placement(const yaml::Node& n) {
+  const std::string s = n.str();
+  if (s == "Replicate" || s == "Replicate()") return {};
+  if (s.rfind("Shard(", 0) == 0 && s.back() == ')') {
+    const std::string d = s.substr(6, s.size() - 7);
+    std::size_t pos = 0;
+    int v = -1;
+    try {
+      v = std::stoi(d, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos == d.size() && !d.empty() && v >= 0) return {Placement::Kind::Shard, v};
+  }
+  n.fail("expected Replicate or Shard(d), got '" + s + "'");
+}
+
+LayoutSpec parse_layout(const yaml::Node& n) {
+  LayoutSpec spec;
+  const std::string fw = n.at("framework").str();
+  std::vector<std::string> gpu_items;
+  const auto gpus_node = n.at("gpus");
+  for (const auto& item : gpus_node.items()) gpu_items.push_back(item.str());
+  try {
+    spec.gpus = parse_gpu_list(gpu_items);
+  } catch (const std::invalid_argument& e) {
+    gpus_node.fail(e.what());
+  }
+  {
+    std::set<GpuId> seen;
+    for (auto g : spec.gpus)
+      if (!seen.insert(g).second) gpus_node.fail("GPU " + std::to_string(g) + " is listed twice");
+  }
+  const auto count = static_cast<std::int64_t>(spec.gpus.size());
+  auto world_check = [&](std::int64_t world, const std::string& what) {
+    if (world != count)
+      n.fail(what + " needs " + std::to_string(world) + " GPUs, but gpus lists " + std::to_string(count));
+  };
+  if (fw == "megatron") {
+    n.allow_only({"framework", "gpus", "tp", "pp", "cp", "dp", "ep", "etp", "vpp", "layers_per_stage"});
+    MegatronSpec m;
+    if (auto v = n.get("tp")) m.tp = small_int(*v);
+    if (auto v = n.get("pp")) m.pp = small_int(*v);
+    if (auto v = n.get("cp")) m.cp = small_int(*v);
+    if (auto v = n.get("ep")) m.ep = small_int(*v);
+    if (auto v = n.get("etp")) m.etp = small_int(*v);
+    if (auto v = n.get("vpp")) m.vpp = small_int(*v);
+    if (auto v = n.get("layers_per_stage"))
+      for (auto x : v->items()) m.layers_per_stage.push_back(small_int(x));
+    const std::int64_t tcp = static_cast<std::int64_t>(m.tp) * m.cp * m.pp;
+    if (auto v = n.get("dp")) {
+      m.dp = small_int(*v);
+    } else {
+      if (count % tcp != 0)
+        n.fail(std::to_string(count) + " GPUs are not divisible by TP*CP*PP = " + std::to_string(tcp) +
+               " (dp is derived from the GPU count)");
+      m.dp = static_cast<std::int32_t>(count / tcp);
+    }
+    world_check(tcp * m.dp, "megatron TP*CP*PP*DP");
+    spec.spec = m;
+  } else if (fw == "vllm") {
+    n.allow_only({"framework", "gpus", "tp", "pp", "dp", "ep", "redundant_experts"});
+    VllmSpec v;
+    if (auto x = n.get("tp")) v.tp = small_int(*x);
+    if (auto x = n.get("pp")) v.pp = small_int(*x);
+    if (auto x = n.get("dp")) v.dp = small_int(*x);
+    if (auto x = n.get("ep")) v.ep = small_int(*x);
+    if (auto x = n.get("redundant_experts")) {
+      const auto r = x->integer();
+      if (r < 0) x->fail("must be zero or positive");
+      v.redundant_experts = static_cast<std::int32_t>(r);
+    }
+    world_check(static_cast<std::int64_t>(v.tp) * v.pp * v.dp, "vllm TP*PP*DP");
+    spec.spec = v;
+  } else if (fw == "dtensor") {
+    n.allow_only({"framework", "gpus", "mesh", "placements"});
+    DTensorSpec d;
+    const auto mesh = n.at("mesh");
+    mesh.allow_only({"shape", "names"});
+    std::int64_t world = 1;
+    for (const auto& x : mesh.at("shape").items()) {
+      d.mesh_shape.push_back(small_int(x));
+      world *= d.mesh_shape.back();
+    }
+    if (auto names = mesh.get("names")) {
+      for (const auto& x : names->items()) d.mesh_names.push_back(x.str());
+      if (d.mesh_names.size() != d.mesh_shape.size())
+        names->fail("names " + std::to_string(d.mesh_names.size()) + " mesh dimensions, shape has " +
+                    std::to_string(d.mesh_shape.size()));
+    }
+    world_check(world, "the mesh");
+    if (auto pl = n.get("placements")) {
+      for (const auto& [glob, list] : pl->entries()) {
+        std::vector<Placement> p;
+        for (const auto& x : list.items()) p.push_back(parse_placement(x));
+        if (p.size() != d.mesh_shape.size())
+          list.fail("lists " + std::to_string(p.size()) + " placements, the mesh has " +
+                    std::to_string(d.mesh_shape.size()) + " dimensions");
+        d.placements.emplace_back(glob, std::move(p));
+      }
+    }
+    spec.spec = d;
+  } else {
+    n.at("framework").fail("unknown framework '" + fw + "'; expected megatron, vllm or dtensor");
+  }
+  return spec;
+}
+
+std::filesystem::path resolve(const std::filesystem::path& base, const std::string& p) {
+  std::filesystem::path path(p);
+  return path.is_absolute() ? path : (base / path).lexically_normal();
+}
+
+}  // namespace
+
+Scenario Scenario::parse(const std::string& text, const std::string& name, const std::filesystem::path& base_dir) {
+  const auto root = yaml::load_string(text, name);
+  root.allow_only({"name", "description", "model", "topology", "dtype", "include_mtp", "source", "destination"});
+  Scenario s;
+  s.file = name;
+  s.name = root.get("name") ? root.at("name").str() : std::filesystem::path(name).stem().string();
+  if (auto d = root.get("description")) s.description = d->str();
+  s.model_path = resolve(base_dir, root.at("model").str());
+  s.topology_path = resolve(base_dir, root.at("topology").str());
+  if (auto d = root.get("dtype")) {
+    try {
+      s.model_options.dtype = parse_dtype(d->str());
+    } catch (const std::invalid_argument& e) {
+      d->fail(e.what());
+    }
+  }
+  if (auto m = root.get("include_mtp")) s.model_options.include_mtp = m->boolean();
+  const auto src = root.at("source"), dst = root.at("destination");
+  s.source_line = src.line();
+  s.destination_line = dst.line();
+  s.source = parse_layout(src);
+  s.destination = parse_layout(dst);
+  return s;
+}
+
+Scenario Scenario::load(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path.string(), 0, "", "cannot open scenario file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path.string(), path.parent_path());
+}
+
+LoadedScenario load_scenario(const Scenario& s) {
+  // Lines of the source/destination keys, for messages about a whole layout.
+  auto side_error = [&](const std::string& key, const std::string& what) -> ConfigError {
+    return ConfigError(s.file, key.rfind("source", 0) == 0 ? s.source_line : s.destination_line, key, what);
+  };
+  Inventory inv = Inventory::load(s.model_path, s.model_options);
+  Topology topo = Topology::load(s.topology_path);
+  for (const auto* side : {&s.source, &s.destination}) {
+    const char* key = side == &s.source ? "source.gpus" : "destination.gpus";
+    for (auto g : side->gpus)
+      if (g >= topo.gpu_count())
+        throw side_error(key, "GPU " + std::to_string(g) + " is outside the topology '" + topo.name() + "' (" +
+                                  std::to_string(topo.gpu_count()) + " GPUs)");
+  }
+  auto build = [&](const LayoutSpec& spec, const char* key) {
+    try {
+      return build_shard_map(inv, spec);
+    } catch (const PlanError& e) {
+      throw side_error(key, e.what());
+    }
+  };
+  ShardMap src = build(s.source, "source");
+  ShardMap dst = build(s.destination, "destination");
+  return LoadedScenario{s, std::move(inv), std::move(topo), std::move(src), std::move(dst)};
+}
+
+LoadedScenario load_scenario(const std::filesystem::path& path) { return load_scenario(Scenario::load(path)); }
+
+}  // namespace reshard::model

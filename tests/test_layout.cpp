@@ -1,0 +1,242 @@
+// Hand-worked layouts: the boxes and rank sets written out for small cases.
+#include <gtest/gtest.h>
+
+#include "reshard/model/errors.hpp"
+#include "reshard/model/layout.hpp"
+
+using namespace reshard::model;
+
+namespace {
+
+// hidden 256, 4 layers, 8 heads of 32, 2 KV heads, FFN 768, vocabulary 1000.
+const char* kGqa = R"(name: gqa
+architecture: qwen3
+hidden_size: 256
+num_hidden_layers: 4
+num_attention_heads: 8
+num_key_value_heads: 2
+head_dim: 32
+intermediate_size: 768
+vocab_size: 1000
+tie_word_embeddings: false
+)";
+
+// The same with 8 experts of width 128 in every layer.
+const char* kMoe = R"(name: moe
+architecture: qwen3_moe
+hidden_size: 256
+num_hidden_layers: 4
+num_attention_heads: 8
+num_key_value_heads: 4
+head_dim: 32
+moe_intermediate_size: 128
+num_experts: 8
+num_experts_per_tok: 2
+vocab_size: 1024
+tie_word_embeddings: false
+)";
+
+std::vector<GpuId> iota(int n, int first = 0) {
+  std::vector<GpuId> v;
+  for (int i = 0; i < n; ++i) v.push_back(first + i);
+  return v;
+}
+
+// The (box, sorted ranks) pairs of one tensor, for comparison.
+std::vector<std::pair<std::string, std::vector<Rank>>> shards_of(const Inventory& inv, const ShardMap& m,
+                                                                 const std::string& name) {
+  const auto* t = inv.find(name);
+  EXPECT_NE(t, nullptr) << name;
+  std::vector<std::pair<std::string, std::vector<Rank>>> out;
+  for (const auto& s : m.shards(t->id)) out.emplace_back(to_string(s.box), m.rank_set(s.ranks).to_vector());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+using Shards = std::vector<std::pair<std::string, std::vector<Rank>>>;
+
+}  // namespace
+
+TEST(MegatronLayout, TensorAndPipelineParallel) {
+  const auto inv = Inventory::parse(kGqa, "gqa.yaml");
+  // TP2 x PP2 on 8 GPUs: DP = 8 / 4 = 2; rank = tp + 2*(dp + 2*pp).
+  // Stage 0 (layers 0-1): ranks 0-3; stage 1 (layers 2-3): ranks 4-7.
+  LayoutSpec spec{MegatronSpec{.tp = 2, .pp = 2}, iota(8)};
+  const auto m = build_shard_map(inv, spec);
+  // q_proj [256, 256] column-parallel: TP rank t holds rows [128t, 128t+128), replicated over DP
+  // (ranks t and t+2 in stage 0).
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.self_attn.q_proj.weight"),
+            (Shards{{"[0:128, 0:256]", {0, 2}}, {"[128:256, 0:256]", {1, 3}}}));
+  // k_proj [64, 256]: 2 KV heads of 32 rows, one per TP rank.
+  EXPECT_EQ(shards_of(inv, m, "model.layers.1.self_attn.k_proj.weight"),
+            (Shards{{"[0:32, 0:256]", {0, 2}}, {"[32:64, 0:256]", {1, 3}}}));
+  // o_proj [256, 256] row-parallel on stage 1: columns split, ranks 4+t and 6+t.
+  EXPECT_EQ(shards_of(inv, m, "model.layers.3.self_attn.o_proj.weight"),
+            (Shards{{"[0:256, 0:128]", {4, 6}}, {"[0:256, 128:256]", {5, 7}}}));
+  // Embedding on stage 0: vocabulary 1000 padded to a multiple of 128*TP = 256 -> 1024, 512 rows per
+  // rank: rank 0 rows [0, 512), rank 1 rows [512, 1000) (24 padding rows exist only in memory).
+  EXPECT_EQ(shards_of(inv, m, "model.embed_tokens.weight"),
+            (Shards{{"[0:512, 0:256]", {0, 2}}, {"[512:1000, 0:256]", {1, 3}}}));
+  // lm_head and the final norm on the last stage; the norm replicated on all 4 ranks of the stage.
+  EXPECT_EQ(shards_of(inv, m, "lm_head.weight"), (Shards{{"[0:512, 0:256]", {4, 6}}, {"[512:1000, 0:256]", {5, 7}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.norm.weight"), (Shards{{"[0:256]", {4, 5, 6, 7}}}));
+}
+
+TEST(MegatronLayout, ExpertParallelFolding) {
+  const auto inv = Inventory::parse(kMoe, "moe.yaml");
+  // TP2 x PP1 x DP4 on 8 GPUs, EP4 x ETP1: per stage G = TP*CP*DP = 8 ranks re-read as ETP1 x EP4 x
+  // EDP2 (etp fastest): EP rank q = local % 4, EDP index = local / 4. Expert e on EP rank e / (8/4).
+  LayoutSpec spec{MegatronSpec{.tp = 2, .pp = 1, .ep = 4}, iota(8)};
+  const auto m = build_shard_map(inv, spec);
+  // Expert 5 -> EP rank 2 -> ranks {2, 2 + 4} = {2, 6}, whole tensor.
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.5.up_proj.weight"), (Shards{{"[0:128, 0:256]", {2, 6}}}));
+  // ETP2 instead: G = 8 = ETP2 x EP4 x EDP1, rank = etp + 2*ep. Expert 5 -> EP rank 2 -> ranks 4, 5,
+  // down_proj [256, 128] split on dim 1 over ETP.
+  LayoutSpec spec2{MegatronSpec{.tp = 2, .pp = 1, .ep = 4, .etp = 2}, iota(8)};
+  const auto m2 = build_shard_map(inv, spec2);
+  EXPECT_EQ(shards_of(inv, m2, "model.layers.0.mlp.experts.5.down_proj.weight"),
+            (Shards{{"[0:256, 0:64]", {4}}, {"[0:256, 64:128]", {5}}}));
+  // The router is replicated on every rank of the stage.
+  EXPECT_EQ(shards_of(inv, m2, "model.layers.2.mlp.gate.weight"),
+            (Shards{{"[0:8, 0:256]", {0, 1, 2, 3, 4, 5, 6, 7}}}));
+}
+
+TEST(MegatronLayout, LinearQkvInterleavesPerQueryGroup) {
+  const auto inv = Inventory::parse(kGqa, "gqa.yaml");
+  LayoutSpec spec{MegatronSpec{.tp = 1, .pp = 1}, iota(1)};
+  const auto m = build_shard_map(inv, spec);
+  const auto buffers = local_buffers(inv, spec, m, 0);
+  const auto it = std::find_if(buffers.begin(), buffers.end(), [](const LocalBuffer& b) {
+    return b.name == "model.layers.0.self_attn.linear_qkv.weight";
+  });
+  ASSERT_NE(it, buffers.end());
+  // 2 groups of 4 query heads (128 rows) + 1 k head (32) + 1 v head (32): [q0; k0; v0; q1; k1; v1].
+  ASSERT_EQ(it->segments.size(), 6u);
+  const auto q = inv.find("model.layers.0.self_attn.q_proj.weight")->id;
+  const auto k = inv.find("model.layers.0.self_attn.k_proj.weight")->id;
+  EXPECT_EQ(it->segments[0].tensor, q);
+  EXPECT_EQ(to_string(it->segments[0].box), "[0:128, 0:256]");
+  EXPECT_EQ(it->segments[1].tensor, k);
+  EXPECT_EQ(to_string(it->segments[1].box), "[0:32, 0:256]");
+  EXPECT_EQ(to_string(it->segments[3].box), "[128:256, 0:256]");
+  EXPECT_EQ(to_string(it->segments[4].box), "[32:64, 0:256]");
+  // linear_fc1 = [gate; up].
+  const auto fc1 = std::find_if(buffers.begin(), buffers.end(), [](const LocalBuffer& b) {
+    return b.name == "model.layers.0.mlp.linear_fc1.weight";
+  });
+  ASSERT_NE(fc1, buffers.end());
+  ASSERT_EQ(fc1->segments.size(), 2u);
+  EXPECT_EQ(inv.tensor(fc1->segments[0].tensor).fused, FusedPart::Gate);
+  EXPECT_EQ(inv.tensor(fc1->segments[1].tensor).fused, FusedPart::Up);
+}
+
+TEST(VllmLayout, ReplicatedKvHeadsAndFusedQkv) {
+  const auto inv = Inventory::parse(kGqa, "gqa.yaml");
+  // TP8 x DP2 on 16 GPUs: rank = tp + 8*dp. 2 KV heads < TP 8: TP ranks 0-3 hold KV head 0, 4-7 head 1.
+  LayoutSpec spec{VllmSpec{.tp = 8, .pp = 1, .dp = 2}, iota(16)};
+  const auto m = build_shard_map(inv, spec);
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.self_attn.v_proj.weight"),
+            (Shards{{"[0:32, 0:256]", {0, 1, 2, 3, 8, 9, 10, 11}}, {"[32:64, 0:256]", {4, 5, 6, 7, 12, 13, 14, 15}}}));
+  // q_proj: one head (32 rows) per TP rank, replicated over DP.
+  const auto q = shards_of(inv, m, "model.layers.0.self_attn.q_proj.weight");
+  ASSERT_EQ(q.size(), 8u);
+  EXPECT_EQ(q[0], (std::pair<std::string, std::vector<Rank>>{"[0:32, 0:256]", {0, 8}}));
+  // Vocabulary 1000 padded to a multiple of 64 -> 1024, 128 rows per rank; rank 7 holds [896, 1000).
+  const auto e = shards_of(inv, m, "model.embed_tokens.weight");
+  EXPECT_EQ(e.back(), (std::pair<std::string, std::vector<Rank>>{"[896:1000, 0:256]", {7, 15}}));
+  // qkv_proj of rank 5 = [q head 5; k head 1; v head 1].
+  const auto buffers = local_buffers(inv, spec, m, 5);
+  const auto it = std::find_if(buffers.begin(), buffers.end(), [](const LocalBuffer& b) {
+    return b.name == "model.layers.0.self_attn.qkv_proj.weight";
+  });
+  ASSERT_NE(it, buffers.end());
+  ASSERT_EQ(it->segments.size(), 3u);
+  EXPECT_EQ(to_string(it->segments[0].box), "[160:192, 0:256]");
+  EXPECT_EQ(to_string(it->segments[1].box), "[32:64, 0:256]");
+}
+
+TEST(VllmLayout, ExpertParallelWithRedundantExperts) {
+  const auto inv = Inventory::parse(kMoe, "moe.yaml");
+  // TP2 x DP2, EP4 over all 4 ranks, 4 redundant experts: 12 slots, 3 per EP rank. Slot s on EP rank
+  // s / 3; redundant slots 8..11 copy experts 0..3. Expert 1: slots 1 (EP rank 0) and 9 (EP rank 3).
+  // EP rank q = tp + 2*dp = global rank here (PP1).
+  LayoutSpec spec{VllmSpec{.tp = 2, .pp = 1, .dp = 2, .ep = 4, .redundant_experts = 4}, iota(4)};
+  const auto m = build_shard_map(inv, spec);
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.1.gate_proj.weight"), (Shards{{"[0:128, 0:256]", {0, 3}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.7.gate_proj.weight"), (Shards{{"[0:128, 0:256]", {2}}}));
+  // EP2 on TP2 x DP2: two expert groups {0,1} and {2,3}, each a whole copy. Expert 5 (4 per rank)
+  // -> EP rank 1 -> ranks 1 and 3.
+  LayoutSpec spec2{VllmSpec{.tp = 2, .pp = 1, .dp = 2, .ep = 2}, iota(4)};
+  const auto m2 = build_shard_map(inv, spec2);
+  EXPECT_EQ(shards_of(inv, m2, "model.layers.0.mlp.experts.5.down_proj.weight"), (Shards{{"[0:256, 0:128]", {1, 3}}}));
+}
+
+TEST(DTensorLayout, UnevenChunksAndNestedSharding) {
+  const auto inv = Inventory::parse(kGqa, "gqa.yaml");
+  // Mesh [4] Shard(0): torch.chunk of 1000 vocabulary rows into 4 -> chunk 250 each (even); of the
+  // 64-row k_proj -> 16 each. Use mesh [3]: 1000 -> ceil(1000/3) = 334: 334, 334, 332.
+  DTensorSpec d3{{3}, {"tp"}, {{"default", {Placement{Placement::Kind::Shard, 0}}}}};
+  const auto m3 = build_shard_map(inv, LayoutSpec{d3, iota(3)});
+  EXPECT_EQ(shards_of(inv, m3, "model.embed_tokens.weight"),
+            (Shards{{"[0:334, 0:256]", {0}}, {"[334:668, 0:256]", {1}}, {"[668:1000, 0:256]", {2}}}));
+  // 10 rows over 4 ranks -> 3, 3, 3, 1 (torch.chunk): a [10]-sized slice is not in this model, so
+  // check the rule on 1000 rows over mesh [3, 4] nested on dim 0, outer first: the outer chunk 0 is
+  // [0, 334); its 4 inner chunks of ceil(334/4) = 84 rows: 84, 84, 84, 82.
+  DTensorSpec d34{{3, 4}, {"a", "b"}, {{"default", {Placement{Placement::Kind::Shard, 0}, Placement{Placement::Kind::Shard, 0}}}}};
+  const auto m34 = build_shard_map(inv, LayoutSpec{d34, iota(12)});
+  const auto e = shards_of(inv, m34, "model.embed_tokens.weight");
+  ASSERT_EQ(e.size(), 12u);
+  auto has = [&](const char* box, Rank r) {
+    return std::find(e.begin(), e.end(), std::pair<std::string, std::vector<Rank>>{box, {r}}) != e.end();
+  };
+  EXPECT_TRUE(has("[0:84, 0:256]", 0));
+  EXPECT_TRUE(has("[252:334, 0:256]", 3));
+  // Outer chunk 2 is [668, 1000) (332 rows): inner chunks of 83 rows, rank 2*4 + 3 = 11 the last.
+  EXPECT_TRUE(has("[917:1000, 0:256]", 11));
+  // A replicated mesh dimension: [2, 2] with [Replicate, Shard(1)] on o_proj: column halves held by
+  // ranks {0, 2} and {1, 3} (mesh row-major, last dimension fastest).
+  DTensorSpec d22{{2, 2}, {"dp", "tp"},
+                  {{"default", {Placement{}, Placement{}}},
+                   {"*.o_proj.weight", {Placement{}, Placement{Placement::Kind::Shard, 1}}}}};
+  const auto m22 = build_shard_map(inv, LayoutSpec{d22, iota(4)});
+  EXPECT_EQ(shards_of(inv, m22, "model.layers.0.self_attn.o_proj.weight"),
+            (Shards{{"[0:256, 0:128]", {0, 2}}, {"[0:256, 128:256]", {1, 3}}}));
+  EXPECT_EQ(shards_of(inv, m22, "model.layers.0.self_attn.q_proj.weight"), (Shards{{"[0:256, 0:256]", {0, 1, 2, 3}}}));
+}
+
+TEST(DTensorLayout, TorchChunkSemantics) {
+  // 10 rows over 4 ranks -> 3, 3, 3, 1; 5 over 4 -> 2, 2, 1, 0.
+  const auto inv = Inventory::parse(R"(name: t
+architecture: qwen3
+hidden_size: 16
+num_hidden_layers: 1
+num_attention_heads: 2
+num_key_value_heads: 1
+head_dim: 8
+intermediate_size: 32
+vocab_size: 10
+tie_word_embeddings: true
+)", "t.yaml");
+  DTensorSpec d{{4}, {"tp"}, {{"default", {Placement{Placement::Kind::Shard, 0}}}}};
+  const auto m = build_shard_map(inv, LayoutSpec{d, iota(4)});
+  EXPECT_EQ(shards_of(inv, m, "model.embed_tokens.weight"),
+            (Shards{{"[0:3, 0:16]", {0}}, {"[3:6, 0:16]", {1}}, {"[6:9, 0:16]", {2}}, {"[9:10, 0:16]", {3}}}));
+}
+
+TEST(LayoutErrors, SizesThatDoNotFit) {
+  const auto inv = Inventory::parse(kGqa, "gqa.yaml");
+  // 8 heads over TP 3 cannot split.
+  EXPECT_THROW(build_shard_map(inv, LayoutSpec{VllmSpec{.tp = 3}, iota(3)}), PlanError);
+  // Megatron needs KV heads (2) divisible by TP (4).
+  EXPECT_THROW(build_shard_map(inv, LayoutSpec{MegatronSpec{.tp = 4}, iota(4)}), PlanError);
+  // A layout larger than its GPU set.
+  EXPECT_THROW(build_shard_map(inv, LayoutSpec{VllmSpec{.tp = 2, .dp = 4}, iota(4)}), PlanError);
+  // Shard(2) on two-dimensional weights.
+  DTensorSpec d{{2}, {"tp"}, {{"default", {Placement{Placement::Kind::Shard, 2}}}}};
+  try {
+    build_shard_map(inv, LayoutSpec{d, iota(2)});
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("Shard(2)"), std::string::npos) << e.what();
+  }
+}
