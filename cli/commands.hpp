@@ -6,5 +6,10 @@
 namespace reshard::cli {
 
 void add_backends_command(CLI::App& app);
+void add_topo_command(CLI::App& app);
+void add_model_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
 
 }  // namespace reshard::cli

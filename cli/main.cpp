@@ -12,6 +12,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "reshard 0.1.0");
   app.require_subcommand(1);
   reshard::cli::add_backends_command(app);
+  reshard::cli::add_topo_command(app);
+  reshard::cli::add_model_command(app);
+  reshard::cli::add_plan_command(app);
+  reshard::cli::add_compare_command(app);
+  reshard::cli::add_simulate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

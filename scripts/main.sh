@@ -3,4 +3,4 @@
 # default scenario. Extra arguments are passed to the command.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
-exec "$RESHARD_BIN" backends "$@"
+exec "$RESHARD_BIN" compare "$@"

@@ -48,6 +48,7 @@ const char* to_string(ParallelRole r);
 
 // Which fused buffer a tensor is a segment of, and which part.
 enum class FusedPart : std::uint8_t { None, Q, K, V, Gate, Up };
+const char* to_string(FusedPart f);  // "", "q", "k", "v", "gate", "up"
 
 struct TensorInfo {
   std::int32_t id = -1;                // index in Inventory::tensors()
@@ -60,11 +61,31 @@ struct TensorInfo {
   std::int32_t layer = -1;             // decoder layer (0-based; MTP layers follow the last decoder layer); -1 for globals
   std::int32_t expert = -1;            // routed expert index, -1 otherwise
   bool pre_layers = false;             // global placed before layer 0 (embedding)
+  // When non-empty, dim 0 is the concatenation of these parts (they sum to shape[0]) and tensor
+  // parallelism splits each part separately: rank r of T holds rows [off_p + r*n_p/T,
+  // off_p + (r+1)*n_p/T) of every part p (offset off_p, length n_p). Mamba2 `mixer.in_proj` =
+  // [z d_inner, x d_inner, B groups*state, C groups*state, dt heads]; `mixer.conv1d.weight`/`bias`
+  // = [x d_inner, B groups*state, C groups*state]. Empty for ordinary tensors.
+  std::vector<std::int64_t> column_parts;
+  bool mtp = false;                    // part of a multi-token-prediction layer
   std::int64_t elements() const;
   Bytes bytes() const;
 };
 
 // The subset of a HF config.json this project reads. Absent fields are 0 / false.
+//
+// Parameter count per decoder layer (H hidden, V vocabulary; weights [out, in]):
+//   GQA attention (qwen3, nemotron_h '*'):  2*heads*hd*H + 2*kv*hd*H  (+ q_norm, k_norm [hd] in qwen3)
+//   MLA attention (deepseek_v3):  q_lora*H + heads*(nope+rope)*q_lora + (kv_lora+rope)*H
+//                                 + heads*(nope+v)*kv_lora + H*heads*v + q_lora + kv_lora
+//   SwiGLU FFN of width I:        3*I*H   (gate, up, down);  ReLU^2 FFN (nemotron_h): 2*I*H
+//   MoE layer:  E routed experts + shared experts + router E*H (+ E fp32 bias in deepseek_v3 and
+//               nemotron_h); nemotron_h latent MoE runs its experts at width `moe_latent_size`
+//               between fc1_latent_proj [latent, H] and fc2_latent_proj [H, latent]
+//   Mamba2 (nemotron_h 'M'), d = mamba_num_heads*mamba_head_dim, gs = n_groups*ssm_state_size:
+//               in_proj (2d + 2gs + heads)*H + conv1d (d + 2gs)*(conv_kernel + 1)
+//               + A_log, D, dt_bias 3*heads + norm d + out_proj H*d
+//   plus one RMSNorm [H] per norm, and globally V*H embedding, H final norm, V*H lm_head (untied).
 struct ModelConfig {
   std::string name;
   std::string architecture;  // "deepseek_v3", "qwen3", "qwen3_moe", "nemotron_h"
@@ -98,6 +119,8 @@ struct ModelConfig {
   std::int64_t ssm_state_size = 0;
   std::int64_t conv_kernel = 0;
   std::int64_t moe_latent_size = 0;
+  std::string mtp_hybrid_override_pattern;  // nemotron_h: layer kinds of one MTP step (e.g. "*E")
+  bool use_conv_bias = true;                // nemotron_h: Mamba conv1d has a bias
   DType dtype = DType::BF16;
 };
 
@@ -106,7 +129,10 @@ struct InventoryOptions {
   // router bias stays fp32).
   std::optional<DType> dtype;
   // MTP (multi-token prediction) layers are not part of the published totals (DeepSeek-V3 671.03 B
-  // excludes its 11.6 B MTP layer); include them only when asked.
+  // excludes its 11.6 B MTP layer); include them only when asked. They follow the decoder layers
+  // (layer num_hidden_layers, ...). DeepSeek-V3's checkpoint also stores a copy of the embedding
+  // and the output head in its MTP layer (`model.layers.61.embed_tokens`, `shared_head.head`,
+  // 2 x 0.93 B), listed here too, so with MTP the total is 671.03 + 11.61 + 1.85 = 684.49 B.
   bool include_mtp = false;
 };
 
@@ -127,12 +153,28 @@ class Inventory {
   std::int64_t parameters() const;
   Bytes bytes() const;
   std::int64_t parameters(TensorClass c) const;
+  Bytes bytes(TensorClass c) const;
+  // Parameters one token passes through: every non-expert weight plus, in each MoE layer, the
+  // num_experts_per_tok routed experts (all experts of a layer have the same size):
+  //   active = parameters - sum over MoE layers of (n_routed - top_k) * (parameters of one expert).
+  std::int64_t active_parameters() const;
   std::int32_t layer_count() const;  // decoder layers plus MTP layers (the units PP splits)
+  std::int32_t decoder_layers() const;  // num_hidden_layers
+  std::int32_t mtp_layers() const;      // layers after the decoder layers (0 without include_mtp)
+  bool includes_mtp() const { return include_mtp_; }
 
  private:
   ModelConfig config_;
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, std::int32_t> by_name_;
+  bool include_mtp_ = false;
+  std::int32_t mtp_layers_ = 0;
+  // Totals, summed once when the inventory is built.
+  std::int64_t parameters_ = 0;
+  std::int64_t active_parameters_ = 0;
+  Bytes bytes_{};
+  std::int64_t class_parameters_[kTensorClassCount] = {};
+  Bytes class_bytes_[kTensorClassCount] = {};
 };
 
 }  // namespace reshard::model

@@ -13,7 +13,9 @@
 // several equal-cost paths exist (one per spine), a Route holds all of them and the fluid model
 // splits the flow evenly over them (ECMP).
 //
-// The graph itself (Boost.Graph) is an implementation detail of topology.cpp.
+// The graph itself (Boost.Graph) is an implementation detail of model/src/topology*.cpp.
+// The file format (node templates, the cluster generator, the explicit form) is described in
+// docs/topology.md.
 #pragma once
 
 #include <cstdint>
@@ -65,7 +67,7 @@ struct Path {
 struct Route {
   std::vector<Path> paths;
   LinkKind kind = LinkKind::NVLink;  // worst link kind on the route
-  Seconds latency;                   // sum of link latencies along one path
+  Seconds latency;                   // sum of link latencies along a path (the longest one if they differ)
   bool same_domain = false;
 };
 
@@ -89,16 +91,26 @@ class Topology {
   std::int32_t domain_count() const;
   std::int32_t device_count() const;
   std::int32_t link_count() const;
+  // Rails of a generated fabric (NICs per node; 1 when not rail-optimized); 0 for explicit topologies.
+  std::int32_t rail_count() const;
+  bool generated() const;           // true for a template cluster, false for the explicit form
+
+  // Names of the node templates a generated cluster may use ("dgx-h100", "gb200-nvl72", ...).
+  static std::vector<std::string> template_names();
 
   const Device& device(DeviceId id) const;
   const Link& link(LinkId id) const;
   const std::vector<Link>& links() const;
+  const std::vector<Device>& devices() const;  // indexed by DeviceId
 
   DeviceId gpu_device(GpuId g) const;
   std::int32_t domain_of(GpuId g) const;
   std::int32_t node_of(GpuId g) const;
   std::int32_t rail_of(GpuId g) const;
   const std::vector<GpuId>& gpus_in_domain(std::int32_t domain) const;
+  // The NIC the GPU sends through (its 1:1 partner; in an explicit topology the nearest NIC over
+  // PCIe/C2C links, possibly shared). nullopt when the GPU has none.
+  std::optional<DeviceId> nic_of(GpuId g) const;
 
   // The GPU's own links. NVLink: GPU -> fabric and fabric -> GPU. NIC: the network link leaving the
   // GPU's NIC (egress) and the one entering it (ingress). nullopt when the GPU has none.
@@ -111,17 +123,27 @@ class Topology {
   BytesPerSecond gpu_nvlink_bandwidth(GpuId g) const;
   BytesPerSecond gpu_nic_bandwidth(GpuId g) const;
 
-  // All equal-cost paths from GPU a to GPU b (a != b). Computed from the structure (NIC, leaf, the
-  // cached set of equal switch paths between two leaves), so it is cheap; thread-safe.
+  // All equal-cost paths from GPU a to GPU b. Computed from the structure (NIC, leaf, the
+  // cached set of equal switch paths between two leaves), so it is cheap; thread-safe. For explicit
+  // topologies: every path of the fewest hops (breadth-first search over the graph, NVLink links
+  // only when a and b share a domain, through other GPUs only when there is no path without them;
+  // at most 64 paths), cached per GPU pair. a == b gives a route
+  // without paths. GPU indices out of range throw std::out_of_range.
   Route route(GpuId a, GpuId b) const;
+  // The same search as for explicit topologies, on any topology, uncached (tests compare it with
+  // the structural routes of generated clusters).
+  Route search_route(GpuId a, GpuId b) const;
 
   // Bisection bandwidth of the network (per direction): the least total capacity that must be cut to
   // split the GPUs into two halves, computed for the split that separates the first half of the
   // nodes from the second half (the worst case for rail-optimized leaf/spine fabrics).
+  // Method: the maximum flow from the GPUs of nodes [0, N/2) to the GPUs of nodes [N/2, N) over
+  // every directed link (max-flow = min-cut); 0 with fewer than two nodes. Not cached.
   BytesPerSecond bisection_bandwidth() const;
 
+  struct Impl;  // private: wraps detail::TopologyData (model/src/topology_impl.hpp)
+
  private:
-  struct Impl;
   explicit Topology(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

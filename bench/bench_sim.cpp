@@ -1,0 +1,67 @@
+// The flow simulator against SimGrid 3.32 on the same random bursts (DESIGN.md §9, issue 5).
+//
+//   BM_FlowSim/<case>     reshard::sim::simulate (validation, route classes, the whole event loop)
+//   BM_SimGrid/<case>     SimGrid's engine.run() on the same flows (CM02, TCP-gamma 0, crosstraffic 0,
+//                         weight-S 0; platform building not counted; one forked process per run)
+// Each SimGrid run also checks that every finish time equals ours to 1e-6 relative and fails the
+// benchmark otherwise. Cases: 0 = dgx-h100-64n with >= 10 000 flows (ECMP sub-flows included),
+// 1 = synthetic 512-GPU fabric with >= 10 000 flows.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "reshard/sim/flow_sim.hpp"
+#include "simgrid_bursts.hpp"
+#include "simgrid_runner.hpp"
+
+namespace {
+
+using namespace reshard;
+
+const simgrid_check::Burst& burst(int which) {
+  static std::map<int, simgrid_check::Burst> cache;
+  auto it = cache.find(which);
+  if (it != cache.end()) return it->second;
+  simgrid_check::Burst b = which == 0
+      ? simgrid_check::topology_burst(RESHARD_SOURCE_DIR "/topologies/dgx-h100-64n.yaml", 0, 42, 10000)
+      : simgrid_check::synthetic_burst(512, 2600, 42);
+  return cache.emplace(which, std::move(b)).first->second;
+}
+
+void BM_FlowSim(benchmark::State& state) {
+  const auto& b = burst(static_cast<int>(state.range(0)));
+  sim::FlowSimResult r;
+  for (auto _ : state) {
+    r = sim::simulate(b.network, b.flows);
+    benchmark::DoNotOptimize(r.makespan);
+  }
+  state.counters["flows"] = static_cast<double>(b.flows.size());
+  state.counters["events"] = static_cast<double>(r.events);
+  state.counters["makespan_s"] = r.makespan.value;
+}
+
+void BM_SimGrid(benchmark::State& state) {
+  const auto& b = burst(static_cast<int>(state.range(0)));
+  const auto ours = sim::simulate(b.network, b.flows);
+  double worst = 0, setup = 0;
+  for (auto _ : state) {
+    const auto run = simgrid_check::run_simgrid(b.network, b.flows);
+    state.SetIterationTime(run.wall_s);
+    setup = run.setup_s;
+    for (std::size_t i = 0; i < b.flows.size(); ++i)
+      worst = std::max(worst, std::abs(ours.timing[i].finish.value - run.finish[i]) / run.finish[i]);
+  }
+  if (!(worst <= 1e-6)) state.SkipWithError("SimGrid and reshard::sim disagree beyond 1e-6 relative");
+  state.counters["flows"] = static_cast<double>(b.flows.size());
+  state.counters["max_rel_diff"] = worst;
+  state.counters["setup_s"] = setup;
+}
+
+BENCHMARK(BM_FlowSim)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SimGrid)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(2);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,140 @@
+// `reshard topo FILE [--json]`: what a topology file describes (DESIGN.md §11).
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "commands.hpp"
+#include "reshard/model/topology.hpp"
+#include "table.hpp"
+
+namespace reshard::cli {
+
+namespace {
+
+using model::BytesPerSecond;
+using model::DeviceKind;
+using model::LinkKind;
+using model::Topology;
+
+struct Range {
+  double min = 0;
+  double max = 0;
+};
+
+// Smallest and largest per-GPU value over all GPUs.
+template <class F>
+Range over_gpus(const Topology& t, F value) {
+  Range r;
+  for (model::GpuId g = 0; g < t.gpu_count(); ++g) {
+    const double v = value(g);
+    if (g == 0 || v < r.min) r.min = v;
+    if (g == 0 || v > r.max) r.max = v;
+  }
+  return r;
+}
+
+std::string show(Range r) {
+  if (r.min == r.max) return model::format(BytesPerSecond{r.min});
+  return model::format(BytesPerSecond{r.min}) + " to " + model::format(BytesPerSecond{r.max});
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+void run_topo(const std::string& file, bool json) {
+  const Topology t = Topology::load(file);
+  const Range nvlink = over_gpus(t, [&](model::GpuId g) { return t.gpu_nvlink_bandwidth(g).value; });
+  const Range nic = over_gpus(t, [&](model::GpuId g) { return t.gpu_nic_bandwidth(g).value; });
+  const BytesPerSecond bisection = t.bisection_bandwidth();
+
+  // Links by kind (count, total per-direction capacity), devices by kind, domain sizes.
+  const LinkKind link_kinds[] = {LinkKind::NVLink, LinkKind::C2C, LinkKind::PCIe, LinkKind::Network};
+  const DeviceKind device_kinds[] = {DeviceKind::GPU,  DeviceKind::NVSwitch, DeviceKind::NIC, DeviceKind::Leaf,
+                                     DeviceKind::Spine, DeviceKind::Core,    DeviceKind::CPU};
+  std::map<LinkKind, std::pair<std::int64_t, double>> links;
+  for (const auto& l : t.links()) {
+    links[l.kind].first += 1;
+    links[l.kind].second += l.bandwidth.value;
+  }
+  std::map<DeviceKind, std::int64_t> devices;
+  for (const auto& d : t.devices()) devices[d.kind] += 1;
+  std::int32_t smallest_domain = 0, largest_domain = 0;
+  for (std::int32_t k = 0; k < t.domain_count(); ++k) {
+    const auto n = static_cast<std::int32_t>(t.gpus_in_domain(k).size());
+    smallest_domain = k == 0 ? n : std::min(smallest_domain, n);
+    largest_domain = std::max(largest_domain, n);
+  }
+
+  if (json) {
+    nlohmann::json j;
+    j["name"] = t.name();
+    j["file"] = file;
+    j["form"] = t.generated() ? "generated" : "explicit";
+    j["gpus"] = t.gpu_count();
+    j["nodes"] = t.node_count();
+    j["nvlink_domains"] = t.domain_count();
+    j["gpus_per_domain_min"] = smallest_domain;
+    j["gpus_per_domain_max"] = largest_domain;
+    j["rails"] = t.rail_count();
+    j["devices"] = t.device_count();
+    j["links"] = t.link_count();
+    j["gpu_nvlink_Bps"] = nvlink.min;
+    j["gpu_nvlink_max_Bps"] = nvlink.max;
+    j["gpu_nic_Bps"] = nic.min;
+    j["gpu_nic_max_Bps"] = nic.max;
+    j["bisection_Bps"] = bisection.value;
+    nlohmann::json lk = nlohmann::json::object();
+    for (auto k : link_kinds)
+      lk[lower(model::to_string(k))] = {{"count", links[k].first}, {"capacity_Bps", links[k].second}};
+    j["links_by_kind"] = lk;
+    nlohmann::json dk = nlohmann::json::object();
+    for (auto k : device_kinds) dk[lower(model::to_string(k))] = devices[k];
+    j["devices_by_kind"] = dk;
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+
+  const std::string domain_sizes = smallest_domain == largest_domain
+                                       ? std::to_string(largest_domain) + " GPUs each"
+                                       : std::to_string(smallest_domain) + " to " + std::to_string(largest_domain) + " GPUs";
+  print_fields(std::cout, {
+                              {"topology", t.name() + " (" + file + ", " + (t.generated() ? "generated" : "explicit") + ")"},
+                              {"GPUs", std::to_string(t.gpu_count())},
+                              {"nodes", std::to_string(t.node_count())},
+                              {"NVLink domains", std::to_string(t.domain_count()) + " (" + domain_sizes + ")"},
+                              {"rails", std::to_string(t.rail_count())},
+                              {"GPU NVLink", show(nvlink) + " per direction"},
+                              {"GPU NIC", show(nic) + " per direction"},
+                              {"bisection", model::format(bisection) + " per direction"},
+                              {"devices", std::to_string(t.device_count())},
+                              {"links", std::to_string(t.link_count()) + " (directed)"},
+                          });
+  std::cout << '\n';
+  Table lt({"link kind", "links>", "capacity per direction>"});
+  for (auto k : link_kinds)
+    if (links[k].first > 0)
+      lt.add({model::to_string(k), std::to_string(links[k].first), model::format(BytesPerSecond{links[k].second})});
+  lt.print(std::cout);
+  std::cout << '\n';
+  Table dt({"device kind", "devices>"});
+  for (auto k : device_kinds)
+    if (devices[k] > 0) dt.add({model::to_string(k), std::to_string(devices[k])});
+  dt.print(std::cout);
+}
+
+}  // namespace
+
+void add_topo_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("topo", "Describe a cluster topology: GPUs, domains, bandwidths, bisection, links");
+  auto file = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  cmd->add_option("TOPOLOGY", *file, "Topology YAML file (see docs/topology.md)")->required();
+  cmd->add_flag("--json", *json, "Print one JSON object");
+  cmd->callback([file, json] { run_topo(*file, *json); });
+}
+
+}  // namespace reshard::cli

@@ -1,0 +1,55 @@
+// The analytic cost model (DESIGN.md §8).
+//
+// estimate() is a pure function of a schedule, the topology and the cost parameters:
+//
+//   load(l)      = sum over operations o of bytes(o) * share(o, l)     (R * b: the sparse routing
+//                  matrix R, links x operations, share = 1/k on each of k ECMP paths, times the byte
+//                  vector b; Eigen)
+//   T_bandwidth  = max over links l of load(l) / (bandwidth(l) * efficiency(kind(l)))
+//   t(o)         = latency(route(o)) + per_op + bytes(o) / min over l on o's route of
+//                  (bandwidth(l) * efficiency(kind(l)))                       (o alone on its route)
+//   T_critical   = longest path through the DAG with these t(o)    (pipeline fill and dependencies)
+//   estimate     = max(T_bandwidth, T_critical) + per_tensor * tensors + per_bucket * broadcast buffers
+//
+// The two terms bound the makespan from below in a fluid model with these capacities; the max of
+// them is exact for a single bottleneck with full overlap and is what the simulator refines.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "reshard/model/schedule.hpp"
+
+namespace reshard::model {
+
+struct CostParams {
+  // Hardware: achievable fraction of line rate and per-hop latency by link kind, index LinkKind.
+  double efficiency[4] = {0.82, 0.85, 0.85, 0.94};
+  // Implementation profile.
+  std::string profile = "reshard";
+  Seconds per_op{8.4e-6};        // per transfer operation (NCCL Simple base latency, tuning.cc)
+  Seconds per_tensor{0};         // per tensor handled (framework bookkeeping)
+  Seconds per_bucket{0};         // per broadcast bucket (packing, launch, synchronisation)
+
+  // The built-in profiles: "reshard" (this project's executor) and "nemo_rl" (NeMo RL's Python
+  // refit path, fitted to its published DGX H100 numbers). Throws ConfigError for other names.
+  static CostParams profile_named(const std::string& name);
+  // A YAML file with keys efficiency {nvlink, c2c, pcie, network}, per_op, per_tensor, per_bucket.
+  static CostParams load(const std::filesystem::path& path);
+};
+
+struct Prediction {
+  Seconds time;
+  Seconds bandwidth_bound;
+  Seconds critical_path;
+  Seconds overheads;
+  LinkId bottleneck = -1;  // the link with the largest load/capacity
+  Bytes network_bytes;     // bytes of operations routed over the network
+  Bytes nvlink_bytes;      // bytes of operations inside an NVLink domain
+  std::int64_t operations = 0;
+};
+
+Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,
+                    const CostParams& params);
+
+}  // namespace reshard::model

@@ -1,0 +1,499 @@
+// Weight inventory: every tensor of an architecture, with its HF name, shape [out, in], dtype,
+// class, tensor-parallel role, fusion part, layer and expert (see inventory.hpp for the parameter
+// equations and docs/models.md for the tables and sources).
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "reshard/model/errors.hpp"
+#include "reshard/model/inventory.hpp"
+
+namespace reshard::model {
+
+std::int64_t dtype_size(DType d) {
+  switch (d) {
+    case DType::BF16: return 2;
+    case DType::FP16: return 2;
+    case DType::FP32: return 4;
+    case DType::FP8: return 1;
+  }
+  return 2;
+}
+
+const char* to_string(DType d) {
+  switch (d) {
+    case DType::BF16: return "bf16";
+    case DType::FP16: return "fp16";
+    case DType::FP32: return "fp32";
+    case DType::FP8: return "fp8";
+  }
+  return "?";
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "bf16" || s == "bfloat16") return DType::BF16;
+  if (s == "fp16" || s == "float16") return DType::FP16;
+  if (s == "fp32" || s == "float32") return DType::FP32;
+  if (s == "fp8" || s == "fp8_e4m3" || s == "e4m3") return DType::FP8;
+  throw std::invalid_argument("unknown dtype '" + s + "'; expected one of bf16, fp16, fp32, fp8");
+}
+
+const char* to_string(TensorClass c) {
+  switch (c) {
+    case TensorClass::Embedding: return "embedding";
+    case TensorClass::Attention: return "attention";
+    case TensorClass::DenseFFN: return "dense_ffn";
+    case TensorClass::ExpertFFN: return "expert_ffn";
+    case TensorClass::SharedExpert: return "shared_expert";
+    case TensorClass::Router: return "router";
+    case TensorClass::Norm: return "norm";
+    case TensorClass::Mamba: return "mamba";
+    case TensorClass::Head: return "head";
+  }
+  return "?";
+}
+
+std::optional<TensorClass> parse_tensor_class(const std::string& s) {
+  for (int i = 0; i < kTensorClassCount; ++i) {
+    const auto c = static_cast<TensorClass>(i);
+    if (s == to_string(c)) return c;
+  }
+  return std::nullopt;
+}
+
+const char* to_string(ParallelRole r) {
+  switch (r) {
+    case ParallelRole::Replicated: return "replicated";
+    case ParallelRole::ColumnParallel: return "column";
+    case ParallelRole::RowParallel: return "row";
+    case ParallelRole::VocabParallel: return "vocab";
+  }
+  return "?";
+}
+
+const char* to_string(FusedPart f) {
+  switch (f) {
+    case FusedPart::None: return "";
+    case FusedPart::Q: return "q";
+    case FusedPart::K: return "k";
+    case FusedPart::V: return "v";
+    case FusedPart::Gate: return "gate";
+    case FusedPart::Up: return "up";
+  }
+  return "";
+}
+
+std::int64_t TensorInfo::elements() const {
+  std::int64_t n = 1;
+  for (const auto d : shape) n *= d;
+  return n;
+}
+
+Bytes TensorInfo::bytes() const { return Bytes{elements() * dtype_size(dtype)}; }
+
+namespace {
+
+using TC = TensorClass;
+using PR = ParallelRole;
+using FP = FusedPart;
+
+// Appends tensors in model order. `dtype` is the weights' dtype (file or override); tensors that
+// are fp32 by nature (router score-correction bias) pass their own.
+class Builder {
+ public:
+  Builder(const ModelConfig& c, DType dtype, std::vector<TensorInfo>& out) : c_(c), dtype_(dtype), out_(out) {}
+
+  TensorInfo& add(std::string name, std::vector<std::int64_t> shape, TC cls, PR role, std::int32_t layer,
+                  FP fused = FP::None, std::int32_t expert = -1) {
+    TensorInfo t;
+    t.id = static_cast<std::int32_t>(out_.size());
+    t.name = std::move(name);
+    t.shape = std::move(shape);
+    t.dtype = dtype_;
+    t.cls = cls;
+    t.role = role;
+    t.fused = fused;
+    t.layer = layer;
+    t.expert = expert;
+    t.mtp = mtp_;
+    out_.push_back(std::move(t));
+    return out_.back();
+  }
+  void norm(const std::string& name, std::int64_t n, std::int32_t layer) {
+    add(name, {n}, TC::Norm, PR::Replicated, layer);
+  }
+  void set_mtp(bool m) { mtp_ = m; }
+
+  // GQA attention: q/k/v [heads*hd | kv*hd, H] column-parallel parts of the fused qkv buffer,
+  // o [H, heads*hd] row-parallel.
+  void gqa(const std::string& p, std::int32_t layer, bool qk_norm) {
+    const auto H = c_.hidden_size, hd = c_.head_dim;
+    add(p + "q_proj.weight", {c_.num_attention_heads * hd, H}, TC::Attention, PR::ColumnParallel, layer, FP::Q);
+    add(p + "k_proj.weight", {c_.num_key_value_heads * hd, H}, TC::Attention, PR::ColumnParallel, layer, FP::K);
+    add(p + "v_proj.weight", {c_.num_key_value_heads * hd, H}, TC::Attention, PR::ColumnParallel, layer, FP::V);
+    add(p + "o_proj.weight", {H, c_.num_attention_heads * hd}, TC::Attention, PR::RowParallel, layer);
+    if (qk_norm) {
+      norm(p + "q_norm.weight", hd, layer);
+      norm(p + "k_norm.weight", hd, layer);
+    }
+  }
+
+  // DeepSeek MLA. The down-projections q_a and kv_a (kv_a also carries the shared rope key) are
+  // replicated (vLLM ReplicatedLinear, Megatron builds them as plain linears with TP off); the
+  // up-projections q_b, kv_b are column-parallel by heads; o row-parallel.
+  void mla(const std::string& p, std::int32_t layer) {
+    const auto H = c_.hidden_size, heads = c_.num_attention_heads;
+    const auto qk = c_.qk_nope_head_dim + c_.qk_rope_head_dim;
+    if (c_.q_lora_rank > 0) {
+      add(p + "q_a_proj.weight", {c_.q_lora_rank, H}, TC::Attention, PR::Replicated, layer);
+      norm(p + "q_a_layernorm.weight", c_.q_lora_rank, layer);
+      add(p + "q_b_proj.weight", {heads * qk, c_.q_lora_rank}, TC::Attention, PR::ColumnParallel, layer);
+    } else {
+      add(p + "q_proj.weight", {heads * qk, H}, TC::Attention, PR::ColumnParallel, layer);
+    }
+    add(p + "kv_a_proj_with_mqa.weight", {c_.kv_lora_rank + c_.qk_rope_head_dim, H}, TC::Attention,
+        PR::Replicated, layer);
+    norm(p + "kv_a_layernorm.weight", c_.kv_lora_rank, layer);
+    add(p + "kv_b_proj.weight", {heads * (c_.qk_nope_head_dim + c_.v_head_dim), c_.kv_lora_rank}, TC::Attention,
+        PR::ColumnParallel, layer);
+    add(p + "o_proj.weight", {H, heads * c_.v_head_dim}, TC::Attention, PR::RowParallel, layer);
+  }
+
+  // SwiGLU FFN [gate; up] column-parallel, down row-parallel.
+  void swiglu(const std::string& p, std::int64_t in, std::int64_t width, TC cls, std::int32_t layer,
+              std::int32_t expert = -1) {
+    add(p + "gate_proj.weight", {width, in}, cls, PR::ColumnParallel, layer, FP::Gate, expert);
+    add(p + "up_proj.weight", {width, in}, cls, PR::ColumnParallel, layer, FP::Up, expert);
+    add(p + "down_proj.weight", {in, width}, cls, PR::RowParallel, layer, FP::None, expert);
+  }
+
+  // ReLU^2 FFN (nemotron_h): up column-parallel, down row-parallel.
+  void relu2(const std::string& p, std::int64_t in, std::int64_t width, TC cls, std::int32_t layer,
+             std::int32_t expert = -1) {
+    add(p + "up_proj.weight", {width, in}, cls, PR::ColumnParallel, layer, FP::Up, expert);
+    add(p + "down_proj.weight", {in, width}, cls, PR::RowParallel, layer, FP::None, expert);
+  }
+
+  // Router: gate [E, H] (+ fp32 score-correction bias [E]), replicated.
+  void router(const std::string& p, std::int32_t layer, bool bias) {
+    add(p + "gate.weight", {c_.n_routed_experts, c_.hidden_size}, TC::Router, PR::Replicated, layer);
+    if (bias) {
+      auto& b = add(p + "gate.e_score_correction_bias", {c_.n_routed_experts}, TC::Router, PR::Replicated, layer);
+      b.dtype = DType::FP32;
+    }
+  }
+
+  // Mamba2 mixer. d = heads*head_dim, gs = groups*state. in_proj rows are [z d; x d; B gs; C gs;
+  // dt heads], conv1d channels [x d; B gs; C gs]; tensor parallelism splits each part, so both
+  // carry column_parts. A_log, D, dt_bias split by heads, the gated norm by d; out_proj by d (dim 1).
+  void mamba(const std::string& p, std::int32_t layer) {
+    const auto H = c_.hidden_size, nh = c_.mamba_num_heads;
+    const auto d = nh * c_.mamba_head_dim, gs = c_.n_groups * c_.ssm_state_size;
+    auto& in = add(p + "in_proj.weight", {2 * d + 2 * gs + nh, H}, TC::Mamba, PR::ColumnParallel, layer);
+    in.column_parts = {d, d, gs, gs, nh};
+    auto& cw = add(p + "conv1d.weight", {d + 2 * gs, 1, c_.conv_kernel}, TC::Mamba, PR::ColumnParallel, layer);
+    cw.column_parts = {d, gs, gs};
+    if (c_.use_conv_bias) {
+      auto& cb = add(p + "conv1d.bias", {d + 2 * gs}, TC::Mamba, PR::ColumnParallel, layer);
+      cb.column_parts = {d, gs, gs};
+    }
+    add(p + "A_log", {nh}, TC::Mamba, PR::ColumnParallel, layer);
+    add(p + "D", {nh}, TC::Mamba, PR::ColumnParallel, layer);
+    add(p + "dt_bias", {nh}, TC::Mamba, PR::ColumnParallel, layer);
+    add(p + "norm.weight", {d}, TC::Mamba, PR::ColumnParallel, layer);
+    add(p + "out_proj.weight", {H, d}, TC::Mamba, PR::RowParallel, layer);
+  }
+
+  // MTP input fusion (DeepSeek-V3 and nemotron_h): enorm, hnorm [H], eh_proj [H, 2H]. Megatron
+  // builds eh_proj column-parallel (gather_output=False), vLLM's NemotronH MTP likewise.
+  void mtp_fusion(const std::string& p, std::int32_t layer) {
+    const auto H = c_.hidden_size;
+    norm(p + "enorm.weight", H, layer);
+    norm(p + "hnorm.weight", H, layer);
+    add(p + "eh_proj.weight", {H, 2 * H}, TC::DenseFFN, PR::ColumnParallel, layer);
+  }
+
+ private:
+  const ModelConfig& c_;
+  DType dtype_;
+  std::vector<TensorInfo>& out_;
+  bool mtp_ = false;
+};
+
+std::string layer_prefix(const char* root, std::int64_t i) {
+  std::string s(root);
+  s += std::to_string(i);
+  s += '.';
+  return s;
+}
+
+// ---- deepseek_v3 (DeepSeek-V3, Kimi K2, Kimi-K3-class) ----
+void deepseek_layer(Builder& b, const ModelConfig& c, std::int32_t i) {
+  const std::string p = layer_prefix("model.layers.", i);
+  b.mla(p + "self_attn.", i);
+  b.norm(p + "input_layernorm.weight", c.hidden_size, i);
+  b.norm(p + "post_attention_layernorm.weight", c.hidden_size, i);
+  if (i < c.first_k_dense_replace) {
+    b.swiglu(p + "mlp.", c.hidden_size, c.intermediate_size, TC::DenseFFN, i);
+    return;
+  }
+  b.router(p + "mlp.", i, true);
+  const std::string ep = p + "mlp.experts.";
+  for (std::int32_t e = 0; e < c.n_routed_experts; ++e)
+    b.swiglu(layer_prefix(ep.c_str(), e), c.hidden_size, c.moe_intermediate_size, TC::ExpertFFN, i, e);
+  if (c.n_shared_experts > 0)
+    b.swiglu(p + "mlp.shared_experts.", c.hidden_size, c.moe_intermediate_size * c.n_shared_experts,
+             TC::SharedExpert, i);
+}
+
+void build_deepseek(Builder& b, const ModelConfig& c, std::int32_t mtp_layers) {
+  const auto H = c.hidden_size, V = c.vocab_size;
+  b.add("model.embed_tokens.weight", {V, H}, TC::Embedding, PR::VocabParallel, -1).pre_layers = true;
+  const auto L = static_cast<std::int32_t>(c.num_hidden_layers);
+  for (std::int32_t i = 0; i < L; ++i) deepseek_layer(b, c, i);
+  // MTP layer k is stored as model.layers.(L+k): its own copy of the embedding and head, the input
+  // fusion, one full decoder layer (MoE, since L+k >= first_k_dense_replace) and the head norm.
+  b.set_mtp(true);
+  for (std::int32_t k = 0; k < mtp_layers; ++k) {
+    const std::int32_t i = L + k;
+    const std::string p = layer_prefix("model.layers.", i);
+    b.add(p + "embed_tokens.weight", {V, H}, TC::Embedding, PR::VocabParallel, i);
+    b.mtp_fusion(p, i);
+    deepseek_layer(b, c, i);
+    b.norm(p + "shared_head.norm.weight", H, i);
+    b.add(p + "shared_head.head.weight", {V, H}, TC::Head, PR::VocabParallel, i);
+  }
+  b.set_mtp(false);
+  b.norm("model.norm.weight", H, -1);
+  if (!c.tie_word_embeddings) b.add("lm_head.weight", {V, H}, TC::Head, PR::VocabParallel, -1);
+}
+
+// ---- qwen3 (dense) and qwen3_moe ----
+void build_qwen3(Builder& b, const ModelConfig& c, bool moe) {
+  const auto H = c.hidden_size, V = c.vocab_size;
+  b.add("model.embed_tokens.weight", {V, H}, TC::Embedding, PR::VocabParallel, -1).pre_layers = true;
+  for (std::int32_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = layer_prefix("model.layers.", i);
+    b.gqa(p + "self_attn.", i, true);
+    b.norm(p + "input_layernorm.weight", H, i);
+    b.norm(p + "post_attention_layernorm.weight", H, i);
+    if (!moe) {
+      b.swiglu(p + "mlp.", H, c.intermediate_size, TC::DenseFFN, i);
+      continue;
+    }
+    b.router(p + "mlp.", i, false);
+    const std::string ep = p + "mlp.experts.";
+    for (std::int32_t e = 0; e < c.n_routed_experts; ++e)
+      b.swiglu(layer_prefix(ep.c_str(), e), H, c.moe_intermediate_size, TC::ExpertFFN, i, e);
+  }
+  b.norm("model.norm.weight", H, -1);
+  if (!c.tie_word_embeddings) b.add("lm_head.weight", {V, H}, TC::Head, PR::VocabParallel, -1);
+}
+
+// ---- nemotron_h (Nemotron 3: Mamba2 + attention + (latent) MoE) ----
+void nemotron_layer(Builder& b, const ModelConfig& c, const std::string& p, char kind, std::int32_t layer) {
+  const auto H = c.hidden_size;
+  b.norm(p + "norm.weight", H, layer);
+  const std::string m = p + "mixer.";
+  switch (kind) {
+    case 'M': b.mamba(m, layer); break;
+    case '*': b.gqa(m, layer, false); break;
+    case '-': b.relu2(m, H, c.intermediate_size, TC::DenseFFN, layer); break;
+    case 'E': {
+      b.router(m, layer, true);
+      // Latent MoE: experts work at width `latent` between two projections that every token
+      // passes through; vLLM builds them as ReplicatedLinear, so they are replicated dense FFN
+      // weights here (not experts: expert parallelism does not distribute them).
+      std::int64_t inner = H;
+      if (c.moe_latent_size > 0) {
+        inner = c.moe_latent_size;
+        b.add(m + "fc1_latent_proj.weight", {inner, H}, TC::DenseFFN, PR::Replicated, layer);
+        b.add(m + "fc2_latent_proj.weight", {H, inner}, TC::DenseFFN, PR::Replicated, layer);
+      }
+      const std::string ep = m + "experts.";
+      for (std::int32_t e = 0; e < c.n_routed_experts; ++e)
+        b.relu2(layer_prefix(ep.c_str(), e), inner, c.moe_intermediate_size, TC::ExpertFFN, layer, e);
+      if (c.n_shared_experts > 0)
+        b.relu2(m + "shared_experts.", H, c.shared_expert_intermediate_size * c.n_shared_experts,
+                TC::SharedExpert, layer);
+      break;
+    }
+    default: throw std::logic_error(std::string("nemotron_h: unexpected layer kind ") + kind);
+  }
+}
+
+void build_nemotron(Builder& b, const ModelConfig& c, std::int32_t mtp_steps) {
+  const auto H = c.hidden_size, V = c.vocab_size;
+  b.add("backbone.embeddings.weight", {V, H}, TC::Embedding, PR::VocabParallel, -1).pre_layers = true;
+  const auto L = static_cast<std::int32_t>(c.num_hidden_layers);
+  for (std::int32_t i = 0; i < L; ++i)
+    nemotron_layer(b, c, layer_prefix("backbone.layers.", i), c.hybrid_override_pattern[static_cast<std::size_t>(i)], i);
+  // MTP: `mtp.layers.j`, one step = the layers of mtp_hybrid_override_pattern; the step's first
+  // layer carries the input fusion, its last the final_layernorm. The embedding and the head are
+  // shared with the main model (no copies in the checkpoint).
+  b.set_mtp(true);
+  const auto& mp = c.mtp_hybrid_override_pattern;
+  const auto step = static_cast<std::int32_t>(mp.size());
+  for (std::int32_t j = 0; j < mtp_steps * step; ++j) {
+    const std::string p = layer_prefix("mtp.layers.", j);
+    const std::int32_t layer = L + j;
+    if (j % step == 0) b.mtp_fusion(p, layer);
+    nemotron_layer(b, c, p, mp[static_cast<std::size_t>(j % step)], layer);
+    if (j % step == step - 1) b.norm(p + "final_layernorm.weight", H, layer);
+  }
+  b.set_mtp(false);
+  b.norm("backbone.norm_f.weight", H, -1);
+  if (!c.tie_word_embeddings) b.add("lm_head.weight", {V, H}, TC::Head, PR::VocabParallel, -1);
+}
+
+[[noreturn]] void bad(const ModelConfig& c, const std::string& key, const std::string& what) {
+  throw ConfigError(c.name, 0, key, what);
+}
+
+// Checks a programmatic config (files are checked with lines in inventory_config.cpp first).
+void check(const ModelConfig& c) {
+  auto pos = [&](const char* key, std::int64_t v) {
+    if (v < 1) bad(c, key, "must be a positive integer, got " + std::to_string(v));
+  };
+  pos("hidden_size", c.hidden_size);
+  pos("num_hidden_layers", c.num_hidden_layers);
+  pos("vocab_size", c.vocab_size);
+  const std::string& a = c.architecture;
+  if (a == "deepseek_v3") {
+    pos("num_attention_heads", c.num_attention_heads);
+    pos("kv_lora_rank", c.kv_lora_rank);
+    pos("qk_nope_head_dim", c.qk_nope_head_dim);
+    pos("qk_rope_head_dim", c.qk_rope_head_dim);
+    pos("v_head_dim", c.v_head_dim);
+    if (c.first_k_dense_replace > 0) pos("intermediate_size", c.intermediate_size);
+    if (c.first_k_dense_replace < c.num_hidden_layers) {
+      pos("moe_intermediate_size", c.moe_intermediate_size);
+      pos("n_routed_experts", c.n_routed_experts);
+      pos("num_experts_per_tok", c.num_experts_per_tok);
+    }
+  } else if (a == "qwen3" || a == "qwen3_moe") {
+    pos("num_attention_heads", c.num_attention_heads);
+    pos("num_key_value_heads", c.num_key_value_heads);
+    pos("head_dim", c.head_dim);
+    if (a == "qwen3") {
+      pos("intermediate_size", c.intermediate_size);
+    } else {
+      pos("moe_intermediate_size", c.moe_intermediate_size);
+      pos("num_experts", c.n_routed_experts);
+      pos("num_experts_per_tok", c.num_experts_per_tok);
+    }
+  } else if (a == "nemotron_h") {
+    if (static_cast<std::int64_t>(c.hybrid_override_pattern.size()) != c.num_hidden_layers)
+      bad(c, "hybrid_override_pattern",
+          "has " + std::to_string(c.hybrid_override_pattern.size()) + " characters, num_hidden_layers is " +
+              std::to_string(c.num_hidden_layers));
+    std::string kinds = c.hybrid_override_pattern;
+    if (c.num_nextn_predict_layers > 0) {
+      if (c.mtp_hybrid_override_pattern.empty())
+        bad(c, "mtp_hybrid_override_pattern", "required when num_nextn_predict_layers > 0");
+      kinds += c.mtp_hybrid_override_pattern;
+    }
+    for (const char k : kinds) {
+      if (k == 'M') {
+        pos("mamba_num_heads", c.mamba_num_heads);
+        pos("mamba_head_dim", c.mamba_head_dim);
+        pos("n_groups", c.n_groups);
+        pos("ssm_state_size", c.ssm_state_size);
+        pos("conv_kernel", c.conv_kernel);
+      } else if (k == '*') {
+        pos("num_attention_heads", c.num_attention_heads);
+        pos("num_key_value_heads", c.num_key_value_heads);
+        pos("head_dim", c.head_dim);
+      } else if (k == 'E') {
+        pos("n_routed_experts", c.n_routed_experts);
+        pos("num_experts_per_tok", c.num_experts_per_tok);
+        pos("moe_intermediate_size", c.moe_intermediate_size);
+        if (c.n_shared_experts > 0) pos("moe_shared_expert_intermediate_size", c.shared_expert_intermediate_size);
+      } else if (k == '-') {
+        pos("intermediate_size", c.intermediate_size);
+      } else {
+        bad(c, "hybrid_override_pattern",
+            std::string("unknown layer kind '") + k + "' (expected M Mamba, E MoE, * attention, - MLP)");
+      }
+    }
+  } else {
+    bad(c, "architecture", "unknown architecture '" + a + "'; known: deepseek_v3, qwen3, qwen3_moe, nemotron_h");
+  }
+  if (c.num_experts_per_tok > c.n_routed_experts && c.n_routed_experts > 0)
+    bad(c, "num_experts_per_tok",
+        std::to_string(c.num_experts_per_tok) + " exceeds the " + std::to_string(c.n_routed_experts) + " routed experts");
+  if (c.num_attention_heads > 0 && c.num_key_value_heads > 0 && a != "deepseek_v3" &&
+      c.num_attention_heads % c.num_key_value_heads != 0)
+    bad(c, "num_key_value_heads", "must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
+}
+
+}  // namespace
+
+Inventory Inventory::build(const ModelConfig& config, const InventoryOptions& options) {
+  check(config);
+  Inventory inv;
+  inv.config_ = config;
+  inv.include_mtp_ = options.include_mtp;
+  const ModelConfig& c = inv.config_;
+  const DType dtype = options.dtype.value_or(c.dtype);
+  const auto mtp_steps = options.include_mtp ? static_cast<std::int32_t>(c.num_nextn_predict_layers) : 0;
+
+  // Reserve: the routed experts dominate the count.
+  std::size_t estimate = 16 + static_cast<std::size_t>(c.num_hidden_layers + 2 * mtp_steps) *
+                                  static_cast<std::size_t>(16 + 3 * c.n_routed_experts);
+  inv.tensors_.reserve(estimate);
+  Builder b(c, dtype, inv.tensors_);
+  if (c.architecture == "deepseek_v3") {
+    build_deepseek(b, c, mtp_steps);
+    inv.mtp_layers_ = mtp_steps;
+  } else if (c.architecture == "qwen3" || c.architecture == "qwen3_moe") {
+    build_qwen3(b, c, c.architecture == "qwen3_moe");
+  } else {
+    build_nemotron(b, c, mtp_steps);
+    inv.mtp_layers_ = mtp_steps * static_cast<std::int32_t>(c.mtp_hybrid_override_pattern.size());
+  }
+
+  // Totals and the active count. Per layer, one routed expert's parameters are the sum over its
+  // tensors; each MoE layer activates num_experts_per_tok of its n_routed_experts experts.
+  const std::size_t layers = static_cast<std::size_t>(inv.layer_count());
+  std::vector<std::int64_t> expert0_params(layers, 0);
+  std::vector<std::int64_t> experts_in_layer(layers, 0);
+  inv.by_name_.reserve(inv.tensors_.size());
+  for (const auto& t : inv.tensors_) {
+    const auto n = t.elements();
+    const auto bytes = t.bytes();
+    inv.parameters_ += n;
+    inv.bytes_ += bytes;
+    inv.class_parameters_[static_cast<int>(t.cls)] += n;
+    inv.class_bytes_[static_cast<int>(t.cls)] += bytes;
+    if (t.expert >= 0) {
+      const auto l = static_cast<std::size_t>(t.layer);
+      if (t.expert == 0) expert0_params[l] += n;
+      experts_in_layer[l] = std::max<std::int64_t>(experts_in_layer[l], t.expert + 1);
+    }
+    if (!inv.by_name_.emplace(t.name, t.id).second)
+      throw std::logic_error("inventory: duplicate tensor name " + t.name);
+  }
+  inv.active_parameters_ = inv.parameters_;
+  for (std::size_t l = 0; l < layers; ++l)
+    if (experts_in_layer[l] > c.num_experts_per_tok)
+      inv.active_parameters_ -= (experts_in_layer[l] - c.num_experts_per_tok) * expert0_params[l];
+  return inv;
+}
+
+const TensorInfo* Inventory::find(const std::string& name) const {
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &tensors_[static_cast<std::size_t>(it->second)];
+}
+
+std::int64_t Inventory::parameters() const { return parameters_; }
+Bytes Inventory::bytes() const { return bytes_; }
+std::int64_t Inventory::parameters(TensorClass c) const { return class_parameters_[static_cast<int>(c)]; }
+Bytes Inventory::bytes(TensorClass c) const { return class_bytes_[static_cast<int>(c)]; }
+std::int64_t Inventory::active_parameters() const { return active_parameters_; }
+std::int32_t Inventory::decoder_layers() const { return static_cast<std::int32_t>(config_.num_hidden_layers); }
+std::int32_t Inventory::mtp_layers() const { return mtp_layers_; }
+std::int32_t Inventory::layer_count() const { return decoder_layers() + mtp_layers_; }
+
+}  // namespace reshard::model

@@ -1,0 +1,230 @@
+// Architecture files (models/*.yaml): the fields of a Hugging Face config.json, named as there,
+// plus `architecture` and `dtype`. Which fields an architecture takes, and which it requires, is the
+// table below; anything else is an unknown key. Every problem is one ConfigError naming the file,
+// the line and the key.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reshard/model/errors.hpp"
+#include "reshard/model/inventory.hpp"
+#include "yaml_reader.hpp"
+
+namespace reshard::model {
+
+namespace {
+
+enum class Kind { Positive, NonNegative, Boolean, Text };
+
+struct Field {
+  const char* key;  // HF config.json name
+  Kind kind;
+  std::int64_t ModelConfig::* integer = nullptr;
+  bool ModelConfig::* flag = nullptr;
+  std::string ModelConfig::* text = nullptr;
+};
+
+constexpr Field pos(const char* k, std::int64_t ModelConfig::* m) { return {k, Kind::Positive, m, nullptr, nullptr}; }
+constexpr Field cnt(const char* k, std::int64_t ModelConfig::* m) { return {k, Kind::NonNegative, m, nullptr, nullptr}; }
+constexpr Field flag(const char* k, bool ModelConfig::* m) { return {k, Kind::Boolean, nullptr, m, nullptr}; }
+constexpr Field text(const char* k, std::string ModelConfig::* m) { return {k, Kind::Text, nullptr, nullptr, m}; }
+
+using C = ModelConfig;
+
+// Keys every architecture takes (name, architecture, dtype, synthetic are handled apart).
+const std::vector<Field> kCommon = {
+    pos("hidden_size", &C::hidden_size),
+    pos("num_hidden_layers", &C::num_hidden_layers),
+    pos("vocab_size", &C::vocab_size),
+    flag("tie_word_embeddings", &C::tie_word_embeddings),
+};
+
+struct Architecture {
+  const char* name;
+  std::vector<Field> fields;
+  std::vector<const char*> required;  // beyond hidden_size, num_hidden_layers, vocab_size
+};
+
+const std::vector<Architecture>& architectures() {
+  static const std::vector<Architecture> table = {
+      {"deepseek_v3",
+       {pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
+        cnt("q_lora_rank", &C::q_lora_rank), pos("kv_lora_rank", &C::kv_lora_rank),
+        pos("qk_nope_head_dim", &C::qk_nope_head_dim), pos("qk_rope_head_dim", &C::qk_rope_head_dim),
+        pos("v_head_dim", &C::v_head_dim), pos("intermediate_size", &C::intermediate_size),
+        pos("moe_intermediate_size", &C::moe_intermediate_size), pos("n_routed_experts", &C::n_routed_experts),
+        cnt("n_shared_experts", &C::n_shared_experts), pos("num_experts_per_tok", &C::num_experts_per_tok),
+        cnt("first_k_dense_replace", &C::first_k_dense_replace),
+        cnt("num_nextn_predict_layers", &C::num_nextn_predict_layers)},
+       {"num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+        "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok"}},
+      {"qwen3",
+       {pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
+        pos("head_dim", &C::head_dim), pos("intermediate_size", &C::intermediate_size)},
+       {"num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size"}},
+      {"qwen3_moe",
+       {pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
+        pos("head_dim", &C::head_dim), pos("intermediate_size", &C::intermediate_size),
+        pos("moe_intermediate_size", &C::moe_intermediate_size), pos("num_experts", &C::n_routed_experts),
+        pos("num_experts_per_tok", &C::num_experts_per_tok)},
+       {"num_attention_heads", "num_key_value_heads", "head_dim", "moe_intermediate_size", "num_experts",
+        "num_experts_per_tok"}},
+      {"nemotron_h",
+       {text("hybrid_override_pattern", &C::hybrid_override_pattern),
+        pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
+        pos("head_dim", &C::head_dim), pos("intermediate_size", &C::intermediate_size),
+        pos("mamba_num_heads", &C::mamba_num_heads), pos("mamba_head_dim", &C::mamba_head_dim),
+        pos("n_groups", &C::n_groups), pos("ssm_state_size", &C::ssm_state_size),
+        pos("conv_kernel", &C::conv_kernel), flag("use_conv_bias", &C::use_conv_bias),
+        pos("n_routed_experts", &C::n_routed_experts), cnt("n_shared_experts", &C::n_shared_experts),
+        pos("num_experts_per_tok", &C::num_experts_per_tok), pos("moe_intermediate_size", &C::moe_intermediate_size),
+        pos("moe_shared_expert_intermediate_size", &C::shared_expert_intermediate_size),
+        pos("moe_latent_size", &C::moe_latent_size),
+        cnt("num_nextn_predict_layers", &C::num_nextn_predict_layers),
+        text("mtp_hybrid_override_pattern", &C::mtp_hybrid_override_pattern)},
+       {"hybrid_override_pattern"}},
+  };
+  return table;
+}
+
+void read_field(const yaml::Node& n, const Field& f, ModelConfig& c) {
+  switch (f.kind) {
+    case Kind::Positive: c.*f.integer = n.positive_integer(); break;
+    case Kind::NonNegative: {
+      const auto v = n.integer();
+      if (v < 0) n.fail("must be zero or a positive integer, got " + std::to_string(v));
+      c.*f.integer = v;
+      break;
+    }
+    case Kind::Boolean: c.*f.flag = n.boolean(); break;
+    case Kind::Text: c.*f.text = n.str(); break;
+  }
+}
+
+// Keys a nemotron_h layer kind needs, in the order they are reported when missing.
+std::vector<const char*> nemotron_needs(char kind, const ModelConfig& c) {
+  switch (kind) {
+    case 'M': return {"mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel"};
+    case '*': return {"num_attention_heads", "num_key_value_heads", "head_dim"};
+    case 'E': {
+      std::vector<const char*> v = {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"};
+      if (c.n_shared_experts > 0) v.push_back("moe_shared_expert_intermediate_size");
+      return v;
+    }
+    case '-': return {"intermediate_size"};
+    default: return {};
+  }
+}
+
+void check_pattern(const yaml::Node& n, const std::string& pattern, std::int64_t expected_length,
+                   const char* length_of) {
+  for (const char k : pattern)
+    if (k != 'M' && k != 'E' && k != '*' && k != '-')
+      n.fail(std::string("unknown layer kind '") + k + "' (expected M Mamba, E MoE, * attention, - MLP)");
+  if (expected_length >= 0 && static_cast<std::int64_t>(pattern.size()) != expected_length)
+    n.fail("has " + std::to_string(pattern.size()) + " layers, " + length_of + " is " +
+           std::to_string(expected_length));
+  if (pattern.empty()) n.fail("must not be empty");
+}
+
+ModelConfig read_config(const yaml::Node& root, const std::string& default_name) {
+  ModelConfig c;
+  c.name = default_name;
+  const yaml::Node arch_node = root.at("architecture");
+  c.architecture = arch_node.str();
+  const auto& table = architectures();
+  const auto arch = std::find_if(table.begin(), table.end(),
+                                 [&](const Architecture& a) { return c.architecture == a.name; });
+  if (arch == table.end()) {
+    std::string known;
+    for (const auto& a : table) known += (known.empty() ? "" : ", ") + std::string(a.name);
+    arch_node.fail("unknown architecture '" + c.architecture + "'; known: " + known);
+  }
+
+  std::vector<std::string> allowed = {"name", "architecture", "dtype", "synthetic"};
+  for (const auto& f : kCommon) allowed.emplace_back(f.key);
+  for (const auto& f : arch->fields) allowed.emplace_back(f.key);
+  root.allow_only(allowed);
+
+  if (auto n = root.get("name")) c.name = n->str();
+  if (auto n = root.get("synthetic")) c.synthetic = n->boolean();
+  if (auto n = root.get("dtype")) {
+    try {
+      c.dtype = parse_dtype(n->str());
+    } catch (const std::invalid_argument& e) {
+      n->fail(e.what());
+    }
+  }
+  const auto missing = [&](const std::string& key, const std::string& why) {
+    throw ConfigError(root.file(), arch_node.line(), key,
+                      "required key is missing (architecture " + c.architecture + why + ")");
+  };
+  for (const char* key : {"hidden_size", "num_hidden_layers", "vocab_size"})
+    if (!root.get(key)) missing(key, "");
+  for (const char* key : arch->required)
+    if (!root.get(key)) missing(key, "");
+  for (const auto& f : kCommon)
+    if (auto n = root.get(f.key)) read_field(*n, f, c);
+  for (const auto& f : arch->fields)
+    if (auto n = root.get(f.key)) read_field(*n, f, c);
+
+  // Conditional requirements and consistency, reported at the key concerned.
+  if (c.architecture == "deepseek_v3") {
+    if (c.first_k_dense_replace > 0 && !root.get("intermediate_size"))
+      missing("intermediate_size", ", first_k_dense_replace > 0");
+    if (c.first_k_dense_replace > c.num_hidden_layers)
+      root.at("first_k_dense_replace").fail("exceeds num_hidden_layers (" + std::to_string(c.num_hidden_layers) + ")");
+  }
+  if (c.architecture == "nemotron_h") {
+    check_pattern(root.at("hybrid_override_pattern"), c.hybrid_override_pattern, c.num_hidden_layers,
+                  "num_hidden_layers");
+    std::string kinds = c.hybrid_override_pattern;
+    if (c.num_nextn_predict_layers > 0) {
+      if (!root.get("mtp_hybrid_override_pattern"))
+        missing("mtp_hybrid_override_pattern", ", num_nextn_predict_layers > 0");
+      check_pattern(root.at("mtp_hybrid_override_pattern"), c.mtp_hybrid_override_pattern, -1, "");
+      kinds += c.mtp_hybrid_override_pattern;
+    }
+    for (const char kind : {'M', '*', 'E', '-'}) {
+      if (kinds.find(kind) == std::string::npos) continue;
+      for (const char* key : nemotron_needs(kind, c))
+        if (!root.get(key))
+          missing(key, std::string(", layer kind '") + kind + "' in hybrid_override_pattern");
+    }
+  }
+  if (c.n_routed_experts > 0 && c.num_experts_per_tok > c.n_routed_experts)
+    root.at("num_experts_per_tok")
+        .fail(std::to_string(c.num_experts_per_tok) + " exceeds the " + std::to_string(c.n_routed_experts) +
+              " routed experts");
+  if (c.architecture != "deepseek_v3" && c.num_attention_heads > 0 && c.num_key_value_heads > 0 &&
+      c.num_attention_heads % c.num_key_value_heads != 0)
+    root.at("num_key_value_heads")
+        .fail("must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
+  return c;
+}
+
+Inventory from_root(const yaml::Node& root, const std::string& default_name, const InventoryOptions& options) {
+  ModelConfig c = read_config(root, default_name);
+  // Semantic checks without a line (build) then report against the file.
+  try {
+    return Inventory::build(c, options);
+  } catch (const ConfigError& e) {
+    throw ConfigError(root.file(), 0, e.key(), e.reason());
+  }
+}
+
+}  // namespace
+
+Inventory Inventory::load(const std::filesystem::path& path, const InventoryOptions& options) {
+  const auto root = yaml::load_file(path);
+  return from_root(root, path.stem().string(), options);
+}
+
+Inventory Inventory::parse(const std::string& yaml_text, const std::string& name, const InventoryOptions& options) {
+  const auto root = yaml::load_string(yaml_text, name);
+  std::string stem = std::filesystem::path(name).stem().string();
+  return from_root(root, stem.empty() ? name : stem, options);
+}
+
+}  // namespace reshard::model

@@ -1,0 +1,169 @@
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "reshard/model/errors.hpp"
+#include "reshard/model/schedule.hpp"
+
+namespace reshard::model {
+
+namespace {
+// Element ranges [begin, end) of each slice that part `part` of `parts` covers.
+template <class F>
+void for_each_in_part(const Buffer& b, std::int32_t part, std::int32_t parts, F&& f) {
+  std::int64_t total = 0;
+  for (const auto& s : b.slices) total += s.count;
+  const std::int64_t lo = total * part / parts, hi = total * (part + 1) / parts;
+  std::int64_t pos = 0;
+  for (const auto& s : b.slices) {
+    const std::int64_t a = std::max(lo, pos), e = std::min(hi, pos + s.count);
+    if (a < e) f(s.piece, s.offset + (a - pos), s.offset + (e - pos));
+    pos += s.count;
+    if (pos >= hi) break;
+  }
+}
+}  // namespace
+
+void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst) {
+  (void)inv;
+  auto gpus_of = [](const ShardMap& m, RankSetId id) {
+    std::vector<GpuId> v;
+    m.rank_set(id).for_each([&](Rank r) { v.push_back(m.gpu_of(r)); });
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  std::vector<std::vector<GpuId>> holders(static_cast<std::size_t>(src.rank_set_count()));
+  std::vector<std::vector<GpuId>> needers(static_cast<std::size_t>(dst.rank_set_count()));
+  for (RankSetId i = 0; i < src.rank_set_count(); ++i) holders[static_cast<std::size_t>(i)] = gpus_of(src, i);
+  for (RankSetId i = 0; i < dst.rank_set_count(); ++i) needers[static_cast<std::size_t>(i)] = gpus_of(dst, i);
+  auto holds = [&](GpuId g, std::int32_t piece) {
+    const auto& h = holders[static_cast<std::size_t>(ts.pieces[static_cast<std::size_t>(piece)].holders)];
+    return std::binary_search(h.begin(), h.end(), g);
+  };
+  if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
+    throw ScheduleError("the schedule was built for " + std::to_string(s.piece_count) + " pieces, the plan has " +
+                        std::to_string(ts.pieces.size()));
+  // received[(gpu, piece)] = element ranges received.
+  std::unordered_map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> received;
+  auto key = [](GpuId g, std::int32_t p) { return (static_cast<std::int64_t>(g) << 32) | static_cast<std::uint32_t>(p); };
+  for (const auto& op : s.ops) {
+    const std::string where = "operation " + std::to_string(op.id) + " (" + to_string(op.phase) + ", GPU " +
+                              std::to_string(op.src) + " -> " + std::to_string(op.dst) + ")";
+    if (op.id != static_cast<std::int64_t>(&op - s.ops.data())) throw ScheduleError(where + ": ids must be dense");
+    if (op.buffer < 0 || op.buffer >= static_cast<std::int32_t>(s.buffers.size()))
+      throw ScheduleError(where + ": no buffer " + std::to_string(op.buffer));
+    if (op.parts < 1 || op.part < 0 || op.part >= op.parts) throw ScheduleError(where + ": bad part");
+    for (auto a : op.after)
+      if (a < 0 || a >= op.id) throw ScheduleError(where + ": waits for operation " + std::to_string(a) + ", which does not precede it");
+    for_each_in_part(s.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
+                     [&](std::int32_t piece, std::int64_t b, std::int64_t e) {
+                       if (piece < 0 || piece >= s.piece_count) throw ScheduleError(where + ": no piece " + std::to_string(piece));
+                       const auto& pc = ts.pieces[static_cast<std::size_t>(piece)];
+                       const std::string what = where + ", piece " + std::to_string(piece) + " ('" +
+                                                inv.tensor(pc.tensor).name + "' " + to_string(pc.box) + ")";
+                       if (b < 0 || e > pc.box.elements()) throw ScheduleError(what + ": slice outside the piece");
+                       if (!holds(op.src, piece)) {
+                         // The sender must have received these elements in an operation it waits for.
+                         bool ok = false;
+                         for (auto a : op.after) {
+                           const auto& prev = s.ops[static_cast<std::size_t>(a)];
+                           if (prev.dst != op.src) continue;
+                           for_each_in_part(s.buffers[static_cast<std::size_t>(prev.buffer)], prev.part, prev.parts,
+                                            [&](std::int32_t p2, std::int64_t b2, std::int64_t e2) {
+                                              if (p2 == piece && b2 <= b && e <= e2) ok = true;
+                                            });
+                           if (ok) break;
+                         }
+                         if (!ok)
+                           throw ScheduleError(what + ": GPU " + std::to_string(op.src) +
+                                               " forwards elements it neither holds nor received before");
+                       }
+                       received[key(op.dst, piece)].push_back({b, e});
+                     });
+  }
+  // Every needer GPU that does not hold a piece receives each of its elements exactly once.
+  for (std::int32_t i = 0; i < s.piece_count; ++i) {
+    const auto& pc = ts.pieces[static_cast<std::size_t>(i)];
+    for (auto g : needers[static_cast<std::size_t>(pc.needers)]) {
+      if (holds(g, i)) continue;
+      auto it = received.find(key(g, i));
+      const std::string what = "piece " + std::to_string(i) + " ('" + inv.tensor(pc.tensor).name + "' " +
+                               to_string(pc.box) + ") at GPU " + std::to_string(g);
+      if (it == received.end()) throw ScheduleError(what + ": never delivered");
+      auto v = it->second;
+      std::sort(v.begin(), v.end());
+      std::int64_t pos = 0;
+      for (const auto& [b, e] : v) {
+        if (b < pos) throw ScheduleError(what + ": elements " + std::to_string(b) + ".." + std::to_string(std::min(e, pos)) + " delivered twice");
+        if (b > pos) throw ScheduleError(what + ": elements " + std::to_string(pos) + ".." + std::to_string(b) + " never delivered");
+        pos = e;
+      }
+      if (pos != pc.box.elements())
+        throw ScheduleError(what + ": elements " + std::to_string(pos) + ".." + std::to_string(pc.box.elements()) + " never delivered");
+    }
+  }
+}
+
+nlohmann::json to_json(const Schedule& s) {
+  nlohmann::json j;
+  j["format"] = "reshard-schedule-1";
+  j["scenario"] = s.scenario;
+  j["params"] = {{"strategy", s.params.strategy}, {"chunks", s.params.chunks}, {"max_chain", s.params.max_chain},
+                 {"bucket_bytes", s.params.bucket.value}, {"rail_aligned_ingress", s.params.rail_aligned_ingress}};
+  j["piece_count"] = s.piece_count;
+  auto& buffers = j["buffers"] = nlohmann::json::array();
+  for (const auto& b : s.buffers) {
+    nlohmann::json sl = nlohmann::json::array();
+    for (const auto& x : b.slices) sl.push_back({x.piece, x.offset, x.count});
+    buffers.push_back({{"bytes", b.bytes.value}, {"slices", std::move(sl)}});
+  }
+  auto& ops = j["ops"] = nlohmann::json::array();
+  for (const auto& o : s.ops)
+    ops.push_back({{"id", o.id}, {"src", o.src}, {"dst", o.dst}, {"buffer", o.buffer}, {"part", o.part},
+                   {"parts", o.parts}, {"bytes", o.bytes.value}, {"phase", to_string(o.phase)}, {"after", o.after}});
+  return j;
+}
+
+Schedule schedule_from_json(const nlohmann::json& j) {
+  try {
+    if (j.at("format") != "reshard-schedule-1") throw ScheduleError("not a reshard schedule (format)");
+    Schedule s;
+    s.scenario = j.at("scenario").get<std::string>();
+    const auto& p = j.at("params");
+    s.params.strategy = p.at("strategy").get<std::string>();
+    s.params.chunks = p.at("chunks").get<std::int32_t>();
+    s.params.max_chain = p.at("max_chain").get<std::int32_t>();
+    s.params.bucket = Bytes{p.at("bucket_bytes").get<std::int64_t>()};
+    s.params.rail_aligned_ingress = p.at("rail_aligned_ingress").get<bool>();
+    s.piece_count = j.at("piece_count").get<std::int32_t>();
+    for (const auto& b : j.at("buffers")) {
+      Buffer buf;
+      buf.bytes = Bytes{b.at("bytes").get<std::int64_t>()};
+      for (const auto& x : b.at("slices")) buf.slices.push_back({x.at(0).get<std::int32_t>(), x.at(1).get<std::int64_t>(), x.at(2).get<std::int64_t>()});
+      s.buffers.push_back(std::move(buf));
+    }
+    static const std::unordered_map<std::string, OpPhase> phases = {
+        {"direct", OpPhase::Direct}, {"gather", OpPhase::Gather}, {"broadcast", OpPhase::Broadcast},
+        {"ingress", OpPhase::Ingress}, {"fanout", OpPhase::FanOut}, {"forward", OpPhase::Forward}};
+    for (const auto& o : j.at("ops")) {
+      Op op;
+      op.id = o.at("id").get<std::int64_t>();
+      op.src = o.at("src").get<GpuId>();
+      op.dst = o.at("dst").get<GpuId>();
+      op.buffer = o.at("buffer").get<std::int32_t>();
+      op.part = o.at("part").get<std::int32_t>();
+      op.parts = o.at("parts").get<std::int32_t>();
+      op.bytes = Bytes{o.at("bytes").get<std::int64_t>()};
+      const auto ph = phases.find(o.at("phase").get<std::string>());
+      if (ph == phases.end()) throw ScheduleError("operation " + std::to_string(op.id) + ": unknown phase");
+      op.phase = ph->second;
+      op.after = o.at("after").get<std::vector<std::int64_t>>();
+      s.ops.push_back(std::move(op));
+    }
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw ScheduleError(std::string("malformed schedule JSON: ") + e.what());
+  }
+}
+
+}  // namespace reshard::model

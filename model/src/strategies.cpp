@@ -1,0 +1,299 @@
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <unordered_map>
+
+#include "reshard/model/errors.hpp"
+#include "reshard/model/schedule.hpp"
+
+namespace reshard::model {
+
+const char* to_string(OpPhase p) {
+  switch (p) {
+    case OpPhase::Direct: return "direct";
+    case OpPhase::Gather: return "gather";
+    case OpPhase::Broadcast: return "broadcast";
+    case OpPhase::Ingress: return "ingress";
+    case OpPhase::FanOut: return "fanout";
+    case OpPhase::Forward: return "forward";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& strategy_names() {
+  static const std::vector<std::string> names = {"gather_broadcast", "direct",  "domain_grouped", "domain_chain",
+                                                 "hybrid",           "nemo_rl_reshard"};
+  return names;
+}
+
+namespace {
+
+bool is_ffn(TensorClass c) {
+  return c == TensorClass::DenseFFN || c == TensorClass::ExpertFFN || c == TensorClass::SharedExpert;
+}
+
+class Builder {
+ public:
+  Builder(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst, const Topology& topo,
+          const StrategyParams& p, Schedule& out)
+      : ts_(ts), inv_(inv), src_(src), dst_(dst), topo_(topo), p_(p), s_(out),
+        egress_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
+        ingress_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
+        holders_(static_cast<std::size_t>(src.rank_set_count())),
+        needers_(static_cast<std::size_t>(dst.rank_set_count())) {}
+
+  // Pieces grouped by (holder set, needer set): pieces of one class travel together.
+  std::vector<std::vector<std::int32_t>> classes(const std::vector<std::int32_t>& pieces) {
+    std::map<std::pair<RankSetId, RankSetId>, std::vector<std::int32_t>> by;
+    for (auto i : pieces) by[{ts_.pieces[static_cast<std::size_t>(i)].holders, ts_.pieces[static_cast<std::size_t>(i)].needers}].push_back(i);
+    std::vector<std::vector<std::int32_t>> out;
+    for (auto& [k, v] : by) out.push_back(std::move(v));
+    return out;
+  }
+
+  const std::vector<GpuId>& holder_gpus(RankSetId id) { return gpus(src_, holders_, id); }
+  const std::vector<GpuId>& needer_gpus(RankSetId id) { return gpus(dst_, needers_, id); }
+
+  std::int32_t add_buffer(const std::vector<std::int32_t>& pieces) {
+    Buffer b;
+    for (auto i : pieces) {
+      const auto& pc = ts_.pieces[static_cast<std::size_t>(i)];
+      b.slices.push_back({i, 0, pc.box.elements()});
+      b.bytes += pc.bytes;
+    }
+    return add_buffer(std::move(b));
+  }
+  std::int32_t add_buffer(Buffer b) {
+    s_.buffers.push_back(std::move(b));
+    return static_cast<std::int32_t>(s_.buffers.size() - 1);
+  }
+
+  std::int64_t add_op(GpuId from, GpuId to, std::int32_t buffer, std::int32_t part, std::int32_t parts, OpPhase phase,
+                      std::vector<std::int64_t> after) {
+    Op op;
+    op.id = static_cast<std::int64_t>(s_.ops.size());
+    op.src = from;
+    op.dst = to;
+    op.buffer = buffer;
+    op.part = part;
+    op.parts = parts;
+    op.phase = phase;
+    op.after = std::move(after);
+    const auto& b = s_.buffers[static_cast<std::size_t>(buffer)];
+    // Parts split the buffer's elements evenly; bytes follow (a buffer's dtype is uniform or nearly so).
+    op.bytes = Bytes{b.bytes.value * (part + 1) / parts - b.bytes.value * part / parts};
+    egress_[static_cast<std::size_t>(from)] += op.bytes.as_double();
+    ingress_[static_cast<std::size_t>(to)] += op.bytes.as_double();
+    s_.ops.push_back(std::move(op));
+    return s_.ops.back().id;
+  }
+
+  // The least-loaded GPU among `cands` by `load`, preferring those `prefer` accepts.
+  template <class Pred>
+  GpuId least_loaded(const std::vector<GpuId>& cands, const std::vector<double>& load, Pred prefer) {
+    GpuId best = -1;
+    bool best_pref = false;
+    for (auto g : cands) {
+      const bool pref = prefer(g);
+      if (best < 0 || (pref && !best_pref) ||
+          (pref == best_pref && load[static_cast<std::size_t>(g)] < load[static_cast<std::size_t>(best)])) {
+        best = g;
+        best_pref = pref;
+      }
+    }
+    return best;
+  }
+
+  // direct / domain_grouped (max_chain 1) / domain_chain over the given pieces.
+  void reshard(const std::vector<std::int32_t>& pieces, bool direct, std::int32_t max_chain) {
+    for (const auto& cls : classes(pieces)) {
+      const auto& first = ts_.pieces[static_cast<std::size_t>(cls[0])];
+      const auto& H = holder_gpus(first.holders);
+      std::vector<GpuId> N;
+      for (auto g : needer_gpus(first.needers))
+        if (!std::binary_search(H.begin(), H.end(), g)) N.push_back(g);
+      if (N.empty()) continue;
+      const std::int32_t buffer = add_buffer(cls);
+      if (direct) {
+        for (auto n : N) {
+          const GpuId h = least_loaded(H, egress_, [&](GpuId g) { return topo_.domain_of(g) == topo_.domain_of(n); });
+          add_op(h, n, buffer, 0, 1, OpPhase::Direct, {});
+        }
+        continue;
+      }
+      std::map<std::int32_t, std::vector<GpuId>> by_domain;
+      for (auto n : N) by_domain[topo_.domain_of(n)].push_back(n);
+      std::vector<std::int32_t> remote;
+      for (auto& [d, gpus] : by_domain) {
+        // A holder inside the domain serves it over NVLink.
+        std::vector<GpuId> local;
+        for (auto h : H)
+          if (topo_.domain_of(h) == d) local.push_back(h);
+        if (local.empty()) {
+          remote.push_back(d);
+          continue;
+        }
+        for (auto n : gpus) add_op(least_loaded(local, egress_, [](GpuId) { return false; }), n, buffer, 0, 1,
+                                   OpPhase::FanOut, {});
+      }
+      const std::int32_t parts = std::max(1, p_.chunks);
+      for (std::size_t seg = 0; seg < remote.size(); seg += static_cast<std::size_t>(max_chain)) {
+        const GpuId h = least_loaded(H, egress_, [](GpuId) { return false; });
+        const auto end = std::min(remote.size(), seg + static_cast<std::size_t>(max_chain));
+        // Ingress GPUs, one per domain of the chain, chosen once for all parts.
+        std::vector<GpuId> ingress;
+        GpuId prev_gpu = h;
+        for (auto k = seg; k < end; ++k) {
+          const auto& cands = by_domain[remote[k]];
+          const GpuId i = least_loaded(cands, ingress_, [&](GpuId g) {
+            return p_.rail_aligned_ingress && topo_.rail_of(g) == topo_.rail_of(prev_gpu);
+          });
+          ingress.push_back(i);
+          prev_gpu = i;
+        }
+        for (std::int32_t c = 0; c < parts; ++c) {
+          std::int64_t prev = -1;
+          GpuId from = h;
+          for (std::size_t k = 0; k < ingress.size(); ++k) {
+            const GpuId i = ingress[k];
+            prev = add_op(from, i, buffer, c, parts, k == 0 ? OpPhase::Ingress : OpPhase::Forward,
+                          prev < 0 ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{prev});
+            for (auto n : by_domain[remote[seg + k]])
+              if (n != i) add_op(i, n, buffer, c, parts, OpPhase::FanOut, {prev});
+            from = i;
+          }
+        }
+      }
+    }
+  }
+
+  // The baseline: per source stage a head GPU gathers whole tensors, then broadcasts them in buckets
+  // along a ring over every destination GPU.
+  void gather_broadcast(const std::vector<std::int32_t>& pieces) {
+    if (pieces.empty()) return;
+    // Head of a layer = the lowest GPU holding any of its pieces (Megatron: the stage's first rank).
+    std::map<std::int32_t, GpuId> head_of_layer;
+    auto layer_key = [&](const TensorInfo& t) { return t.layer >= 0 ? t.layer : -1000 - t.id; };
+    for (auto i : pieces) {
+      const auto& pc = ts_.pieces[static_cast<std::size_t>(i)];
+      const GpuId g = holder_gpus(pc.holders).front();
+      auto [it, fresh] = head_of_layer.try_emplace(layer_key(inv_.tensor(pc.tensor)), g);
+      if (!fresh) it->second = std::min(it->second, g);
+    }
+    std::map<GpuId, std::vector<std::int32_t>> by_head;
+    for (auto i : pieces) {
+      const auto& pc = ts_.pieces[static_cast<std::size_t>(i)];
+      by_head[head_of_layer[layer_key(inv_.tensor(pc.tensor))]].push_back(i);
+    }
+    std::vector<GpuId> ring_all = dst_.gpus();
+    std::sort(ring_all.begin(), ring_all.end(), [&](GpuId a, GpuId b) {
+      return std::make_pair(topo_.domain_of(a), a) < std::make_pair(topo_.domain_of(b), b);
+    });
+    const std::int32_t parts = std::max(1, p_.chunks);
+    for (auto& [head, list] : by_head) {
+      // Gather: pieces the head lacks, packed per (holder, head) pair.
+      std::map<GpuId, std::vector<std::int32_t>> gather;
+      for (auto i : list) {
+        const auto& H = holder_gpus(ts_.pieces[static_cast<std::size_t>(i)].holders);
+        if (std::binary_search(H.begin(), H.end(), head)) continue;
+        gather[least_loaded(H, egress_, [&](GpuId g) { return topo_.domain_of(g) == topo_.domain_of(head); })]
+            .push_back(i);
+      }
+      std::unordered_map<std::int32_t, std::int64_t> gathered_by;
+      for (auto& [h, g] : gather) {
+        const auto op = add_op(h, head, add_buffer(g), 0, 1, OpPhase::Gather, {});
+        for (auto i : g) gathered_by[i] = op;
+      }
+      std::vector<GpuId> ring;
+      for (auto g : ring_all)
+        if (g != head) ring.push_back(g);
+      // Buckets of whole pieces (a piece larger than a bucket is a bucket of its own).
+      std::vector<std::vector<std::int32_t>> buckets(1);
+      Bytes fill{0};
+      for (auto i : list) {
+        const Bytes b = ts_.pieces[static_cast<std::size_t>(i)].bytes;
+        if (!buckets.back().empty() && fill + b > p_.bucket) {
+          buckets.emplace_back();
+          fill = Bytes{0};
+        }
+        buckets.back().push_back(i);
+        fill += b;
+      }
+      std::vector<std::int64_t> last_first_hop;  // per bucket: the last part's first hop
+      for (std::size_t k = 0; k < buckets.size(); ++k) {
+        const auto buffer = add_buffer(buckets[k]);
+        std::vector<std::int64_t> deps;
+        for (auto i : buckets[k])
+          if (auto it = gathered_by.find(i); it != gathered_by.end()) deps.push_back(it->second);
+        if (k >= 2) deps.push_back(last_first_hop[k - 2]);  // two buffers at the head
+        std::sort(deps.begin(), deps.end());
+        deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+        std::int64_t first_hop = -1;
+        for (std::int32_t c = 0; c < parts; ++c) {
+          std::int64_t prev = -1;
+          GpuId from = head;
+          for (auto d : ring) {
+            prev = add_op(from, d, buffer, c, parts, OpPhase::Broadcast, prev < 0 ? deps : std::vector<std::int64_t>{prev});
+            if (from == head) first_hop = prev;
+            from = d;
+          }
+        }
+        last_first_hop.push_back(first_hop);
+      }
+    }
+  }
+
+ private:
+  const std::vector<GpuId>& gpus(const ShardMap& m, std::vector<std::vector<GpuId>>& memo, RankSetId id) {
+    auto& v = memo[static_cast<std::size_t>(id)];
+    if (v.empty()) {
+      m.rank_set(id).for_each([&](Rank r) { v.push_back(m.gpu_of(r)); });
+      std::sort(v.begin(), v.end());
+    }
+    return v;
+  }
+
+  const TransferSet& ts_;
+  const Inventory& inv_;
+  const ShardMap& src_;
+  const ShardMap& dst_;
+  const Topology& topo_;
+  const StrategyParams& p_;
+  Schedule& s_;
+  std::vector<double> egress_, ingress_;
+  std::vector<std::vector<GpuId>> holders_, needers_;
+};
+
+}  // namespace
+
+Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
+                        const Topology& topo, const StrategyParams& params) {
+  Schedule s;
+  s.params = params;
+  s.piece_count = static_cast<std::int32_t>(ts.pieces.size());
+  Builder b(ts, inv, src, dst, topo, params, s);
+  std::vector<std::int32_t> all(ts.pieces.size()), ffn, rest;
+  std::iota(all.begin(), all.end(), 0);
+  for (auto i : all) (is_ffn(inv.tensor(ts.pieces[static_cast<std::size_t>(i)].tensor).cls) ? ffn : rest).push_back(i);
+  const auto& name = params.strategy;
+  if (name == "direct") b.reshard(all, true, 1);
+  else if (name == "domain_grouped") b.reshard(all, false, 1);
+  else if (name == "domain_chain") b.reshard(all, false, std::max(1, params.max_chain));
+  else if (name == "gather_broadcast") b.gather_broadcast(all);
+  else if (name == "hybrid") {
+    // FFN by the chain, the rest (small, replicated or fused) by grouped reshard.
+    b.reshard(ffn, false, std::max(1, params.max_chain));
+    b.reshard(rest, false, 1);
+  } else if (name == "nemo_rl_reshard") {
+    // NeMo RL: FFN through the hierarchical ring over all destination domains, the rest broadcast.
+    b.reshard(ffn, false, 1 << 30);
+    b.gather_broadcast(rest);
+  } else {
+    std::string list;
+    for (const auto& n : strategy_names()) list += (list.empty() ? "" : ", ") + n;
+    throw PlanError("unknown strategy '" + name + "'; expected one of: " + list + ", auto");
+  }
+  return s;
+}
+
+}  // namespace reshard::model

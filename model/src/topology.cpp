@@ -1,0 +1,577 @@
+// Topology: graph construction, NVLink domains, routes and bisection bandwidth.
+//
+// Domains. The NVLink subgraph (every device, only NVLink links, taken as undirected) is split into
+// connected components with boost::connected_components; each component holding at least one GPU
+// is an NVLink domain. Domains are numbered in the order of their lowest GPU index.
+//
+// Routes, generated clusters (structural, O(path length x ECMP width) per call):
+//   same domain      GPU -> fabric -> GPU                                  one path, kind NVLink
+//   same leaf        GPU -> NIC -> leaf -> NIC -> GPU                       one path (same rail)
+//   same pod         GPU -> NIC -> leaf -> spine s -> leaf -> NIC -> GPU    S paths, one per spine
+//   across pods      ... leaf -> spine s -> core (s,k) -> spine s -> leaf ...  S x K = C paths
+// The switch part between two leaves depends only on the leaf pair and is cached per pair.
+//
+// Routes, explicit topologies: breadth-first search by hop count over the Boost graph from the
+// source GPU (restricted to NVLink links when both GPUs share a domain; through other GPUs only
+// when there is no path without them), then every equal-hop path
+// is collected walking back from the destination along in-edges whose source is one hop closer
+// (at most kMaxSearchPaths paths). Results are cached per GPU pair.
+//
+// Bisection bandwidth (per direction). Let A be the GPUs of nodes 0 .. floor(N/2)-1 and B the GPUs
+// of the other nodes. The bisection bandwidth is the maximum flow from A to B over the directed
+// links with their per-direction capacities, which by the max-flow/min-cut theorem equals the
+// least total capacity of links whose removal disconnects A from B. It is computed with
+// boost::push_relabel_max_flow on integer capacities (bytes/s rounded to the nearest integer), a
+// super-source feeding every GPU of A and every GPU of B draining to a super-sink (those extra
+// edges carry the GPU's own total link capacity, so they never form the minimum cut). With fewer
+// than two nodes there is no cut and the bisection bandwidth is 0.
+#include "reshard/model/topology.hpp"
+
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/connected_components.hpp>
+#include <boost/graph/filtered_graph.hpp>
+#include <boost/graph/push_relabel_max_flow.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+
+#include "reshard/model/errors.hpp"
+#include "topology_impl.hpp"
+#include "yaml_reader.hpp"
+
+namespace reshard::model {
+
+const char* to_string(LinkKind k) {
+  switch (k) {
+    case LinkKind::NVLink: return "NVLink";
+    case LinkKind::C2C: return "C2C";
+    case LinkKind::PCIe: return "PCIe";
+    case LinkKind::Network: return "network";
+  }
+  return "?";
+}
+
+const char* to_string(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::GPU: return "GPU";
+    case DeviceKind::NVSwitch: return "NVSwitch";
+    case DeviceKind::NIC: return "NIC";
+    case DeviceKind::Leaf: return "leaf";
+    case DeviceKind::Spine: return "spine";
+    case DeviceKind::Core: return "core";
+    case DeviceKind::CPU: return "CPU";
+  }
+  return "?";
+}
+
+namespace detail {
+
+DeviceId TopologyData::add_device(DeviceKind kind, std::string dev_name, std::int32_t node, std::int32_t rail,
+                                  int line) {
+  Device d;
+  d.id = static_cast<DeviceId>(devices.size());
+  d.kind = kind;
+  d.name = std::move(dev_name);
+  d.node = node;
+  d.rail = rail;
+  devices.push_back(std::move(d));
+  device_line.push_back(line);
+  return devices.back().id;
+}
+
+LinkId TopologyData::add_link(DeviceId from, DeviceId to, BytesPerSecond bw, Seconds latency, LinkKind kind) {
+  Link l;
+  l.id = static_cast<LinkId>(links.size());
+  l.from = from;
+  l.to = to;
+  l.bandwidth = bw;
+  l.latency = latency;
+  l.kind = kind;
+  links.push_back(l);
+  return l.id;
+}
+
+LinkId TopologyData::add_duplex(DeviceId a, DeviceId b, BytesPerSecond bw, Seconds latency, LinkKind kind) {
+  const LinkId id = add_link(a, b, bw, latency, kind);
+  add_link(b, a, bw, latency, kind);
+  return id;
+}
+
+namespace {
+
+// Edge filter for boost::filtered_graph: keeps the links of one kind, or all links.
+struct KindFilter {
+  const TopologyData* data = nullptr;
+  std::optional<LinkKind> only;
+  bool operator()(const Graph::edge_descriptor& e) const {
+    return !only || data->links[static_cast<std::size_t>(data->graph[e].link)].kind == *only;
+  }
+};
+
+// Vertex filter: without GPU transit, the only GPUs a path may touch are its two ends.
+struct TransitFilter {
+  const TopologyData* data = nullptr;
+  bool gpu_transit = true;
+  DeviceId source = -1;
+  DeviceId target = -1;
+  bool operator()(Graph::vertex_descriptor v) const {
+    const auto id = static_cast<DeviceId>(v);
+    return gpu_transit || id == source || id == target ||
+           data->devices[static_cast<std::size_t>(v)].kind != DeviceKind::GPU;
+  }
+};
+
+// Hop distances from `source` over the links the filter keeps (-1 = unreachable). Without
+// `gpu_transit`, GPUs other than source and target are not entered.
+std::vector<std::int32_t> bfs_distances(const TopologyData& d, DeviceId source, std::optional<LinkKind> only,
+                                        bool gpu_transit = true, DeviceId target = -1) {
+  const std::size_t n = d.devices.size();
+  std::vector<std::int32_t> dist(n, -1);
+  dist[static_cast<std::size_t>(source)] = 0;
+  boost::filtered_graph<Graph, KindFilter, TransitFilter> fg(d.graph, KindFilter{&d, only},
+                                                             TransitFilter{&d, gpu_transit, source, target});
+  std::vector<boost::default_color_type> color(n);
+  auto dist_map = boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, d.graph));
+  boost::breadth_first_search(
+      fg, static_cast<Graph::vertex_descriptor>(source),
+      boost::visitor(boost::make_bfs_visitor(boost::record_distances(dist_map, boost::on_tree_edge())))
+          .color_map(boost::make_iterator_property_map(color.begin(), boost::get(boost::vertex_index, d.graph))));
+  return dist;
+}
+
+}  // namespace
+
+void TopologyData::finish() {
+  const std::size_t n = devices.size();
+  // GPU numbering: GPU vertices in device order.
+  gpu_devices.clear();
+  for (auto& dev : devices)
+    if (dev.kind == DeviceKind::GPU) {
+      dev.gpu = static_cast<GpuId>(gpu_devices.size());
+      gpu_devices.push_back(dev.id);
+    }
+  const std::size_t gpus = gpu_devices.size();
+
+  // The Boost graph: vertex i = device i, one edge per directed link.
+  graph = Graph(n);
+  for (const auto& l : links)
+    boost::add_edge(static_cast<Graph::vertex_descriptor>(l.from), static_cast<Graph::vertex_descriptor>(l.to),
+                    EdgeData{l.id}, graph);
+
+  // NVLink domains: connected components of the undirected NVLink subgraph.
+  {
+    using Undirected = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
+    Undirected ug(n);
+    for (const auto& l : links)
+      if (l.kind == LinkKind::NVLink) boost::add_edge(static_cast<std::size_t>(l.from), static_cast<std::size_t>(l.to), ug);
+    std::vector<int> component(n, -1);
+    if (n > 0) boost::connected_components(ug, component.data());
+    std::vector<std::int32_t> domain_of_component(n, -1);
+    domain_gpus.clear();
+    for (std::size_t g = 0; g < gpus; ++g) {
+      const auto c = static_cast<std::size_t>(component[static_cast<std::size_t>(gpu_devices[g])]);
+      if (domain_of_component[c] < 0) {
+        domain_of_component[c] = static_cast<std::int32_t>(domain_gpus.size());
+        domain_gpus.emplace_back();
+      }
+      domain_gpus[static_cast<std::size_t>(domain_of_component[c])].push_back(static_cast<GpuId>(g));
+    }
+    for (std::size_t v = 0; v < n; ++v) {
+      auto& dev = devices[v];
+      dev.domain = (dev.kind == DeviceKind::GPU || dev.kind == DeviceKind::NVSwitch)
+                       ? domain_of_component[static_cast<std::size_t>(component[v])]
+                       : -1;
+    }
+  }
+
+  // Each GPU's own NVLink links (first NVLink link out of / into the GPU).
+  nvl_out.assign(gpus, -1);
+  nvl_in.assign(gpus, -1);
+  for (std::size_t g = 0; g < gpus; ++g) {
+    const auto v = static_cast<Graph::vertex_descriptor>(gpu_devices[g]);
+    for (auto [e, end] = boost::out_edges(v, graph); e != end; ++e) {
+      const auto& l = links[static_cast<std::size_t>(graph[*e].link)];
+      if (l.kind == LinkKind::NVLink && nvl_out[g] < 0) nvl_out[g] = l.id;
+    }
+    for (auto [e, end] = boost::in_edges(v, graph); e != end; ++e) {
+      const auto& l = links[static_cast<std::size_t>(graph[*e].link)];
+      if (l.kind == LinkKind::NVLink && nvl_in[g] < 0) nvl_in[g] = l.id;
+    }
+  }
+
+  // NIC pairing: generated clusters know it; explicit ones take the nearest NIC over host links
+  // (PCIe or C2C) without passing through another GPU.
+  gpu_nic.assign(gpus, -1);
+  if (generated) {
+    for (std::size_t g = 0; g < gpus; ++g) gpu_nic[g] = links[static_cast<std::size_t>(fabric.gpu_to_nic[g])].to;
+  } else {
+    for (std::size_t g = 0; g < gpus; ++g) {
+      std::vector<DeviceId> frontier{gpu_devices[g]};
+      std::vector<char> seen(n, 0);
+      seen[static_cast<std::size_t>(gpu_devices[g])] = 1;
+      while (!frontier.empty() && gpu_nic[g] < 0) {
+        std::vector<DeviceId> next;
+        for (DeviceId u : frontier) {
+          for (auto [e, end] = boost::out_edges(static_cast<Graph::vertex_descriptor>(u), graph); e != end; ++e) {
+            const auto& l = links[static_cast<std::size_t>(graph[*e].link)];
+            if (l.kind != LinkKind::PCIe && l.kind != LinkKind::C2C) continue;
+            const auto w = static_cast<std::size_t>(l.to);
+            if (seen[w]) continue;
+            seen[w] = 1;
+            if (devices[w].kind == DeviceKind::NIC) {
+              if (gpu_nic[g] < 0) gpu_nic[g] = l.to;
+            } else if (devices[w].kind != DeviceKind::GPU) {
+              next.push_back(l.to);
+            }
+          }
+        }
+        frontier = std::move(next);
+      }
+      auto& gpu_dev = devices[static_cast<std::size_t>(gpu_devices[g])];
+      if (gpu_dev.rail < 0 && gpu_nic[g] >= 0) gpu_dev.rail = devices[static_cast<std::size_t>(gpu_nic[g])].rail;
+    }
+  }
+  nic_out.assign(gpus, -1);
+  nic_in.assign(gpus, -1);
+  for (std::size_t g = 0; g < gpus; ++g) {
+    if (gpu_nic[g] < 0) continue;
+    const auto v = static_cast<Graph::vertex_descriptor>(gpu_nic[g]);
+    for (auto [e, end] = boost::out_edges(v, graph); e != end; ++e) {
+      const auto& l = links[static_cast<std::size_t>(graph[*e].link)];
+      if (l.kind == LinkKind::Network && nic_out[g] < 0) nic_out[g] = l.id;
+    }
+    for (auto [e, end] = boost::in_edges(v, graph); e != end; ++e) {
+      const auto& l = links[static_cast<std::size_t>(graph[*e].link)];
+      if (l.kind == LinkKind::Network && nic_in[g] < 0) nic_in[g] = l.id;
+    }
+  }
+  if (generated) {
+    cache->leaf_pairs.assign(static_cast<std::size_t>(fabric.leaves) * static_cast<std::size_t>(fabric.leaves), nullptr);
+    return;
+  }
+
+  // Explicit form: every GPU must reach every other. GPU 0 reaching all and all reaching GPU 0
+  // (a forward and a backward search) is equivalent to that.
+  if (gpus < 2) return;
+  const auto fwd = bfs_distances(*this, gpu_devices[0], std::nullopt);
+  for (std::size_t g = 1; g < gpus; ++g)
+    if (fwd[static_cast<std::size_t>(gpu_devices[g])] < 0) {
+      const auto& from = devices[static_cast<std::size_t>(gpu_devices[0])];
+      const auto& to = devices[static_cast<std::size_t>(gpu_devices[g])];
+      throw ConfigError(file, device_line[static_cast<std::size_t>(to.id)], to.name,
+                        "GPU '" + from.name + "' cannot reach GPU '" + to.name + "' over any link");
+    }
+  for (std::size_t g = 1; g < gpus; ++g) {
+    const auto d = bfs_distances(*this, gpu_devices[g], std::nullopt);
+    // Only the distance to GPU 0 matters; stop early for large graphs is not needed (explicit
+    // topologies are hand-written, small).
+    if (d[static_cast<std::size_t>(gpu_devices[0])] < 0) {
+      const auto& from = devices[static_cast<std::size_t>(gpu_devices[g])];
+      const auto& to = devices[static_cast<std::size_t>(gpu_devices[0])];
+      throw ConfigError(file, device_line[static_cast<std::size_t>(from.id)], from.name,
+                        "GPU '" + from.name + "' cannot reach GPU '" + to.name + "' over any link");
+    }
+  }
+}
+
+void TopologyData::finalize_route(Route& r) const {
+  r.kind = LinkKind::NVLink;
+  double latency = 0;
+  for (const auto& p : r.paths) {
+    double sum = 0;
+    for (LinkId id : p.links) {
+      const auto& l = links[static_cast<std::size_t>(id)];
+      sum += l.latency.value;
+      r.kind = std::max(r.kind, l.kind);
+    }
+    latency = std::max(latency, sum);
+  }
+  r.latency = Seconds{latency};
+}
+
+std::shared_ptr<const std::vector<Path>> TopologyData::leaf_pair_paths(std::int32_t la, std::int32_t lb) const {
+  const std::size_t slot = static_cast<std::size_t>(la) * static_cast<std::size_t>(fabric.leaves) +
+                           static_cast<std::size_t>(lb);
+  {
+    std::shared_lock lock(cache->mutex);
+    if (auto p = cache->leaf_pairs[slot]) return p;
+  }
+  const auto& f = fabric;
+  const std::size_t S = static_cast<std::size_t>(f.spines_per_pod);
+  const std::size_t K = static_cast<std::size_t>(f.cores_per_plane);
+  auto paths = std::make_shared<std::vector<Path>>();
+  const auto pa = static_cast<std::size_t>(f.leaf_pod[static_cast<std::size_t>(la)]);
+  const auto pb = static_cast<std::size_t>(f.leaf_pod[static_cast<std::size_t>(lb)]);
+  const auto a = static_cast<std::size_t>(la);
+  const auto b = static_cast<std::size_t>(lb);
+  if (pa == pb) {
+    for (std::size_t s = 0; s < S; ++s) paths->push_back(Path{{f.leaf_up[a * S + s], f.leaf_down[b * S + s]}});
+  } else {
+    for (std::size_t s = 0; s < S; ++s)
+      for (std::size_t k = 0; k < K; ++k)
+        paths->push_back(Path{{f.leaf_up[a * S + s], f.spine_up[(pa * S + s) * K + k],
+                               f.spine_down[(pb * S + s) * K + k], f.leaf_down[b * S + s]}});
+  }
+  std::unique_lock lock(cache->mutex);
+  auto& entry = cache->leaf_pairs[slot];
+  if (!entry) entry = std::move(paths);
+  return entry;
+}
+
+Route TopologyData::structural_route(GpuId a, GpuId b) const {
+  Route r;
+  const auto ga = static_cast<std::size_t>(a);
+  const auto gb = static_cast<std::size_t>(b);
+  const auto& da = devices[static_cast<std::size_t>(gpu_devices[ga])];
+  const auto& db = devices[static_cast<std::size_t>(gpu_devices[gb])];
+  if (da.domain == db.domain) {
+    r.same_domain = true;
+    r.paths.push_back(Path{{nvl_out[ga], nvl_in[gb]}});
+    finalize_route(r);
+    return r;
+  }
+  const auto& f = fabric;
+  const std::int32_t la = f.gpu_leaf[ga];
+  const std::int32_t lb = f.gpu_leaf[gb];
+  if (la == lb) {
+    r.paths.push_back(Path{{f.gpu_to_nic[ga], f.nic_to_leaf[ga], f.leaf_to_nic[gb], f.nic_to_gpu[gb]}});
+  } else {
+    const auto middle = leaf_pair_paths(la, lb);
+    r.paths.reserve(middle->size());
+    for (const auto& m : *middle) {
+      Path p;
+      p.links.reserve(m.links.size() + 4);
+      p.links.push_back(f.gpu_to_nic[ga]);
+      p.links.push_back(f.nic_to_leaf[ga]);
+      p.links.insert(p.links.end(), m.links.begin(), m.links.end());
+      p.links.push_back(f.leaf_to_nic[gb]);
+      p.links.push_back(f.nic_to_gpu[gb]);
+      r.paths.push_back(std::move(p));
+    }
+  }
+  finalize_route(r);
+  return r;
+}
+
+Route TopologyData::search_route(GpuId a, GpuId b) const {
+  const DeviceId src = gpu_devices[static_cast<std::size_t>(a)];
+  const DeviceId dst = gpu_devices[static_cast<std::size_t>(b)];
+  Route r;
+  r.same_domain = devices[static_cast<std::size_t>(src)].domain == devices[static_cast<std::size_t>(dst)].domain;
+  // Searches in order of preference: NVLink only (same domain), then every link without passing
+  // through another GPU, then every link with GPUs forwarding (a GPU without a NIC of its own
+  // reaches the network through a peer, as NCCL's PXN does).
+  std::optional<LinkKind> only;
+  if (r.same_domain) only = LinkKind::NVLink;
+  auto dist = bfs_distances(*this, src, only, false, dst);
+  if (dist[static_cast<std::size_t>(dst)] < 0 && only) {  // one-way NVLink links: fall back to every link
+    only.reset();
+    dist = bfs_distances(*this, src, only, false, dst);
+  }
+  if (dist[static_cast<std::size_t>(dst)] < 0) dist = bfs_distances(*this, src, only, true, dst);
+  if (dist[static_cast<std::size_t>(dst)] < 0) {
+    const auto& from = devices[static_cast<std::size_t>(src)];
+    const auto& to = devices[static_cast<std::size_t>(dst)];
+    throw ConfigError(file, device_line[static_cast<std::size_t>(src)], from.name,
+                      "GPU '" + from.name + "' cannot reach GPU '" + to.name + "' over any link");
+  }
+  // Walk back from dst along in-edges whose source is one hop closer to src.
+  std::vector<LinkId> reversed;
+  std::function<void(DeviceId)> walk = [&](DeviceId v) {
+    if (r.paths.size() >= kMaxSearchPaths) return;
+    if (v == src) {
+      Path p;
+      p.links.assign(reversed.rbegin(), reversed.rend());
+      r.paths.push_back(std::move(p));
+      return;
+    }
+    const std::int32_t dv = dist[static_cast<std::size_t>(v)];
+    for (auto [e, end] = boost::in_edges(static_cast<Graph::vertex_descriptor>(v), graph); e != end; ++e) {
+      const auto& l = links[static_cast<std::size_t>(graph[*e].link)];
+      if (only && l.kind != *only) continue;
+      if (dist[static_cast<std::size_t>(l.from)] != dv - 1) continue;
+      reversed.push_back(l.id);
+      walk(l.from);
+      reversed.pop_back();
+    }
+  };
+  walk(dst);
+  finalize_route(r);
+  return r;
+}
+
+}  // namespace detail
+
+struct Topology::Impl {
+  detail::TopologyData d;
+};
+
+Topology::Topology(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Topology::Topology(Topology&&) noexcept = default;
+Topology& Topology::operator=(Topology&&) noexcept = default;
+Topology::Topology(const Topology& o) : impl_(std::make_unique<Impl>(*o.impl_)) {}
+Topology& Topology::operator=(const Topology& o) {
+  if (this != &o) impl_ = std::make_unique<Impl>(*o.impl_);
+  return *this;
+}
+Topology::~Topology() = default;
+
+namespace {
+Topology::Impl* build(const yaml::Node& root, const std::string& file) {
+  auto impl = std::make_unique<Topology::Impl>();
+  if (root.has("cluster") && root.has("devices"))
+    root.at("devices").fail("a topology is either generated ('cluster') or explicit ('devices'), not both");
+  if (root.has("cluster")) impl->d = detail::build_generated(root);
+  else if (root.has("devices")) impl->d = detail::build_explicit(root);
+  else
+    throw ConfigError(file, 1, "cluster",
+                      "required key is missing: a topology needs 'cluster' (a generated cluster of a node "
+                      "template) or 'devices' and 'links' (the explicit form)");
+  return impl.release();
+}
+}  // namespace
+
+Topology Topology::load(const std::filesystem::path& path) {
+  const auto root = yaml::load_file(path);
+  return Topology(std::unique_ptr<Impl>(build(root, path.string())));
+}
+
+Topology Topology::parse(const std::string& yaml_text, const std::string& name) {
+  const auto root = yaml::load_string(yaml_text, name);
+  return Topology(std::unique_ptr<Impl>(build(root, name)));
+}
+
+const std::string& Topology::name() const { return impl_->d.name; }
+std::int32_t Topology::gpu_count() const { return static_cast<std::int32_t>(impl_->d.gpu_devices.size()); }
+std::int32_t Topology::node_count() const { return impl_->d.node_count; }
+std::int32_t Topology::domain_count() const { return static_cast<std::int32_t>(impl_->d.domain_gpus.size()); }
+std::int32_t Topology::device_count() const { return static_cast<std::int32_t>(impl_->d.devices.size()); }
+std::int32_t Topology::link_count() const { return static_cast<std::int32_t>(impl_->d.links.size()); }
+std::int32_t Topology::rail_count() const { return impl_->d.rail_count; }
+bool Topology::generated() const { return impl_->d.generated; }
+
+const Device& Topology::device(DeviceId id) const { return impl_->d.devices.at(static_cast<std::size_t>(id)); }
+const Link& Topology::link(LinkId id) const { return impl_->d.links.at(static_cast<std::size_t>(id)); }
+const std::vector<Link>& Topology::links() const { return impl_->d.links; }
+const std::vector<Device>& Topology::devices() const { return impl_->d.devices; }
+
+namespace {
+std::size_t checked_gpu(const detail::TopologyData& d, GpuId g) {
+  if (g < 0 || static_cast<std::size_t>(g) >= d.gpu_devices.size())
+    throw std::out_of_range("GPU index " + std::to_string(g) + " out of range (topology '" + d.name + "' has " +
+                            std::to_string(d.gpu_devices.size()) + " GPUs)");
+  return static_cast<std::size_t>(g);
+}
+std::optional<LinkId> opt(LinkId id) { return id < 0 ? std::nullopt : std::optional<LinkId>(id); }
+}  // namespace
+
+DeviceId Topology::gpu_device(GpuId g) const { return impl_->d.gpu_devices[checked_gpu(impl_->d, g)]; }
+std::int32_t Topology::domain_of(GpuId g) const { return device(gpu_device(g)).domain; }
+std::int32_t Topology::node_of(GpuId g) const { return device(gpu_device(g)).node; }
+std::int32_t Topology::rail_of(GpuId g) const { return device(gpu_device(g)).rail; }
+const std::vector<GpuId>& Topology::gpus_in_domain(std::int32_t domain) const {
+  return impl_->d.domain_gpus.at(static_cast<std::size_t>(domain));
+}
+std::optional<DeviceId> Topology::nic_of(GpuId g) const {
+  const DeviceId nic = impl_->d.gpu_nic[checked_gpu(impl_->d, g)];
+  return nic < 0 ? std::nullopt : std::optional<DeviceId>(nic);
+}
+
+std::optional<LinkId> Topology::nvlink_egress(GpuId g) const { return opt(impl_->d.nvl_out[checked_gpu(impl_->d, g)]); }
+std::optional<LinkId> Topology::nvlink_ingress(GpuId g) const { return opt(impl_->d.nvl_in[checked_gpu(impl_->d, g)]); }
+std::optional<LinkId> Topology::nic_egress(GpuId g) const { return opt(impl_->d.nic_out[checked_gpu(impl_->d, g)]); }
+std::optional<LinkId> Topology::nic_ingress(GpuId g) const { return opt(impl_->d.nic_in[checked_gpu(impl_->d, g)]); }
+
+BytesPerSecond Topology::gpu_nvlink_bandwidth(GpuId g) const {
+  const auto l = nvlink_egress(g);
+  return l ? link(*l).bandwidth : BytesPerSecond{0};
+}
+BytesPerSecond Topology::gpu_nic_bandwidth(GpuId g) const {
+  const auto l = nic_egress(g);
+  return l ? link(*l).bandwidth : BytesPerSecond{0};
+}
+
+Route Topology::route(GpuId a, GpuId b) const {
+  const auto& d = impl_->d;
+  checked_gpu(d, a);
+  checked_gpu(d, b);
+  if (a == b) {
+    Route r;
+    r.same_domain = true;
+    return r;
+  }
+  if (d.generated) return d.structural_route(a, b);
+  const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) |
+                            static_cast<std::uint32_t>(b);
+  {
+    std::shared_lock lock(d.cache->mutex);
+    if (auto it = d.cache->gpu_pairs.find(key); it != d.cache->gpu_pairs.end()) return *it->second;
+  }
+  auto r = std::make_shared<const Route>(d.search_route(a, b));
+  std::unique_lock lock(d.cache->mutex);
+  d.cache->gpu_pairs.emplace(key, r);
+  return *r;
+}
+
+Route Topology::search_route(GpuId a, GpuId b) const {
+  checked_gpu(impl_->d, a);
+  checked_gpu(impl_->d, b);
+  if (a == b) {
+    Route r;
+    r.same_domain = true;
+    return r;
+  }
+  return impl_->d.search_route(a, b);
+}
+
+BytesPerSecond Topology::bisection_bandwidth() const {
+  const auto& d = impl_->d;
+  if (d.node_count < 2) return BytesPerSecond{0};
+  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+  using FlowGraph = boost::adjacency_list<
+      boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+      boost::property<boost::edge_capacity_t, std::int64_t,
+                      boost::property<boost::edge_residual_capacity_t, std::int64_t,
+                                      boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
+  const std::size_t n = d.devices.size();
+  FlowGraph fg(n + 2);
+  const std::size_t source = n;
+  const std::size_t sink = n + 1;
+  auto capacity = boost::get(boost::edge_capacity, fg);
+  auto reverse = boost::get(boost::edge_reverse, fg);
+  auto add = [&](std::size_t u, std::size_t v, std::int64_t cap) {
+    auto e = boost::add_edge(u, v, fg).first;
+    auto back = boost::add_edge(v, u, fg).first;
+    capacity[e] = cap;
+    capacity[back] = 0;
+    reverse[e] = back;
+    reverse[back] = e;
+  };
+  std::vector<std::int64_t> out_cap(n, 0), in_cap(n, 0);
+  for (const auto& l : d.links) {
+    const auto cap = static_cast<std::int64_t>(std::llround(l.bandwidth.value));
+    add(static_cast<std::size_t>(l.from), static_cast<std::size_t>(l.to), cap);
+    out_cap[static_cast<std::size_t>(l.from)] += cap;
+    in_cap[static_cast<std::size_t>(l.to)] += cap;
+  }
+  const std::int32_t half = d.node_count / 2;
+  for (DeviceId v : d.gpu_devices) {
+    const auto& dev = d.devices[static_cast<std::size_t>(v)];
+    const auto u = static_cast<std::size_t>(v);
+    if (dev.node < half) add(source, u, out_cap[u]);
+    else add(u, sink, in_cap[u]);
+  }
+  const std::int64_t flow = boost::push_relabel_max_flow(fg, source, sink);
+  return BytesPerSecond{static_cast<double>(flow)};
+}
+
+std::vector<std::string> Topology::template_names() {
+  std::vector<std::string> out;
+  for (const auto& t : detail::node_templates()) out.emplace_back(t.name);
+  return out;
+}
+
+}  // namespace reshard::model

@@ -1,0 +1,124 @@
+// Private representation of a Topology (not installed, not included by other folders' headers).
+//
+// A Topology is built in two steps:
+//   1. a front end (topology_generator.cpp for template clusters, topology_explicit.cpp for the
+//      explicit form) adds devices and links to a TopologyBuilder and, for generated clusters,
+//      records the fabric structure (leaves, spines, cores and their link ids);
+//   2. finish() builds the Boost.Graph graph, finds the NVLink domains (connected components over
+//      NVLink links), pairs every GPU with its NIC, and checks that every GPU reaches every other.
+//
+// Routing is structural for generated clusters (the equal switch paths between two leaves are
+// computed once per leaf pair and cached) and by breadth-first search over the Boost graph for
+// explicit topologies (all equal-hop paths, cached per GPU pair).
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "reshard/model/topology.hpp"
+
+namespace reshard::model::detail {
+
+struct EdgeData {
+  LinkId link = -1;
+};
+// Directed multigraph: vertex i is device i, edge data names the Link.
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property, EdgeData>;
+
+// Structure of a generated rail-optimized leaf/spine(/core) fabric, for structural routing.
+//   leaves:  L = groups x rails (rail-optimized) or L = groups (one leaf per group of nodes).
+//   spines:  S per pod; leaf l connects to all S spines of its pod. Without a core layer there is
+//            one pod holding every leaf.
+//   cores:   C = S x K; spine s of every pod connects to the K cores of plane s.
+// Link ids: leaf_up[l*S+s] (leaf l -> spine s of its pod), leaf_down[l*S+s] (back),
+//           spine_up[(p*S+s)*K+k] (spine s of pod p -> core s*K+k), spine_down[...] (back).
+struct Fabric {
+  std::int32_t leaves = 0;
+  std::int32_t spines_per_pod = 0;
+  std::int32_t pods = 1;
+  std::int32_t cores_per_plane = 0;  // K; 0 without a core layer
+  std::vector<std::int32_t> leaf_pod;
+  std::vector<LinkId> leaf_up, leaf_down, spine_up, spine_down;
+  // Per GPU: its leaf and the four links between GPU, NIC and leaf.
+  std::vector<std::int32_t> gpu_leaf;
+  std::vector<LinkId> gpu_to_nic, nic_to_gpu, nic_to_leaf, leaf_to_nic;
+};
+
+// Route caches, shared by copies of one Topology (the topology is immutable once built, so a
+// cached entry is valid for every copy). Guarded by a reader/writer lock: route() is thread-safe.
+struct RouteCache {
+  std::shared_mutex mutex;
+  std::vector<std::shared_ptr<const std::vector<Path>>> leaf_pairs;  // L*L, generated form
+  std::unordered_map<std::uint64_t, std::shared_ptr<const Route>> gpu_pairs;  // explicit form
+};
+
+struct TopologyData {
+  std::string name;
+  std::string file;  // the file name used in error messages
+  std::vector<Device> devices;
+  std::vector<Link> links;
+  std::vector<int> device_line;  // YAML line that declared each device (0 when generated)
+  std::int32_t node_count = 0;
+  std::int32_t rail_count = 0;
+  bool generated = false;
+  Fabric fabric;  // generated form only
+
+  // Filled by finish().
+  Graph graph;
+  std::vector<DeviceId> gpu_devices;  // GpuId -> DeviceId
+  std::vector<std::vector<GpuId>> domain_gpus;
+  std::vector<LinkId> nvl_out, nvl_in, nic_out, nic_in;  // per GPU; -1 when absent
+  std::vector<DeviceId> gpu_nic;                         // per GPU; -1 when it has none
+  std::shared_ptr<RouteCache> cache = std::make_shared<RouteCache>();
+
+  DeviceId add_device(DeviceKind kind, std::string name, std::int32_t node, std::int32_t rail, int line = 0);
+  // A directed link; returns its id.
+  LinkId add_link(DeviceId from, DeviceId to, BytesPerSecond bw, Seconds latency, LinkKind kind);
+  // Two directed links, one per direction; returns the id of from -> to (the other is id + 1).
+  LinkId add_duplex(DeviceId a, DeviceId b, BytesPerSecond bw, Seconds latency, LinkKind kind);
+
+  // Builds the graph, domains, GPU numbering and NIC pairing; checks reachability (explicit form).
+  // Throws ConfigError naming the file, the device's line and the two devices when a GPU cannot
+  // reach another.
+  void finish();
+
+  // Routes.
+  Route structural_route(GpuId a, GpuId b) const;
+  Route search_route(GpuId a, GpuId b) const;  // BFS over the Boost graph; any topology
+  void finalize_route(Route& r) const;         // kind and latency from the paths
+  std::shared_ptr<const std::vector<Path>> leaf_pair_paths(std::int32_t la, std::int32_t lb) const;
+};
+
+// The most equal-hop paths kept for one route of an explicit topology.
+inline constexpr std::size_t kMaxSearchPaths = 64;
+
+// Front ends (each returns a finished TopologyData).
+struct NodeTemplate {
+  const char* name;
+  std::int32_t gpus_per_node;    // GPUs per server (DGX) or per compute tray (NVL72)
+  std::int32_t nodes_per_domain; // 1 for DGX (the NVLink domain is the node), 18 trays for NVL72
+  bool rack_scale;               // counted in racks (NVL72) rather than nodes
+  BytesPerSecond gpu_nvlink;     // per GPU, per direction, to the domain's NVLink fabric
+  BytesPerSecond nic;            // per NIC, per direction; one NIC per GPU
+  BytesPerSecond gpu_nic_pcie;   // GPU <-> NIC host link, per direction
+};
+const std::vector<NodeTemplate>& node_templates();
+const NodeTemplate* find_template(const std::string& name);
+}  // namespace reshard::model::detail
+
+namespace reshard::model::yaml {
+class Node;
+}
+
+namespace reshard::model::detail {
+TopologyData build_generated(const yaml::Node& root);
+TopologyData build_explicit(const yaml::Node& root);
+}  // namespace reshard::model::detail

@@ -1,0 +1,357 @@
+// Topology files: the cluster generator (a node template on a rail-optimized leaf/spine(/core)
+// fabric) and the explicit form (devices and links listed). Format reference: docs/topology.md.
+//
+// Generated fabric capacities (per direction):
+//   NIC <-> leaf            the NIC speed (template, or cluster.nic_speed)
+//   leaf <-> each spine     D_leaf / o / S,  D_leaf = NICs on the leaf x NIC speed (leaf downlink
+//                           total), o = fabric.oversubscription, S = spines (per pod)
+//   spine <-> each core     D_spine / o_core / K,  D_spine = sum of the spine's leaf links, K =
+//                           cores per plane = core.switches / S
+// so a leaf's uplink total is its downlink total divided by the oversubscription, and likewise for
+// a spine with a core layer.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "reshard/model/errors.hpp"
+#include "topology_impl.hpp"
+#include "yaml_reader.hpp"
+
+namespace reshard::model::detail {
+
+using namespace reshard::model::literals;
+
+namespace {
+
+// Default link latencies, one-way per link. Chosen so that whole routes match NCCL's LL-protocol
+// latency model (hw.md, NCCL src/graph/tuning.cc): one NVLink hop 0.6 us = 2 links x 0.3 us;
+// one network hop 2.7 us ~ 2 x PCIe 0.25 us + 2 x NIC-leaf 1 us (+ switch hops). Switch
+// port-to-port latency under 150 ns (hw.md, QM9700, third party) for leaf-spine and spine-core.
+struct Latencies {
+  Seconds nvlink{0.3e-6};
+  Seconds c2c{0.3e-6};
+  Seconds pcie{0.25e-6};
+  Seconds nic_leaf{1.0e-6};
+  Seconds leaf_spine{0.15e-6};
+  Seconds spine_core{0.15e-6};
+  Seconds network{1.0e-6};  // explicit form: any network link
+};
+
+Latencies read_generator_latencies(const yaml::Node& root) {
+  Latencies lat;
+  auto node = root.get("latency");
+  if (!node) return lat;
+  node->allow_only({"nvlink", "pcie", "nic_leaf", "leaf_spine", "spine_core"});
+  if (auto v = node->get("nvlink")) lat.nvlink = v->duration();
+  if (auto v = node->get("pcie")) lat.pcie = v->duration();
+  if (auto v = node->get("nic_leaf")) lat.nic_leaf = v->duration();
+  if (auto v = node->get("leaf_spine")) lat.leaf_spine = v->duration();
+  if (auto v = node->get("spine_core")) lat.spine_core = v->duration();
+  return lat;
+}
+
+BytesPerSecond positive_bandwidth(const yaml::Node& n) {
+  const auto bw = n.bandwidth();
+  if (!(bw.value > 0)) n.fail("bandwidth must be positive, got '" + n.str() + "'");
+  return bw;
+}
+
+double positive_number(const yaml::Node& n) {
+  const double v = n.number();
+  if (!(v > 0)) n.fail("must be a positive number, got '" + n.str() + "'");
+  return v;
+}
+
+std::int32_t positive_int32(const yaml::Node& n, std::int64_t max = 1'000'000) {
+  const auto v = n.positive_integer();
+  if (v > max) n.fail("must be at most " + std::to_string(max) + ", got " + std::to_string(v));
+  return static_cast<std::int32_t>(v);
+}
+
+}  // namespace
+
+TopologyData build_generated(const yaml::Node& root) {
+  root.allow_only({"name", "description", "cluster", "fabric", "latency"});
+  TopologyData d;
+  d.file = root.file();
+  d.generated = true;
+  d.name = root.get("name") ? root.at("name").str() : std::filesystem::path(root.file()).stem().string();
+
+  // ---- cluster: template and size
+  const auto cluster = root.at("cluster");
+  cluster.allow_only({"template", "nodes", "racks", "nic_speed"});
+  const auto tnode = cluster.at("template");
+  const NodeTemplate* tmpl = find_template(tnode.str());
+  if (!tmpl) {
+    std::string known;
+    for (const auto& t : node_templates()) known += (known.empty() ? "" : ", ") + std::string(t.name);
+    tnode.fail("unknown node template '" + tnode.str() + "'; known templates: " + known);
+  }
+  std::int32_t nodes = 0;
+  if (tmpl->rack_scale) {
+    if (auto n = cluster.get("nodes"))
+      n->fail(std::string(tmpl->name) + " is counted in racks ('racks: N', " +
+              std::to_string(tmpl->nodes_per_domain) + " compute trays of " + std::to_string(tmpl->gpus_per_node) +
+              " GPUs each), not nodes");
+    nodes = positive_int32(cluster.at("racks"), 100'000) * tmpl->nodes_per_domain;
+  } else {
+    if (auto n = cluster.get("racks"))
+      n->fail(std::string(tmpl->name) + " is counted in nodes ('nodes: N'), not racks");
+    nodes = positive_int32(cluster.at("nodes"), 1'000'000);
+  }
+  const BytesPerSecond nic_bw = cluster.get("nic_speed") ? positive_bandwidth(cluster.at("nic_speed")) : tmpl->nic;
+  const std::int32_t G = tmpl->gpus_per_node;
+  const std::int32_t R = G;  // one NIC per GPU: rail r = the r-th GPU/NIC of a node
+  if (static_cast<std::int64_t>(nodes) * G > 4'000'000)
+    cluster.fail("cluster too large: " + std::to_string(static_cast<std::int64_t>(nodes) * G) + " GPUs");
+
+  // ---- fabric
+  bool rail_optimized = true;
+  std::int32_t nodes_per_leaf = nodes;
+  std::int32_t spines = 0;
+  double oversub = 1.0;
+  bool has_core = false;
+  std::int32_t groups_per_pod = 0;
+  std::int32_t core_switches = 0;
+  double core_oversub = 1.0;
+  std::optional<yaml::Node> spines_node, core_switches_node;
+  const auto fabric_node = root.get("fabric");
+  if (fabric_node) {
+    fabric_node->allow_only({"rail_optimized", "nodes_per_leaf", "spines", "oversubscription", "core"});
+    if (auto v = fabric_node->get("rail_optimized")) rail_optimized = v->boolean();
+    if (auto v = fabric_node->get("nodes_per_leaf")) nodes_per_leaf = positive_int32(*v);
+    if ((spines_node = fabric_node->get("spines"))) spines = positive_int32(*spines_node, 100'000);
+    if (auto v = fabric_node->get("oversubscription")) oversub = positive_number(*v);
+    if (auto core = fabric_node->get("core")) {
+      core->allow_only({"leaf_groups_per_pod", "switches", "oversubscription"});
+      has_core = true;
+      groups_per_pod = positive_int32(core->at("leaf_groups_per_pod"));
+      core_switches_node = core->at("switches");
+      core_switches = positive_int32(*core_switches_node, 100'000);
+      if (auto v = core->get("oversubscription")) core_oversub = positive_number(*v);
+    }
+  }
+  const std::int32_t groups = (nodes + nodes_per_leaf - 1) / nodes_per_leaf;
+  const std::int32_t leaves = rail_optimized ? groups * R : groups;
+  if (leaves > 1 && spines == 0) {
+    const std::string why = std::to_string(leaves) + " leaf switches (" + std::to_string(groups) +
+                            " group(s) of nodes" + (rail_optimized ? " x " + std::to_string(R) + " rails" : "") +
+                            ") need spine switches to reach each other";
+    if (fabric_node) throw ConfigError(d.file, fabric_node->line(), "fabric.spines", "required key is missing: " + why);
+    throw ConfigError(d.file, cluster.line(), "fabric.spines", "required key is missing: " + why);
+  }
+  if (has_core && spines == 0)
+    throw ConfigError(d.file, fabric_node->line(), "fabric.spines", "a core layer needs spine switches");
+  std::int32_t K = 0;
+  if (has_core) {
+    if (core_switches % spines != 0)
+      core_switches_node->fail("the core switches must be a multiple of the spines per pod (" + std::to_string(spines) +
+                               "): spine s of every pod connects to the core switches of plane s");
+    K = core_switches / spines;
+  }
+  const std::int32_t pods = has_core ? (groups + groups_per_pod - 1) / groups_per_pod : 1;
+  const Latencies lat = read_generator_latencies(root);
+
+  // ---- devices. GPUs first, so GPU g is device g (node-major, GPU index in the node minor).
+  const bool racks = tmpl->rack_scale;
+  const std::int32_t per_domain = tmpl->nodes_per_domain;
+  auto node_prefix = [&](std::int32_t n) {
+    return racks ? "rack" + std::to_string(n / per_domain) + "/tray" + std::to_string(n % per_domain)
+                 : "node" + std::to_string(n);
+  };
+  const std::size_t gpu_total = static_cast<std::size_t>(nodes) * static_cast<std::size_t>(G);
+  d.devices.reserve(gpu_total * 2 + static_cast<std::size_t>(nodes / per_domain + leaves + pods * spines + core_switches + 1));
+  for (std::int32_t n = 0; n < nodes; ++n) {
+    const std::string prefix = node_prefix(n);
+    for (std::int32_t i = 0; i < G; ++i) d.add_device(DeviceKind::GPU, prefix + "/gpu" + std::to_string(i), n, i);
+  }
+  const std::int32_t domains = (nodes + per_domain - 1) / per_domain;
+  std::vector<DeviceId> fabric_dev(static_cast<std::size_t>(domains));
+  for (std::int32_t k = 0; k < domains; ++k)
+    fabric_dev[static_cast<std::size_t>(k)] =
+        d.add_device(DeviceKind::NVSwitch, (racks ? "rack" : "node") + std::to_string(k) + "/nvswitch",
+                     racks ? -1 : k, -1);
+  std::vector<DeviceId> nic_dev(gpu_total);
+  for (std::int32_t n = 0; n < nodes; ++n) {
+    const std::string prefix = node_prefix(n);
+    for (std::int32_t i = 0; i < G; ++i)
+      nic_dev[static_cast<std::size_t>(n * G + i)] = d.add_device(DeviceKind::NIC, prefix + "/nic" + std::to_string(i), n, i);
+  }
+  std::vector<DeviceId> leaf_dev(static_cast<std::size_t>(leaves));
+  for (std::int32_t l = 0; l < leaves; ++l) {
+    const std::int32_t g = rail_optimized ? l / R : l;
+    leaf_dev[static_cast<std::size_t>(l)] = d.add_device(
+        DeviceKind::Leaf,
+        "group" + std::to_string(g) + "/leaf" + (rail_optimized ? "-rail" + std::to_string(l % R) : std::string()), -1,
+        rail_optimized ? l % R : -1);
+  }
+  std::vector<DeviceId> spine_dev(static_cast<std::size_t>(pods * spines));
+  for (std::int32_t p = 0; p < pods; ++p)
+    for (std::int32_t s = 0; s < spines; ++s)
+      spine_dev[static_cast<std::size_t>(p * spines + s)] = d.add_device(
+          DeviceKind::Spine, (has_core ? "pod" + std::to_string(p) + "/" : std::string()) + "spine" + std::to_string(s), -1, -1);
+  std::vector<DeviceId> core_dev(static_cast<std::size_t>(core_switches));
+  for (std::int32_t c = 0; c < core_switches; ++c)
+    core_dev[static_cast<std::size_t>(c)] = d.add_device(DeviceKind::Core, "core" + std::to_string(c), -1, -1);
+
+  // ---- links
+  auto& f = d.fabric;
+  f.leaves = leaves;
+  f.spines_per_pod = spines;
+  f.pods = pods;
+  f.cores_per_plane = K;
+  f.gpu_leaf.resize(gpu_total);
+  f.gpu_to_nic.resize(gpu_total);
+  f.nic_to_gpu.resize(gpu_total);
+  f.nic_to_leaf.resize(gpu_total);
+  f.leaf_to_nic.resize(gpu_total);
+  d.links.reserve(gpu_total * 6 + static_cast<std::size_t>(leaves * spines * 2 + pods * spines * K * 2));
+  std::vector<std::int32_t> leaf_nics(static_cast<std::size_t>(leaves), 0);
+  for (std::int32_t n = 0; n < nodes; ++n) {
+    const std::int32_t group = n / nodes_per_leaf;
+    for (std::int32_t i = 0; i < G; ++i) {
+      const auto g = static_cast<std::size_t>(n * G + i);
+      const auto gpu = static_cast<DeviceId>(g);
+      d.add_duplex(gpu, fabric_dev[static_cast<std::size_t>(n / per_domain)], tmpl->gpu_nvlink, lat.nvlink, LinkKind::NVLink);
+      const std::int32_t leaf = rail_optimized ? group * R + i : group;
+      f.gpu_leaf[g] = leaf;
+      ++leaf_nics[static_cast<std::size_t>(leaf)];
+      f.gpu_to_nic[g] = d.add_duplex(gpu, nic_dev[g], tmpl->gpu_nic_pcie, lat.pcie, LinkKind::PCIe);
+      f.nic_to_gpu[g] = f.gpu_to_nic[g] + 1;
+      f.nic_to_leaf[g] = d.add_duplex(nic_dev[g], leaf_dev[static_cast<std::size_t>(leaf)], nic_bw, lat.nic_leaf,
+                                      LinkKind::Network);
+      f.leaf_to_nic[g] = f.nic_to_leaf[g] + 1;
+    }
+  }
+  f.leaf_pod.resize(static_cast<std::size_t>(leaves));
+  f.leaf_up.resize(static_cast<std::size_t>(leaves * spines));
+  f.leaf_down.resize(static_cast<std::size_t>(leaves * spines));
+  std::vector<double> spine_down_total(static_cast<std::size_t>(pods * spines), 0.0);
+  for (std::int32_t l = 0; l < leaves; ++l) {
+    const std::int32_t group = rail_optimized ? l / R : l;
+    const std::int32_t pod = has_core ? group / groups_per_pod : 0;
+    f.leaf_pod[static_cast<std::size_t>(l)] = pod;
+    // uplink per spine = D_leaf / o / S
+    const BytesPerSecond up{leaf_nics[static_cast<std::size_t>(l)] * nic_bw.value / oversub / std::max(spines, 1)};
+    for (std::int32_t s = 0; s < spines; ++s) {
+      const auto slot = static_cast<std::size_t>(l * spines + s);
+      f.leaf_up[slot] = d.add_duplex(leaf_dev[static_cast<std::size_t>(l)],
+                                     spine_dev[static_cast<std::size_t>(pod * spines + s)], up, lat.leaf_spine,
+                                     LinkKind::Network);
+      f.leaf_down[slot] = f.leaf_up[slot] + 1;
+      spine_down_total[static_cast<std::size_t>(pod * spines + s)] += up.value;
+    }
+  }
+  f.spine_up.resize(static_cast<std::size_t>(pods * spines * K));
+  f.spine_down.resize(static_cast<std::size_t>(pods * spines * K));
+  for (std::int32_t p = 0; p < pods; ++p)
+    for (std::int32_t s = 0; s < spines; ++s) {
+      // uplink per core = D_spine / o_core / K
+      const BytesPerSecond up{spine_down_total[static_cast<std::size_t>(p * spines + s)] / core_oversub / std::max(K, 1)};
+      for (std::int32_t k = 0; k < K; ++k) {
+        const auto slot = static_cast<std::size_t>((p * spines + s) * K + k);
+        f.spine_up[slot] = d.add_duplex(spine_dev[static_cast<std::size_t>(p * spines + s)],
+                                        core_dev[static_cast<std::size_t>(s * K + k)], up, lat.spine_core, LinkKind::Network);
+        f.spine_down[slot] = f.spine_up[slot] + 1;
+      }
+    }
+
+  d.node_count = nodes;
+  d.rail_count = rail_optimized ? R : 1;
+  d.finish();
+  return d;
+}
+
+namespace {
+
+DeviceKind parse_device_kind(const yaml::Node& n) {
+  static const std::map<std::string, DeviceKind> kinds{
+      {"gpu", DeviceKind::GPU},   {"nvswitch", DeviceKind::NVSwitch}, {"nic", DeviceKind::NIC}, {"leaf", DeviceKind::Leaf},
+      {"spine", DeviceKind::Spine}, {"core", DeviceKind::Core},       {"cpu", DeviceKind::CPU}};
+  const auto s = n.str();
+  if (auto it = kinds.find(s); it != kinds.end()) return it->second;
+  n.fail("unknown device kind '" + s + "'; expected one of: gpu, nvswitch, nic, leaf, spine, core, cpu");
+}
+
+LinkKind parse_link_kind(const yaml::Node& n) {
+  static const std::map<std::string, LinkKind> kinds{
+      {"nvlink", LinkKind::NVLink}, {"c2c", LinkKind::C2C}, {"pcie", LinkKind::PCIe}, {"network", LinkKind::Network}};
+  const auto s = n.str();
+  if (auto it = kinds.find(s); it != kinds.end()) return it->second;
+  n.fail("unknown link kind '" + s + "'; expected one of: nvlink, c2c, pcie, network");
+}
+
+}  // namespace
+
+TopologyData build_explicit(const yaml::Node& root) {
+  root.allow_only({"name", "description", "devices", "links"});
+  TopologyData d;
+  d.file = root.file();
+  d.generated = false;
+  d.name = root.get("name") ? root.at("name").str() : std::filesystem::path(root.file()).stem().string();
+
+  std::unordered_map<std::string, DeviceId> by_name;
+  std::map<std::string, std::int32_t> node_index;
+  std::vector<std::string> node_order;
+  const auto devices = root.at("devices");
+  if (devices.size() == 0) devices.fail("an explicit topology needs at least one device");
+  for (const auto& item : devices.items()) {
+    item.allow_only({"name", "kind", "node", "rail"});
+    const auto name_node = item.at("name");
+    const std::string name = name_node.str();
+    if (name.empty()) name_node.fail("device name is empty");
+    const DeviceKind kind = parse_device_kind(item.at("kind"));
+    std::int32_t node = -1;
+    if (auto n = item.get("node")) {
+      const std::string label = n->str();
+      auto [it, inserted] = node_index.emplace(label, static_cast<std::int32_t>(node_order.size()));
+      if (inserted) node_order.push_back(label);
+      node = it->second;
+    } else if (kind == DeviceKind::GPU) {
+      throw ConfigError(d.file, item.line(), item.key() + ".node",
+                        "required key is missing: GPU '" + name + "' must name its node");
+    }
+    std::int32_t rail = -1;
+    if (auto r = item.get("rail")) {
+      const auto v = r->integer();
+      if (v < 0 || v > 1'000'000) r->fail("rail must be a non-negative integer, got " + std::to_string(v));
+      rail = static_cast<std::int32_t>(v);
+    }
+    if (by_name.count(name)) name_node.fail("duplicate device name '" + name + "'");
+    by_name.emplace(name, d.add_device(kind, name, node, rail, item.line()));
+  }
+  d.node_count = static_cast<std::int32_t>(node_order.size());
+
+  const Latencies defaults;
+  for (const auto& item : root.at("links").items()) {
+    item.allow_only({"from", "to", "kind", "bandwidth", "latency", "duplex"});
+    auto end = [&](const char* key) {
+      const auto n = item.at(key);
+      const auto it = by_name.find(n.str());
+      if (it == by_name.end()) n.fail("unknown device '" + n.str() + "' (not listed under 'devices')");
+      return it->second;
+    };
+    const DeviceId from = end("from");
+    const DeviceId to = end("to");
+    if (from == to) item.at("to").fail("a link must join two different devices");
+    const LinkKind kind = parse_link_kind(item.at("kind"));
+    const BytesPerSecond bw = positive_bandwidth(item.at("bandwidth"));
+    Seconds latency;
+    if (auto l = item.get("latency")) latency = l->duration();
+    else
+      latency = kind == LinkKind::NVLink ? defaults.nvlink
+                : kind == LinkKind::C2C  ? defaults.c2c
+                : kind == LinkKind::PCIe ? defaults.pcie
+                                         : defaults.network;
+    const bool duplex = item.get("duplex") ? item.at("duplex").boolean() : true;
+    if (duplex) d.add_duplex(from, to, bw, latency, kind);
+    else d.add_link(from, to, bw, latency, kind);
+  }
+  d.rail_count = 0;
+  d.finish();
+  return d;
+}
+
+}  // namespace reshard::model::detail

@@ -1,0 +1,128 @@
+// The flow-level discrete-event simulator (DESIGN.md §9).
+//
+// Input: a network of capacitated resources ("links": network links, NVLink ports, a GPU's memory
+// bandwidth, ...) and a set of flows, each with a size, the list of links it crosses, a fixed latency
+// and the flows it must wait for. Output: when each flow was released, started and finished.
+//
+// Life of a flow (the contract other tools replay, see write_flow_dump):
+//   released  when all flows in `after` have finished (release = 0 without predecessors);
+//   started   = release + latency; from then on it is *active*;
+//   active    it sends at the rate max-min fairness gives it on its links (below);
+//   finished  when its bytes are sent. A flow of 0 bytes, or with no links (pure latency /
+//             overhead), finishes at its start.
+// Rates are recomputed whenever a flow becomes active or finishes, and are constant in between, so
+// the simulation is exact (piecewise linear), not time-stepped.
+//
+// Max-min fairness. Active flow f has rate x_f. Each link l has capacity C_l and the rates of the
+// flows crossing it must fit: sum_{f ∋ l} x_f <= C_l. An allocation is max-min fair when no x_f can
+// be raised without lowering some x_g <= x_f; equivalently every flow crosses at least one
+// *bottleneck* link that is saturated and on which no other flow gets more than it does.
+// Progressive filling computes it: start every rate at 0 and raise all unfixed rates together. For
+// link l with remaining capacity R_l (capacity minus the rates already fixed on it) and n_l unfixed
+// flows, the common level at which l saturates is R_l / n_l. The link with the smallest such share
+// saturates first: every unfixed flow on it is fixed at that share, which is subtracted from the
+// remaining capacity of every other link those flows cross. Repeat with the next smallest share.
+// Shares never decrease during the filling: if s = R_k/n_k is the smallest share and link l loses
+// m flows fixed at s, then (R_l - m s)/(n_l - m) >= R_l/n_l because s <= R_l/n_l. Each step fixes
+// at least one flow, so the filling ends after at most (number of flows) steps; links without
+// unfixed flows drop out. The result is unique, which is why an independent solver (SimGrid's lmm
+// with equal weights) gives the same rates.
+//
+// Speed: flows with identical link lists form one class with a multiplicity (they always get the
+// same rate), so the filling runs over classes, weighted by multiplicity. A class keeps the bytes
+// served per flow as a function of time; its flows' finish points sit in a heap, so a class's next
+// finish is one subtraction and one division. A change (a flow starting or finishing) can only move
+// the rates of the connected component of links and active classes around it; only that component
+// is refilled, and only classes whose rate changed get a new finish event. Events of equal time are
+// handled together with one refill.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reshard/model/errors.hpp"
+#include "reshard/model/units.hpp"
+
+namespace reshard::sim {
+
+using model::Bytes;
+using model::BytesPerSecond;
+using model::Seconds;
+
+// A flow, as given to the simulator.
+struct FlowSpec {
+  std::int64_t id = 0;                // unique among the flows
+  Bytes bytes;                        // >= 0
+  std::vector<std::int32_t> links;    // indices into FlowNetwork::capacity; no repeats; may be empty
+  Seconds latency;                    // >= 0: wait between release and start
+  std::vector<std::int64_t> after;    // ids of flows that must finish before this one is released
+  std::string label;                  // free text for reports and traces
+};
+
+// The shared resources. Link i has capacity[i] (> 0); link_names is empty or one name per link.
+struct FlowNetwork {
+  std::vector<BytesPerSecond> capacity;
+  std::vector<std::string> link_names;
+  std::string link_name(std::int32_t link) const;  // the name, or "link <i>"
+};
+
+struct FlowTiming {
+  Seconds release, start, finish;
+  std::int32_t bottleneck = -1;  // link whose saturation set the flow's last rate; -1 when none
+};
+
+// One step of the critical path: the flow that finished last, then the predecessor that released
+// it, and so on back to a flow without predecessors.
+struct CriticalStep {
+  std::int64_t flow_id = 0;
+  std::size_t flow_index = 0;   // index into the input vector
+  Seconds release, start, finish;
+  std::int32_t bottleneck = -1;  // as FlowTiming::bottleneck
+};
+
+struct LinkStats {
+  Bytes bytes;         // total bytes that crossed the link
+  Seconds busy;        // time during which at least one active flow crossed it
+  double utilization;  // bytes / (capacity * makespan); 0 when the makespan is 0
+};
+
+// Allocated rate of one link group at a time (only when SimOptions::link_group is given): from
+// `time` on, the flows on the group's links together carry `rate` (summed over the group's links).
+struct GroupSample {
+  Seconds time;
+  std::int32_t group = 0;
+  BytesPerSecond rate;
+};
+
+struct SimOptions {
+  // Optional: group index per link (size = number of links; -1 for "no group"), for the
+  // utilization timeline in FlowSimResult::group_timeline. Empty: no timeline is recorded.
+  std::vector<std::int32_t> link_group;
+};
+
+struct FlowSimResult {
+  Seconds makespan;                     // latest finish (0 without flows)
+  std::vector<FlowTiming> timing;       // same order as the input flows
+  std::int64_t events = 0;              // flow starts and finishes processed
+  std::int64_t rate_updates = 0;        // refills of a component
+  std::vector<LinkStats> links;         // one per link
+  std::vector<CriticalStep> critical_path;  // last flow first
+  std::vector<GroupSample> group_timeline;  // see SimOptions::link_group
+  Seconds wall;                         // wall-clock time spent in simulate()
+};
+
+// Invalid input: an unknown link or `after` id, a duplicate flow id, a repeated link, negative
+// bytes or latency, a dependency cycle, a non-positive capacity. The message names the flow.
+class FlowError : public model::ScheduleError {
+ public:
+  using model::ScheduleError::ScheduleError;
+};
+
+FlowSimResult simulate(const FlowNetwork& network, const std::vector<FlowSpec>& flows,
+                       const SimOptions& options = {});
+
+// The `n` links with the largest utilization (then bytes), busiest first; links with no bytes left out.
+std::vector<std::int32_t> busiest_links(const FlowSimResult& result, std::size_t n);
+
+}  // namespace reshard::sim

@@ -1,0 +1,113 @@
+#include "reshard/sim/flow_io.hpp"
+
+#include <fstream>
+#include <string>
+
+#include "reshard/model/errors.hpp"
+
+namespace reshard::sim {
+
+nlohmann::json flows_to_json(const FlowNetwork& network, const std::vector<FlowSpec>& flows,
+                             const FlowSimResult& result) {
+  nlohmann::json links = nlohmann::json::array();
+  for (std::size_t l = 0; l < network.capacity.size(); ++l)
+    links.push_back({{"id", l}, {"capacity_Bps", network.capacity[l].value}});
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    const FlowSpec& f = flows[i];
+    const FlowTiming t = i < result.timing.size() ? result.timing[i] : FlowTiming{};
+    out.push_back({{"id", f.id},
+                   {"bytes", f.bytes.value},
+                   {"links", f.links},
+                   {"latency_s", f.latency.value},
+                   {"after", f.after},
+                   {"release_s", t.release.value},
+                   {"start_s", t.start.value},
+                   {"finish_s", t.finish.value}});
+  }
+  return {{"links", std::move(links)}, {"flows", std::move(out)}};
+}
+
+void write_flow_dump(const std::filesystem::path& path, const FlowNetwork& network,
+                     const std::vector<FlowSpec>& flows, const FlowSimResult& result) {
+  std::ofstream out(path);
+  if (!out) throw model::ConfigError(path.string(), 0, "", "cannot open the file for writing");
+  out << flows_to_json(network, flows, result).dump() << '\n';
+  if (!out) throw model::ConfigError(path.string(), 0, "", "write failed");
+}
+
+namespace {
+
+const nlohmann::json& member(const nlohmann::json& obj, const char* key, const std::string& where,
+                             const std::string& file) {
+  if (!obj.is_object()) throw model::ConfigError(file, 0, where, "expected a JSON object");
+  auto it = obj.find(key);
+  if (it == obj.end()) throw model::ConfigError(file, 0, where + "." + key, "missing");
+  return *it;
+}
+
+double number(const nlohmann::json& v, const std::string& key, const std::string& file) {
+  if (!v.is_number()) throw model::ConfigError(file, 0, key, "expected a number, got " + v.dump());
+  return v.get<double>();
+}
+
+std::int64_t integer(const nlohmann::json& v, const std::string& key, const std::string& file) {
+  if (!v.is_number_integer()) throw model::ConfigError(file, 0, key, "expected an integer, got " + v.dump());
+  return v.get<std::int64_t>();
+}
+
+}  // namespace
+
+FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& file) {
+  FlowDump d;
+  const auto& links = member(j, "links", "", file);
+  if (!links.is_array()) throw model::ConfigError(file, 0, "links", "expected an array");
+  for (std::size_t l = 0; l < links.size(); ++l) {
+    const std::string where = "links[" + std::to_string(l) + "]";
+    const auto id = integer(member(links[l], "id", where, file), where + ".id", file);
+    if (id != static_cast<std::int64_t>(l))
+      throw model::ConfigError(file, 0, where + ".id", "link ids must be 0..n-1 in order; expected " +
+                                                          std::to_string(l) + ", got " + std::to_string(id));
+    const double cap = number(member(links[l], "capacity_Bps", where, file), where + ".capacity_Bps", file);
+    if (!(cap > 0)) throw model::ConfigError(file, 0, where + ".capacity_Bps", "must be positive");
+    d.network.capacity.push_back(BytesPerSecond{cap});
+  }
+  const auto& flows = member(j, "flows", "", file);
+  if (!flows.is_array()) throw model::ConfigError(file, 0, "flows", "expected an array");
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    const std::string where = "flows[" + std::to_string(i) + "]";
+    const auto& fj = flows[i];
+    FlowSpec f;
+    f.id = integer(member(fj, "id", where, file), where + ".id", file);
+    f.bytes = Bytes{integer(member(fj, "bytes", where, file), where + ".bytes", file)};
+    const auto& lk = member(fj, "links", where, file);
+    if (!lk.is_array()) throw model::ConfigError(file, 0, where + ".links", "expected an array of link ids");
+    for (const auto& v : lk) f.links.push_back(static_cast<std::int32_t>(integer(v, where + ".links", file)));
+    f.latency = Seconds{fj.contains("latency_s") ? number(fj["latency_s"], where + ".latency_s", file) : 0.0};
+    if (fj.contains("after")) {
+      if (!fj["after"].is_array()) throw model::ConfigError(file, 0, where + ".after", "expected an array of flow ids");
+      for (const auto& v : fj["after"]) f.after.push_back(integer(v, where + ".after", file));
+    }
+    FlowTiming t;
+    if (fj.contains("release_s")) t.release = Seconds{number(fj["release_s"], where + ".release_s", file)};
+    if (fj.contains("start_s")) t.start = Seconds{number(fj["start_s"], where + ".start_s", file)};
+    if (fj.contains("finish_s")) t.finish = Seconds{number(fj["finish_s"], where + ".finish_s", file)};
+    d.flows.push_back(std::move(f));
+    d.recorded.push_back(t);
+  }
+  return d;
+}
+
+FlowDump read_flow_dump(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw model::ConfigError(path.string(), 0, "", "cannot open the flow dump");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw model::ConfigError(path.string(), 0, "", std::string("not valid JSON: ") + e.what());
+  }
+  return flow_dump_from_json(j, path.string());
+}
+
+}  // namespace reshard::sim

@@ -1,0 +1,558 @@
+// The flow-level simulator: validation, route classes, the event loop and the incremental
+// max-min refill. The math is written on the types in flow_sim.hpp.
+#include "reshard/sim/flow_sim.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace reshard::sim {
+
+std::string FlowNetwork::link_name(std::int32_t link) const {
+  if (link >= 0 && static_cast<std::size_t>(link) < link_names.size() && !link_names[link].empty())
+    return link_names[link];
+  return "link " + std::to_string(link);
+}
+
+namespace {
+
+std::string flow_name(const FlowSpec& f) {
+  std::string s = "flow " + std::to_string(f.id);
+  if (!f.label.empty()) s += " (" + f.label + ")";
+  return s;
+}
+
+struct VectorHash {
+  std::size_t operator()(const std::vector<std::int32_t>& v) const noexcept {
+    std::size_t h = 0xcbf29ce484222325ull;
+    for (auto x : v) h = (h ^ static_cast<std::uint32_t>(x)) * 0x100000001b3ull;
+    return h;
+  }
+};
+
+// Min-heap entry of the event queue.
+struct Event {
+  double time;
+  std::int32_t kind;  // 0: flow start (index = flow), 1: class finish (index = class)
+  std::int32_t index;
+  std::uint32_t version;
+  bool operator>(const Event& o) const {
+    if (time != o.time) return time > o.time;
+    return kind > o.kind;
+  }
+};
+
+// Min-heap entry of the progressive filling: a link's share when it was pushed (a lower bound).
+struct ShareEntry {
+  double share;
+  std::int32_t link;
+  bool operator>(const ShareEntry& o) const { return share > o.share; }
+};
+
+// Flows with identical (sorted) link lists. All active flows of a class get the same rate.
+struct RouteClass {
+  std::int32_t link_begin = 0, link_end = 0;  // slice of Engine::class_links_
+  std::int64_t multiplicity = 0;              // active flows
+  double rate = 0;                            // per flow, bytes/s
+  double served = 0;                          // bytes served per flow at time `updated`
+  double updated = 0;
+  std::vector<std::pair<double, std::int32_t>> finish_heap;  // (served level at finish, flow), min-heap
+  std::uint32_t version = 0;
+  std::int32_t bottleneck = -1;
+  std::uint32_t stamp = 0;      // component search
+  std::uint32_t fixed = 0;      // progressive filling
+  std::uint32_t touched = 0;    // flows joined or left in this batch
+  std::uint32_t joined = 0;     // flows joined in this batch
+  double contribution = 0;      // multiplicity * rate, for the group timeline
+};
+
+struct LinkState {
+  double capacity = 0;
+  std::vector<std::int32_t> classes;  // active classes crossing the link
+  double remaining = 0;               // filling: capacity not yet given to fixed classes
+  std::int64_t unfixed = 0;           // filling: unfixed flows on the link
+  std::uint32_t stamp = 0;
+  double busy_since = 0;
+  double busy = 0;
+};
+
+class Engine {
+ public:
+  Engine(const FlowNetwork& net, const std::vector<FlowSpec>& flows, const SimOptions& opt)
+      : net_(net), flows_(flows), opt_(opt) {}
+
+  FlowSimResult run();
+
+ private:
+  void validate_and_index();
+  void build_classes();
+  void release(std::int32_t f, double t);
+  void start(std::int32_t f, double t);
+  void finish(std::int32_t f, double t);
+  void class_finish_event(std::int32_t c, double t);
+  void advance(RouteClass& c, double t) {
+    c.served += c.rate * (t - c.updated);
+    c.updated = t;
+  }
+  void join(std::int32_t c, double t);
+  void leave(std::int32_t c, double t);
+  void touch(std::int32_t c) {
+    if (classes_[c].touched != batch_) {
+      classes_[c].touched = batch_;
+      touched_.push_back(c);
+    }
+  }
+  void refill(double t);
+  void schedule_finish(std::int32_t c, double t);
+
+  const FlowNetwork& net_;
+  const std::vector<FlowSpec>& flows_;
+  const SimOptions& opt_;
+
+  std::vector<std::int32_t> succ_begin_, succ_;  // CSR successors
+  std::vector<std::int32_t> waiting_;            // unfinished predecessors
+  std::vector<std::int32_t> released_by_;        // predecessor that finished last, -1 when none
+  std::vector<std::int32_t> class_of_;
+  std::vector<std::int32_t> class_links_, class_link_pos_;  // link slots and the class's index in that link's list
+  std::vector<RouteClass> classes_;
+  std::vector<LinkState> links_;
+
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::vector<std::int32_t> touched_;
+  std::uint32_t batch_ = 0;
+  std::uint32_t stamp_ = 0;
+  std::vector<std::int32_t> comp_links_, comp_classes_, stack_;
+  std::vector<ShareEntry> share_heap_;
+
+  std::vector<double> group_rate_;
+  std::vector<std::uint32_t> group_stamp_;
+  std::vector<std::int32_t> groups_changed_;
+
+  FlowSimResult result_;
+};
+
+void Engine::validate_and_index() {
+  const std::size_t n = flows_.size();
+  const std::size_t nl = net_.capacity.size();
+  for (std::size_t l = 0; l < nl; ++l)
+    if (!(net_.capacity[l].value > 0) || !std::isfinite(net_.capacity[l].value))
+      throw FlowError(net_.link_name(static_cast<std::int32_t>(l)) + ": capacity must be positive and finite, got " +
+                      std::to_string(net_.capacity[l].value) + " B/s");
+  std::unordered_map<std::int64_t, std::int32_t> index;
+  index.reserve(n * 2);
+  std::vector<std::uint32_t> seen(nl, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const FlowSpec& f = flows_[i];
+    if (!index.emplace(f.id, static_cast<std::int32_t>(i)).second)
+      throw FlowError(flow_name(f) + ": duplicate flow id " + std::to_string(f.id));
+    if (f.bytes.value < 0) throw FlowError(flow_name(f) + ": negative bytes " + std::to_string(f.bytes.value));
+    if (!(f.latency.value >= 0) || !std::isfinite(f.latency.value))
+      throw FlowError(flow_name(f) + ": latency must be >= 0 and finite, got " + std::to_string(f.latency.value) + " s");
+    for (auto l : f.links) {
+      if (l < 0 || static_cast<std::size_t>(l) >= nl)
+        throw FlowError(flow_name(f) + ": unknown link " + std::to_string(l) + " (the network has " +
+                        std::to_string(nl) + " links)");
+      if (seen[l] == i + 1) throw FlowError(flow_name(f) + ": link " + net_.link_name(l) + " listed twice");
+      seen[l] = static_cast<std::uint32_t>(i + 1);
+    }
+  }
+  // Dependencies as CSR, then Kahn's algorithm to reject cycles.
+  std::vector<std::int32_t> count(n + 1, 0);
+  waiting_.assign(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (auto a : flows_[i].after) {
+      auto it = index.find(a);
+      if (it == index.end())
+        throw FlowError(flow_name(flows_[i]) + ": 'after' names unknown flow id " + std::to_string(a));
+      if (it->second == static_cast<std::int32_t>(i)) throw FlowError(flow_name(flows_[i]) + ": waits for itself");
+      ++count[it->second + 1];
+      ++waiting_[i];
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) count[i + 1] += count[i];
+  succ_begin_ = count;
+  succ_.assign(count[n], 0);
+  std::vector<std::int32_t> fill(count.begin(), count.end() - 1);
+  for (std::size_t i = 0; i < n; ++i)
+    for (auto a : flows_[i].after) succ_[fill[index[a]]++] = static_cast<std::int32_t>(i);
+
+  std::vector<std::int32_t> indeg = waiting_, queue;
+  queue.reserve(n);
+  for (std::size_t i = 0; i < n; ++i)
+    if (indeg[i] == 0) queue.push_back(static_cast<std::int32_t>(i));
+  for (std::size_t q = 0; q < queue.size(); ++q)
+    for (auto s = succ_begin_[queue[q]]; s < succ_begin_[queue[q] + 1]; ++s)
+      if (--indeg[succ_[s]] == 0) queue.push_back(succ_[s]);
+  if (queue.size() != n) {
+    // Walk predecessors that are still blocked until one repeats: that flow is on a cycle.
+    std::int32_t f = 0;
+    while (indeg[f] == 0) ++f;
+    std::vector<char> on_walk(n, 0);
+    while (!on_walk[f]) {
+      on_walk[f] = 1;
+      for (auto a : flows_[f].after) {
+        auto p = index[a];
+        if (indeg[p] > 0) {
+          f = p;
+          break;
+        }
+      }
+    }
+    throw FlowError(flow_name(flows_[f]) + ": dependency cycle through its 'after' list");
+  }
+}
+
+void Engine::build_classes() {
+  std::unordered_map<std::vector<std::int32_t>, std::int32_t, VectorHash> by_links;
+  class_of_.assign(flows_.size(), -1);
+  std::vector<std::int32_t> key;
+  for (std::size_t i = 0; i < flows_.size(); ++i) {
+    const FlowSpec& f = flows_[i];
+    if (f.links.empty() || f.bytes.value == 0) continue;  // finishes at its start, never active
+    key = f.links;
+    std::sort(key.begin(), key.end());
+    auto [it, inserted] = by_links.emplace(key, static_cast<std::int32_t>(classes_.size()));
+    if (inserted) {
+      RouteClass c;
+      c.link_begin = static_cast<std::int32_t>(class_links_.size());
+      class_links_.insert(class_links_.end(), key.begin(), key.end());
+      c.link_end = static_cast<std::int32_t>(class_links_.size());
+      classes_.push_back(std::move(c));
+    }
+    class_of_[i] = it->second;
+  }
+  class_link_pos_.assign(class_links_.size(), -1);
+  links_.resize(net_.capacity.size());
+  for (std::size_t l = 0; l < links_.size(); ++l) links_[l].capacity = net_.capacity[l].value;
+}
+
+void Engine::release(std::int32_t f, double t) {
+  FlowTiming& ft = result_.timing[f];
+  ft.release = Seconds{t};
+  ft.start = Seconds{t + flows_[f].latency.value};
+  events_.push({ft.start.value, 0, f, 0});
+}
+
+void Engine::start(std::int32_t f, double t) {
+  ++result_.events;
+  const std::int32_t c = class_of_[f];
+  if (c < 0) {
+    finish(f, t);
+    return;
+  }
+  RouteClass& rc = classes_[c];
+  if (rc.multiplicity == 0) {
+    rc.served = 0;
+    rc.updated = t;
+  } else {
+    advance(rc, t);
+  }
+  rc.finish_heap.emplace_back(rc.served + flows_[f].bytes.as_double(), f);
+  std::push_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
+  if (rc.multiplicity++ == 0) join(c, t);
+  rc.joined = batch_;
+  touch(c);
+}
+
+void Engine::finish(std::int32_t f, double t) {
+  ++result_.events;
+  FlowTiming& ft = result_.timing[f];
+  ft.finish = Seconds{t};
+  if (class_of_[f] >= 0) ft.bottleneck = classes_[class_of_[f]].bottleneck;
+  result_.makespan = std::max(result_.makespan, ft.finish);
+  for (auto s = succ_begin_[f]; s < succ_begin_[f + 1]; ++s) {
+    const std::int32_t g = succ_[s];
+    if (--waiting_[g] == 0) {
+      released_by_[g] = f;
+      release(g, t);
+    }
+  }
+}
+
+// Adds an active class to the lists of its links (multiplicity went 0 -> 1).
+void Engine::join(std::int32_t c, double t) {
+  const RouteClass& rc = classes_[c];
+  for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+    LinkState& ls = links_[class_links_[k]];
+    if (ls.classes.empty()) ls.busy_since = t;
+    class_link_pos_[k] = static_cast<std::int32_t>(ls.classes.size());
+    ls.classes.push_back(c);
+  }
+}
+
+// Removes a class from its links' lists (multiplicity went 1 -> 0), swapping the last entry in.
+void Engine::leave(std::int32_t c, double t) {
+  const RouteClass& rc = classes_[c];
+  for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+    const std::int32_t l = class_links_[k];
+    LinkState& ls = links_[l];
+    const std::int32_t pos = class_link_pos_[k];
+    const std::int32_t moved = ls.classes.back();
+    ls.classes[pos] = moved;
+    ls.classes.pop_back();
+    if (moved != c) {
+      const RouteClass& mc = classes_[moved];
+      for (auto j = mc.link_begin; j < mc.link_end; ++j)
+        if (class_links_[j] == l) {
+          class_link_pos_[j] = pos;
+          break;
+        }
+    }
+    class_link_pos_[k] = -1;
+    if (ls.classes.empty()) ls.busy += t - ls.busy_since;
+  }
+}
+
+void Engine::class_finish_event(std::int32_t c, double t) {
+  RouteClass& rc = classes_[c];
+  advance(rc, t);
+  // The event was computed for the moment the first flow's level is reached; rounding may leave a
+  // few ulps, so flows within 1e-9 of their size (plus a micro-byte) count as done.
+  while (!rc.finish_heap.empty()) {
+    auto [level, f] = rc.finish_heap.front();
+    const double slack = 1e-9 * flows_[f].bytes.as_double() + 1e-6;
+    if (level > rc.served + slack) break;
+    std::pop_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
+    rc.finish_heap.pop_back();
+    if (level > rc.served) rc.served = level;
+    if (--rc.multiplicity == 0) leave(c, t);
+    touch(c);
+    finish(f, t);
+  }
+  touch(c);
+}
+
+void Engine::schedule_finish(std::int32_t c, double t) {
+  RouteClass& rc = classes_[c];
+  ++rc.version;
+  if (rc.multiplicity == 0 || rc.finish_heap.empty() || !(rc.rate > 0)) return;
+  const double remaining = std::max(0.0, rc.finish_heap.front().first - rc.served);
+  events_.push({t + remaining / rc.rate, 1, c, rc.version});
+}
+
+// Recomputes max-min rates on the connected component(s) of links and active classes reachable
+// from the classes touched in this batch, by progressive filling (see flow_sim.hpp).
+void Engine::refill(double t) {
+  ++stamp_;
+  ++result_.rate_updates;
+  comp_links_.clear();
+  comp_classes_.clear();
+  stack_.clear();
+  auto visit_class_links = [&](std::int32_t c) {
+    const RouteClass& rc = classes_[c];
+    for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+      const std::int32_t l = class_links_[k];
+      if (links_[l].stamp != stamp_) {
+        links_[l].stamp = stamp_;
+        stack_.push_back(l);
+      }
+    }
+  };
+  for (auto c : touched_) {
+    if (classes_[c].multiplicity > 0 && classes_[c].stamp != stamp_) {
+      classes_[c].stamp = stamp_;
+      comp_classes_.push_back(c);
+    }
+    visit_class_links(c);
+  }
+  while (!stack_.empty()) {
+    const std::int32_t l = stack_.back();
+    stack_.pop_back();
+    comp_links_.push_back(l);
+    for (auto c : links_[l].classes)
+      if (classes_[c].stamp != stamp_) {
+        classes_[c].stamp = stamp_;
+        comp_classes_.push_back(c);
+        visit_class_links(c);
+      }
+  }
+
+  // Progressive filling over the component. When flows only left (no flow joined) in this batch,
+  // every class whose rate is below the smallest old rate theta of the classes that lost flows keeps
+  // its rate: at each level below theta the load of every link is unchanged or lower, so the
+  // filling fixes the same classes at the same levels (see flow_sim.hpp). Those classes are taken
+  // as fixed from the start and only the rest is refilled.
+  double theta = INFINITY;
+  // Rates equal to theta in exact arithmetic may differ in the last bits (two links saturating at
+  // the same level), and such classes can change, so theta keeps a relative margin of 1e-9.
+  for (auto c : touched_) theta = classes_[c].joined == batch_ ? 0.0 : std::min(theta, classes_[c].rate);
+  theta *= 1.0 - 1e-9;
+  for (auto c : comp_classes_) {
+    RouteClass& rc = classes_[c];
+    advance(rc, t);
+    if (rc.rate < theta && rc.touched != batch_) rc.fixed = stamp_;
+  }
+  share_heap_.clear();
+  for (auto l : comp_links_) {
+    LinkState& ls = links_[l];
+    ls.remaining = ls.capacity;
+    ls.unfixed = 0;
+    for (auto c : ls.classes) {
+      const RouteClass& rc = classes_[c];
+      if (rc.fixed == stamp_)
+        ls.remaining -= static_cast<double>(rc.multiplicity) * rc.rate;
+      else
+        ls.unfixed += rc.multiplicity;
+    }
+    if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
+  }
+  std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+  // Heap keys are lower bounds: a link's share only grows while the filling runs (see flow_sim.hpp),
+  // so instead of pushing a new key at every change, a popped link whose share has grown is pushed
+  // back with its current share; a popped key equal to the current share is the true minimum.
+  while (!share_heap_.empty()) {
+    const ShareEntry top = share_heap_.front();
+    std::pop_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+    share_heap_.pop_back();
+    LinkState& ls = links_[top.link];
+    if (ls.unfixed == 0) continue;
+    const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
+    if (share > top.share) {
+      share_heap_.push_back({share, top.link});
+      std::push_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+      continue;
+    }
+    for (auto c : ls.classes) {
+      RouteClass& rc = classes_[c];
+      if (rc.fixed == stamp_) continue;
+      rc.fixed = stamp_;
+      const double old_rate = rc.rate;
+      rc.rate = share;
+      rc.bottleneck = top.link;
+      const double m = static_cast<double>(rc.multiplicity);
+      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+        LinkState& other = links_[class_links_[k]];
+        other.remaining -= m * share;
+        other.unfixed -= rc.multiplicity;
+      }
+      if (rc.rate != old_rate || rc.touched == batch_) schedule_finish(c, t);
+    }
+    ls.unfixed = 0;
+  }
+  for (auto c : touched_)
+    if (classes_[c].multiplicity == 0) {
+      classes_[c].rate = 0;
+      schedule_finish(c, t);  // invalidates a pending event
+    }
+
+  if (!opt_.link_group.empty()) {
+    ++stamp_;  // reuse as a "group changed" stamp below
+    groups_changed_.clear();
+    auto account = [&](std::int32_t c) {
+      RouteClass& rc = classes_[c];
+      const double now = static_cast<double>(rc.multiplicity) * rc.rate;
+      const double delta = now - rc.contribution;
+      rc.contribution = now;
+      if (delta == 0) return;
+      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+        const std::int32_t g = opt_.link_group[class_links_[k]];
+        if (g < 0) continue;
+        group_rate_[g] += delta;
+        if (group_stamp_[g] != stamp_) {
+          group_stamp_[g] = stamp_;
+          groups_changed_.push_back(g);
+        }
+      }
+    };
+    for (auto c : comp_classes_) account(c);
+    for (auto c : touched_)
+      if (classes_[c].multiplicity == 0) account(c);
+    std::sort(groups_changed_.begin(), groups_changed_.end());
+    for (auto g : groups_changed_)
+      result_.group_timeline.push_back({Seconds{t}, g, BytesPerSecond{std::max(0.0, group_rate_[g])}});
+  }
+}
+
+FlowSimResult Engine::run() {
+  const auto wall_start = std::chrono::steady_clock::now();
+  validate_and_index();
+  build_classes();
+  if (!opt_.link_group.empty()) {
+    if (opt_.link_group.size() != net_.capacity.size())
+      throw FlowError("link_group has " + std::to_string(opt_.link_group.size()) + " entries for " +
+                      std::to_string(net_.capacity.size()) + " links");
+    std::int32_t groups = 0;
+    for (auto g : opt_.link_group) groups = std::max(groups, g + 1);
+    group_rate_.assign(groups, 0.0);
+    group_stamp_.assign(groups, 0);
+  }
+  const std::size_t n = flows_.size();
+  result_.timing.assign(n, FlowTiming{});
+  released_by_.assign(n, -1);
+  for (std::size_t i = 0; i < n; ++i)
+    if (waiting_[i] == 0) release(static_cast<std::int32_t>(i), 0.0);
+
+  while (!events_.empty()) {
+    const double t = events_.top().time;
+    ++batch_;
+    touched_.clear();
+    while (!events_.empty() && events_.top().time <= t) {
+      const Event e = events_.top();
+      events_.pop();
+      if (e.kind == 0) {
+        start(e.index, t);
+      } else if (e.version == classes_[e.index].version) {
+        class_finish_event(e.index, t);
+      }
+    }
+    if (!touched_.empty()) refill(t);
+  }
+
+  // Link statistics.
+  result_.links.assign(links_.size(), LinkStats{});
+  for (std::size_t i = 0; i < n; ++i)
+    for (auto l : flows_[i].links) result_.links[l].bytes += flows_[i].bytes;
+  for (std::size_t l = 0; l < links_.size(); ++l) {
+    LinkStats& s = result_.links[l];
+    s.busy = Seconds{links_[l].busy};
+    s.utilization = result_.makespan.value > 0 ? s.bytes.as_double() / (links_[l].capacity * result_.makespan.value)
+                                               : 0.0;
+  }
+
+  // Critical path: from the flow that finished last back through the predecessors that released it.
+  if (n > 0) {
+    std::size_t last = 0;
+    for (std::size_t i = 1; i < n; ++i)
+      if (result_.timing[i].finish > result_.timing[last].finish) last = i;
+    for (std::int32_t f = static_cast<std::int32_t>(last); f >= 0; f = released_by_[f]) {
+      const FlowTiming& ft = result_.timing[f];
+      result_.critical_path.push_back(
+          {flows_[f].id, static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
+    }
+  }
+  result_.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
+  return std::move(result_);
+}
+
+}  // namespace
+
+FlowSimResult simulate(const FlowNetwork& network, const std::vector<FlowSpec>& flows, const SimOptions& options) {
+  if (!network.link_names.empty() && network.link_names.size() != network.capacity.size())
+    throw FlowError("the network has " + std::to_string(network.capacity.size()) + " links but " +
+                    std::to_string(network.link_names.size()) + " link names");
+  Engine engine(network, flows, options);
+  return engine.run();
+}
+
+std::vector<std::int32_t> busiest_links(const FlowSimResult& result, std::size_t n) {
+  std::vector<std::int32_t> ids;
+  for (std::size_t l = 0; l < result.links.size(); ++l)
+    if (result.links[l].bytes.value > 0) ids.push_back(static_cast<std::int32_t>(l));
+  std::sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
+    const auto& x = result.links[a];
+    const auto& y = result.links[b];
+    if (x.utilization != y.utilization) return x.utilization > y.utilization;
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    return a < b;
+  });
+  if (ids.size() > n) ids.resize(n);
+  return ids;
+}
+
+}  // namespace reshard::sim

@@ -1,0 +1,359 @@
+// The flow simulator: hand-worked max-min cases (arithmetic in the comments), validation, a
+// property test against a naive reference solver, and the dump round trip.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "reshard/sim/flow_io.hpp"
+#include "reshard/sim/flow_sim.hpp"
+#include "reshard/sim/trace.hpp"
+
+namespace {
+
+using namespace reshard::sim;
+using reshard::model::Bytes;
+using reshard::model::BytesPerSecond;
+using reshard::model::Seconds;
+
+FlowNetwork network(std::vector<double> caps) {
+  FlowNetwork n;
+  for (double c : caps) n.capacity.push_back(BytesPerSecond{c});
+  return n;
+}
+
+FlowSpec flow(std::int64_t id, std::int64_t bytes, std::vector<std::int32_t> links, double latency = 0,
+              std::vector<std::int64_t> after = {}) {
+  return FlowSpec{id, Bytes{bytes}, std::move(links), Seconds{latency}, std::move(after), ""};
+}
+
+constexpr double kTol = 1e-12;
+
+TEST(FlowSim, TwoFlowsShareOneLink) {
+  // One link of 100 B/s; A = 100 B and B = 300 B both start at 0.
+  // Max-min: 100/2 = 50 B/s each. A finishes at 100/50 = 2 s, B has sent 100 B by then.
+  // From 2 s B alone gets 100 B/s: 200 B left -> 2 s more -> 4 s (= 400 B / 100 B/s, work conserving).
+  const auto net = network({100});
+  const auto r = simulate(net, {flow(1, 100, {0}), flow(2, 300, {0})});
+  EXPECT_NEAR(r.timing[0].finish.value, 2.0, kTol);
+  EXPECT_NEAR(r.timing[1].finish.value, 4.0, kTol);
+  EXPECT_NEAR(r.makespan.value, 4.0, kTol);
+  EXPECT_EQ(r.timing[0].bottleneck, 0);
+  EXPECT_EQ(r.links[0].bytes, Bytes{400});
+  EXPECT_NEAR(r.links[0].busy.value, 4.0, kTol);
+  EXPECT_NEAR(r.links[0].utilization, 1.0, kTol);  // 400 B / (100 B/s * 4 s)
+  EXPECT_EQ(r.events, 4);                          // two starts, two finishes
+}
+
+TEST(FlowSim, ThreeFlowsTwoBottlenecks) {
+  // L0 = 10 B/s, L1 = 4 B/s. a crosses L0, b crosses L0 and L1, c crosses L1.
+  // Filling at t=0: shares L0 10/2 = 5, L1 4/2 = 2 -> L1 saturates first: b = c = 2.
+  //   L0 has 10 - 2 = 8 left for a alone: a = 8.  (max-min: raising a needs L0, where b has 2 < 8.)
+  // Sizes a = 80, b = 40, c = 10. c finishes at 10/2 = 5 s; then a has 40 left, b has 30 left.
+  // Refill at 5 s: L1 4/1 = 4, L0 10/2 = 5 -> L1 first: b = 4; a = 10 - 4 = 6.
+  //   a: 40/6 = 6.667 s more -> 35/3 = 11.667 s.  b: 30/4 = 7.5 s more -> 12.5 s.
+  // At 35/3 s a leaves; b stays at 4 (L1 still binds), so b still finishes at 12.5 s.
+  const auto net = network({10, 4});
+  const auto r = simulate(net, {flow(1, 80, {0}), flow(2, 40, {0, 1}), flow(3, 10, {1})});
+  EXPECT_NEAR(r.timing[2].finish.value, 5.0, kTol);
+  EXPECT_NEAR(r.timing[0].finish.value, 35.0 / 3.0, kTol);
+  EXPECT_NEAR(r.timing[1].finish.value, 12.5, kTol);
+  EXPECT_EQ(r.timing[1].bottleneck, 1);
+  EXPECT_EQ(r.timing[0].bottleneck, 0);
+}
+
+TEST(FlowSim, ChainWithLatency) {
+  // One link of 100 B/s.
+  // f1: 200 B, latency 0.5 s: release 0, start 0.5, finish 0.5 + 200/100 = 2.5.
+  // f2 after f1: 100 B, latency 0.25: release 2.5, start 2.75, finish 3.75.
+  // f3 after f2: no links (a fixed overhead of 1 s): release 3.75, start = finish = 4.75.
+  const auto net = network({100});
+  const auto r = simulate(net, {flow(1, 200, {0}, 0.5), flow(2, 100, {0}, 0.25, {1}), flow(3, 0, {}, 1.0, {2})});
+  EXPECT_NEAR(r.timing[0].start.value, 0.5, kTol);
+  EXPECT_NEAR(r.timing[0].finish.value, 2.5, kTol);
+  EXPECT_NEAR(r.timing[1].release.value, 2.5, kTol);
+  EXPECT_NEAR(r.timing[1].start.value, 2.75, kTol);
+  EXPECT_NEAR(r.timing[1].finish.value, 3.75, kTol);
+  EXPECT_NEAR(r.timing[2].release.value, 3.75, kTol);
+  EXPECT_NEAR(r.timing[2].finish.value, 4.75, kTol);
+  EXPECT_EQ(r.timing[2].bottleneck, -1);
+  ASSERT_EQ(r.critical_path.size(), 3u);
+  EXPECT_EQ(r.critical_path[0].flow_id, 3);
+  EXPECT_EQ(r.critical_path[1].flow_id, 2);
+  EXPECT_EQ(r.critical_path[2].flow_id, 1);
+  // The link carried bytes only while f1 or f2 was active: 2 s + 1 s.
+  EXPECT_NEAR(r.links[0].busy.value, 3.0, kTol);
+}
+
+TEST(FlowSim, EcmpSplit) {
+  // 400 B from a source to a destination over two equal-cost paths, split into two sub-flows of
+  // 200 B each. Links: 0 source egress 100 B/s, 1 spine A 30 B/s, 2 spine B 100 B/s, 3 ingress 100 B/s.
+  //   A-half crosses {0, 1, 3}, B-half crosses {0, 2, 3}.
+  // Filling: shares 0: 100/2 = 50, 1: 30/1 = 30, 2: 100/1 = 100, 3: 50 -> spine A first: A-half = 30.
+  //   Egress and ingress then have 70 left for the B-half alone: B-half = 70.
+  // B-half finishes at 200/70 = 2.857 s; the A-half stays at 30 (spine A binds): 200/30 = 6.667 s.
+  // Unsplit over spine A alone it would take 400/30 = 13.33 s.
+  const auto net = network({100, 30, 100, 100});
+  const auto r = simulate(net, {flow(10, 200, {0, 1, 3}), flow(11, 200, {0, 2, 3})});
+  EXPECT_NEAR(r.timing[1].finish.value, 200.0 / 70.0, kTol);
+  EXPECT_NEAR(r.timing[0].finish.value, 20.0 / 3.0, kTol);
+  EXPECT_EQ(r.timing[0].bottleneck, 1);
+}
+
+TEST(FlowSim, DependencyDag) {
+  // Diamond: A -> {B, C} -> D. Links L0 = L1 = 100 B/s.
+  // A: 100 B on L0: 0..1 s.
+  // B (after A): 200 B on L0; C (after A): 100 B on L0 and L1. Both start at 1 s and share L0: 50 each
+  //   (L1 has only C, 100 free, not binding). C finishes at 1 + 100/50 = 3 s; B has 100 B left,
+  //   then alone on L0 at 100 B/s -> 4 s.
+  // D (after B, C): 50 B on L0 and L1: released at 4 s by B (the later one), finishes at 4.5 s.
+  // Critical path: D <- B <- A.
+  const auto net = network({100, 100});
+  const auto r = simulate(net, {flow(1, 100, {0}), flow(2, 200, {0}, 0, {1}), flow(3, 100, {0, 1}, 0, {1}),
+                                flow(4, 50, {0, 1}, 0, {2, 3})});
+  EXPECT_NEAR(r.timing[0].finish.value, 1.0, kTol);
+  EXPECT_NEAR(r.timing[2].finish.value, 3.0, kTol);
+  EXPECT_NEAR(r.timing[1].finish.value, 4.0, kTol);
+  EXPECT_NEAR(r.timing[3].release.value, 4.0, kTol);
+  EXPECT_NEAR(r.timing[3].finish.value, 4.5, kTol);
+  ASSERT_EQ(r.critical_path.size(), 3u);
+  EXPECT_EQ(r.critical_path[0].flow_id, 4);
+  EXPECT_EQ(r.critical_path[1].flow_id, 2);
+  EXPECT_EQ(r.critical_path[2].flow_id, 1);
+}
+
+TEST(FlowSim, ZeroByteAndLinklessFlowsFinishAtStart) {
+  // A 0-byte flow with links and a flow without links: both finish at release + latency and take
+  // no bandwidth from the 1000 B flow (1000/100 = 10 s).
+  const auto net = network({100});
+  const auto r = simulate(net, {flow(1, 0, {0}, 0.3), flow(2, 500, {}, 0.7), flow(3, 1000, {0})});
+  EXPECT_NEAR(r.timing[0].finish.value, 0.3, kTol);
+  EXPECT_NEAR(r.timing[1].finish.value, 0.7, kTol);
+  EXPECT_NEAR(r.timing[2].finish.value, 10.0, kTol);
+}
+
+TEST(FlowSim, IdenticalRoutesAggregateExactly) {
+  // 1000 flows of 1..1000 B on one 1000 B/s link, all at t=0 (one class of multiplicity 1000).
+  // Processor sharing: flow k finishes when every flow still active has sent k bytes. Raising the
+  // level from j-1 to j bytes moves 1 B for each of the 1000 - j + 1 flows still active, at 1000 B/s:
+  //   finish_k = sum_{j=1..k} (1000 - j + 1) / 1000 s,  e.g. finish_1 = 1 s, finish_1000 = 500.5 s.
+  const auto net = network({1000});
+  std::vector<FlowSpec> flows;
+  for (int k = 1; k <= 1000; ++k) flows.push_back(flow(k, k, {0}));
+  const auto r = simulate(net, flows);
+  double t = 0;
+  for (int k = 1; k <= 1000; ++k) {
+    t += (1000.0 - k + 1) / 1000.0;  // the k-th byte level: (active flows) * 1 B at 1000 B/s
+    EXPECT_NEAR(r.timing[k - 1].finish.value, t, 1e-9 * t) << "flow " << k;
+  }
+}
+
+TEST(FlowSim, RejectsBadInput) {
+  const auto net = network({100});
+  auto message = [&](std::vector<FlowSpec> flows) {
+    try {
+      simulate(net, flows);
+    } catch (const FlowError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({flow(7, 10, {3})}).find("flow 7: unknown link 3"), std::string::npos);
+  EXPECT_NE(message({flow(7, 10, {0}, 0, {99})}).find("flow 7: 'after' names unknown flow id 99"), std::string::npos);
+  EXPECT_NE(message({flow(7, -1, {0})}).find("flow 7: negative bytes"), std::string::npos);
+  EXPECT_NE(message({flow(7, 1, {0}), flow(7, 1, {0})}).find("duplicate flow id 7"), std::string::npos);
+  EXPECT_NE(message({flow(7, 1, {0, 0})}).find("listed twice"), std::string::npos);
+  const auto cycle = message({flow(1, 1, {0}), flow(2, 1, {0}, 0, {1, 4}), flow(3, 1, {0}, 0, {2}), flow(4, 1, {0}, 0, {3})});
+  EXPECT_NE(cycle.find("dependency cycle"), std::string::npos) << cycle;
+  EXPECT_EQ(cycle.find("flow 1:"), std::string::npos) << "flow 1 is not on the cycle: " << cycle;
+  EXPECT_THROW(simulate(network({0}), {flow(1, 1, {0})}), reshard::model::ScheduleError);
+}
+
+// Naive reference: at every event, max-min over all active flows one by one (no classes, no
+// components), then advance to the next start or finish.
+std::vector<double> reference_finish(const FlowNetwork& net, const std::vector<FlowSpec>& flows) {
+  const std::size_t n = flows.size(), nl = net.capacity.size();
+  std::vector<double> start(n, -1), finish(n, -1), left(n);
+  std::vector<int> waiting(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    left[i] = static_cast<double>(flows[i].bytes.value);
+    waiting[i] = static_cast<int>(flows[i].after.size());
+    if (waiting[i] == 0) start[i] = flows[i].latency.value;
+  }
+  auto index_of = [&](std::int64_t id) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (flows[i].id == id) return i;
+    return n;
+  };
+  double t = 0;
+  std::size_t done = 0;
+  while (done < n) {
+    // Finish everything due now.
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (std::size_t i = 0; i < n; ++i)
+        if (finish[i] < 0 && start[i] >= 0 && start[i] <= t &&
+            (flows[i].links.empty() || left[i] <= 1e-9 * static_cast<double>(flows[i].bytes.value) + 1e-6)) {
+          finish[i] = t;
+          ++done;
+          changed = true;
+          for (std::size_t j = 0; j < n; ++j)
+            for (auto a : flows[j].after)
+              if (index_of(a) == i && --waiting[j] == 0) start[j] = t + flows[j].latency.value;
+        }
+    }
+    if (done == n) break;
+    std::vector<double> rate(n, 0), rem(nl);
+    std::vector<char> fixed(n, 1);
+    for (std::size_t l = 0; l < nl; ++l) rem[l] = net.capacity[l].value;
+    for (std::size_t i = 0; i < n; ++i)
+      if (finish[i] < 0 && start[i] >= 0 && start[i] <= t) fixed[i] = 0;
+    while (true) {
+      double best = INFINITY;
+      int best_link = -1;
+      for (std::size_t l = 0; l < nl; ++l) {
+        int cnt = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          if (!fixed[i] && std::count(flows[i].links.begin(), flows[i].links.end(), static_cast<int>(l))) ++cnt;
+        if (cnt && rem[l] / cnt < best) best = rem[l] / cnt, best_link = static_cast<int>(l);
+      }
+      if (best_link < 0) break;
+      for (std::size_t i = 0; i < n; ++i)
+        if (!fixed[i] && std::count(flows[i].links.begin(), flows[i].links.end(), best_link)) {
+          fixed[i] = 1;
+          rate[i] = best;
+          for (auto l : flows[i].links) rem[l] -= best;
+        }
+    }
+    double next = INFINITY;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (finish[i] >= 0) continue;
+      if (start[i] > t) next = std::min(next, start[i]);
+      if (start[i] >= 0 && start[i] <= t && rate[i] > 0) next = std::min(next, t + left[i] / rate[i]);
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (rate[i] > 0) left[i] -= rate[i] * (next - t);
+    t = next;
+  }
+  return finish;
+}
+
+TEST(FlowSim, MatchesNaiveReferenceOnRandomDags) {
+  // Property: the class/component/event-queue engine gives the same finish times as recomputing
+  // max-min over every flow at every event, on random networks, routes (with repeats, so classes
+  // have multiplicity), sizes, latencies and dependencies.
+  std::mt19937_64 rng(12345);
+  for (int trial = 0; trial < 30; ++trial) {
+    const int nl = 2 + static_cast<int>(rng() % 8);
+    std::vector<double> caps;
+    for (int l = 0; l < nl; ++l) caps.push_back(10.0 + static_cast<double>(rng() % 90));
+    const auto net = network(caps);
+    std::vector<std::vector<std::int32_t>> routes;
+    for (int k = 0; k < 5; ++k) {
+      std::vector<std::int32_t> r;
+      for (int l = 0; l < nl; ++l)
+        if (rng() % 3 == 0) r.push_back(l);
+      if (r.empty()) r.push_back(static_cast<std::int32_t>(rng() % nl));
+      routes.push_back(r);
+    }
+    std::vector<FlowSpec> flows;
+    const int n = 5 + static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      std::vector<std::int64_t> after;
+      if (i > 0 && rng() % 2 == 0) after.push_back(100 + static_cast<std::int64_t>(rng() % i));
+      if (i > 1 && rng() % 4 == 0) after.push_back(100 + static_cast<std::int64_t>(rng() % i));
+      std::sort(after.begin(), after.end());
+      after.erase(std::unique(after.begin(), after.end()), after.end());
+      const double latency = rng() % 3 == 0 ? 0.0 : static_cast<double>(rng() % 100) / 37.0;
+      flows.push_back(flow(100 + i, 1 + static_cast<std::int64_t>(rng() % 1000), routes[rng() % routes.size()],
+                           latency, after));
+    }
+    const auto r = simulate(net, flows);
+    const auto ref = reference_finish(net, flows);
+    for (int i = 0; i < n; ++i)
+      ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i])) << "trial " << trial << " flow " << i;
+  }
+}
+
+TEST(FlowSim, DumpRoundTripReproducesTimes) {
+  // Write the --dump-flows object, read it back, simulate again: identical times (17 digits).
+  std::mt19937_64 rng(7);
+  const auto net = network({1e9, 3.7e9, 5e10, 123456789.0});
+  std::vector<FlowSpec> flows;
+  for (int i = 0; i < 50; ++i) {
+    std::vector<std::int32_t> links;
+    for (int l = 0; l < 4; ++l)
+      if (rng() % 2) links.push_back(l);
+    std::vector<std::int64_t> after;
+    if (i > 3) after.push_back(static_cast<std::int64_t>(rng() % i));
+    flows.push_back(flow(i, static_cast<std::int64_t>(rng() % 1000000000), links, 1e-6 * (rng() % 10), after));
+  }
+  const auto r = simulate(net, flows);
+  const auto path = std::filesystem::temp_directory_path() / "reshard_test_sim_dump.json";
+  write_flow_dump(path, net, flows, r);
+  const auto dump = read_flow_dump(path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(dump.flows.size(), flows.size());
+  const auto again = simulate(dump.network, dump.flows);
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    EXPECT_EQ(dump.recorded[i].finish.value, r.timing[i].finish.value);
+    EXPECT_EQ(dump.recorded[i].start.value, r.timing[i].release.value + flows[i].latency.value);
+    EXPECT_EQ(again.timing[i].finish.value, r.timing[i].finish.value);
+    EXPECT_EQ(again.timing[i].release.value, r.timing[i].release.value);
+  }
+  const auto j = flows_to_json(net, flows, r);
+  for (const char* key : {"id", "bytes", "links", "latency_s", "after", "release_s", "start_s", "finish_s"})
+    EXPECT_TRUE(j["flows"][0].contains(key)) << key;
+  EXPECT_TRUE(j["links"][0].contains("capacity_Bps"));
+}
+
+TEST(FlowSim, DumpReaderNamesTheKey) {
+  const auto path = std::filesystem::temp_directory_path() / "reshard_test_sim_bad_dump.json";
+  {
+    std::ofstream(path) << R"({"links": [{"id": 0, "capacity_Bps": 1e9}], "flows": [{"id": 1, "bytes": "x", "links": [0]}]})";
+  }
+  try {
+    read_flow_dump(path);
+    FAIL() << "no error";
+  } catch (const reshard::model::ConfigError& e) {
+    EXPECT_EQ(e.key(), "flows[0].bytes");
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(FlowSim, GroupTimelineAndTrace) {
+  // Two-flow case above with link 0 in group 0: 100 B/s allocated from 0 s, 0 from 4 s.
+  const auto net = network({100});
+  const std::vector<FlowSpec> flows{flow(1, 100, {0}), flow(2, 300, {0})};
+  SimOptions opt;
+  opt.link_group = {0};
+  const auto r = simulate(net, flows, opt);
+  ASSERT_GE(r.group_timeline.size(), 2u);
+  EXPECT_NEAR(r.group_timeline.front().rate.value, 100.0, kTol);
+  EXPECT_NEAR(r.group_timeline.back().time.value, 4.0, kTol);
+  EXPECT_NEAR(r.group_timeline.back().rate.value, 0.0, kTol);
+  TraceLayout layout;
+  layout.track_names = {"gpu 0", "gpu 1"};
+  layout.flow_tracks = {{0, 1}, {0, 1}};
+  layout.link_group = {0};
+  layout.group_names = {"network"};
+  std::ostringstream out;
+  write_chrome_trace(out, net, flows, r, layout);
+  const auto j = nlohmann::json::parse(out.str());
+  int complete = 0, counters = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++complete;
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+    }
+    if (e["ph"] == "C") ++counters;
+  }
+  EXPECT_EQ(complete, 4);  // two flows on two tracks each
+  EXPECT_GE(counters, 2);
+}
+
+}  // namespace

@@ -1,0 +1,58 @@
+// `reshard simulate --topology T --flows F.csv`: JSON keys, a hand-checked makespan, bad rows.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+std::string run(const std::string& args, int* status) {
+  std::string out;
+  FILE* p = popen((std::string(RESHARD_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  *status = pclose(p);
+  return out;
+}
+
+TEST(SimulateCli, RawTrafficJsonAndDump) {
+  // GPU 0 -> GPU 1 inside one DGX H100 node: NVLink 450 GB/s per direction. Two transfers of 900 MB
+  // on the same GPU pair share it: 1.8 GB / 450 GB/s = 4 ms (+ route latency, microseconds), then a
+  // third one after both: 450 MB alone -> 1 ms more. Makespan about 5 ms.
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto csv = dir / "reshard_test_sim_cli.csv";
+  const auto dump = dir / "reshard_test_sim_cli_dump.json";
+  std::ofstream(csv) << "id,src,dst,bytes,after\n1,0,1,900MB,\n2,0,1,900000000,\n3,0,1,450MB,1;2\n";
+  int status = 0;
+  const auto out = run("simulate --topology " RESHARD_SOURCE_DIR "/topologies/dgx-h100-2n.yaml --flows " +
+                           csv.string() + " --json --dump-flows " + dump.string(),
+                       &status);
+  ASSERT_EQ(status, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  for (const char* key : {"makespan_s", "transfers", "events", "wall_s"}) EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["transfers"], 3);
+  EXPECT_NEAR(j["makespan_s"].get<double>(), 5e-3, 2e-5);
+  const auto d = nlohmann::json::parse(std::ifstream(dump));
+  ASSERT_EQ(d["flows"].size(), 3u);
+  EXPECT_NEAR(d["flows"][2]["release_s"].get<double>(), d["flows"][0]["finish_s"].get<double>(), 1e-15);
+  std::filesystem::remove(csv);
+  std::filesystem::remove(dump);
+}
+
+TEST(SimulateCli, BadRowNamesFileAndLine) {
+  const auto csv = std::filesystem::temp_directory_path() / "reshard_test_sim_cli_bad.csv";
+  std::ofstream(csv) << "id,src,dst,bytes\n1,0,1,10MB\n2,0,x,10MB\n";
+  int status = 0;
+  const auto out = run("simulate --topology " RESHARD_SOURCE_DIR "/topologies/dgx-h100-2n.yaml --flows " + csv.string(),
+                       &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find(csv.string() + ":3: dst: expected an integer"), std::string::npos) << out;
+  std::filesystem::remove(csv);
+}
+
+}  // namespace
