@@ -25,7 +25,6 @@ void for_each_in_part(const Buffer& b, std::int32_t part, std::int32_t parts, F&
 }  // namespace
 
 void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst) {
-  (void)inv;
   auto gpus_of = [](const ShardMap& m, RankSetId id) {
     std::vector<GpuId> v;
     m.rank_set(id).for_each([&](Rank r) { v.push_back(m.gpu_of(r)); });
