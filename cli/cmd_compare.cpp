@@ -22,12 +22,6 @@ struct Row {
   Prediction pred;
 };
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 std::string describe(const StrategyParams& p) {
   std::string s = p.strategy + " chunks=" + std::to_string(p.chunks);
   if (p.strategy == "domain_chain" || p.strategy == "hybrid") s += " max_chain=" + std::to_string(p.max_chain);

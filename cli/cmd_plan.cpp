@@ -30,12 +30,6 @@ Stats stats(const std::vector<Bytes>& v) {
   return s;
 }
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 }  // namespace
 
 void run_plan(const std::string& path, bool json) {

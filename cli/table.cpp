@@ -1,6 +1,7 @@
 #include "table.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <ostream>
 
 namespace reshard::cli {
@@ -44,6 +45,12 @@ void Table::print(std::ostream& out) const {
   for (auto w : width) rule.push_back(std::string(w, '-'));
   line(rule);
   for (const auto& r : rows_) line(r);
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
 }
 
 void print_fields(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& fields) {

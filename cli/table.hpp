@@ -21,6 +21,9 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// A number with a fixed count of decimals ("1.11").
+std::string fixed(double v, int digits);
+
 // "key: value" lines with the values aligned.
 void print_fields(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& fields);
 
