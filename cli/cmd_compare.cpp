@@ -8,6 +8,7 @@
 #include "reshard/model/cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/tuner.hpp"
 #include "table.hpp"
 
 namespace reshard::cli {
@@ -25,6 +26,11 @@ struct Row {
 std::string describe(const StrategyParams& p) {
   std::string s = p.strategy + " chunks=" + std::to_string(p.chunks);
   if (p.strategy == "domain_chain" || p.strategy == "hybrid") s += " max_chain=" + std::to_string(p.max_chain);
+  if (p.strategy != "direct" && p.strategy != "gather_broadcast") {
+    if (p.relay_ingress) s += " relay_ingress";
+    if (p.relay_egress) s += " relay_egress";
+    if (!p.rail_aligned_ingress) s += " rail_blind";
+  }
   return s;
 }
 
@@ -36,14 +42,14 @@ std::string link_name(const Topology& topo, LinkId l) {
 
 }  // namespace
 
-void run_compare(const std::string& path, const std::string& profile, bool json) {
+void run_compare(const std::string& path, const std::string& profile, const std::string& params_file, bool json) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path));
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   const LowerBound lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
-  const CostParams cost = CostParams::profile_named(profile);
+  const CostParams cost = params_file.empty() ? CostParams::profile_named(profile) : CostParams::load(params_file);
   auto evaluate = [&](const StrategyParams& p) {
     Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
-    return Row{p.strategy, p, estimate(s, ts, sc.inventory, sc.topology, cost)};
+    return Row{p.strategy, s.params, estimate(s, ts, sc.inventory, sc.topology, cost)};
   };
   std::vector<Row> rows;
   for (const auto& name : strategy_names()) {
@@ -51,23 +57,17 @@ void run_compare(const std::string& path, const std::string& profile, bool json)
     p.strategy = name;
     if (name == "direct") p.chunks = 1;
     rows.push_back(evaluate(p));
-    if (!json) std::cerr << "  estimated " << name << "\n";
+    if (!json) std::cerr << "  " << name << ": " << format(rows.back().pred.time) << "\n";
   }
-  // auto: a deterministic grid over the reshard strategies' parameters, scored by the estimate.
-  Row best = *std::min_element(rows.begin(), rows.end(),
-                               [](const Row& a, const Row& b) { return a.pred.time < b.pred.time; });
-  for (const char* strategy : {"domain_chain", "hybrid", "domain_grouped"})
-    for (int chunks : {1, 2, 4, 8})
-      for (int chain : {2, 4, 8, 16}) {
-        if (std::string(strategy) == "domain_grouped" && chain != 2) continue;
-        StrategyParams p;
-        p.strategy = strategy;
-        p.chunks = chunks;
-        p.max_chain = chain;
-        Row r = evaluate(p);
-        if (r.pred.time < best.pred.time) best = r;
-      }
-  best.name = "auto";
+  // auto: the tuner's deterministic search, scored by the estimate.
+  TuneOptions topts;
+  for (const auto& r : rows) topts.seeds.push_back({r.params, r.pred, std::nullopt});
+  if (!json)
+    topts.progress = [&](const StrategyParams& p, const Prediction& pr) {
+      std::cerr << "  auto: " << describe(p) << " -> " << format(pr.time) << "\n";
+    };
+  const TuneResult tuned = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, topts);
+  Row best{"auto", tuned.best.params, tuned.best.prediction};
   rows.push_back(best);
   const double baseline = rows.front().pred.time.value;
 
@@ -112,12 +112,14 @@ void add_compare_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto profile = std::make_shared<std::string>("reshard");
   auto json = std::make_shared<bool>(false);
+  auto params = std::make_shared<std::string>();
   cmd->add_option("scenario", *path, "Scenario YAML file (default: the embedded DeepSeek-V3 on DGX H100)");
   cmd->add_option("--profile", *profile, "Implementation profile: reshard or nemo_rl");
+  cmd->add_option("--params", *params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_flag("--json", *json, "Print one JSON object");
-  cmd->callback([path, profile, json] {
+  cmd->callback([path, profile, params, json] {
     run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *profile,
-                *json);
+                *params, *json);
   });
 }
 

@@ -1,12 +1,18 @@
-// reshard plan SCENARIO [--json]: the exact transfer set and the lower bound.
+// reshard plan SCENARIO [--strategy S [-o schedule.json]] [--json]: the exact transfer set and the
+// lower bound; with a strategy, its validated schedule.
 #include <algorithm>
+#include <fstream>
+#include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "commands.hpp"
 #include "reshard/model/planner.hpp"
+#include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
+#include "reshard/model/schedule.hpp"
+#include "reshard/model/tuner.hpp"
 #include "table.hpp"
 
 namespace reshard::cli {
@@ -32,11 +38,30 @@ Stats stats(const std::vector<Bytes>& v) {
 
 }  // namespace
 
-void run_plan(const std::string& path, bool json) {
+void run_plan(const std::string& path, const std::string& strategy, const std::string& output, bool json) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path));
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   const LowerBound lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
   const GpuTraffic traffic = gpu_traffic(ts, sc.source, sc.destination);
+
+  // With --strategy: the schedule, validated, written for simulate / exec to replay unchanged.
+  std::optional<Schedule> schedule;
+  if (!strategy.empty()) {
+    StrategyParams params;
+    if (strategy == "auto") {
+      params = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, CostParams::profile_named("reshard")).best.params;
+    } else {
+      params.strategy = strategy;
+    }
+    schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);
+    schedule->scenario = sc.scenario.name;
+    validate(*schedule, ts, sc.inventory, sc.source, sc.destination);
+    if (!output.empty()) {
+      std::ofstream out(output);
+      if (!out) throw ConfigError(output, 0, "", "cannot write the schedule");
+      out << to_json(*schedule).dump() << '\n';
+    }
+  }
 
   std::set<GpuId> all(sc.source.gpus().begin(), sc.source.gpus().end());
   all.insert(sc.destination.gpus().begin(), sc.destination.gpus().end());
@@ -77,6 +102,12 @@ void run_plan(const std::string& path, bool json) {
                                                              {"bytes_needed", cls_needed[static_cast<std::size_t>(c)]},
                                                              {"pieces", cls_pieces[static_cast<std::size_t>(c)]}};
     j["by_class"] = by_class;
+    if (schedule) {
+      j["strategy"] = schedule->params.strategy;
+      j["operations"] = schedule->ops.size();
+      j["buffers"] = schedule->buffers.size();
+      if (!output.empty()) j["schedule_file"] = output;
+    }
     j["dest_received_bytes"] = {{"max", recv.max}, {"mean", recv.mean}, {"imbalance", recv.imbalance()}};
     j["source_sent_bytes"] = {{"max", sent.max}, {"mean", sent.mean}, {"imbalance", sent.imbalance()}};
     std::cout << j.dump(2) << '\n';
@@ -121,15 +152,26 @@ void run_plan(const std::string& path, bool json) {
               c.cut == lb.binding.cut && c.where == lb.binding.where ? "<- binding" : ""});
   cuts.print(std::cout);
   std::cout << "\nlower bound: " << format(lb.time) << " (" << lb.binding.cut << ", " << lb.binding.where << ")\n";
+  if (schedule)
+    std::cout << "schedule: " << schedule->params.strategy << ", " << schedule->ops.size() << " operations, "
+              << schedule->buffers.size() << " buffers, validated" << (output.empty() ? "" : ", written to " + output)
+              << "\n";
 }
 
 void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Plan the exact transfer set of a scenario and its lower bound");
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
+  auto strategy = std::make_shared<std::string>();
+  auto output = std::make_shared<std::string>();
   cmd->add_option("scenario", *path, "Scenario YAML file")->required();
+  cmd->add_option("--strategy", *strategy, "Also build, validate and keep this strategy's schedule (or auto)");
+  cmd->add_option("-o,--output", *output, "Write the schedule as JSON (with --strategy)");
   cmd->add_flag("--json", *json, "Print one JSON object");
-  cmd->callback([path, json] { run_plan(*path, *json); });
+  cmd->callback([path, strategy, output, json] {
+    if (!output->empty() && strategy->empty()) throw CLI::ValidationError("--output", "needs --strategy");
+    run_plan(*path, *strategy, *output, *json);
+  });
 }
 
 }  // namespace reshard::cli

@@ -1,6 +1,13 @@
-// `reshard simulate --topology T --flows F.csv`: replays raw GPU-to-GPU traffic through the flow
-// simulator (DESIGN.md §9). The conversion to flows is sim::traffic_flows; the output helpers
-// (report, --json, --trace, --dump-flows) take flows + result, so other modes reuse them.
+// `reshard simulate`: the flow simulator (DESIGN.md §9) in three modes.
+//   simulate SCENARIO [--strategy S] [--chunks N] [--max-chain N] [--profile P]
+//       builds the strategy's schedule for the scenario and simulates it (sim::simulate_schedule);
+//   simulate SCHEDULE.json --scenario SCENARIO [--profile P]
+//       a schedule written by model::to_json, on the scenario's topology (refused when it was built
+//       for another plan: piece_count differs, or model::validate rejects it);
+//   simulate --topology T --flows F.csv
+//       raw GPU-to-GPU traffic (sim::traffic_flows).
+// Each with --json, --trace F (Chrome trace) and --dump-flows F (every simulated flow with its times).
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -8,10 +15,15 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "reshard/model/cost.hpp"
 #include "reshard/model/errors.hpp"
+#include "reshard/model/planner.hpp"
+#include "reshard/model/scenario.hpp"
+#include "reshard/model/schedule.hpp"
 #include "reshard/model/topology.hpp"
 #include "reshard/sim/flow_io.hpp"
 #include "reshard/sim/flow_sim.hpp"
+#include "reshard/sim/schedule_sim.hpp"
 #include "reshard/sim/trace.hpp"
 #include "reshard/sim/traffic.hpp"
 #include "simulate_report.hpp"
@@ -21,6 +33,12 @@ namespace reshard::cli {
 namespace {
 
 struct SimulateOptions {
+  std::string input;  // scenario YAML or schedule JSON
+  std::string scenario;
+  std::string strategy = "domain_chain";
+  int chunks = 0;     // 0: the strategy's default (4; 1 for direct, as in `compare`)
+  int max_chain = 0;  // 0: the default (8)
+  std::string profile = "reshard";
   std::string topology;
   std::string flows;
   std::string trace;
@@ -52,17 +70,118 @@ void run_traffic(const SimulateOptions& o) {
   if (!o.trace.empty()) std::cout << "trace written to " << o.trace << " (open in https://ui.perfetto.dev)\n";
 }
 
+std::string describe(const model::StrategyParams& p) {
+  std::string s = p.strategy + " chunks=" + std::to_string(p.chunks);
+  if (p.strategy == "domain_chain" || p.strategy == "hybrid") s += " max_chain=" + std::to_string(p.max_chain);
+  return s;
+}
+
+bool is_json_path(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+}
+
+void run_schedule(const SimulateOptions& o) {
+  const bool from_file = is_json_path(o.input);
+  if (from_file && o.scenario.empty())
+    throw model::ConfigError(o.input, 0, "--scenario",
+                             "simulating a schedule file needs the scenario it was built for: --scenario SCENARIO.yaml");
+  if (!from_file && !o.scenario.empty())
+    throw model::ConfigError(o.input, 0, "--scenario", "--scenario is for schedule files (.json); the input is a scenario");
+  if (!o.topology.empty())
+    throw model::ConfigError(o.input, 0, "--topology", "--topology is for raw traffic (--flows); the scenario names its topology");
+  const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(from_file ? o.scenario : o.input));
+  const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
+  const model::CostParams cost = model::CostParams::profile_named(o.profile);
+  model::Schedule schedule;
+  if (from_file) {
+    std::ifstream in(o.input);
+    if (!in) throw model::ConfigError(o.input, 0, "", "cannot open the schedule file");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw model::ConfigError(o.input, 0, "", std::string("not valid JSON: ") + e.what());
+    }
+    try {
+      schedule = model::schedule_from_json(j);
+    } catch (const model::ScheduleError& e) {
+      throw model::ConfigError(o.input, 0, "", e.what());
+    }
+    if (schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
+      throw model::ConfigError(o.input, 0, "piece_count",
+                               "the schedule was built for " + std::to_string(schedule.piece_count) +
+                                   " pieces, but scenario " + o.scenario + " plans " + std::to_string(ts.pieces.size()) +
+                                   "; it belongs to another scenario");
+    try {
+      model::validate(schedule, ts, sc.inventory, sc.source, sc.destination);
+    } catch (const model::ScheduleError& e) {
+      throw model::ConfigError(o.input, 0, "ops", std::string("not a valid schedule for ") + o.scenario + ": " + e.what());
+    }
+  } else {
+    model::StrategyParams p;
+    p.strategy = o.strategy;
+    if (o.strategy == "direct") p.chunks = 1;
+    if (o.chunks > 0) p.chunks = o.chunks;
+    if (o.max_chain > 0) p.max_chain = o.max_chain;
+    schedule = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+  }
+  const model::Prediction prediction = model::estimate(schedule, ts, sc.inventory, sc.topology, cost);
+  sim::ScheduleSimOptions options;
+  options.overheads = prediction.overheads;
+  options.link_kind_timeline = !o.trace.empty();
+  const auto sim = sim::simulate_schedule(schedule, sc.topology, cost, options);
+
+  ScheduleReference ref;
+  ref.scenario = sc.scenario.name;
+  ref.strategy = describe(schedule.params) + (from_file ? " (from " + o.input + ")" : "");
+  ref.profile = cost.profile;
+  ref.estimate = prediction.time;
+  ref.lower_bound = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
+
+  if (!o.dump_flows.empty()) sim::write_flow_dump(o.dump_flows, sim.network, sim.flows, sim.result);
+  if (!o.trace.empty())
+    sim::write_chrome_trace(o.trace, sim.network, sim.flows, sim.result, sim::schedule_trace_layout(schedule, sim));
+  if (o.json) {
+    std::cout << schedule_simulation_json(schedule, sim, ref).dump(2) << '\n';
+    return;
+  }
+  print_schedule_report(std::cout, schedule, sim, ref);
+  if (!o.dump_flows.empty()) std::cout << "\nflows written to " << o.dump_flows << '\n';
+  if (!o.trace.empty()) std::cout << "trace written to " << o.trace << " (open in https://ui.perfetto.dev)\n";
+}
+
+void run_simulate(const SimulateOptions& o) {
+  if (!o.flows.empty() || (o.input.empty() && !o.topology.empty())) {
+    if (!o.input.empty())
+      throw model::ConfigError(o.input, 0, "--flows", "raw traffic replay (--flows) takes no scenario or schedule argument");
+    run_traffic(o);
+    return;
+  }
+  if (o.input.empty())
+    throw model::ConfigError("", 0, "simulate",
+                             "give a scenario (simulate SCENARIO --strategy S), a schedule (simulate SCHEDULE.json "
+                             "--scenario SCENARIO) or raw traffic (simulate --topology T --flows F.csv)");
+  run_schedule(o);
+}
+
 }  // namespace
 
 void add_simulate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate", "Flow-level discrete-event simulation (max-min fair sharing)");
   auto o = std::make_shared<SimulateOptions>();
+  cmd->add_option("input", o->input, "Scenario YAML (with --strategy) or schedule JSON (with --scenario)");
+  cmd->add_option("--scenario", o->scenario, "Scenario YAML a schedule JSON was built for (its topology and plan)");
+  cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate (default domain_chain)");
+  cmd->add_option("--chunks", o->chunks, "Pipeline parts per buffer (default 4; 1 for direct)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-chain", o->max_chain, "Domains per chain for domain_chain / hybrid (default 8)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--profile", o->profile, "Implementation profile for efficiencies and overheads: reshard or nemo_rl");
   cmd->add_option("--topology", o->topology, "Topology YAML (raw traffic replay)");
   cmd->add_option("--flows", o->flows, "Traffic CSV: id,src,dst,bytes[,after] with GPU indices; after = ids joined by ';'");
   cmd->add_option("--trace", o->trace, "Write a Chrome trace (Perfetto) to this file");
   cmd->add_option("--dump-flows", o->dump_flows, "Write every simulated flow with its times as JSON to this file");
   cmd->add_flag("--json", o->json, "Print one JSON object");
-  cmd->callback([o] { run_traffic(*o); });
+  cmd->callback([o] { run_simulate(*o); });
 }
 
 }  // namespace reshard::cli

@@ -10,6 +10,9 @@ void add_topo_command(CLI::App& app);
 void add_model_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_exec_command(CLI::App& app);
+void add_check_command(CLI::App& app);
 
 }  // namespace reshard::cli

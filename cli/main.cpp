@@ -16,7 +16,10 @@ int main(int argc, char** argv) {
   reshard::cli::add_model_command(app);
   reshard::cli::add_plan_command(app);
   reshard::cli::add_compare_command(app);
+  reshard::cli::add_calibrate_command(app);
   reshard::cli::add_simulate_command(app);
+  reshard::cli::add_exec_command(app);
+  reshard::cli::add_check_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -55,13 +55,81 @@ void print_simulation_report(std::ostream& out, const sim::FlowNetwork& network,
     out << "  ... " << result.critical_path.size() - shown << " more steps\n";
 
   out << "\nbusiest links:\n";
+  print_busiest_links(out, network, result, top_links);
+}
+
+void print_busiest_links(std::ostream& out, const sim::FlowNetwork& network, const sim::FlowSimResult& result,
+                         std::size_t n) {
   Table links({"link", "capacity>", "bytes>", "busy>", "utilization>"});
-  for (auto l : sim::busiest_links(result, top_links)) {
+  for (auto l : sim::busiest_links(result, n)) {
     const auto& s = result.links[l];
     links.add({network.link_name(l), model::format(network.capacity[l]), model::format(s.bytes), model::format(s.busy),
                percent(s.utilization)});
   }
   links.print(out);
+}
+
+nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
+                                        const ScheduleReference& ref) {
+  return {{"makespan_s", sim.makespan.value},
+          {"transfers", schedule.ops.size()},
+          {"flows", sim.flows.size()},
+          {"events", sim.events},
+          {"wall_s", sim.wall.value},
+          {"ops_makespan_s", sim.ops_makespan.value},
+          {"overheads_s", sim.overheads.value},
+          {"estimate_s", ref.estimate.value},
+          {"lower_bound_s", ref.lower_bound.time.value},
+          {"scenario", ref.scenario},
+          {"strategy", ref.strategy},
+          {"profile", ref.profile}};
+}
+
+void print_schedule_report(std::ostream& out, const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
+                           const ScheduleReference& ref, std::size_t path_rows, std::size_t top_links) {
+  model::Bytes total;
+  for (const auto& op : schedule.ops) total += op.bytes;
+  const double lb = ref.lower_bound.time.value;
+  print_fields(out, {{"scenario", ref.scenario},
+                     {"strategy", ref.strategy},
+                     {"profile", ref.profile},
+                     {"makespan (simulated)", model::format(sim.makespan) + " (transfers " + model::format(sim.ops_makespan) +
+                                                  " + overheads " + model::format(sim.overheads) + ")"},
+                     {"estimate", model::format(ref.estimate) + " (simulated / estimate = " +
+                                      fixed(ref.estimate.value > 0 ? sim.makespan.value / ref.estimate.value : 0.0, 3) + ")"},
+                     {"lower bound", model::format(ref.lower_bound.time) + " (" + ref.lower_bound.binding.cut + ", " +
+                                         ref.lower_bound.binding.where + "; simulated / bound = " +
+                                         fixed(lb > 0 ? sim.makespan.value / lb : 0.0, 2) + ")"},
+                     {"operations", std::to_string(schedule.ops.size())},
+                     {"flows", std::to_string(sim.flows.size()) + " (ECMP sub-flows counted)"},
+                     {"bytes", model::format(total)},
+                     {"events", std::to_string(sim.events)},
+                     {"rate updates", std::to_string(sim.result.rate_updates)},
+                     {"simulation wall time", model::format(sim.wall)}});
+
+  out << "\ncritical path by operation (last finish first):\n";
+  Table path({"op", "phase", "from", "to", "bytes>", "release>", "start>", "finish>", "bottleneck"});
+  std::size_t shown = 0, steps = 0;
+  std::int64_t last_op = -1;
+  for (const auto& step : sim.result.critical_path) {
+    const auto i = sim.op_of_flow[step.flow_index];
+    if (i < 0 || i == last_op) continue;
+    last_op = i;
+    ++steps;
+    if (shown == path_rows) continue;
+    ++shown;
+    const auto& op = schedule.ops[static_cast<std::size_t>(i)];
+    const auto& t = sim.ops[static_cast<std::size_t>(i)];
+    path.add({std::to_string(op.id), model::to_string(op.phase), "gpu " + std::to_string(op.src),
+              op.src == op.dst ? "(local copy)" : "gpu " + std::to_string(op.dst), model::format(op.bytes),
+              model::format(t.release), model::format(t.start), model::format(t.finish),
+              step.bottleneck >= 0 ? sim.network.link_name(step.bottleneck) : "(latency only)"});
+  }
+  path.print(out);
+  if (shown < steps) out << "  ... " << steps - shown << " more operations\n";
+
+  out << "\nbusiest links:\n";
+  print_busiest_links(out, sim.network, sim.result, top_links);
 }
 
 }  // namespace reshard::cli

@@ -8,7 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reshard/model/planner.hpp"
+#include "reshard/model/schedule.hpp"
 #include "reshard/sim/flow_sim.hpp"
+#include "reshard/sim/schedule_sim.hpp"
 
 namespace reshard::cli {
 
@@ -19,5 +22,27 @@ nlohmann::json simulation_json(const sim::FlowSimResult& result, std::size_t tra
 void print_simulation_report(std::ostream& out, const sim::FlowNetwork& network, const std::vector<sim::FlowSpec>& flows,
                              const sim::FlowSimResult& result, std::size_t transfers, std::size_t path_rows = 12,
                              std::size_t top_links = 10);
+
+// The `n` busiest links as a table (capacity, bytes, busy time, utilization).
+void print_busiest_links(std::ostream& out, const sim::FlowNetwork& network, const sim::FlowSimResult& result,
+                         std::size_t n);
+
+// What a simulated schedule is compared against (absent values are left out).
+struct ScheduleReference {
+  std::string scenario;
+  std::string strategy;  // strategy and parameters, e.g. "domain_chain chunks=4 max_chain=8"
+  std::string profile;
+  model::Seconds estimate;     // model::estimate(...).time
+  model::LowerBound lower_bound;
+};
+
+// {"makespan_s", "transfers" (ops), "flows", "events", "wall_s", "ops_makespan_s", "overheads_s",
+//  "estimate_s", "lower_bound_s", "scenario", "strategy", "profile"}.
+nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
+                                        const ScheduleReference& ref);
+
+// Makespan, estimate and lower bound, the critical path by op, the busiest links.
+void print_schedule_report(std::ostream& out, const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
+                           const ScheduleReference& ref, std::size_t path_rows = 12, std::size_t top_links = 10);
 
 }  // namespace reshard::cli

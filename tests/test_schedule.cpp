@@ -68,10 +68,13 @@ TEST(Estimate, HandWorkedTwoDomains) {
   // One piece: 1 GiB held on GPU 0 (node 0), needed by GPUs 8..15 (node 1) on dgx-h100-2n.
   // direct:          8 transfers over the network; GPU 0's NIC egress (50 GB/s x 0.94) carries
   //                  8 GiB -> 8 * 2^30 / 47e9 = 0.1828 s.
-  // domain_grouped:  1 GiB over the network to one ingress GPU (2^30 / 47e9 = 22.8 ms), then 7
-  //                  NVLink fan-outs from it: its NVLink egress (450 GB/s x 0.82 = 369 GB/s) carries
-  //                  7 GiB -> 20.4 ms; with 1 part they run one after the other: critical path
-  //                  22.8 + 2.9 (one fan-out) ms, bandwidth bound max(22.8, 20.4) ms.
+  // domain_grouped:  the piece crosses the network once, cut into 8 stripes (one per needer of the
+  //                  destination domain), stripe s entering at GPU 8+s and fanned out over NVLink
+  //                  to the 7 others. GPU 0's NIC still carries all B bytes: bandwidth bound
+  //                  B / 47e9 (the NVLink egress of each ingress GPU carries 7B/8 at 369e9: less).
+  //                  Network bytes B, NVLink bytes 7B. Critical path: with 4 parts per stripe, one
+  //                  part (B/32) crosses the network, then one NVLink hop: B/32/47e9 + B/32/369e9
+  //                  (+ route latencies and per-op overheads, a few microseconds).
   const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
   const auto inv = Inventory::parse(R"(name: one
 architecture: qwen3
@@ -98,12 +101,13 @@ tie_word_embeddings: true
   const double model_bytes = static_cast<double>(inv.bytes().value);
   EXPECT_NEAR(direct.bandwidth_bound.value, 8 * model_bytes / 47e9, 1e-6);
   p.strategy = "domain_grouped";
+  p.chunks = 4;
   const auto grouped = estimate(build_schedule(ts, inv, src, dst, topo, p), ts, inv, topo, cost);
   EXPECT_NEAR(grouped.bandwidth_bound.value, model_bytes / 47e9, 1e-6);
   EXPECT_EQ(grouped.network_bytes.value, inv.bytes().value);
   EXPECT_EQ(grouped.nvlink_bytes.value, 7 * inv.bytes().value);
-  // Critical path: network hop then one NVLink hop (route latencies and per-op overheads included).
-  const double net = model_bytes / 47e9, nvl = model_bytes / (450e9 * 0.82);
+  const double net = model_bytes / 32 / 47e9, nvl = model_bytes / 32 / (450e9 * 0.82);
   EXPECT_NEAR(grouped.critical_path.value, net + nvl, 20e-6);
+  EXPECT_NEAR(grouped.time.value, model_bytes / 47e9, 1e-6);
   EXPECT_LT(grouped.time, direct.time);
 }

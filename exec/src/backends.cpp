@@ -14,10 +14,10 @@ std::vector<BackendInfo> backends() {
 #else
   out.push_back({"cuda", false, "needs the CUDA toolkit at configure time"});
 #endif
-#ifdef RESHARD_HAVE_NCCL
+#if defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_MPI)
   out.push_back({"nccl", true, "one process per GPU, ncclSend/ncclRecv"});
 #else
-  out.push_back({"nccl", false, "needs CUDA and NCCL at configure time"});
+  out.push_back({"nccl", false, "needs CUDA, NCCL and MPI at configure time"});
 #endif
   return out;
 }

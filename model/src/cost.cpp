@@ -18,12 +18,14 @@ CostParams CostParams::profile_named(const std::string& name) {
     return p;
   }
   if (name == "nemo_rl") {
-    // NeMo RL's refit runs in Python: per-tensor name mapping and dtype handling, per-bucket packing
-    // and a synchronising broadcast. Fitted by least squares to the four published DGX H100 refit
-    // times (docs/calibration.md).
+    // NeMo RL's refit runs in Python around NCCL: each broadcast bucket is packed, launched and
+    // synchronised, and each training PP stage's broadcast group is served in turn. Two parameters,
+    // fitted by `reshard calibrate params/nemo_rl-published.csv --profile reshard --fit
+    // per_bucket,per_stage` to NVIDIA's four published DGX H100 refit times (params/nemo_rl.yaml,
+    // docs/calibration.md): every fitted time within 9.3 % of the measurement.
     p.profile = "nemo_rl";
-    p.per_tensor = Seconds{60e-6};
-    p.per_bucket = Seconds{5e-3};
+    p.per_bucket = Seconds{13.0579e-3};
+    p.per_stage = Seconds{78.6215e-3};
     return p;
   }
   throw ConfigError("", 0, "profile", "unknown profile '" + name + "'; expected reshard or nemo_rl");
@@ -31,7 +33,7 @@ CostParams CostParams::profile_named(const std::string& name) {
 
 CostParams CostParams::load(const std::filesystem::path& path) {
   const auto root = yaml::load_file(path);
-  root.allow_only({"profile", "efficiency", "per_op", "per_tensor", "per_bucket"});
+  root.allow_only({"profile", "efficiency", "per_op", "per_tensor", "per_broadcast_tensor", "per_bucket", "per_stage"});
   CostParams p;
   if (auto n = root.get("profile")) p.profile = n->str();
   if (auto e = root.get("efficiency")) {
@@ -46,7 +48,9 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   }
   if (auto n = root.get("per_op")) p.per_op = n->duration();
   if (auto n = root.get("per_tensor")) p.per_tensor = n->duration();
+  if (auto n = root.get("per_broadcast_tensor")) p.per_broadcast_tensor = n->duration();
   if (auto n = root.get("per_bucket")) p.per_bucket = n->duration();
+  if (auto n = root.get("per_stage")) p.per_stage = n->duration();
   return p;
 }
 
@@ -86,25 +90,35 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     return routes.emplace(key, std::move(ri)).first->second;
   };
 
-  // Routing matrix R (links x operations) times the byte vector.
-  std::vector<Eigen::Triplet<double>> triplets;
-  Eigen::VectorXd bytes(static_cast<Eigen::Index>(s.ops.size()));
+  // Link loads = R * b, with R the routing matrix (links x GPU pairs; share 1/k on each of k ECMP
+  // paths) and b the bytes each ordered pair exchanges: operations between one pair share a column.
+  std::unordered_map<std::int64_t, std::int32_t> pair_index;
+  std::vector<const RouteInfo*> pair_route;
+  std::vector<double> pair_bytes;
   std::vector<double> finish(s.ops.size(), 0);
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const auto& op = s.ops[i];
-    bytes[static_cast<Eigen::Index>(i)] = op.bytes.as_double();
     if (op.src == op.dst) continue;
-    const auto& ri = route_of(op.src, op.dst);
-    for (const auto& [l, share] : ri.shares) triplets.emplace_back(l, static_cast<int>(i), share);
+    const std::int64_t key = (static_cast<std::int64_t>(op.src) << 32) | static_cast<std::uint32_t>(op.dst);
+    auto [it, fresh] = pair_index.try_emplace(key, static_cast<std::int32_t>(pair_route.size()));
+    if (fresh) {
+      pair_route.push_back(&route_of(op.src, op.dst));
+      pair_bytes.push_back(0);
+    }
+    const RouteInfo& ri = *pair_route[static_cast<std::size_t>(it->second)];
+    pair_bytes[static_cast<std::size_t>(it->second)] += op.bytes.as_double();
     (ri.network ? pr.network_bytes : pr.nvlink_bytes) += op.bytes;
     double start = 0;
     for (auto a : op.after) start = std::max(start, finish[static_cast<std::size_t>(a)]);
     finish[i] = start + ri.latency + params.per_op.value + op.bytes.as_double() / ri.rate;
     pr.critical_path = Seconds{std::max(pr.critical_path.value, finish[i])};
   }
-  Eigen::SparseMatrix<double> R(static_cast<Eigen::Index>(links.size()), static_cast<Eigen::Index>(s.ops.size()));
+  std::vector<Eigen::Triplet<double>> triplets;
+  for (std::size_t p = 0; p < pair_route.size(); ++p)
+    for (const auto& [l, share] : pair_route[p]->shares) triplets.emplace_back(l, static_cast<int>(p), share);
+  Eigen::SparseMatrix<double> R(static_cast<Eigen::Index>(links.size()), static_cast<Eigen::Index>(pair_route.size()));
   R.setFromTriplets(triplets.begin(), triplets.end());
-  const Eigen::VectorXd load = R * bytes;
+  const Eigen::VectorXd load = R * Eigen::Map<const Eigen::VectorXd>(pair_bytes.data(), static_cast<Eigen::Index>(pair_bytes.size()));
   for (Eigen::Index l = 0; l < load.size(); ++l) {
     const double t = load[l] / cap[static_cast<std::size_t>(l)];
     if (t > pr.bandwidth_bound.value) {
@@ -112,15 +126,37 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
       pr.bottleneck = static_cast<LinkId>(l);
     }
   }
-  // Framework overheads: tensors touched, broadcast buckets.
-  std::unordered_set<std::int32_t> tensors;
-  for (const auto& p : ts.pieces) tensors.insert(p.tensor);
-  std::unordered_set<std::int32_t> broadcast_buffers;
+  // Framework overheads: tensors moved by each path, broadcast buckets (each buffer walked once).
+  std::vector<char> buffer_path(s.buffers.size(), 0);  // bit 1: reshard op, bit 2: gather/broadcast op
+  for (const auto& op : s.ops) {
+    const bool bcast = op.phase == OpPhase::Broadcast || op.phase == OpPhase::Gather;
+    buffer_path[static_cast<std::size_t>(op.buffer)] |= bcast ? 2 : 1;
+  }
+  std::vector<char> tensor_path(inv.tensors().size(), 0);
+  for (std::size_t b = 0; b < s.buffers.size(); ++b) {
+    if (!buffer_path[b]) continue;
+    for (const auto& sl : s.buffers[b].slices)
+      tensor_path[static_cast<std::size_t>(ts.pieces[static_cast<std::size_t>(sl.piece)].tensor)] |= buffer_path[b];
+  }
+  for (char t : tensor_path) {
+    pr.reshard_tensors += (t & 1) ? 1 : 0;
+    pr.broadcast_tensors += (t & 2) ? 1 : 0;
+  }
+  std::unordered_set<std::int32_t> buckets;
+  std::unordered_set<GpuId> ring_members, ring_senders;
   for (const auto& op : s.ops)
-    if (op.phase == OpPhase::Broadcast) broadcast_buffers.insert(op.buffer);
-  (void)inv;
-  pr.overheads = params.per_tensor * static_cast<double>(tensors.size()) +
-                 params.per_bucket * static_cast<double>(broadcast_buffers.size());
+    if (op.phase == OpPhase::Broadcast) {
+      buckets.insert(op.buffer);
+      ring_members.insert(op.dst);
+      ring_senders.insert(op.src);
+    }
+  for (auto g : ring_senders)
+    if (!ring_members.count(g)) ++pr.broadcast_stages;
+  pr.broadcast_buckets = static_cast<std::int64_t>(buckets.size());
+  pr.overheads = params.per_tensor * static_cast<double>(pr.reshard_tensors) +
+                 params.per_broadcast_tensor * static_cast<double>(pr.broadcast_tensors) +
+                 params.per_bucket * static_cast<double>(pr.broadcast_buckets) +
+                 params.per_stage * static_cast<double>(pr.broadcast_stages);
   pr.time = Seconds{std::max(pr.bandwidth_bound.value, pr.critical_path.value)} + pr.overheads;
   return pr;
 }

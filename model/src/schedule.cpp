@@ -7,24 +7,15 @@
 
 namespace reshard::model {
 
-namespace {
-// Element ranges [begin, end) of each slice that part `part` of `parts` covers.
-template <class F>
-void for_each_in_part(const Buffer& b, std::int32_t part, std::int32_t parts, F&& f) {
-  std::int64_t total = 0;
-  for (const auto& s : b.slices) total += s.count;
-  const std::int64_t lo = total * part / parts, hi = total * (part + 1) / parts;
-  std::int64_t pos = 0;
-  for (const auto& s : b.slices) {
-    const std::int64_t a = std::max(lo, pos), e = std::min(hi, pos + s.count);
-    if (a < e) f(s.piece, s.offset + (a - pos), s.offset + (e - pos));
-    pos += s.count;
-    if (pos >= hi) break;
-  }
-}
-}  // namespace
 
+// The validator works on units: a unit is (buffer, part, parts), the exact element ranges one
+// operation moves. Its ranges are computed once per unit, however many operations move it (a ring
+// broadcast moves the same unit once per hop), so the cost is the number of operations plus the
+// slices of the units plus, for every piece, its needers times the units holding it.
 void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst) {
+  if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
+    throw ScheduleError("the schedule was built for " + std::to_string(s.piece_count) + " pieces, the plan has " +
+                        std::to_string(ts.pieces.size()));
   auto gpus_of = [](const ShardMap& m, RankSetId id) {
     std::vector<GpuId> v;
     m.rank_set(id).for_each([&](Rank r) { v.push_back(m.gpu_of(r)); });
@@ -39,66 +30,99 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
     const auto& h = holders[static_cast<std::size_t>(ts.pieces[static_cast<std::size_t>(piece)].holders)];
     return std::binary_search(h.begin(), h.end(), g);
   };
-  if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
-    throw ScheduleError("the schedule was built for " + std::to_string(s.piece_count) + " pieces, the plan has " +
-                        std::to_string(ts.pieces.size()));
-  // received[(gpu, piece)] = element ranges received.
-  std::unordered_map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> received;
-  auto key = [](GpuId g, std::int32_t p) { return (static_cast<std::int64_t>(g) << 32) | static_cast<std::uint32_t>(p); };
+  auto describe_piece = [&](std::int32_t piece) {
+    const auto& pc = ts.pieces[static_cast<std::size_t>(piece)];
+    return "piece " + std::to_string(piece) + " ('" + inv.tensor(pc.tensor).name + "' " + to_string(pc.box) + ")";
+  };
+
+  struct Range {
+    std::int32_t piece;
+    std::int64_t begin, end;
+  };
+  std::unordered_map<std::int64_t, std::int32_t> unit_index;  // (buffer, part, parts) -> unit
+  std::vector<std::vector<Range>> unit_ranges;
+  std::vector<std::int32_t> op_unit(s.ops.size());
   for (const auto& op : s.ops) {
     const std::string where = "operation " + std::to_string(op.id) + " (" + to_string(op.phase) + ", GPU " +
                               std::to_string(op.src) + " -> " + std::to_string(op.dst) + ")";
     if (op.id != static_cast<std::int64_t>(&op - s.ops.data())) throw ScheduleError(where + ": ids must be dense");
     if (op.buffer < 0 || op.buffer >= static_cast<std::int32_t>(s.buffers.size()))
       throw ScheduleError(where + ": no buffer " + std::to_string(op.buffer));
-    if (op.parts < 1 || op.part < 0 || op.part >= op.parts) throw ScheduleError(where + ": bad part");
+    if (op.parts < 1 || op.parts > (1 << 20) || op.part < 0 || op.part >= op.parts) throw ScheduleError(where + ": bad part");
     for (auto a : op.after)
-      if (a < 0 || a >= op.id) throw ScheduleError(where + ": waits for operation " + std::to_string(a) + ", which does not precede it");
-    for_each_in_part(s.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
-                     [&](std::int32_t piece, std::int64_t b, std::int64_t e) {
-                       if (piece < 0 || piece >= s.piece_count) throw ScheduleError(where + ": no piece " + std::to_string(piece));
-                       const auto& pc = ts.pieces[static_cast<std::size_t>(piece)];
-                       const std::string what = where + ", piece " + std::to_string(piece) + " ('" +
-                                                inv.tensor(pc.tensor).name + "' " + to_string(pc.box) + ")";
-                       if (b < 0 || e > pc.box.elements()) throw ScheduleError(what + ": slice outside the piece");
-                       if (!holds(op.src, piece)) {
-                         // The sender must have received these elements in an operation it waits for.
-                         bool ok = false;
-                         for (auto a : op.after) {
-                           const auto& prev = s.ops[static_cast<std::size_t>(a)];
-                           if (prev.dst != op.src) continue;
-                           for_each_in_part(s.buffers[static_cast<std::size_t>(prev.buffer)], prev.part, prev.parts,
-                                            [&](std::int32_t p2, std::int64_t b2, std::int64_t e2) {
-                                              if (p2 == piece && b2 <= b && e <= e2) ok = true;
-                                            });
-                           if (ok) break;
-                         }
-                         if (!ok)
-                           throw ScheduleError(what + ": GPU " + std::to_string(op.src) +
-                                               " forwards elements it neither holds nor received before");
-                       }
-                       received[key(op.dst, piece)].push_back({b, e});
-                     });
+      if (a < 0 || a >= op.id)
+        throw ScheduleError(where + ": waits for operation " + std::to_string(a) + ", which does not precede it");
+    const std::int64_t key = (static_cast<std::int64_t>(op.buffer) << 40) | (static_cast<std::int64_t>(op.part) << 20) | op.parts;
+    auto [it, fresh] = unit_index.try_emplace(key, static_cast<std::int32_t>(unit_ranges.size()));
+    if (fresh) {
+      std::vector<Range> ranges;
+      for_each_in_part(s.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
+                       [&](std::int32_t piece, std::int64_t b, std::int64_t e) {
+                         if (piece < 0 || piece >= s.piece_count)
+                           throw ScheduleError(where + ": no piece " + std::to_string(piece));
+                         if (b < 0 || e > ts.pieces[static_cast<std::size_t>(piece)].box.elements())
+                           throw ScheduleError(where + ", " + describe_piece(piece) + ": slice outside the piece");
+                         ranges.push_back({piece, b, e});
+                       });
+      unit_ranges.push_back(std::move(ranges));
+    }
+    const std::int32_t u = it->second;
+    op_unit[static_cast<std::size_t>(op.id)] = u;
+    // The sender holds every range as a source, or received it in an operation it waits for.
+    bool whole_unit_received = false;
+    for (auto a : op.after)
+      if (s.ops[static_cast<std::size_t>(a)].dst == op.src && op_unit[static_cast<std::size_t>(a)] == u)
+        whole_unit_received = true;
+    if (whole_unit_received) continue;
+    for (const auto& r : unit_ranges[static_cast<std::size_t>(u)]) {
+      if (holds(op.src, r.piece)) continue;
+      bool ok = false;
+      for (auto a : op.after) {
+        if (s.ops[static_cast<std::size_t>(a)].dst != op.src) continue;
+        for (const auto& q : unit_ranges[static_cast<std::size_t>(op_unit[static_cast<std::size_t>(a)])])
+          if (q.piece == r.piece && q.begin <= r.begin && r.end <= q.end) ok = true;
+        if (ok) break;
+      }
+      if (!ok)
+        throw ScheduleError(where + ", " + describe_piece(r.piece) + ": GPU " + std::to_string(op.src) +
+                            " forwards elements it neither holds nor received before");
+    }
   }
+  // How often each GPU receives each unit.
+  std::unordered_map<std::int64_t, std::int32_t> received;
+  auto rkey = [](GpuId g, std::int32_t u) { return (static_cast<std::int64_t>(g) << 32) | static_cast<std::uint32_t>(u); };
+  for (const auto& op : s.ops) ++received[rkey(op.dst, op_unit[static_cast<std::size_t>(op.id)])];
+  // The units holding each piece.
+  std::vector<std::vector<std::pair<std::int32_t, const Range*>>> piece_units(ts.pieces.size());
+  for (std::size_t u = 0; u < unit_ranges.size(); ++u)
+    for (const auto& r : unit_ranges[u]) piece_units[static_cast<std::size_t>(r.piece)].push_back({static_cast<std::int32_t>(u), &r});
   // Every needer GPU that does not hold a piece receives each of its elements exactly once.
+  std::vector<std::pair<std::int64_t, std::int64_t>> got;
   for (std::int32_t i = 0; i < s.piece_count; ++i) {
     const auto& pc = ts.pieces[static_cast<std::size_t>(i)];
     for (auto g : needers[static_cast<std::size_t>(pc.needers)]) {
       if (holds(g, i)) continue;
-      auto it = received.find(key(g, i));
-      const std::string what = "piece " + std::to_string(i) + " ('" + inv.tensor(pc.tensor).name + "' " +
-                               to_string(pc.box) + ") at GPU " + std::to_string(g);
-      if (it == received.end()) throw ScheduleError(what + ": never delivered");
-      auto v = it->second;
-      std::sort(v.begin(), v.end());
+      got.clear();
+      for (const auto& [u, r] : piece_units[static_cast<std::size_t>(i)]) {
+        auto it = received.find(rkey(g, u));
+        if (it != received.end())
+          for (std::int32_t k = 0; k < it->second; ++k) got.push_back({r->begin, r->end});
+      }
+      const std::string what = describe_piece(i) + " at GPU " + std::to_string(g);
+      if (got.empty()) throw ScheduleError(what + ": never delivered");
+      std::sort(got.begin(), got.end());
       std::int64_t pos = 0;
-      for (const auto& [b, e] : v) {
-        if (b < pos) throw ScheduleError(what + ": elements " + std::to_string(b) + ".." + std::to_string(std::min(e, pos)) + " delivered twice");
-        if (b > pos) throw ScheduleError(what + ": elements " + std::to_string(pos) + ".." + std::to_string(b) + " never delivered");
+      for (const auto& [b, e] : got) {
+        if (b < pos)
+          throw ScheduleError(what + ": elements " + std::to_string(b) + ".." + std::to_string(std::min(e, pos)) +
+                              " delivered twice");
+        if (b > pos)
+          throw ScheduleError(what + ": elements " + std::to_string(pos) + ".." + std::to_string(b) + " never delivered");
         pos = e;
       }
       if (pos != pc.box.elements())
-        throw ScheduleError(what + ": elements " + std::to_string(pos) + ".." + std::to_string(pc.box.elements()) + " never delivered");
+        throw ScheduleError(what + ": elements " + std::to_string(pos) + ".." + std::to_string(pc.box.elements()) +
+                            " never delivered");
     }
   }
 }
@@ -108,7 +132,8 @@ nlohmann::json to_json(const Schedule& s) {
   j["format"] = "reshard-schedule-1";
   j["scenario"] = s.scenario;
   j["params"] = {{"strategy", s.params.strategy}, {"chunks", s.params.chunks}, {"max_chain", s.params.max_chain},
-                 {"bucket_bytes", s.params.bucket.value}, {"rail_aligned_ingress", s.params.rail_aligned_ingress}};
+                 {"bucket_bytes", s.params.bucket.value}, {"rail_aligned_ingress", s.params.rail_aligned_ingress},
+                 {"relay_ingress", s.params.relay_ingress}, {"relay_egress", s.params.relay_egress}};
   j["piece_count"] = s.piece_count;
   auto& buffers = j["buffers"] = nlohmann::json::array();
   for (const auto& b : s.buffers) {
@@ -134,6 +159,8 @@ Schedule schedule_from_json(const nlohmann::json& j) {
     s.params.max_chain = p.at("max_chain").get<std::int32_t>();
     s.params.bucket = Bytes{p.at("bucket_bytes").get<std::int64_t>()};
     s.params.rail_aligned_ingress = p.at("rail_aligned_ingress").get<bool>();
+    s.params.relay_ingress = p.at("relay_ingress").get<bool>();
+    s.params.relay_egress = p.at("relay_egress").get<bool>();
     s.piece_count = j.at("piece_count").get<std::int32_t>();
     for (const auto& b : j.at("buffers")) {
       Buffer buf;

@@ -39,6 +39,7 @@ class Builder {
       : ts_(ts), inv_(inv), src_(src), dst_(dst), topo_(topo), p_(p), s_(out),
         egress_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
         ingress_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
+        nvlink_out_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
         holders_(static_cast<std::size_t>(src.rank_set_count())),
         needers_(static_cast<std::size_t>(dst.rank_set_count())) {}
 
@@ -82,8 +83,11 @@ class Builder {
     const auto& b = s_.buffers[static_cast<std::size_t>(buffer)];
     // Parts split the buffer's elements evenly; bytes follow (a buffer's dtype is uniform or nearly so).
     op.bytes = Bytes{b.bytes.value * (part + 1) / parts - b.bytes.value * part / parts};
-    egress_[static_cast<std::size_t>(from)] += op.bytes.as_double();
-    ingress_[static_cast<std::size_t>(to)] += op.bytes.as_double();
+    // Load balancing looks at the network: bytes leaving and entering GPUs through their NICs.
+    if (topo_.domain_of(from) != topo_.domain_of(to)) {
+      egress_[static_cast<std::size_t>(from)] += op.bytes.as_double();
+      ingress_[static_cast<std::size_t>(to)] += op.bytes.as_double();
+    }
     s_.ops.push_back(std::move(op));
     return s_.ops.back().id;
   }
@@ -136,35 +140,116 @@ class Builder {
         for (auto n : gpus) add_op(least_loaded(local, egress_, [](GpuId) { return false; }), n, buffer, 0, 1,
                                    OpPhase::FanOut, {});
       }
+      if (remote.empty()) continue;
+      // Stripes: the class cut into S equal element ranges; each stripe enters a domain at another
+      // needer (the least loaded), so a domain's NIC ingress is shared by all its needers rather
+      // than funnelled through one. S = the most needers any remote domain has, fewer when a stripe
+      // would drop below kMinStripe.
+      constexpr std::int64_t kMinStripe = 4 << 10;
+      // With relay_ingress any GPU of the domain may be the ingress (a relay that needs nothing
+      // itself forwards to every needer), so every NIC of the domain can take a stripe.
+      auto candidates = [&](std::int32_t d) -> const std::vector<GpuId>& {
+        return p_.relay_ingress ? topo_.gpus_in_domain(d) : by_domain[d];
+      };
+      std::int64_t stripes = 1;
+      for (auto d : remote) stripes = std::max<std::int64_t>(stripes, static_cast<std::int64_t>(candidates(d).size()));
+      stripes = std::clamp<std::int64_t>(s_.buffers[static_cast<std::size_t>(buffer)].bytes.value / kMinStripe, 1, stripes);
       const std::int32_t parts = std::max(1, p_.chunks);
-      for (std::size_t seg = 0; seg < remote.size(); seg += static_cast<std::size_t>(max_chain)) {
-        const GpuId h = least_loaded(H, egress_, [](GpuId) { return false; });
-        const auto end = std::min(remote.size(), seg + static_cast<std::size_t>(max_chain));
-        // Ingress GPUs, one per domain of the chain, chosen once for all parts.
-        std::vector<GpuId> ingress;
-        GpuId prev_gpu = h;
-        for (auto k = seg; k < end; ++k) {
-          const auto& cands = by_domain[remote[k]];
-          const GpuId i = least_loaded(cands, ingress_, [&](GpuId g) {
-            return p_.rail_aligned_ingress && topo_.rail_of(g) == topo_.rail_of(prev_gpu);
-          });
-          ingress.push_back(i);
-          prev_gpu = i;
-        }
-        for (std::int32_t c = 0; c < parts; ++c) {
-          std::int64_t prev = -1;
-          GpuId from = h;
-          for (std::size_t k = 0; k < ingress.size(); ++k) {
-            const GpuId i = ingress[k];
-            prev = add_op(from, i, buffer, c, parts, k == 0 ? OpPhase::Ingress : OpPhase::Forward,
-                          prev < 0 ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{prev});
-            for (auto n : by_domain[remote[seg + k]])
-              if (n != i) add_op(i, n, buffer, c, parts, OpPhase::FanOut, {prev});
-            from = i;
+      for (const std::int32_t stripe : split(buffer, static_cast<std::int32_t>(stripes)))
+        for (std::size_t seg = 0; seg < remote.size(); seg += static_cast<std::size_t>(max_chain)) {
+          // The sender: the least-loaded holder, or with relay_egress the least-loaded GPU of a
+          // holder's domain (a holder hands the stripe to it over NVLink first), so every NIC of the
+          // source domains can send.
+          GpuId h = least_loaded(p_.relay_egress ? egress_candidates(H, N) : H, egress_, [](GpuId) { return false; });
+          GpuId handoff = -1;  // the holder that feeds a relay sender
+          if (!std::binary_search(H.begin(), H.end(), h)) {
+            std::vector<GpuId> same_domain;
+            for (auto g : H)
+              if (topo_.domain_of(g) == topo_.domain_of(h)) same_domain.push_back(g);
+            handoff = least_loaded(same_domain, nvlink_out_, [](GpuId) { return false; });
+            nvlink_out_[static_cast<std::size_t>(handoff)] += s_.buffers[static_cast<std::size_t>(stripe)].bytes.as_double();
+          }
+          const auto end = std::min(remote.size(), seg + static_cast<std::size_t>(max_chain));
+          // Ingress GPUs, one per domain of the chain, chosen once for all parts.
+          std::vector<GpuId> ingress;
+          GpuId prev_gpu = h;
+          for (auto k = seg; k < end; ++k) {
+            // The least-loaded candidate; a rail change (a detour over a spine) counts as a quarter of
+            // this stripe's bytes of extra load, so rail alignment wins only between near equals.
+            const double detour = p_.rail_aligned_ingress ? 0.25 * s_.buffers[static_cast<std::size_t>(stripe)].bytes.as_double() : 0;
+            GpuId i = -1;
+            double best = 0;
+            for (auto g : candidates(remote[k])) {
+              const double cost = ingress_[static_cast<std::size_t>(g)] + (topo_.rail_of(g) == topo_.rail_of(prev_gpu) ? 0 : detour);
+              if (i < 0 || cost < best) {
+                i = g;
+                best = cost;
+              }
+            }
+            ingress.push_back(i);
+            prev_gpu = i;
+          }
+          for (std::int32_t c = 0; c < parts; ++c) {
+            std::int64_t prev = -1;
+            if (handoff >= 0) prev = add_op(handoff, h, stripe, c, parts, OpPhase::Gather, {});
+            GpuId from = h;
+            for (std::size_t k = 0; k < ingress.size(); ++k) {
+              const GpuId i = ingress[k];
+              prev = add_op(from, i, stripe, c, parts, k == 0 ? OpPhase::Ingress : OpPhase::Forward,
+                            prev < 0 ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{prev});
+              for (auto n : by_domain[remote[seg + k]])
+                if (n != i) add_op(i, n, stripe, c, parts, OpPhase::FanOut, {prev});
+              from = i;
+            }
           }
         }
-      }
     }
+  }
+
+  // Every GPU of the NVLink domains that hold a copy, except the class's needers (they get the class
+  // from a holder of their own domain), sorted.
+  std::vector<GpuId> egress_candidates(const std::vector<GpuId>& holders, std::vector<GpuId> needers) {
+    std::sort(needers.begin(), needers.end());
+    std::vector<GpuId> out;
+    std::vector<std::int32_t> domains;
+    for (auto g : holders) domains.push_back(topo_.domain_of(g));
+    std::sort(domains.begin(), domains.end());
+    domains.erase(std::unique(domains.begin(), domains.end()), domains.end());
+    for (auto d : domains)
+      for (auto g : topo_.gpus_in_domain(d))
+        if (!std::binary_search(needers.begin(), needers.end(), g)) out.push_back(g);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  // Cuts a buffer into `n` buffers of equal element counts (the buffer itself when n == 1).
+  std::vector<std::int32_t> split(std::int32_t buffer, std::int32_t n) {
+    if (n <= 1) return {buffer};
+    const Buffer whole = s_.buffers[static_cast<std::size_t>(buffer)];
+    std::int64_t total = 0;
+    for (const auto& sl : whole.slices) total += sl.count;
+    std::vector<std::int32_t> out;
+    std::size_t i = 0;
+    std::int64_t used = 0;  // elements of whole.slices[i] already taken
+    for (std::int32_t k = 0; k < n; ++k) {
+      std::int64_t want = total * (k + 1) / n - total * k / n;
+      Buffer b;
+      while (want > 0) {
+        const auto& sl = whole.slices[i];
+        const std::int64_t take = std::min(want, sl.count - used);
+        b.slices.push_back({sl.piece, sl.offset + used, take});
+        const auto& pc = ts_.pieces[static_cast<std::size_t>(sl.piece)];
+        b.bytes += Bytes{take * dtype_size(inv_.tensor(pc.tensor).dtype)};
+        used += take;
+        want -= take;
+        if (used == sl.count) {
+          ++i;
+          used = 0;
+        }
+      }
+      out.push_back(add_buffer(std::move(b)));
+    }
+    return out;
   }
 
   // The baseline: per source stage a head GPU gathers whole tensors, then broadcasts them in buckets
@@ -185,11 +270,38 @@ class Builder {
       const auto& pc = ts_.pieces[static_cast<std::size_t>(i)];
       by_head[head_of_layer[layer_key(inv_.tensor(pc.tensor))]].push_back(i);
     }
-    std::vector<GpuId> ring_all = dst_.gpus();
-    std::sort(ring_all.begin(), ring_all.end(), [&](GpuId a, GpuId b) {
-      return std::make_pair(topo_.domain_of(a), a) < std::make_pair(topo_.domain_of(b), b);
-    });
-    const std::int32_t parts = std::max(1, p_.chunks);
+    // Destination GPUs by NVLink domain. NCCL broadcasts over one ring per channel, each channel
+    // crossing between nodes on its own NIC; here part c of a bucket travels its own ring: inside
+    // domain k it enters at the GPU of index e_k = (c - k) mod n and leaves from e_k - 1, so every
+    // network hop stays on one rail and the parts spread over all NICs.
+    std::map<std::int32_t, std::vector<GpuId>> dest_domains;
+    for (auto g : dst_.gpus()) dest_domains[topo_.domain_of(g)].push_back(g);
+    for (auto& [d, v] : dest_domains) std::sort(v.begin(), v.end());
+    std::int32_t rings = 1;
+    for (const auto& [d, v] : dest_domains) rings = std::max(rings, static_cast<std::int32_t>(v.size()));
+    const std::int32_t parts = std::max(std::max(1, p_.chunks), rings);
+    // A ring broadcast is buckets x parts x ring length operations. Past kMaxBroadcastOps (frontier
+    // scale: 5.6 TB in 1.6 GB buckets over a 4608-GPU ring would be 10^8) the buckets grow until the
+    // schedule fits; the schedule records the bucket size it really uses.
+    constexpr double kMaxBroadcastOps = 4e6;
+    double total = 0;
+    for (auto i : pieces) total += ts_.pieces[static_cast<std::size_t>(i)].bytes.as_double();
+    const double ring_length = static_cast<double>(dst_.gpus().size());
+    const Bytes bucket{std::max(p_.bucket.value,
+                                static_cast<std::int64_t>(total * parts * ring_length / kMaxBroadcastOps))};
+    s_.params.bucket = bucket;
+    auto ring_for = [&](std::int32_t c, GpuId head) {
+      std::vector<GpuId> ring;
+      std::int32_t k = 0;
+      for (const auto& [d, v] : dest_domains) {
+        const auto n = static_cast<std::int32_t>(v.size());
+        const std::int32_t e = (((c - k) % n) + n) % n;
+        for (std::int32_t i = 0; i < n; ++i)
+          if (v[static_cast<std::size_t>((e + i) % n)] != head) ring.push_back(v[static_cast<std::size_t>((e + i) % n)]);
+        ++k;
+      }
+      return ring;
+    };
     for (auto& [head, list] : by_head) {
       // Gather: pieces the head lacks, packed per (holder, head) pair.
       std::map<GpuId, std::vector<std::int32_t>> gather;
@@ -204,15 +316,14 @@ class Builder {
         const auto op = add_op(h, head, add_buffer(g), 0, 1, OpPhase::Gather, {});
         for (auto i : g) gathered_by[i] = op;
       }
-      std::vector<GpuId> ring;
-      for (auto g : ring_all)
-        if (g != head) ring.push_back(g);
+      std::vector<std::vector<GpuId>> ring_of_part;
+      for (std::int32_t c = 0; c < parts; ++c) ring_of_part.push_back(ring_for(c, head));
       // Buckets of whole pieces (a piece larger than a bucket is a bucket of its own).
       std::vector<std::vector<std::int32_t>> buckets(1);
       Bytes fill{0};
       for (auto i : list) {
         const Bytes b = ts_.pieces[static_cast<std::size_t>(i)].bytes;
-        if (!buckets.back().empty() && fill + b > p_.bucket) {
+        if (!buckets.back().empty() && fill + b > bucket) {
           buckets.emplace_back();
           fill = Bytes{0};
         }
@@ -232,7 +343,7 @@ class Builder {
         for (std::int32_t c = 0; c < parts; ++c) {
           std::int64_t prev = -1;
           GpuId from = head;
-          for (auto d : ring) {
+          for (auto d : ring_of_part[static_cast<std::size_t>(c)]) {
             prev = add_op(from, d, buffer, c, parts, OpPhase::Broadcast, prev < 0 ? deps : std::vector<std::int64_t>{prev});
             if (from == head) first_hop = prev;
             from = d;
@@ -260,7 +371,7 @@ class Builder {
   const Topology& topo_;
   const StrategyParams& p_;
   Schedule& s_;
-  std::vector<double> egress_, ingress_;
+  std::vector<double> egress_, ingress_, nvlink_out_;
   std::vector<std::vector<GpuId>> holders_, needers_;
 };
 

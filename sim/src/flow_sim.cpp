@@ -56,20 +56,23 @@ struct ShareEntry {
 };
 
 // Flows with identical (sorted) link lists. All active flows of a class get the same rate.
-struct RouteClass {
-  std::int32_t link_begin = 0, link_end = 0;  // slice of Engine::class_links_
-  std::int64_t multiplicity = 0;              // active flows
-  double rate = 0;                            // per flow, bytes/s
-  double served = 0;                          // bytes served per flow at time `updated`
-  double updated = 0;
-  std::vector<std::pair<double, std::int32_t>> finish_heap;  // (served level at finish, flow), min-heap
-  std::uint32_t version = 0;
-  std::int32_t bottleneck = -1;
+// The fields the refill reads for every class on a link (stamp, rate, multiplicity, the link slice)
+// come first and the struct is cache-line aligned, so that check touches one cache line.
+struct alignas(64) RouteClass {
   std::uint32_t stamp = 0;      // component search
   std::uint32_t fixed = 0;      // progressive filling
   std::uint32_t touched = 0;    // flows joined or left in this batch
   std::uint32_t joined = 0;     // flows joined in this batch
+  double rate = 0;                            // per flow, bytes/s
+  std::int64_t multiplicity = 0;              // active flows
+  std::int32_t link_begin = 0, link_end = 0;  // slice of Engine::class_links_
+  std::uint32_t left = 0;       // flows left in this batch
+  std::uint32_t version = 0;
+  std::int32_t bottleneck = -1;
+  double served = 0;                          // bytes served per flow at time `updated`
+  double updated = 0;
   double contribution = 0;      // multiplicity * rate, for the group timeline
+  std::vector<std::pair<double, std::int32_t>> finish_heap;  // (served level at finish, flow), min-heap
 };
 
 struct LinkState {
@@ -77,6 +80,7 @@ struct LinkState {
   std::vector<std::int32_t> classes;  // active classes crossing the link
   double remaining = 0;               // filling: capacity not yet given to fixed classes
   std::int64_t unfixed = 0;           // filling: unfixed flows on the link
+  std::int64_t flows = 0;             // active flows crossing the link
   std::uint32_t stamp = 0;
   double busy_since = 0;
   double busy = 0;
@@ -144,12 +148,20 @@ void Engine::validate_and_index() {
     if (!(net_.capacity[l].value > 0) || !std::isfinite(net_.capacity[l].value))
       throw FlowError(net_.link_name(static_cast<std::int32_t>(l)) + ": capacity must be positive and finite, got " +
                       std::to_string(net_.capacity[l].value) + " B/s");
+  // Flow ids are usually 0..n-1 in order (traffic_flows, simulate_schedule): then the index is the id.
+  bool dense = true;
+  for (std::size_t i = 0; i < n && dense; ++i) dense = flows_[i].id == static_cast<std::int64_t>(i);
   std::unordered_map<std::int64_t, std::int32_t> index;
-  index.reserve(n * 2);
+  if (!dense) index.reserve(n * 2);
+  auto find_index = [&](std::int64_t id) -> std::int32_t {
+    if (dense) return id >= 0 && id < static_cast<std::int64_t>(n) ? static_cast<std::int32_t>(id) : -1;
+    auto it = index.find(id);
+    return it == index.end() ? -1 : it->second;
+  };
   std::vector<std::uint32_t> seen(nl, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const FlowSpec& f = flows_[i];
-    if (!index.emplace(f.id, static_cast<std::int32_t>(i)).second)
+    if (!dense && !index.emplace(f.id, static_cast<std::int32_t>(i)).second)
       throw FlowError(flow_name(f) + ": duplicate flow id " + std::to_string(f.id));
     if (f.bytes.value < 0) throw FlowError(flow_name(f) + ": negative bytes " + std::to_string(f.bytes.value));
     if (!(f.latency.value >= 0) || !std::isfinite(f.latency.value))
@@ -167,11 +179,10 @@ void Engine::validate_and_index() {
   waiting_.assign(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     for (auto a : flows_[i].after) {
-      auto it = index.find(a);
-      if (it == index.end())
-        throw FlowError(flow_name(flows_[i]) + ": 'after' names unknown flow id " + std::to_string(a));
-      if (it->second == static_cast<std::int32_t>(i)) throw FlowError(flow_name(flows_[i]) + ": waits for itself");
-      ++count[it->second + 1];
+      const std::int32_t p = find_index(a);
+      if (p < 0) throw FlowError(flow_name(flows_[i]) + ": 'after' names unknown flow id " + std::to_string(a));
+      if (p == static_cast<std::int32_t>(i)) throw FlowError(flow_name(flows_[i]) + ": waits for itself");
+      ++count[p + 1];
       ++waiting_[i];
     }
   }
@@ -180,7 +191,7 @@ void Engine::validate_and_index() {
   succ_.assign(count[n], 0);
   std::vector<std::int32_t> fill(count.begin(), count.end() - 1);
   for (std::size_t i = 0; i < n; ++i)
-    for (auto a : flows_[i].after) succ_[fill[index[a]]++] = static_cast<std::int32_t>(i);
+    for (auto a : flows_[i].after) succ_[fill[find_index(a)]++] = static_cast<std::int32_t>(i);
 
   std::vector<std::int32_t> indeg = waiting_, queue;
   queue.reserve(n);
@@ -197,7 +208,7 @@ void Engine::validate_and_index() {
     while (!on_walk[f]) {
       on_walk[f] = 1;
       for (auto a : flows_[f].after) {
-        auto p = index[a];
+        auto p = find_index(a);
         if (indeg[p] > 0) {
           f = p;
           break;
@@ -215,9 +226,11 @@ void Engine::build_classes() {
   for (std::size_t i = 0; i < flows_.size(); ++i) {
     const FlowSpec& f = flows_[i];
     if (f.links.empty() || f.bytes.value == 0) continue;  // finishes at its start, never active
-    key = f.links;
+    key.assign(f.links.begin(), f.links.end());
     std::sort(key.begin(), key.end());
-    auto [it, inserted] = by_links.emplace(key, static_cast<std::int32_t>(classes_.size()));
+    auto it = by_links.find(key);
+    const bool inserted = it == by_links.end();
+    if (inserted) it = by_links.emplace(key, static_cast<std::int32_t>(classes_.size())).first;
     if (inserted) {
       RouteClass c;
       c.link_begin = static_cast<std::int32_t>(class_links_.size());
@@ -256,6 +269,7 @@ void Engine::start(std::int32_t f, double t) {
   rc.finish_heap.emplace_back(rc.served + flows_[f].bytes.as_double(), f);
   std::push_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
   if (rc.multiplicity++ == 0) join(c, t);
+  for (auto k = rc.link_begin; k < rc.link_end; ++k) ++links_[class_links_[k]].flows;
   rc.joined = batch_;
   touch(c);
 }
@@ -321,6 +335,8 @@ void Engine::class_finish_event(std::int32_t c, double t) {
     std::pop_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
     rc.finish_heap.pop_back();
     if (level > rc.served) rc.served = level;
+    for (auto k = rc.link_begin; k < rc.link_end; ++k) --links_[class_links_[k]].flows;
+    rc.left = batch_;
     if (--rc.multiplicity == 0) leave(c, t);
     touch(c);
     finish(f, t);
@@ -336,20 +352,48 @@ void Engine::schedule_finish(std::int32_t c, double t) {
   events_.push({t + remaining / rc.rate, 1, c, rc.version});
 }
 
-// Recomputes max-min rates on the connected component(s) of links and active classes reachable
-// from the classes touched in this batch, by progressive filling (see flow_sim.hpp).
+// Recomputes max-min rates around the classes touched in this batch, by progressive filling (see
+// flow_sim.hpp), over the part of the network whose rates the batch can change.
+//
+// Level cut theta: every active class whose old rate is below theta keeps it, where theta is the
+// smallest of
+//   - the old rate of each class that lost flows: at every level x below it the load of every link
+//     is unchanged or lower (the leaving flows were still unfixed there), and a link that saturated
+//     below it carried none of them, so the filling fixes the same classes at the same levels;
+//   - for each class that gained flows, min over its links l of C_l / n_l (n_l: active flows on l
+//     after the batch): a new flow gets at least that rate (at level x <= C_l / n_l no link of it
+//     can be full), so below it the new flows only add load on links that cannot saturate there.
+// The classes to refill are the touched ones plus every active class with rate >= theta reachable
+// from their links through links and classes with rate >= theta: a change can only travel through
+// a class whose rate moves. Classes below theta stay fixed and their load is subtracted up front.
 void Engine::refill(double t) {
   ++stamp_;
   ++result_.rate_updates;
   comp_links_.clear();
   comp_classes_.clear();
   stack_.clear();
+  double theta = INFINITY;
+  for (auto c : touched_) {
+    const RouteClass& rc = classes_[c];
+    if (rc.left == batch_) theta = std::min(theta, rc.rate);
+    if (rc.joined == batch_)
+      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+        const LinkState& ls = links_[class_links_[k]];
+        theta = std::min(theta, ls.capacity / static_cast<double>(std::max<std::int64_t>(1, ls.flows)));
+      }
+  }
+  // Rates equal to theta in exact arithmetic may differ in the last bits (two links saturating at
+  // the same level), and such classes can change, so theta keeps a relative margin of 1e-9.
+  theta *= 1.0 - 1e-9;
   auto visit_class_links = [&](std::int32_t c) {
     const RouteClass& rc = classes_[c];
     for (auto k = rc.link_begin; k < rc.link_end; ++k) {
       const std::int32_t l = class_links_[k];
-      if (links_[l].stamp != stamp_) {
-        links_[l].stamp = stamp_;
+      LinkState& ls = links_[l];
+      if (ls.stamp != stamp_) {
+        ls.stamp = stamp_;
+        ls.remaining = ls.capacity;
+        ls.unfixed = 0;
         stack_.push_back(l);
       }
     }
@@ -361,47 +405,31 @@ void Engine::refill(double t) {
     }
     visit_class_links(c);
   }
+  // One pass per link: a class on it moves (is refilled) when it was touched or its rate is >= theta,
+  // and every such class on a visited link is reached from it, so the remaining capacity (what
+  // the classes that keep their rate leave) and the unfixed count are known when the link is scanned.
+  share_heap_.clear();
   while (!stack_.empty()) {
     const std::int32_t l = stack_.back();
     stack_.pop_back();
     comp_links_.push_back(l);
-    for (auto c : links_[l].classes)
-      if (classes_[c].stamp != stamp_) {
-        classes_[c].stamp = stamp_;
-        comp_classes_.push_back(c);
-        visit_class_links(c);
+    for (auto c : links_[l].classes) {
+      RouteClass& rc = classes_[c];
+      if (rc.touched == batch_ || !(rc.rate < theta)) {
+        links_[l].unfixed += rc.multiplicity;
+        if (rc.stamp != stamp_) {
+          rc.stamp = stamp_;
+          comp_classes_.push_back(c);
+          visit_class_links(c);
+        }
+      } else {
+        links_[l].remaining -= static_cast<double>(rc.multiplicity) * rc.rate;
       }
-  }
-
-  // Progressive filling over the component. When flows only left (no flow joined) in this batch,
-  // every class whose rate is below the smallest old rate theta of the classes that lost flows keeps
-  // its rate: at each level below theta the load of every link is unchanged or lower, so the
-  // filling fixes the same classes at the same levels (see flow_sim.hpp). Those classes are taken
-  // as fixed from the start and only the rest is refilled.
-  double theta = INFINITY;
-  // Rates equal to theta in exact arithmetic may differ in the last bits (two links saturating at
-  // the same level), and such classes can change, so theta keeps a relative margin of 1e-9.
-  for (auto c : touched_) theta = classes_[c].joined == batch_ ? 0.0 : std::min(theta, classes_[c].rate);
-  theta *= 1.0 - 1e-9;
-  for (auto c : comp_classes_) {
-    RouteClass& rc = classes_[c];
-    advance(rc, t);
-    if (rc.rate < theta && rc.touched != batch_) rc.fixed = stamp_;
-  }
-  share_heap_.clear();
-  for (auto l : comp_links_) {
-    LinkState& ls = links_[l];
-    ls.remaining = ls.capacity;
-    ls.unfixed = 0;
-    for (auto c : ls.classes) {
-      const RouteClass& rc = classes_[c];
-      if (rc.fixed == stamp_)
-        ls.remaining -= static_cast<double>(rc.multiplicity) * rc.rate;
-      else
-        ls.unfixed += rc.multiplicity;
     }
+    const LinkState& ls = links_[l];
     if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
   }
+  for (auto c : comp_classes_) advance(classes_[c], t);
   std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
   // Heap keys are lower bounds: a link's share only grows while the filling runs (see flow_sim.hpp),
   // so instead of pushing a new key at every change, a popped link whose share has grown is pushed
@@ -420,7 +448,7 @@ void Engine::refill(double t) {
     }
     for (auto c : ls.classes) {
       RouteClass& rc = classes_[c];
-      if (rc.fixed == stamp_) continue;
+      if (rc.stamp != stamp_ || rc.fixed == stamp_) continue;
       rc.fixed = stamp_;
       const double old_rate = rc.rate;
       rc.rate = share;

@@ -9,7 +9,10 @@
 //   t(o)         = latency(route(o)) + per_op + bytes(o) / min over l on o's route of
 //                  (bandwidth(l) * efficiency(kind(l)))                       (o alone on its route)
 //   T_critical   = longest path through the DAG with these t(o)    (pipeline fill and dependencies)
-//   estimate     = max(T_bandwidth, T_critical) + per_tensor * tensors + per_bucket * broadcast buffers
+//   estimate     = max(T_bandwidth, T_critical) + overheads
+//   overheads    = per_tensor * tensors moved by reshard operations
+//                + per_broadcast_tensor * tensors moved by gather/broadcast operations
+//                + per_bucket * broadcast buckets + per_stage * broadcasting source stages
 //
 // The two terms bound the makespan from below in a fluid model with these capacities; the max of
 // them is exact for a single bottleneck with full overlap and is what the simulator refines.
@@ -28,13 +31,17 @@ struct CostParams {
   // Implementation profile.
   std::string profile = "reshard";
   Seconds per_op{8.4e-6};        // per transfer operation (NCCL Simple base latency, tuning.cc)
-  Seconds per_tensor{0};         // per tensor handled (framework bookkeeping)
+  Seconds per_tensor{0};         // per tensor moved by reshard operations (framework bookkeeping)
+  Seconds per_broadcast_tensor{0};  // per tensor moved by the gather/broadcast path
   Seconds per_bucket{0};         // per broadcast bucket (packing, launch, synchronisation)
+  Seconds per_stage{0};          // per source pipeline stage that broadcasts (group setup, sequencing)
+  BytesPerSecond memory_copy_rate{2.15e12};  // local GPU copy payload: H200 D2D ~4.3 TB/s read+write (hardware.md) / 2
 
   // The built-in profiles: "reshard" (this project's executor) and "nemo_rl" (NeMo RL's Python
   // refit path, fitted to its published DGX H100 numbers). Throws ConfigError for other names.
   static CostParams profile_named(const std::string& name);
-  // A YAML file with keys efficiency {nvlink, c2c, pcie, network}, per_op, per_tensor, per_bucket.
+  // A YAML file with keys profile, efficiency {nvlink, c2c, pcie, network}, per_op, per_tensor,
+  // per_broadcast_tensor, per_bucket (durations with units).
   static CostParams load(const std::filesystem::path& path);
 };
 
@@ -47,6 +54,10 @@ struct Prediction {
   Bytes network_bytes;     // bytes of operations routed over the network
   Bytes nvlink_bytes;      // bytes of operations inside an NVLink domain
   std::int64_t operations = 0;
+  std::int64_t reshard_tensors = 0;    // tensors moved by reshard operations
+  std::int64_t broadcast_tensors = 0;  // tensors moved by gather/broadcast operations
+  std::int64_t broadcast_buckets = 0;
+  std::int64_t broadcast_stages = 0;   // distinct heads that start broadcast rings (source PP stages)
 };
 
 Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,

@@ -71,8 +71,12 @@ struct StrategyParams {
   std::string strategy = "domain_chain";
   std::int32_t chunks = 4;           // pipeline parts per buffer (chain hops, broadcast ring hops)
   std::int32_t max_chain = 8;        // domains per chain; longer lists split into chains fed by other holders
-  Bytes bucket{512LL << 20};         // gather_broadcast bucket size (two buckets in flight per head)
+  // gather_broadcast bucket size, two buckets in flight per head. NeMo RL: 2 % of GPU memory capped
+  // at 5 GB -> 1.6 GB on an 80 GB H100.
+  Bytes bucket{1'600'000'000};
   bool rail_aligned_ingress = true;  // prefer ingress GPUs on the holder's rail
+  bool relay_ingress = false;        // any GPU of a domain may be its ingress, needed there or not
+  bool relay_egress = false;         // any GPU of a holder's domain may send (fed over NVLink)
 };
 
 struct Schedule {
@@ -82,6 +86,24 @@ struct Schedule {
   std::vector<Buffer> buffers;
   std::vector<Op> ops;
 };
+
+// Calls f(piece, begin, end) for the element ranges [begin, end) of each slice that part `part` of
+// `parts` of buffer `b` covers, in slice order. Part c covers the buffer's elements
+// [total * c / parts, total * (c + 1) / parts) (total = the sum of the slice counts), so parts
+// differ by at most one element and tile the buffer. Executors and the validator share this rule.
+template <class F>
+void for_each_in_part(const Buffer& b, std::int32_t part, std::int32_t parts, F&& f) {
+  std::int64_t total = 0;
+  for (const auto& s : b.slices) total += s.count;
+  const std::int64_t lo = total * part / parts, hi = total * (part + 1) / parts;
+  std::int64_t pos = 0;
+  for (const auto& s : b.slices) {
+    const std::int64_t a = lo > pos ? lo : pos, e = hi < pos + s.count ? hi : pos + s.count;
+    if (a < e) f(s.piece, s.offset + (a - pos), s.offset + (e - pos));
+    pos += s.count;
+    if (pos >= hi) break;
+  }
+}
 
 const std::vector<std::string>& strategy_names();  // named strategies (not "auto")
 

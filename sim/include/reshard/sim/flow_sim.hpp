@@ -32,9 +32,11 @@
 // same rate), so the filling runs over classes, weighted by multiplicity. A class keeps the bytes
 // served per flow as a function of time; its flows' finish points sit in a heap, so a class's next
 // finish is one subtraction and one division. A change (a flow starting or finishing) can only move
-// the rates of the connected component of links and active classes around it; only that component
-// is refilled, and only classes whose rate changed get a new finish event. Events of equal time are
-// handled together with one refill.
+// rates at or above a level theta (the smallest old rate of a class that lost flows; for a class
+// that gained flows, min over its links of capacity / active flows): only the classes at or above
+// theta reachable from the change through links and such classes are refilled, the others keep
+// their rate (proof on Engine::refill), and only classes whose rate changed get a new finish event.
+// Events of equal time are handled together with one refill.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,71 @@
+// Strategy, estimate and tuner benchmarks on the large shipped scenarios.
+//   build/bench/bench_strategies
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <memory>
+
+#include "reshard/model/cost.hpp"
+#include "reshard/model/scenario.hpp"
+#include "reshard/model/tuner.hpp"
+
+using namespace reshard::model;
+
+namespace {
+
+struct Loaded {
+  LoadedScenario sc;
+  TransferSet ts;
+};
+const Loaded& scenario(const std::string& file) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  auto& slot = cache[file];
+  if (!slot) {
+    auto sc = load_scenario(std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + file);
+    auto ts = plan(sc.inventory, sc.source, sc.destination);
+    slot = std::make_unique<Loaded>(Loaded{std::move(sc), std::move(ts)});
+  }
+  return *slot;
+}
+
+void build(benchmark::State& state, const char* file, const char* strategy) {
+  const auto& l = scenario(file);
+  StrategyParams p;
+  p.strategy = strategy;
+  std::size_t ops = 0;
+  for (auto _ : state) ops = build_schedule(l.ts, l.sc.inventory, l.sc.source, l.sc.destination, l.sc.topology, p).ops.size();
+  state.counters["ops"] = static_cast<double>(ops);
+}
+
+void estimate_only(benchmark::State& state, const char* file, const char* strategy) {
+  const auto& l = scenario(file);
+  StrategyParams p;
+  p.strategy = strategy;
+  const auto s = build_schedule(l.ts, l.sc.inventory, l.sc.source, l.sc.destination, l.sc.topology, p);
+  const auto cost = CostParams::profile_named("reshard");
+  for (auto _ : state) benchmark::DoNotOptimize(estimate(s, l.ts, l.sc.inventory, l.sc.topology, cost).time);
+  state.counters["ops"] = static_cast<double>(s.ops.size());
+}
+
+void tune_scenario(benchmark::State& state, const char* file) {
+  const auto& l = scenario(file);
+  const auto cost = CostParams::profile_named("reshard");
+  std::size_t evaluated = 0;
+  for (auto _ : state)
+    evaluated = tune(l.ts, l.sc.inventory, l.sc.source, l.sc.destination, l.sc.topology, cost).evaluated.size();
+  state.counters["evaluated"] = static_cast<double>(evaluated);
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(build, deepseek_domain_chain, "deepseek-v3-h100.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK_CAPTURE(estimate_only, deepseek_domain_chain, "deepseek-v3-h100.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_CAPTURE(build, deepseek_gather_broadcast, "deepseek-v3-h100.yaml", "gather_broadcast")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(estimate_only, deepseek_gather_broadcast, "deepseek-v3-h100.yaml", "gather_broadcast")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(build, kimi_k3_domain_chain, "kimi-k3-gb200.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(estimate_only, kimi_k3_domain_chain, "kimi-k3-gb200.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(build, kimi_k3_direct, "kimi-k3-gb200.yaml", "direct")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(tune_scenario, deepseek_v3_h100, "deepseek-v3-h100.yaml")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(tune_scenario, kimi_k3_gb200, "kimi-k3-gb200.yaml")->Unit(benchmark::kMillisecond)->Iterations(1);
+
+BENCHMARK_MAIN();

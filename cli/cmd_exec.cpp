@@ -1,0 +1,215 @@
+// reshard exec SCENARIO|SCHEDULE.json [--scenario S] [--strategy S] [--backend host|cuda|nccl] [--json]
+//   [--timeout 30s] [-o measurement.json] [--inject corrupt:OP|die:RANK|drop:OP]
+// reshard check MEASUREMENT [--json]
+//
+// exec runs a schedule for real (DESIGN.md §10): under mpirun for host and nccl (one process per GPU
+// of the scenario), in one process for cuda. Process 0 prints and writes the measurement; the other
+// processes stay quiet. check compares a measurement with the cost model's prediction, step by step.
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "reshard/exec/executor.hpp"
+#include "reshard/model/cost.hpp"
+#include "reshard/model/scenario.hpp"
+#include "reshard/model/schedule.hpp"
+#include "reshard/model/tuner.hpp"
+#include "table.hpp"
+
+namespace reshard::cli {
+
+using namespace reshard::model;
+using reshard::exec::ExecError;
+
+namespace {
+
+struct ExecArgs {
+  std::string input, scenario, strategy = "domain_chain", backend = "host", timeout = "30s", output, profile = "reshard";
+  int chunks = 4, max_chain = 8;
+  bool json = false, dry_run = false;
+  std::vector<std::string> inject;
+};
+
+bool is_json_file(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+}
+
+void run_exec(const ExecArgs& a) {
+  exec::ExecOptions opt;
+  opt.backend = a.backend;
+  opt.profile = a.profile;
+  opt.timeout_s = parse_duration(a.timeout).value;
+  for (const auto& f : a.inject) opt.faults.push_back(exec::parse_fault(f));
+  CostParams::profile_named(a.profile);  // an unknown profile is refused before anything runs
+
+  // Everything below up to execute() is checked before any process moves a byte.
+  const bool from_schedule = is_json_file(a.input);
+  if (from_schedule && a.scenario.empty())
+    throw ConfigError(a.input, 0, "--scenario", "a schedule file needs --scenario naming the scenario it was built for");
+  const std::string scenario_path = std::filesystem::absolute(from_schedule ? a.scenario : a.input).string();
+  opt.scenario_path = scenario_path;
+  const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path));
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  Schedule schedule;
+  if (from_schedule) {
+    std::ifstream in(a.input);
+    if (!in) throw ConfigError(a.input, 0, "", "cannot open the schedule file");
+    try {
+      schedule = schedule_from_json(nlohmann::json::parse(in));
+    } catch (const nlohmann::json::exception& e) {
+      throw ConfigError(a.input, 0, "", std::string("not JSON: ") + e.what());
+    }
+  } else {
+    StrategyParams p;
+    if (a.strategy == "auto") {
+      p = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, CostParams::profile_named(a.profile)).best.params;
+    } else {
+      p.strategy = a.strategy;
+      p.chunks = a.chunks;
+      p.max_chain = a.max_chain;
+    }
+    schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+    schedule.scenario = sc.scenario.name;
+  }
+  const exec::RunPlan rp = exec::make_run_plan(sc, ts, schedule);
+  if (a.dry_run) {  // what a run needs, without starting one (no MPI, no GPU)
+    std::int64_t moved = 0;
+    for (const auto& o : schedule.ops) moved += o.bytes.value;
+    if (a.json) {
+      std::cout << nlohmann::json{{"gpus", rp.gpus.size()}, {"processes", rp.gpus.size()}, {"strategy", schedule.params.strategy},
+                                  {"operations", schedule.ops.size()}, {"steps", rp.steps}, {"bytes_moved", moved},
+                                  {"bytes_needed", ts.bytes_needed.value}}
+                       .dump(2)
+                << '\n';
+    } else {
+      print_fields(std::cout, {{"scenario", sc.scenario.name},
+                               {"strategy", schedule.params.strategy},
+                               {"GPUs", std::to_string(rp.gpus.size()) + " (mpirun -np " + std::to_string(rp.gpus.size()) + ")"},
+                               {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + " steps"},
+                               {"bytes moved", format(Bytes{moved})}});
+    }
+    return;
+  }
+
+  exec::RunResult res;
+  try {
+    res = exec::execute(rp, opt);
+  } catch (const ExecError& e) {
+    if (!e.fatal()) throw;
+    std::cerr << "reshard: error: " << e.what() << '\n' << std::flush;
+    exec::abandon_run(3);
+    throw;
+  }
+  if (!res.reporter) return;
+  const exec::Measurement& m = res.measurement;
+  nlohmann::json mj = exec::to_json(m, rp);
+  if (!a.output.empty()) {
+    std::ofstream out(a.output);
+    if (!out) throw ConfigError(a.output, 0, "-o", "cannot write the measurement file");
+    out << mj.dump(1) << '\n';
+  }
+  if (a.json) {
+    nlohmann::json j;
+    j["verified"] = m.verified;
+    j["bytes_verified"] = m.bytes_verified;
+    j["ranks"] = m.ranks;
+    j["gpus"] = rp.gpus.size();
+    j["backend"] = m.backend;
+    j["strategy"] = schedule.params.strategy;
+    j["operations"] = schedule.ops.size();
+    j["elapsed_s"] = m.elapsed_s;
+    j["steps"] = mj["steps"];
+    if (!a.output.empty()) j["measurement"] = a.output;
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  std::int64_t moved = 0;
+  for (const auto& o : schedule.ops) moved += o.bytes.value;
+  print_fields(std::cout, {{"scenario", sc.scenario.name},
+                           {"strategy", schedule.params.strategy + " chunks=" + std::to_string(schedule.params.chunks)},
+                           {"backend", m.backend + " (" + std::to_string(m.ranks) + " processes, " +
+                                           std::to_string(rp.gpus.size()) + " GPUs)"},
+                           {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + " steps"},
+                           {"bytes moved", format(Bytes{moved})},
+                           {"elapsed", format(Seconds{m.elapsed_s})},
+                           {"rate", format(BytesPerSecond{m.elapsed_s > 0 ? moved / m.elapsed_s : 0})},
+                           {"verified", std::string(m.verified ? "yes, " : "NO, ") + format(Bytes{m.bytes_verified}) +
+                                            " of destination shards"}});
+  std::cout << '\n';
+  Table t({"step", "ops>", "bytes>", "time>", "rate>"});
+  for (const auto& st : mj["steps"]) {
+    const double sec = st["seconds"].get<double>();
+    const auto bytes = st["bytes"].get<std::int64_t>();
+    t.add({std::to_string(st["step"].get<int>()), std::to_string(st["ops"].get<std::int64_t>()), format(Bytes{bytes}),
+           format(Seconds{sec}), format(BytesPerSecond{sec > 0 ? static_cast<double>(bytes) / sec : 0})});
+  }
+  t.print(std::cout);
+  if (!a.output.empty()) std::cout << "measurement written to " << a.output << '\n';
+}
+
+void run_check(const std::string& path, bool json) {
+  const exec::Measurement m = exec::load_measurement(path);
+  const auto rows = exec::compare_with_prediction(m);
+  if (json) {
+    nlohmann::json j;
+    j["measurement"] = path;
+    j["scenario"] = m.scenario_path;
+    j["profile"] = m.profile;
+    j["backend"] = m.backend;
+    auto& steps = j["steps"] = nlohmann::json::array();
+    for (const auto& r : rows) {
+      nlohmann::json row = {{"ops", r.ops}, {"bytes", r.bytes}, {"predicted_s", r.predicted_s},
+                            {"measured_s", r.measured_s}, {"error", r.error()}};
+      if (r.step < 0) {
+        j["total"] = row;
+      } else {
+        row["step"] = r.step;
+        steps.push_back(row);
+      }
+    }
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  print_fields(std::cout, {{"measurement", path}, {"scenario", m.scenario_path}, {"backend", m.backend},
+                           {"profile", m.profile}, {"verified", m.verified ? "yes" : "no"}});
+  std::cout << '\n';
+  Table t({"step", "ops>", "bytes>", "predicted>", "measured>", "error>"});
+  for (const auto& r : rows)
+    t.add({r.step < 0 ? "total" : std::to_string(r.step), std::to_string(r.ops), format(Bytes{r.bytes}),
+           format(Seconds{r.predicted_s}), format(Seconds{r.measured_s}), fixed(100 * r.error(), 1) + " %"});
+  t.print(std::cout);
+  std::cout << "error is (measured - predicted) / predicted; the prediction is the cost model of the scenario's "
+               "topology with profile '" << m.profile << "'.\n";
+}
+
+}  // namespace
+
+void add_exec_command(CLI::App& app) {
+  auto a = std::make_shared<ExecArgs>();
+  auto* cmd = app.add_subcommand("exec", "Run a schedule for real and verify every destination byte (under mpirun for host/nccl)");
+  cmd->add_option("input", a->input, "Scenario YAML file, or a schedule JSON file (then --scenario)")->required();
+  cmd->add_option("--scenario", a->scenario, "The scenario a schedule file was built for");
+  cmd->add_option("--strategy", a->strategy, "Strategy (reshard compare lists them) or auto");
+  cmd->add_option("--chunks", a->chunks, "Pipeline parts per buffer");
+  cmd->add_option("--max-chain", a->max_chain, "Domains per chain");
+  cmd->add_option("--backend", a->backend, "host (MPI), cuda (one GPU, virtual ranks), nccl (one process per GPU)");
+  cmd->add_option("--timeout", a->timeout, "A peer that does not answer within this ends the run (e.g. 30s)");
+  cmd->add_option("-o,--output", a->output, "Write the Measurement JSON here");
+  cmd->add_option("--profile", a->profile, "Cost profile recorded for reshard check (reshard or nemo_rl)");
+  cmd->add_option("--inject", a->inject, "Test-only fault: corrupt:OP, die:RANK, drop:OP");
+  cmd->add_flag("--json", a->json, "Print one JSON object (process 0)");
+  cmd->add_flag("--dry-run", a->dry_run, "Build and check the schedule, print the process count it needs, run nothing");
+  cmd->callback([a] { run_exec(*a); });
+}
+
+void add_check_command(CLI::App& app) {
+  auto path = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand("check", "Compare a Measurement with the cost model's prediction, step by step");
+  cmd->add_option("measurement", *path, "Measurement JSON written by reshard exec -o")->required();
+  cmd->add_flag("--json", *json, "Print one JSON object");
+  cmd->callback([path, json] { run_check(*path, *json); });
+}
+
+}  // namespace reshard::cli

@@ -1,0 +1,20 @@
+// Backend entry points behind execute() (executor.cpp dispatches on ExecOptions::backend).
+#pragma once
+
+#include <string>
+
+#include "reshard/exec/executor.hpp"
+
+namespace reshard::exec::detail {
+
+RunResult run_host(const RunPlan& plan, const ExecOptions& options);   // host_backend.cpp (MPI)
+RunResult run_cuda(const RunPlan& plan, const ExecOptions& options);   // gpu_backends.cpp (CUDA)
+RunResult run_nccl(const RunPlan& plan, const ExecOptions& options);   // gpu_backends.cpp (MPI + NCCL)
+
+// The measurement skeleton every backend fills in.
+Measurement new_measurement(const RunPlan& plan, const ExecOptions& options, int world);
+// The GPUs process `rank` of `world` runs: GPU number i goes to process i mod world.
+std::vector<model::GpuId> gpus_of_process(const RunPlan& plan, int rank, int world);
+inline int process_of(const RunPlan& plan, model::GpuId g, int world) { return plan.gpu_index(g) % world; }
+
+}  // namespace reshard::exec::detail

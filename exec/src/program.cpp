@@ -1,0 +1,275 @@
+// The executor core: run plans, per-GPU programs, the pattern, faults (see executor.hpp).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "pattern.hpp"
+#include "reshard/exec/executor.hpp"
+
+namespace reshard::exec {
+
+using namespace reshard::model;
+
+std::uint64_t pattern_word(std::int32_t tensor, std::int64_t index) { return detail::pattern_word(tensor, index); }
+
+void pattern_bytes(std::int32_t tensor, std::int64_t index, int element_size, unsigned char* out) {
+  const std::uint64_t w = detail::pattern_word(tensor, index);
+  for (int i = 0; i < element_size; ++i) out[i] = detail::pattern_byte(w, i % 8);
+}
+
+std::int32_t RunPlan::gpu_index(GpuId g) const {
+  auto it = std::lower_bound(gpus.begin(), gpus.end(), g);
+  if (it == gpus.end() || *it != g) return -1;
+  return static_cast<std::int32_t>(it - gpus.begin());
+}
+
+namespace {
+
+bool contains(const Box& outer, const Box& inner) {
+  if (outer.dims.size() != inner.dims.size()) return false;
+  for (std::size_t i = 0; i < outer.dims.size(); ++i)
+    if (inner.dims[i].lo < outer.dims[i].lo || inner.dims[i].hi > outer.dims[i].hi) return false;
+  return true;
+}
+
+std::int32_t find_shard(const ShardMap& m, const Piece& p, RankSetId ranks) {
+  const auto& shards = m.shards(p.tensor);
+  for (std::size_t i = 0; i < shards.size(); ++i)
+    if (shards[i].ranks == ranks && contains(shards[i].box, p.box)) return static_cast<std::int32_t>(i);
+  return -1;
+}
+
+// Calls emit(shard_element_offset, piece_element, count) for the contiguous runs that elements
+// [b, e) of `piece` (row-major in the piece's box) occupy in `shard` (row-major in the shard's box).
+// A row of the piece (its last dimension) is contiguous in the shard; rows follow each other.
+template <class F>
+void map_runs(const Box& piece, const Box& shard, std::int64_t b, std::int64_t e, F&& emit) {
+  const std::size_t nd = piece.dims.size();
+  if (nd == 0) {
+    if (b < e) emit(std::int64_t{0}, b, e - b);
+    return;
+  }
+  std::vector<std::int64_t> stride(nd, 1);
+  for (std::size_t i = nd - 1; i > 0; --i) stride[i - 1] = stride[i] * shard.dims[i].size();
+  const std::int64_t row_len = piece.dims[nd - 1].size();
+  std::int64_t k = b;
+  while (k < e) {
+    const std::int64_t row = k / row_len, col = k % row_len, n = std::min(row_len - col, e - k);
+    std::int64_t off = piece.dims[nd - 1].lo - shard.dims[nd - 1].lo + col, rest = row;
+    for (std::size_t i = nd - 1; i > 0; --i) {
+      const std::int64_t extent = piece.dims[i - 1].size();
+      off += (piece.dims[i - 1].lo - shard.dims[i - 1].lo + rest % extent) * stride[i - 1];
+      rest /= extent;
+    }
+    emit(off, k, n);
+    k += n;
+  }
+}
+
+// Appends a copy run, merging it with the previous one when both sides continue it.
+void push_run(std::vector<CopyRun>& runs, const CopyRun& r) {
+  if (!runs.empty()) {
+    auto& p = runs.back();
+    if (p.src == r.src && p.dst == r.dst && p.src_offset + p.bytes == r.src_offset &&
+        p.dst_offset + p.bytes == r.dst_offset) {
+      p.bytes += r.bytes;
+      return;
+    }
+  }
+  runs.push_back(r);
+}
+
+}  // namespace
+
+RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Schedule& s) {
+  RunPlan rp;
+  rp.scenario = &sc;
+  rp.transfers = &ts;
+  rp.schedule = &s;
+  const std::string who = "schedule for '" + s.scenario + "' run on scenario '" + sc.scenario.name + "'";
+  if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
+    throw ScheduleError(who + ": the schedule was built for " + std::to_string(s.piece_count) +
+                        " pieces, the scenario plans " + std::to_string(ts.pieces.size()) +
+                        "; a schedule that does not match its scenario is refused");
+  // The GPUs of both layouts, and relays: GPUs of the topology a schedule passes data through.
+  std::set<GpuId> gpus(sc.source.gpus().begin(), sc.source.gpus().end());
+  gpus.insert(sc.destination.gpus().begin(), sc.destination.gpus().end());
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const Op& op = s.ops[i];
+    const std::string where = who + ": operation " + std::to_string(op.id);
+    if (op.id != static_cast<std::int64_t>(i)) throw ScheduleError(where + ": ids must be dense and ascending");
+    for (GpuId g : {op.src, op.dst}) {
+      if (g < 0 || g >= sc.topology.gpu_count())
+        throw ScheduleError(where + ": GPU " + std::to_string(g) + " is not in the scenario's topology (" +
+                            std::to_string(sc.topology.gpu_count()) +
+                            " GPUs); a schedule that does not match its scenario is refused");
+      gpus.insert(g);
+    }
+    if (op.buffer < 0 || op.buffer >= static_cast<std::int32_t>(s.buffers.size()) || op.parts < 1 || op.part < 0 ||
+        op.part >= op.parts)
+      throw ScheduleError(where + ": buffer or part out of range");
+  }
+  rp.gpus.assign(gpus.begin(), gpus.end());
+  validate(s, ts, sc.inventory, sc.source, sc.destination);
+  rp.step_of.assign(s.ops.size(), 0);
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    for (auto a : s.ops[i].after) rp.step_of[i] = std::max(rp.step_of[i], rp.step_of[static_cast<std::size_t>(a)] + 1);
+    rp.steps = std::max(rp.steps, rp.step_of[i] + 1);
+  }
+  for (const auto& p : ts.pieces) {
+    rp.piece_source_shard.push_back(find_shard(sc.source, p, p.holders));
+    rp.piece_destination_shard.push_back(find_shard(sc.destination, p, p.needers));
+    if (rp.piece_source_shard.back() < 0 || rp.piece_destination_shard.back() < 0)
+      throw ScheduleError(who + ": a piece of '" + sc.inventory.tensor(p.tensor).name + "' " + to_string(p.box) +
+                          " lies in no single shard");
+  }
+  return rp;
+}
+
+GpuProgram build_program(const RunPlan& rp, GpuId gpu) {
+  const LoadedScenario& sc = *rp.scenario;
+  const TransferSet& ts = *rp.transfers;
+  const Schedule& s = *rp.schedule;
+  GpuProgram prog;
+  prog.gpu = gpu;
+  auto ranks_on = [&](const ShardMap& m) {
+    std::vector<Rank> v;
+    for (Rank r = 0; r < m.world_size(); ++r)
+      if (m.gpu_of(r) == gpu) v.push_back(r);
+    return v;
+  };
+  // (tensor, shard index) -> region, for the shards some rank on this GPU holds.
+  auto shard_regions = [&](const ShardMap& m, Region::Kind kind) {
+    std::map<std::pair<std::int32_t, std::int32_t>, std::int32_t> out;
+    const auto ranks = ranks_on(m);
+    if (ranks.empty()) return out;
+    for (std::int32_t t = 0; t < m.tensor_count(); ++t) {
+      const auto& shards = m.shards(t);
+      const std::int64_t es = dtype_size(sc.inventory.tensor(t).dtype);
+      for (std::size_t i = 0; i < shards.size(); ++i) {
+        const auto& set = m.rank_set(shards[i].ranks);
+        if (std::none_of(ranks.begin(), ranks.end(), [&](Rank r) { return set.contains(r); })) continue;
+        out[{t, static_cast<std::int32_t>(i)}] = static_cast<std::int32_t>(prog.regions.size());
+        prog.regions.push_back(Region{kind, t, shards[i].box, -1, shards[i].box.elements() * es});
+        if (kind == Region::Kind::Destination) prog.destination_bytes += prog.regions.back().bytes;
+      }
+    }
+    return out;
+  };
+  const auto src_regions = shard_regions(sc.source, Region::Kind::Source);
+  const auto dst_regions = shard_regions(sc.destination, Region::Kind::Destination);
+  auto region_of = [](const auto& regions, std::int32_t tensor, std::int32_t shard) {
+    auto it = regions.find({tensor, shard});
+    return it == regions.end() ? -1 : it->second;
+  };
+  auto piece_src = [&](std::int32_t p) {
+    return region_of(src_regions, ts.pieces[static_cast<std::size_t>(p)].tensor, rp.piece_source_shard[static_cast<std::size_t>(p)]);
+  };
+  auto piece_dst = [&](std::int32_t p) {
+    return region_of(dst_regions, ts.pieces[static_cast<std::size_t>(p)].tensor, rp.piece_destination_shard[static_cast<std::size_t>(p)]);
+  };
+  auto shard_box = [&](std::int32_t region) -> const Box& { return prog.regions[static_cast<std::size_t>(region)].box; };
+
+  // Pieces held here and needed here: copied locally.
+  for (std::int32_t p = 0; p < static_cast<std::int32_t>(ts.pieces.size()); ++p) {
+    const std::int32_t from = piece_src(p), to = piece_dst(p);
+    if (from < 0 || to < 0) continue;
+    const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
+    const std::int64_t es = dtype_size(sc.inventory.tensor(pc.tensor).dtype);
+    // Both shards contain the piece; map each row into both.
+    std::vector<std::pair<std::int64_t, std::int64_t>> src_rows;  // (offset, count) in piece order
+    map_runs(pc.box, shard_box(from), 0, pc.box.elements(),
+             [&](std::int64_t off, std::int64_t, std::int64_t n) { src_rows.emplace_back(off, n); });
+    std::size_t row = 0;
+    map_runs(pc.box, shard_box(to), 0, pc.box.elements(), [&](std::int64_t off, std::int64_t, std::int64_t n) {
+      push_run(prog.local, CopyRun{from, to, src_rows[row].first * es, off * es, n * es});
+      ++row;
+    });
+  }
+
+  // Receives keep what they got: (piece, begin, end, byte offset) per receive region, for forwarding.
+  struct Held {
+    std::int32_t piece;
+    std::int64_t b, e, offset;
+  };
+  std::map<std::int64_t, std::pair<std::int32_t, std::vector<Held>>> received;  // op -> (region, runs)
+  for (const Op& op : s.ops) {
+    if (op.src != gpu && op.dst != gpu) continue;
+    const Buffer& buf = s.buffers[static_cast<std::size_t>(op.buffer)];
+    if (op.src == gpu) {
+      Transfer t{op.id, op.dst, static_cast<std::int32_t>(prog.regions.size()), {}};
+      prog.regions.push_back(Region{Region::Kind::Send, -1, {}, op.id, 0});
+      std::int64_t pos = 0;
+      for_each_in_part(buf, op.part, op.parts, [&](std::int32_t p, std::int64_t b, std::int64_t e) {
+        const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
+        const std::int64_t es = dtype_size(sc.inventory.tensor(pc.tensor).dtype);
+        if (const std::int32_t from = piece_src(p); from >= 0) {
+          map_runs(pc.box, shard_box(from), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
+            push_run(t.copies, CopyRun{from, t.region, off * es, pos + (k - b) * es, n * es});
+          });
+        } else {
+          bool found = false;
+          for (auto a : op.after) {
+            auto it = received.find(a);
+            if (it == received.end()) continue;
+            for (const Held& h : it->second.second)
+              if (h.piece == p && h.b <= b && e <= h.e) {
+                push_run(t.copies, CopyRun{it->second.first, t.region, h.offset + (b - h.b) * es, pos, (e - b) * es});
+                found = true;
+                break;
+              }
+            if (found) break;
+          }
+          if (!found)
+            throw ScheduleError("operation " + std::to_string(op.id) + ": GPU " + std::to_string(gpu) +
+                                " sends elements of piece " + std::to_string(p) + " it neither holds nor received before");
+        }
+        pos += (e - b) * es;
+      });
+      prog.regions[static_cast<std::size_t>(t.region)].bytes = pos;
+      prog.sends.push_back(std::move(t));
+    }
+    if (op.dst == gpu) {
+      Transfer t{op.id, op.src, static_cast<std::int32_t>(prog.regions.size()), {}};
+      prog.regions.push_back(Region{Region::Kind::Receive, -1, {}, op.id, 0});
+      auto& held = received[op.id];
+      held.first = t.region;
+      std::int64_t pos = 0;
+      for_each_in_part(buf, op.part, op.parts, [&](std::int32_t p, std::int64_t b, std::int64_t e) {
+        const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
+        const std::int64_t es = dtype_size(sc.inventory.tensor(pc.tensor).dtype);
+        held.second.push_back({p, b, e, pos});
+        if (const std::int32_t to = piece_dst(p); to >= 0 && piece_src(p) < 0) {
+          map_runs(pc.box, shard_box(to), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
+            push_run(t.copies, CopyRun{t.region, to, pos + (k - b) * es, off * es, n * es});
+          });
+        }
+        pos += (e - b) * es;
+      });
+      prog.regions[static_cast<std::size_t>(t.region)].bytes = pos;
+      prog.receives.push_back(std::move(t));
+    }
+  }
+  return prog;
+}
+
+Fault parse_fault(const std::string& text) {
+  const auto colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  Fault f;
+  if (kind == "corrupt") f.kind = Fault::Kind::Corrupt;
+  else if (kind == "die") f.kind = Fault::Kind::Die;
+  else if (kind == "kill") f.kind = Fault::Kind::Kill;
+  else if (kind == "drop") f.kind = Fault::Kind::Drop;
+  else throw ConfigError("--inject", 0, text, "expected corrupt:OP, die:RANK, kill:RANK or drop:OP");
+  try {
+    std::size_t used = 0;
+    f.target = std::stoll(text.substr(colon + 1), &used);
+    if (colon == std::string::npos || used != text.size() - colon - 1 || f.target < 0) throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw ConfigError("--inject", 0, text, "expected a non-negative number after '" + kind + ":'");
+  }
+  return f;
+}
+
+}  // namespace reshard::exec

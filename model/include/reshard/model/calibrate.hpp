@@ -1,0 +1,59 @@
+// Calibration: fit an implementation profile's free parameters to measured refit times.
+//
+// Each observation is a schedule with a measured time t. Its prediction is linear in the
+// overhead parameters x = (per_tensor, per_broadcast_tensor, per_bucket, per_stage):
+//     t_hat = h + a . x
+// where h is the schedule's hardware time (estimate with zero overheads) and a = (tensors moved by
+// reshard operations, tensors moved by gather/broadcast, broadcast buckets, broadcasting source
+// stages). Only the parameters named free are fitted; the others keep the base value. The fit minimises the
+// sum of squared *relative* errors, sum_i ((h_i + a_i . x - t_i) / t_i)^2, subject to x >= 0 (an
+// overhead cannot be negative): weighted least squares (Eigen, column-pivoting QR) on every subset
+// of the parameters, the best feasible subset wins. Parameters no observation informs (a zero
+// column) stay at the base profile's value.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "reshard/model/cost.hpp"
+
+namespace reshard::model {
+
+inline constexpr int kOverheadParams = 4;
+// Names of the overhead parameters, in the order of Observation::counts.
+inline constexpr const char* kOverheadNames[kOverheadParams] = {"per_tensor", "per_broadcast_tensor", "per_bucket",
+                                                                "per_stage"};
+
+struct Observation {
+  std::string label;  // "deepseek-v3-h100 gather_broadcast"
+  Seconds measured;
+  Seconds hardware;   // estimate with zero overheads
+  double counts[kOverheadParams] = {0, 0, 0, 0};  // what each overhead parameter multiplies
+};
+
+struct CalibrationRow {
+  std::string label;
+  Seconds measured, predicted;
+  double relative_error = 0;  // (predicted - measured) / measured
+};
+
+struct Calibration {
+  CostParams params;
+  std::vector<CalibrationRow> rows;
+  double rms_relative_error = 0;
+};
+
+// `free`: names from kOverheadNames to fit (empty: all).
+Calibration calibrate(const std::vector<Observation>& observations, const CostParams& base,
+                      const std::vector<std::string>& free = {});
+
+// Reads a CSV of measured times: header `scenario,strategy,measured_s` (optional `chunks`); '#'
+// lines are comments; scenario paths relative to the CSV file. Each row is planned, scheduled and
+// estimated with `base` (overheads zeroed) to make an Observation. ConfigError names file and line.
+std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base);
+
+// Writes the params as a YAML file that CostParams::load reads, with the fit's rows as comments.
+void write_params(const std::filesystem::path& out, const Calibration& c, const std::string& note);
+
+}  // namespace reshard::model

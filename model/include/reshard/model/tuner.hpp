@@ -1,0 +1,50 @@
+// The `auto` strategy: a deterministic search over strategies and their parameters, scored by the
+// analytic estimate, the best few optionally confirmed by a slower judge (the simulator).
+//
+// Search, within a budget of schedule evaluations:
+//   1. the seeds, and every named reshard strategy (direct, domain_grouped, domain_chain, hybrid)
+//      with defaults not among them;
+//   2. coordinate descent from the best two: chunks in {1, 2, 4, 8, 16}, then max_chain in
+//      {1, 2, 4, 8, 16, 64}, then relay_ingress, relay_egress and rail_aligned_ingress toggled; a move is kept when
+//      it lowers the estimate;
+//   3. the `confirm` judge (if given) re-scores the best `confirm_top` candidates and the lowest
+//      confirmed time wins.
+// Ties keep the earlier candidate, so the result depends only on the inputs.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "reshard/model/cost.hpp"
+
+namespace reshard::model {
+
+struct TuneCandidate {
+  StrategyParams params;
+  Prediction prediction;
+  std::optional<Seconds> confirmed;
+};
+
+struct TuneOptions {
+  std::int32_t budget = 40;       // schedule evaluations
+  // Work budget: no new schedule is built once the schedules built so far hold this many
+  // operations (frontier-scale scenarios have ~10^7 per schedule). Deterministic, unlike a clock.
+  std::int64_t operation_budget = 150'000'000;
+  // Candidates evaluated elsewhere (e.g. every named strategy in `compare`): ranked with the rest,
+  // so the result is never worse than any of them.
+  std::vector<TuneCandidate> seeds;
+  std::int32_t confirm_top = 3;   // candidates passed to `confirm`
+  std::function<Seconds(const Schedule&)> confirm;  // e.g. the simulated makespan
+  std::function<void(const StrategyParams&, const Prediction&)> progress;
+};
+
+struct TuneResult {
+  TuneCandidate best;
+  std::vector<TuneCandidate> evaluated;  // in evaluation order
+};
+
+TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
+                const Topology& topo, const CostParams& cost, const TuneOptions& options = {});
+
+}  // namespace reshard::model

@@ -1,0 +1,178 @@
+#include "reshard/model/calibrate.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "reshard/model/errors.hpp"
+#include "reshard/model/scenario.hpp"
+
+namespace reshard::model {
+
+namespace {
+Seconds* overhead(CostParams& p, int k) {
+  Seconds* fields[kOverheadParams] = {&p.per_tensor, &p.per_broadcast_tensor, &p.per_bucket, &p.per_stage};
+  return fields[k];
+}
+}  // namespace
+
+Calibration calibrate(const std::vector<Observation>& obs, const CostParams& base, const std::vector<std::string>& free) {
+  if (obs.empty()) throw ConfigError("", 0, "", "calibrate needs at least one measurement");
+  bool is_free[kOverheadParams];
+  for (int k = 0; k < kOverheadParams; ++k)
+    is_free[k] = free.empty() || std::find(free.begin(), free.end(), kOverheadNames[k]) != free.end();
+  for (const auto& f : free)
+    if (std::find_if(std::begin(kOverheadNames), std::end(kOverheadNames), [&](const char* n) { return f == n; }) ==
+        std::end(kOverheadNames))
+      throw ConfigError("", 0, "fit", "unknown parameter '" + f + "'");
+  CostParams fixed = base;
+  const int n = static_cast<int>(obs.size());
+  Eigen::MatrixXd A(n, kOverheadParams);
+  Eigen::VectorXd y(n);
+  for (int i = 0; i < n; ++i) {
+    const auto& o = obs[static_cast<std::size_t>(i)];
+    if (o.measured.value <= 0) throw ConfigError("", 0, o.label, "measured time must be positive");
+    const double w = 1.0 / o.measured.value;  // relative errors
+    double rest = o.hardware.value;           // hardware time plus the fixed overheads
+    for (int k = 0; k < kOverheadParams; ++k) {
+      A(i, k) = is_free[k] ? o.counts[k] * w : 0;
+      if (!is_free[k]) rest += o.counts[k] * overhead(fixed, k)->value;
+    }
+    y(i) = (o.measured.value - rest) * w;
+  }
+  Eigen::VectorXd best_x(kOverheadParams);
+  for (int k = 0; k < kOverheadParams; ++k) best_x(k) = overhead(fixed, k)->value;
+  double best_res = std::numeric_limits<double>::infinity();
+  for (int mask = 0; mask < (1 << kOverheadParams); ++mask) {
+    std::vector<int> cols;
+    bool usable = true;
+    for (int k = 0; k < kOverheadParams; ++k)
+      if ((mask >> k) & 1) {
+        if (!is_free[k] || A.col(k).norm() == 0) usable = false;
+        cols.push_back(k);
+      }
+    if (!usable) continue;
+    Eigen::VectorXd x = Eigen::VectorXd::Zero(kOverheadParams);
+    if (!cols.empty()) {
+      Eigen::MatrixXd sub(n, static_cast<int>(cols.size()));
+      for (std::size_t j = 0; j < cols.size(); ++j) sub.col(static_cast<int>(j)) = A.col(cols[j]);
+      const Eigen::VectorXd sol = sub.colPivHouseholderQr().solve(y);
+      bool feasible = true;
+      for (std::size_t j = 0; j < cols.size(); ++j) {
+        if (sol(static_cast<int>(j)) < 0) feasible = false;
+        x(cols[j]) = sol(static_cast<int>(j));
+      }
+      if (!feasible) continue;
+    }
+    const double res = (A * x - y).squaredNorm();
+    if (res < best_res - 1e-15) {
+      best_res = res;
+      for (int k = 0; k < kOverheadParams; ++k)
+        if (is_free[k]) best_x(k) = x(k);
+    }
+  }
+  Calibration c;
+  c.params = base;
+  for (int k = 0; k < kOverheadParams; ++k) *overhead(c.params, k) = Seconds{best_x(k)};
+  double sq = 0;
+  for (const auto& o : obs) {
+    double pred = o.hardware.value;
+    for (int k = 0; k < kOverheadParams; ++k) pred += o.counts[k] * best_x(k);
+    const double rel = (pred - o.measured.value) / o.measured.value;
+    c.rows.push_back({o.label, o.measured, Seconds{pred}, rel});
+    sq += rel * rel;
+  }
+  c.rms_relative_error = std::sqrt(sq / static_cast<double>(obs.size()));
+  return c;
+}
+
+std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base) {
+  std::ifstream in(csv);
+  if (!in) throw ConfigError(csv.string(), 0, "", "cannot open measurements file");
+  CostParams hw = base;
+  hw.per_tensor = hw.per_broadcast_tensor = hw.per_bucket = hw.per_stage = Seconds{0};
+  std::vector<Observation> out;
+  std::map<std::string, std::size_t> column;
+  std::string line;
+  int lineno = 0;
+  std::map<std::string, LoadedScenario> loaded;
+  std::map<std::string, TransferSet> plans;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
+    if (column.empty()) {
+      for (std::size_t i = 0; i < cells.size(); ++i) column[cells[i]] = i;
+      for (const char* need : {"scenario", "strategy", "measured_s"})
+        if (!column.count(need))
+          throw ConfigError(csv.string(), lineno, need, "header must name the columns scenario,strategy,measured_s");
+      continue;
+    }
+    auto get = [&](const char* name) -> std::string {
+      auto it = column.find(name);
+      if (it == column.end() || it->second >= cells.size())
+        throw ConfigError(csv.string(), lineno, name, "missing value");
+      return cells[it->second];
+    };
+    Observation o;
+    try {
+      o.measured = Seconds{std::stod(get("measured_s"))};
+    } catch (const std::invalid_argument&) {
+      throw ConfigError(csv.string(), lineno, "measured_s", "not a number: '" + get("measured_s") + "'");
+    }
+    const std::filesystem::path scenario_path = (csv.parent_path() / get("scenario")).lexically_normal();
+    auto it = loaded.find(scenario_path.string());
+    if (it == loaded.end()) {
+      it = loaded.emplace(scenario_path.string(), load_scenario(scenario_path)).first;
+      plans.emplace(scenario_path.string(), plan(it->second.inventory, it->second.source, it->second.destination));
+    }
+    const auto& sc = it->second;
+    const auto& ts = plans.at(scenario_path.string());
+    StrategyParams p;
+    p.strategy = get("strategy");
+    if (column.count("chunks")) p.chunks = std::stoi(get("chunks"));
+    const Schedule s = [&] {
+      try {
+        return build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+      } catch (const PlanError& e) {
+        throw ConfigError(csv.string(), lineno, "strategy", e.what());
+      }
+    }();
+    const Prediction pr = estimate(s, ts, sc.inventory, sc.topology, hw);
+    o.label = sc.scenario.name + " " + p.strategy;
+    o.hardware = pr.time;
+    o.counts[0] = static_cast<double>(pr.reshard_tensors);
+    o.counts[1] = static_cast<double>(pr.broadcast_tensors);
+    o.counts[2] = static_cast<double>(pr.broadcast_buckets);
+    o.counts[3] = static_cast<double>(pr.broadcast_stages);
+    out.push_back(o);
+  }
+  return out;
+}
+
+void write_params(const std::filesystem::path& out, const Calibration& c, const std::string& note) {
+  std::ofstream f(out);
+  if (!f) throw ConfigError(out.string(), 0, "", "cannot write");
+  f << "# Cost parameters written by `reshard calibrate`. " << note << "\n";
+  f << "# Fit (least squares on relative errors, overheads >= 0); rms relative error "
+    << c.rms_relative_error << "\n";
+  for (const auto& r : c.rows)
+    f << "#   " << r.label << ": measured " << r.measured.value << " s, predicted " << r.predicted.value << " s ("
+      << (r.relative_error >= 0 ? "+" : "") << r.relative_error * 100 << " %)\n";
+  const auto& p = c.params;
+  f << "profile: " << p.profile << "\n";
+  f << "efficiency:\n  nvlink: " << p.efficiency[0] << "\n  c2c: " << p.efficiency[1] << "\n  pcie: " << p.efficiency[2]
+    << "\n  network: " << p.efficiency[3] << "\n";
+  f << "per_op: " << p.per_op.value * 1e6 << "us\n";
+  f << "per_tensor: " << p.per_tensor.value * 1e6 << "us\n";
+  f << "per_broadcast_tensor: " << p.per_broadcast_tensor.value * 1e6 << "us\n";
+  f << "per_bucket: " << p.per_bucket.value * 1e6 << "us\n";
+  f << "per_stage: " << p.per_stage.value * 1e6 << "us\n";
+}
+
+}  // namespace reshard::model

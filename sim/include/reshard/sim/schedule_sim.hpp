@@ -1,0 +1,83 @@
+// A Schedule (model/schedule.hpp) simulated with the flow engine (DESIGN.md §9).
+//
+// The network: every topology link l is simulator link l with capacity
+//     C_l = bandwidth(l) * CostParams::efficiency[kind(l)],
+// followed by one memory resource per GPU that has a local copy (an op with src == dst), with
+// capacity CostParams::memory_copy_rate.
+//
+// Every Op becomes flows:
+//   transfer (src != dst) over Topology::route(src, dst) with k equal paths: k sub-flows, sub-flow p
+//       carries bytes/k (the first bytes % k sub-flows one byte more, so they add up exactly) on
+//       path p's links; latency = route latency + CostParams::per_op.
+//   local copy (src == dst): one flow over the GPU's memory resource; latency = per_op.
+//   after: every sub-flow of every op in Op::after. The op is released when they have all finished,
+//       starts per_op + route latency later, and finishes when its last sub-flow does.
+// Framework overheads (per tensor, per bucket, per stage: model/cost.hpp) are the estimate's own
+// term, Prediction::overheads, given by the caller so that the two stay comparable; they are added
+// as estimate() adds them, after the transfers: one more flow without links whose latency is the
+// overheads, released when the last op finishes (it waits for every op that no other op waits
+// for), so
+//     makespan = (finish of the last op) + overheads
+// and a --dump-flows file of the simulation replays to the same makespan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reshard/model/cost.hpp"
+#include "reshard/model/planner.hpp"
+#include "reshard/model/schedule.hpp"
+#include "reshard/model/topology.hpp"
+#include "reshard/sim/flow_sim.hpp"
+#include "reshard/sim/trace.hpp"
+
+namespace reshard::sim {
+
+struct ScheduleSimOptions {
+  // Framework overheads added after the last op: model::estimate(...).overheads for this schedule.
+  Seconds overheads;
+  // Record the per-link-kind utilization timeline (FlowSimResult::group_timeline), for traces.
+  bool link_kind_timeline = false;
+};
+
+struct OpTiming {
+  Seconds release, start, finish;
+};
+
+struct ScheduleSimulation {
+  Seconds makespan;         // last op finish + overheads
+  Seconds ops_makespan;     // last op finish
+  Seconds overheads;        // ScheduleSimOptions::overheads
+  std::vector<OpTiming> ops;            // per op, in Schedule::ops order
+  std::vector<std::size_t> critical_ops;  // op indices, the op that finished last first
+  std::int64_t events = 0;
+  Seconds wall;             // building the flows plus simulating
+
+  // The flow problem and its answer (for --dump-flows, traces and link statistics).
+  FlowNetwork network;
+  std::vector<FlowSpec> flows;           // ids 0..n-1; sub-flows of an op are consecutive
+  std::vector<std::int64_t> op_of_flow;  // per flow: index into Schedule::ops, -1 for the overhead flow
+  std::vector<std::int32_t> link_kind;   // per link: LinkKind index, 4 for a GPU memory resource
+  std::vector<std::string> link_kind_names;  // nvlink, c2c, pcie, network, memory
+  FlowSimResult result;
+};
+
+// Throws model::ScheduleError for an op naming a GPU outside the topology, an `after` id that is
+// not an earlier op, or a pair of GPUs without a route.
+ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const model::Topology& topology,
+                                     const model::CostParams& params, const ScheduleSimOptions& options = {});
+
+// The simulated makespan with `overheads` (Prediction::overheads of the same schedule) added:
+// comparable to estimate(...).time. The second form computes the estimate's overheads itself.
+model::Seconds simulated_makespan(const model::Schedule& schedule, const model::Topology& topology,
+                                  const model::CostParams& params, model::Seconds overheads);
+model::Seconds simulated_makespan(const model::Schedule& schedule, const model::TransferSet& ts,
+                                  const model::Inventory& inventory, const model::Topology& topology,
+                                  const model::CostParams& params);
+
+// Trace layout: per GPU that appears, a track of the ops it sends, one of those it receives and one
+// of its local copies; link-kind utilization counters (needs options.link_kind_timeline).
+TraceLayout schedule_trace_layout(const model::Schedule& schedule, const ScheduleSimulation& sim);
+
+}  // namespace reshard::sim

@@ -1,0 +1,199 @@
+// Schedules turned into flows and simulated; the mapping is written on schedule_sim.hpp.
+#include "reshard/sim/schedule_sim.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <unordered_map>
+
+#include "reshard/model/errors.hpp"
+
+namespace reshard::sim {
+
+namespace {
+
+constexpr std::int32_t kMemoryKind = 4;
+
+std::string op_label(const model::Op& op) {
+  std::string s = "op " + std::to_string(op.id) + " " + model::to_string(op.phase) + " gpu" + std::to_string(op.src);
+  if (op.src == op.dst) return s + " copy";
+  return s + "->gpu" + std::to_string(op.dst);
+}
+
+}  // namespace
+
+ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const model::Topology& topology,
+                                     const model::CostParams& params, const ScheduleSimOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  ScheduleSimulation out;
+  const auto& links = topology.links();
+  for (const auto& l : links) {
+    out.network.capacity.push_back(
+        BytesPerSecond{l.bandwidth.value * params.efficiency[static_cast<int>(l.kind)]});
+    out.network.link_names.push_back(topology.device(l.from).name + "->" + topology.device(l.to).name);
+    out.link_kind.push_back(static_cast<std::int32_t>(l.kind));
+  }
+  for (auto k : {model::LinkKind::NVLink, model::LinkKind::C2C, model::LinkKind::PCIe, model::LinkKind::Network})
+    out.link_kind_names.push_back(model::to_string(k));
+  out.link_kind_names.push_back("memory");
+
+  const std::size_t n_ops = schedule.ops.size();
+  const auto gpus = topology.gpu_count();
+  std::unordered_map<model::GpuId, std::int32_t> memory_link;  // GPU -> its memory resource link
+  std::vector<std::int64_t> first_flow(n_ops + 1, 0);          // op i's sub-flows: [first_flow[i], first_flow[i+1])
+  std::vector<char> has_successor(n_ops, 0);
+  out.flows.reserve(n_ops);
+  out.op_of_flow.reserve(n_ops);
+  std::vector<std::int64_t> after;
+  for (std::size_t i = 0; i < n_ops; ++i) {
+    const model::Op& op = schedule.ops[i];
+    const std::string where = "schedule op " + std::to_string(op.id) + " (index " + std::to_string(i) + ")";
+    if (op.src < 0 || op.src >= gpus || op.dst < 0 || op.dst >= gpus)
+      throw model::ScheduleError(where + ": GPU " + std::to_string(op.src < 0 || op.src >= gpus ? op.src : op.dst) +
+                                 " is not in topology " + topology.name() + " (0.." + std::to_string(gpus - 1) + ")");
+    if (op.bytes.value < 0) throw model::ScheduleError(where + ": negative bytes");
+    after.clear();
+    for (auto a : op.after) {
+      // Ids are dense and point backwards (model/schedule.hpp); position == id for built schedules.
+      if (a < 0 || static_cast<std::size_t>(a) >= i || schedule.ops[static_cast<std::size_t>(a)].id != a)
+        throw model::ScheduleError(where + ": 'after' names " + std::to_string(a) +
+                                   ", which is not the id of an earlier op");
+      has_successor[static_cast<std::size_t>(a)] = 1;
+      for (auto f = first_flow[a]; f < first_flow[a + 1]; ++f) after.push_back(f);
+    }
+    first_flow[i] = static_cast<std::int64_t>(out.flows.size());
+    if (op.src == op.dst) {
+      auto [it, inserted] = memory_link.emplace(op.src, static_cast<std::int32_t>(out.network.capacity.size()));
+      if (inserted) {
+        out.network.capacity.push_back(params.memory_copy_rate);
+        out.network.link_names.push_back(topology.device(topology.gpu_device(op.src)).name + " memory");
+        out.link_kind.push_back(kMemoryKind);
+      }
+      FlowSpec f;
+      f.id = first_flow[i];
+      f.bytes = op.bytes;
+      f.links = {it->second};
+      f.latency = params.per_op;
+      f.after = after;
+      out.flows.push_back(std::move(f));
+      out.op_of_flow.push_back(static_cast<std::int64_t>(i));
+    } else {
+      const model::Route route = topology.route(op.src, op.dst);
+      if (route.paths.empty())
+        throw model::ScheduleError(where + ": no route from GPU " + std::to_string(op.src) + " to GPU " +
+                                   std::to_string(op.dst) + " in topology " + topology.name());
+      const auto k = static_cast<std::int64_t>(route.paths.size());
+      for (std::int64_t p = 0; p < k; ++p) {
+        FlowSpec f;
+        f.id = static_cast<std::int64_t>(out.flows.size());
+        f.bytes = Bytes{op.bytes.value / k + (p < op.bytes.value % k ? 1 : 0)};
+        f.links = route.paths[static_cast<std::size_t>(p)].links;
+        f.latency = route.latency + params.per_op;
+        f.after = after;
+        out.flows.push_back(std::move(f));
+        out.op_of_flow.push_back(static_cast<std::int64_t>(i));
+      }
+    }
+    first_flow[i + 1] = static_cast<std::int64_t>(out.flows.size());
+  }
+
+  // Framework overheads, after the last op (see schedule_sim.hpp).
+  if (!(options.overheads.value >= 0) || !std::isfinite(options.overheads.value))
+    throw model::ScheduleError("overheads must be >= 0 and finite, got " + model::format(options.overheads));
+  out.overheads = options.overheads;
+  if (out.overheads.value > 0) {
+    FlowSpec f;
+    f.id = static_cast<std::int64_t>(out.flows.size());
+    f.latency = out.overheads;
+    for (std::size_t i = 0; i < n_ops; ++i)
+      if (!has_successor[i])
+        for (auto g = first_flow[i]; g < first_flow[i + 1]; ++g) f.after.push_back(g);
+    f.label = "framework overheads";
+    out.flows.push_back(std::move(f));
+    out.op_of_flow.push_back(-1);
+  }
+
+  SimOptions sim_options;
+  if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
+  out.result = simulate(out.network, out.flows, sim_options);
+  out.events = out.result.events;
+  out.makespan = out.result.makespan;
+
+  // Per op: release and start of its sub-flows (equal), finish of the last one.
+  out.ops.assign(n_ops, OpTiming{});
+  for (std::size_t i = 0; i < n_ops; ++i) {
+    OpTiming& t = out.ops[i];
+    for (auto f = first_flow[i]; f < first_flow[i + 1]; ++f) {
+      const FlowTiming& ft = out.result.timing[static_cast<std::size_t>(f)];
+      if (f == first_flow[i]) {
+        t.release = ft.release;
+        t.start = ft.start;
+      }
+      t.finish = std::max(t.finish, ft.finish);
+    }
+    out.ops_makespan = std::max(out.ops_makespan, t.finish);
+  }
+  // An empty schedule without overheads has makespan 0; with overheads only, the overhead flow.
+  // Flows carry no labels (millions of strings at scale); schedule_trace_layout names them by op.
+  for (const auto& step : out.result.critical_path) {
+    const auto op = out.op_of_flow[step.flow_index];
+    if (op < 0) continue;
+    if (out.critical_ops.empty() || out.critical_ops.back() != static_cast<std::size_t>(op))
+      out.critical_ops.push_back(static_cast<std::size_t>(op));
+  }
+  out.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
+  return out;
+}
+
+model::Seconds simulated_makespan(const model::Schedule& schedule, const model::Topology& topology,
+                                  const model::CostParams& params, model::Seconds overheads) {
+  ScheduleSimOptions options;
+  options.overheads = overheads;
+  return simulate_schedule(schedule, topology, params, options).makespan;
+}
+
+model::Seconds simulated_makespan(const model::Schedule& schedule, const model::TransferSet& ts,
+                                  const model::Inventory& inventory, const model::Topology& topology,
+                                  const model::CostParams& params) {
+  return simulated_makespan(schedule, topology, params,
+                            model::estimate(schedule, ts, inventory, topology, params).overheads);
+}
+
+TraceLayout schedule_trace_layout(const model::Schedule& schedule, const ScheduleSimulation& sim) {
+  TraceLayout layout;
+  // Tracks 3g, 3g+1, 3g+2 of GPU g (sends, receives, copies), renumbered over the tracks in use.
+  std::unordered_map<std::int64_t, std::int32_t> track_of;
+  std::vector<std::int64_t> used;
+  for (const auto& op : schedule.ops) {
+    if (op.src == op.dst) {
+      used.push_back(3LL * op.src + 2);
+    } else {
+      used.push_back(3LL * op.src);
+      used.push_back(3LL * op.dst + 1);
+    }
+  }
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  static const char* kRole[] = {"sends", "receives", "copies"};
+  for (auto key : used) {
+    track_of.emplace(key, static_cast<std::int32_t>(layout.track_names.size()));
+    layout.track_names.push_back("gpu " + std::to_string(key / 3) + " " + kRole[key % 3]);
+  }
+  layout.flow_tracks.resize(sim.flows.size());
+  layout.flow_names.resize(sim.flows.size());
+  for (std::size_t f = 0; f < sim.flows.size(); ++f) {
+    const auto i = sim.op_of_flow[f];
+    if (i < 0) continue;
+    const model::Op& op = schedule.ops[static_cast<std::size_t>(i)];
+    layout.flow_names[f] = op_label(op);
+    if (op.src == op.dst)
+      layout.flow_tracks[f] = {track_of.at(3LL * op.src + 2)};
+    else
+      layout.flow_tracks[f] = {track_of.at(3LL * op.src), track_of.at(3LL * op.dst + 1)};
+  }
+  layout.link_group = sim.link_kind;
+  layout.group_names = sim.link_kind_names;
+  return layout;
+}
+
+}  // namespace reshard::sim

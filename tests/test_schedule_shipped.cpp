@@ -1,0 +1,55 @@
+// Every strategy on every shipped scenario: the schedule validates (every needer gets every element
+// exactly once, nobody forwards what it lacks), the estimate never beats the lower bound, `auto` is
+// never worse than the best named strategy, and the best strategy of each disaggregated scenario
+// stays within 1.2x of the lower bound (issue 4).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "reshard/model/cost.hpp"
+#include "reshard/model/scenario.hpp"
+#include "reshard/model/tuner.hpp"
+
+using namespace reshard::model;
+
+class ShippedScenario : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShippedScenario, EveryStrategyValidatesAndRespectsTheBound) {
+  const auto sc = load_scenario(std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + GetParam());
+  const auto ts = plan(sc.inventory, sc.source, sc.destination);
+  const auto lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
+  const auto cost = CostParams::profile_named("reshard");
+  TuneOptions opts;
+  for (const auto& name : strategy_names()) {
+    SCOPED_TRACE(name);
+    StrategyParams p;
+    p.strategy = name;
+    const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+    EXPECT_NO_THROW(validate(s, ts, sc.inventory, sc.source, sc.destination));
+    const auto pred = estimate(s, ts, sc.inventory, sc.topology, cost);
+    EXPECT_GE(pred.time.value, lb.time.value * (1 - 1e-9));
+    opts.seeds.push_back({s.params, pred, std::nullopt});
+  }
+  Seconds best_named = opts.seeds.front().prediction.time;
+  for (const auto& c : opts.seeds) best_named = std::min(best_named, c.prediction.time);
+  const auto tuned = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, opts);
+  EXPECT_LE(tuned.best.prediction.time, best_named);
+  const Schedule best = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, tuned.best.params);
+  EXPECT_NO_THROW(validate(best, ts, sc.inventory, sc.source, sc.destination));
+  bool disaggregated = true;
+  for (auto g : sc.source.gpus())
+    if (std::find(sc.destination.gpus().begin(), sc.destination.gpus().end(), g) != sc.destination.gpus().end())
+      disaggregated = false;
+  if (disaggregated) EXPECT_LE(tuned.best.prediction.time.value, 1.2 * lb.time.value) << tuned.best.params.strategy;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ShippedScenario,
+                         ::testing::Values("small-gqa-megatron-vllm.yaml", "small-dtensor-uneven.yaml",
+                                           "small-moe-ep.yaml", "qwen3-8b-colocated.yaml", "qwen3-235b-h100.yaml",
+                                           "deepseek-v3-h100.yaml", "kimi-k3-gb200.yaml"),
+                         [](const auto& info) {
+                           std::string n = info.param.substr(0, info.param.size() - 5);
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           std::replace(n.begin(), n.end(), '.', '_');
+                           return n;
+                         });
