@@ -1,6 +1,7 @@
 // reshard compare SCENARIO [--profile P] [--json]: the main what-if. Every strategy's schedule,
 // estimated; the auto tuner's choice.
 #include <chrono>
+#include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,7 @@
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/tuner.hpp"
+#include "reshard/sim/schedule_sim.hpp"
 #include "table.hpp"
 
 namespace reshard::cli {
@@ -21,6 +23,7 @@ struct Row {
   std::string name;
   StrategyParams params;
   Prediction pred;
+  std::optional<Seconds> simulated;
 };
 
 std::string describe(const StrategyParams& p) {
@@ -34,6 +37,14 @@ std::string describe(const StrategyParams& p) {
   return s;
 }
 
+// What sets an estimate: the largest of its terms.
+std::string limited_by(const Prediction& p) {
+  const double hw = std::max(p.pipeline.value, p.critical_path.value);
+  if (p.overheads.value > hw) return "overheads";
+  if (p.critical_path > p.pipeline) return "dependencies";
+  return p.pipeline.value > p.bandwidth_bound.value * 1.001 ? "bandwidth+fill" : "bandwidth";
+}
+
 std::string link_name(const Topology& topo, LinkId l) {
   if (l < 0) return "-";
   const auto& k = topo.link(l);
@@ -42,14 +53,17 @@ std::string link_name(const Topology& topo, LinkId l) {
 
 }  // namespace
 
-void run_compare(const std::string& path, const std::string& profile, const std::string& params_file, bool json) {
+void run_compare(const std::string& path, const std::string& profile, const std::string& params_file, bool simulate,
+                 bool json) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path));
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   const LowerBound lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
   const CostParams cost = params_file.empty() ? CostParams::profile_named(profile) : CostParams::load(params_file);
   auto evaluate = [&](const StrategyParams& p) {
     Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
-    return Row{p.strategy, s.params, estimate(s, ts, sc.inventory, sc.topology, cost)};
+    Row r{p.strategy, s.params, estimate(s, ts, sc.inventory, sc.topology, cost), std::nullopt};
+    if (simulate) r.simulated = sim::simulated_makespan(s, sc.topology, cost, r.pred.overheads);
+    return r;
   };
   std::vector<Row> rows;
   for (const auto& name : strategy_names()) {
@@ -61,13 +75,17 @@ void run_compare(const std::string& path, const std::string& profile, const std:
   }
   // auto: the tuner's deterministic search, scored by the estimate.
   TuneOptions topts;
-  for (const auto& r : rows) topts.seeds.push_back({r.params, r.pred, std::nullopt});
+  for (const auto& r : rows) topts.seeds.push_back({r.params, r.pred, r.simulated});
+  if (simulate)  // confirm the best candidates by simulation
+    topts.confirm = [&](const Schedule& s) {
+      return sim::simulated_makespan(s, sc.topology, cost, estimate(s, ts, sc.inventory, sc.topology, cost).overheads);
+    };
   if (!json)
     topts.progress = [&](const StrategyParams& p, const Prediction& pr) {
       std::cerr << "  auto: " << describe(p) << " -> " << format(pr.time) << "\n";
     };
   const TuneResult tuned = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, topts);
-  Row best{"auto", tuned.best.params, tuned.best.prediction};
+  Row best{"auto", tuned.best.params, tuned.best.prediction, tuned.best.confirmed};
   rows.push_back(best);
   const double baseline = rows.front().pred.time.value;
 
@@ -79,7 +97,7 @@ void run_compare(const std::string& path, const std::string& profile, const std:
     auto& arr = j["strategies"] = nlohmann::json::array();
     for (const auto& r : rows)
       arr.push_back({{"name", r.name}, {"params", describe(r.params)}, {"estimate_s", r.pred.time.value},
-                     {"simulated_s", nullptr}, {"network_bytes", r.pred.network_bytes.value},
+                     {"simulated_s", r.simulated ? nlohmann::json(r.simulated->value) : nlohmann::json(nullptr)}, {"network_bytes", r.pred.network_bytes.value},
                      {"nvlink_bytes", r.pred.nvlink_bytes.value}, {"bottleneck", link_name(sc.topology, r.pred.bottleneck)},
                      {"bandwidth_bound_s", r.pred.bandwidth_bound.value}, {"critical_path_s", r.pred.critical_path.value},
                      {"overheads_s", r.pred.overheads.value}, {"operations", r.pred.operations}});
@@ -93,18 +111,17 @@ void run_compare(const std::string& path, const std::string& profile, const std:
                            {"profile", profile},
                            {"lower bound", format(lb.time) + " (" + lb.binding.cut + ", " + lb.binding.where + ")"}});
   std::cout << '\n';
-  Table t({"strategy", "estimate>", "x bound>", "speedup>", "network>", "NVLink>", "ops>", "limited by", "bottleneck link"});
+  Table t({"strategy", "estimate>", "simulated>", "x bound>", "speedup>", "network>", "NVLink>", "ops>", "limited by", "bottleneck link"});
   for (const auto& r : rows)
-    t.add({r.name, format(r.pred.time), fixed(r.pred.time.value / lb.time.value, 2), fixed(baseline / r.pred.time.value, 1) + "x",
+    t.add({r.name, format(r.pred.time), r.simulated ? format(*r.simulated) : "-", fixed(r.pred.time.value / lb.time.value, 2), fixed(baseline / r.pred.time.value, 1) + "x",
            format(r.pred.network_bytes), format(r.pred.nvlink_bytes), std::to_string(r.pred.operations),
-           r.pred.overheads.value > std::max(r.pred.bandwidth_bound.value, r.pred.critical_path.value) ? "overheads"
-           : r.pred.bandwidth_bound >= r.pred.critical_path                                          ? "bandwidth"
-                                                                                                     : "dependencies",
+           limited_by(r.pred),
            link_name(sc.topology, r.pred.bottleneck)});
   t.print(std::cout);
   std::cout << "\nauto chose: " << describe(best.params) << " (" << format(best.pred.time) << ")\n"
-            << "speedup is over gather_broadcast; x bound is the ratio to the lower bound. Simulated times come "
-               "with the simulator (issue 5).\n";
+            << "speedup is over gather_broadcast; x bound is the ratio of the estimate to the lower bound"
+            << (simulate ? "; auto confirmed its best candidates by simulation.\n"
+                         : ". Add --simulate for simulated times (flow-level max-min; slow at scale).\n");
 }
 
 void add_compare_command(CLI::App& app) {
@@ -113,13 +130,15 @@ void add_compare_command(CLI::App& app) {
   auto profile = std::make_shared<std::string>("reshard");
   auto json = std::make_shared<bool>(false);
   auto params = std::make_shared<std::string>();
+  auto simulate = std::make_shared<bool>(false);
+  cmd->add_flag("--simulate", *simulate, "Also simulate every schedule (and let auto confirm its best by simulation)");
   cmd->add_option("scenario", *path, "Scenario YAML file (default: the embedded DeepSeek-V3 on DGX H100)");
   cmd->add_option("--profile", *profile, "Implementation profile: reshard or nemo_rl");
   cmd->add_option("--params", *params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_flag("--json", *json, "Print one JSON object");
-  cmd->callback([path, profile, params, json] {
+  cmd->callback([path, profile, params, simulate, json] {
     run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *profile,
-                *params, *json);
+                *params, *simulate, *json);
   });
 }
 

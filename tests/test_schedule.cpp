@@ -72,9 +72,10 @@ TEST(Estimate, HandWorkedTwoDomains) {
   //                  destination domain), stripe s entering at GPU 8+s and fanned out over NVLink
   //                  to the 7 others. GPU 0's NIC still carries all B bytes: bandwidth bound
   //                  B / 47e9 (the NVLink egress of each ingress GPU carries 7B/8 at 369e9: less).
-  //                  Network bytes B, NVLink bytes 7B. Critical path: with 4 parts per stripe, one
-  //                  part (B/32) crosses the network, then one NVLink hop: B/32/47e9 + B/32/369e9
-  //                  (+ route latencies and per-op overheads, a few microseconds).
+  //                  Network bytes B, NVLink bytes 7B. Critical path: with 4 parts per stripe sent
+  //                  in order over the network hop, the last part (B/32 each) arrives after
+  //                  4 x B/32/47e9, then its NVLink hop: 4 x B/32/47e9 + B/32/369e9 (+ route
+  //                  latencies and per-op overheads, tens of microseconds over 4 serial parts).
   const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
   const auto inv = Inventory::parse(R"(name: one
 architecture: qwen3
@@ -106,8 +107,52 @@ tie_word_embeddings: true
   EXPECT_NEAR(grouped.bandwidth_bound.value, model_bytes / 47e9, 1e-6);
   EXPECT_EQ(grouped.network_bytes.value, inv.bytes().value);
   EXPECT_EQ(grouped.nvlink_bytes.value, 7 * inv.bytes().value);
-  const double net = model_bytes / 32 / 47e9, nvl = model_bytes / 32 / (450e9 * 0.82);
-  EXPECT_NEAR(grouped.critical_path.value, net + nvl, 20e-6);
+  const double net = 4 * model_bytes / 32 / 47e9, nvl = model_bytes / 32 / (450e9 * 0.82);
+  EXPECT_NEAR(grouped.critical_path.value, net + nvl, 60e-6);
   EXPECT_NEAR(grouped.time.value, model_bytes / 47e9, 1e-6);
   EXPECT_LT(grouped.time, direct.time);
+}
+
+TEST(Estimate, HandWorkedBroadcastRing) {
+  // gather_broadcast of one replicated model (B bytes) held on GPU 0 (node 0) to GPUs 8 and 9
+  // (node 1) of dgx-h100-2n, in one bucket cut into 4 parts (chunks 4 >= 2 rings). Part c travels
+  // its own ring: 0 -> 8 -> 9 for even c, 0 -> 9 -> 8 for odd c (each ring enters the domain on
+  // another GPU and rail). So:
+  //   network: GPU 0's NIC sends all 4 parts: B bytes at 50e9 x 0.94 -> T_bw = B / 47e9;
+  //            GPU 8's and 9's NICs each receive 2 parts (B/2);
+  //   NVLink:  each part makes one NVLink hop: B bytes in all;
+  //   critical path: one part, B/4 over the network then B/4 over NVLink (parts are independent):
+  //            B/4/47e9 + B/4/369e9 < T_bw, so the estimate is T_bw.
+  const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
+  const auto inv = Inventory::parse(R"(name: ring
+architecture: qwen3
+hidden_size: 4096
+num_hidden_layers: 1
+num_attention_heads: 32
+num_key_value_heads: 8
+head_dim: 128
+intermediate_size: 12288
+vocab_size: 1024
+tie_word_embeddings: true
+)", "ring.yaml");
+  DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
+  DTensorSpec two{{2}, {"x"}, {{"default", {Placement{}}}}};
+  const auto src = build_shard_map(inv, LayoutSpec{one, {0}});
+  const auto dst = build_shard_map(inv, LayoutSpec{two, {8, 9}});
+  const auto ts = plan(inv, src, dst);
+  StrategyParams p;
+  p.strategy = "gather_broadcast";
+  p.chunks = 4;
+  p.bucket = Bytes{1LL << 40};
+  const auto s = build_schedule(ts, inv, src, dst, topo, p);
+  EXPECT_NO_THROW(validate(s, ts, inv, src, dst));
+  ASSERT_EQ(s.ops.size(), 8u);  // 4 parts x 2 hops
+  const double B = static_cast<double>(inv.bytes().value);
+  const auto pr = estimate(s, ts, inv, topo, CostParams::profile_named("reshard"));
+  EXPECT_EQ(pr.network_bytes.value, inv.bytes().value);
+  EXPECT_EQ(pr.nvlink_bytes.value, inv.bytes().value);
+  EXPECT_NEAR(pr.bandwidth_bound.value, B / 47e9, 1e-9);
+  EXPECT_NEAR(pr.critical_path.value, B / 4 / 47e9 + B / 4 / (450e9 * 0.82), 20e-6);
+  EXPECT_NEAR(pr.time.value, B / 47e9, 1e-9);
+  EXPECT_EQ(pr.broadcast_buckets, 1);
 }

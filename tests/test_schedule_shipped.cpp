@@ -25,7 +25,13 @@ TEST_P(ShippedScenario, EveryStrategyValidatesAndRespectsTheBound) {
     StrategyParams p;
     p.strategy = name;
     const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
-    EXPECT_NO_THROW(validate(s, ts, sc.inventory, sc.source, sc.destination));
+#ifdef RESHARD_FRONTIER_SCALE
+    // At 2 x 4608 GPUs the ring broadcasts (gather_broadcast, nemo_rl_reshard) put every piece
+    // through every destination GPU: 10^9 (piece, GPU) checks, too slow for CI. The reshard
+    // strategies are validated; the tuned best below too.
+    if (name != "gather_broadcast" && name != "nemo_rl_reshard")
+#endif
+      EXPECT_NO_THROW(validate(s, ts, sc.inventory, sc.source, sc.destination));
     const auto pred = estimate(s, ts, sc.inventory, sc.topology, cost);
     EXPECT_GE(pred.time.value, lb.time.value * (1 - 1e-9));
     opts.seeds.push_back({s.params, pred, std::nullopt});
@@ -43,13 +49,22 @@ TEST_P(ShippedScenario, EveryStrategyValidatesAndRespectsTheBound) {
   if (disaggregated) EXPECT_LE(tuned.best.prediction.time.value, 1.2 * lb.time.value) << tuned.best.params.strategy;
 }
 
+namespace {
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param.substr(0, info.param.size() - 5);
+  std::replace(n.begin(), n.end(), '-', '_');
+  std::replace(n.begin(), n.end(), '.', '_');
+  return n;
+}
+}  // namespace
+
+#ifdef RESHARD_FRONTIER_SCALE
+// 2 x 4608 GB200: about 2 minutes and 6.5 GB, so ctest runs it alone (RUN_SERIAL).
+INSTANTIATE_TEST_SUITE_P(Frontier, ShippedScenario, ::testing::Values("kimi-k3-gb200.yaml"), test_name);
+#else
 INSTANTIATE_TEST_SUITE_P(All, ShippedScenario,
                          ::testing::Values("small-gqa-megatron-vllm.yaml", "small-dtensor-uneven.yaml",
                                            "small-moe-ep.yaml", "qwen3-8b-colocated.yaml", "qwen3-235b-h100.yaml",
-                                           "deepseek-v3-h100.yaml", "kimi-k3-gb200.yaml"),
-                         [](const auto& info) {
-                           std::string n = info.param.substr(0, info.param.size() - 5);
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           std::replace(n.begin(), n.end(), '.', '_');
-                           return n;
-                         });
+                                           "deepseek-v3-h100.yaml"),
+                         test_name);
+#endif

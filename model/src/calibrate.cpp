@@ -10,6 +10,8 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace reshard::model {
 
 namespace {
@@ -89,11 +91,51 @@ Calibration calibrate(const std::vector<Observation>& obs, const CostParams& bas
   return c;
 }
 
+namespace {
+Observation observe(const std::string& label, Seconds measured, const Schedule& s, const TransferSet& ts,
+                    const LoadedScenario& sc, const CostParams& hw) {
+  const Prediction pr = estimate(s, ts, sc.inventory, sc.topology, hw);
+  Observation o;
+  o.label = label;
+  o.measured = measured;
+  o.hardware = pr.time;
+  o.counts[0] = static_cast<double>(pr.reshard_tensors);
+  o.counts[1] = static_cast<double>(pr.broadcast_tensors);
+  o.counts[2] = static_cast<double>(pr.broadcast_buckets);
+  o.counts[3] = static_cast<double>(pr.broadcast_stages);
+  return o;
+}
+
+// A Measurement written by `reshard exec -o`: the scenario path, the schedule it ran, elapsed_s.
+std::vector<Observation> observations_from_measurement(const std::filesystem::path& file, const CostParams& hw) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError(file.string(), 0, "", "cannot open measurement file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(file.string(), 0, "", std::string("not JSON: ") + e.what());
+  }
+  for (const char* key : {"scenario", "schedule", "elapsed_s"})
+    if (!j.contains(key)) throw ConfigError(file.string(), 0, key, "missing: not a reshard Measurement");
+  std::filesystem::path scenario = j["scenario"].get<std::string>();
+  if (scenario.is_relative()) scenario = (file.parent_path() / scenario).lexically_normal();
+  const LoadedScenario sc = load_scenario(scenario);
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  const Schedule s = schedule_from_json(j["schedule"]);
+  if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
+    throw ConfigError(file.string(), 0, "schedule", "does not match the plan of " + scenario.string());
+  return {observe(sc.scenario.name + " " + s.params.strategy + " (measured)", Seconds{j["elapsed_s"].get<double>()}, s,
+                  ts, sc, hw)};
+}
+}  // namespace
+
 std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base) {
-  std::ifstream in(csv);
-  if (!in) throw ConfigError(csv.string(), 0, "", "cannot open measurements file");
   CostParams hw = base;
   hw.per_tensor = hw.per_broadcast_tensor = hw.per_bucket = hw.per_stage = Seconds{0};
+  if (csv.extension() == ".json") return observations_from_measurement(csv, hw);
+  std::ifstream in(csv);
+  if (!in) throw ConfigError(csv.string(), 0, "", "cannot open measurements file");
   std::vector<Observation> out;
   std::map<std::string, std::size_t> column;
   std::string line;
@@ -143,13 +185,7 @@ std::vector<Observation> observations_from_csv(const std::filesystem::path& csv,
         throw ConfigError(csv.string(), lineno, "strategy", e.what());
       }
     }();
-    const Prediction pr = estimate(s, ts, sc.inventory, sc.topology, hw);
-    o.label = sc.scenario.name + " " + p.strategy;
-    o.hardware = pr.time;
-    o.counts[0] = static_cast<double>(pr.reshard_tensors);
-    o.counts[1] = static_cast<double>(pr.broadcast_tensors);
-    o.counts[2] = static_cast<double>(pr.broadcast_buckets);
-    o.counts[3] = static_cast<double>(pr.broadcast_stages);
+    o = observe(sc.scenario.name + " " + p.strategy, o.measured, s, ts, sc, hw);
     out.push_back(o);
   }
   return out;

@@ -135,6 +135,7 @@ nlohmann::json to_json(const Schedule& s) {
                  {"bucket_bytes", s.params.bucket.value}, {"rail_aligned_ingress", s.params.rail_aligned_ingress},
                  {"relay_ingress", s.params.relay_ingress}, {"relay_egress", s.params.relay_egress}};
   j["piece_count"] = s.piece_count;
+  j["chain"] = {{"hops", s.chain_hops}, {"parts", s.chain_parts}};
   auto& buffers = j["buffers"] = nlohmann::json::array();
   for (const auto& b : s.buffers) {
     nlohmann::json sl = nlohmann::json::array();
@@ -162,6 +163,8 @@ Schedule schedule_from_json(const nlohmann::json& j) {
     s.params.relay_ingress = p.at("relay_ingress").get<bool>();
     s.params.relay_egress = p.at("relay_egress").get<bool>();
     s.piece_count = j.at("piece_count").get<std::int32_t>();
+    s.chain_hops = j.at("chain").at("hops").get<std::int32_t>();
+    s.chain_parts = j.at("chain").at("parts").get<std::int32_t>();
     for (const auto& b : j.at("buffers")) {
       Buffer buf;
       buf.bytes = Bytes{b.at("bytes").get<std::int64_t>()};

@@ -109,7 +109,10 @@ class Builder {
   }
 
   // direct / domain_grouped (max_chain 1) / domain_chain over the given pieces.
-  void reshard(const std::vector<std::int32_t>& pieces, bool direct, std::int32_t max_chain) {
+  // `chunks` overrides the parts per buffer; `ring_chunk` (when set) is the executor's finer
+  // pipelining unit, which sets the pipeline fill instead of the parts.
+  void reshard(const std::vector<std::int32_t>& pieces, bool direct, std::int32_t max_chain, std::int32_t chunks = 0,
+               Bytes ring_chunk = Bytes{0}) {
     for (const auto& cls : classes(pieces)) {
       const auto& first = ts_.pieces[static_cast<std::size_t>(cls[0])];
       const auto& H = holder_gpus(first.holders);
@@ -154,7 +157,7 @@ class Builder {
       std::int64_t stripes = 1;
       for (auto d : remote) stripes = std::max<std::int64_t>(stripes, static_cast<std::int64_t>(candidates(d).size()));
       stripes = std::clamp<std::int64_t>(s_.buffers[static_cast<std::size_t>(buffer)].bytes.value / kMinStripe, 1, stripes);
-      const std::int32_t parts = std::max(1, p_.chunks);
+      const std::int32_t parts = std::max(1, chunks > 0 ? chunks : p_.chunks);
       for (const std::int32_t stripe : split(buffer, static_cast<std::int32_t>(stripes)))
         for (std::size_t seg = 0; seg < remote.size(); seg += static_cast<std::size_t>(max_chain)) {
           // The sender: the least-loaded holder, or with relay_egress the least-loaded GPU of a
@@ -189,14 +192,28 @@ class Builder {
             ingress.push_back(i);
             prev_gpu = i;
           }
+          // Part c of a hop follows part c-1 of the same hop: each hop sends its parts in order, so
+          // part c can move on to the next domain while part c+1 is still arriving (under fair
+          // sharing, parts in flight together would all arrive at the end and nothing would pipeline).
+          std::vector<std::int64_t> previous_part(ingress.size(), -1);
+          if (static_cast<std::int32_t>(ingress.size()) > s_.chain_hops) {
+            s_.chain_hops = static_cast<std::int32_t>(ingress.size());
+            const std::int64_t stripe_bytes = s_.buffers[static_cast<std::size_t>(stripe)].bytes.value;
+            s_.chain_parts = ring_chunk.value > 0
+                                 ? static_cast<std::int32_t>(std::clamp<std::int64_t>(stripe_bytes / ring_chunk.value, parts, 1 << 30))
+                                 : parts;
+          }
           for (std::int32_t c = 0; c < parts; ++c) {
             std::int64_t prev = -1;
             if (handoff >= 0) prev = add_op(handoff, h, stripe, c, parts, OpPhase::Gather, {});
             GpuId from = h;
             for (std::size_t k = 0; k < ingress.size(); ++k) {
               const GpuId i = ingress[k];
-              prev = add_op(from, i, stripe, c, parts, k == 0 ? OpPhase::Ingress : OpPhase::Forward,
-                            prev < 0 ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{prev});
+              std::vector<std::int64_t> deps;
+              if (prev >= 0) deps.push_back(prev);
+              if (previous_part[k] >= 0) deps.push_back(previous_part[k]);
+              prev = add_op(from, i, stripe, c, parts, k == 0 ? OpPhase::Ingress : OpPhase::Forward, std::move(deps));
+              previous_part[k] = prev;
               for (auto n : by_domain[remote[seg + k]])
                 if (n != i) add_op(i, n, stripe, c, parts, OpPhase::FanOut, {prev});
               from = i;
@@ -396,8 +413,9 @@ Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const Shard
     b.reshard(ffn, false, std::max(1, params.max_chain));
     b.reshard(rest, false, 1);
   } else if (name == "nemo_rl_reshard") {
-    // NeMo RL: FFN through the hierarchical ring over all destination domains, the rest broadcast.
-    b.reshard(ffn, false, 1 << 30);
+    // NeMo RL: FFN through the hierarchical ring over all destination domains (M2N pipelines it in
+    // 256 KB ring chunks, so its pipeline fill is that of 256 KB parts), the rest broadcast.
+    b.reshard(ffn, false, 1 << 30, std::max(16, params.chunks), Bytes{256 << 10});
     b.gather_broadcast(rest);
   } else {
     std::string list;

@@ -6,6 +6,7 @@ namespace reshard::model {
 
 namespace {
 bool same(const StrategyParams& a, const StrategyParams& b) {
+  if (a.strategy == "direct" && b.strategy == "direct") return true;  // direct has no parameters
   return a.strategy == b.strategy && a.chunks == b.chunks && a.max_chain == b.max_chain &&
          a.relay_ingress == b.relay_ingress && a.relay_egress == b.relay_egress && a.rail_aligned_ingress == b.rail_aligned_ingress &&
          a.bucket == b.bucket;
@@ -41,6 +42,9 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
   std::erase_if(starts, [](const StrategyParams& p) {
     return p.strategy == "gather_broadcast" || p.strategy == "nemo_rl_reshard";
   });
+  for (std::size_t i = 0; i < starts.size(); ++i)  // drop repeats, keep the first
+    for (std::size_t j = starts.size(); j-- > i + 1;)
+      if (same(starts[i], starts[j])) starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(j));
   std::sort(starts.begin(), starts.end(), [&](const StrategyParams& a, const StrategyParams& b) {
     return evaluate(a)->prediction.time < evaluate(b)->prediction.time;
   });
@@ -55,6 +59,7 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
       }
     };
     for (int chunks : {1, 2, 4, 8, 16}) {
+      if (cur.strategy == "direct") break;  // direct sends whole buffers
       StrategyParams n = cur;
       n.chunks = chunks;
       try_move(n);

@@ -48,8 +48,9 @@ struct Calibration {
 Calibration calibrate(const std::vector<Observation>& observations, const CostParams& base,
                       const std::vector<std::string>& free = {});
 
-// Reads a CSV of measured times: header `scenario,strategy,measured_s` (optional `chunks`); '#'
-// lines are comments; scenario paths relative to the CSV file. Each row is planned, scheduled and
+// Reads measured times: a CSV with header `scenario,strategy,measured_s` (optional `chunks`; '#'
+// lines are comments; scenario paths relative to the CSV file), or a Measurement JSON written by
+// `reshard exec -o` (its scenario, the schedule it ran, elapsed_s). Each is planned, scheduled and
 // estimated with `base` (overheads zeroed) to make an Observation. ConfigError names file and line.
 std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base);
 

@@ -9,7 +9,11 @@
 //   t(o)         = latency(route(o)) + per_op + bytes(o) / min over l on o's route of
 //                  (bandwidth(l) * efficiency(kind(l)))                       (o alone on its route)
 //   T_critical   = longest path through the DAG with these t(o)    (pipeline fill and dependencies)
-//   estimate     = max(T_bandwidth, T_critical) + overheads
+//   T_pipeline   = T_bandwidth * (C + H - 1) / C  for a schedule whose parts travel chains of H
+//                  network hops in C parts: while the links are shared by every chain, each hop of
+//                  a part takes about T_bandwidth / C, and the last part leaves the first hop only
+//                  after C of them, then crosses H - 1 more (pipeline fill)
+//   estimate     = max(T_pipeline, T_critical) + overheads
 //   overheads    = per_tensor * tensors moved by reshard operations
 //                + per_broadcast_tensor * tensors moved by gather/broadcast operations
 //                + per_bucket * broadcast buckets + per_stage * broadcasting source stages
@@ -30,7 +34,9 @@ struct CostParams {
   double efficiency[4] = {0.82, 0.85, 0.85, 0.94};
   // Implementation profile.
   std::string profile = "reshard";
-  Seconds per_op{8.4e-6};        // per transfer operation (NCCL Simple base latency, tuning.cc)
+  // Per transfer operation: a small-message send/recv between two GPUs over NVLink takes about 3 us
+  // (hardware.md, measured), of which the NVLink route accounts for about 0.6 us.
+  Seconds per_op{2.4e-6};
   Seconds per_tensor{0};         // per tensor moved by reshard operations (framework bookkeeping)
   Seconds per_broadcast_tensor{0};  // per tensor moved by the gather/broadcast path
   Seconds per_bucket{0};         // per broadcast bucket (packing, launch, synchronisation)
@@ -48,6 +54,7 @@ struct CostParams {
 struct Prediction {
   Seconds time;
   Seconds bandwidth_bound;
+  Seconds pipeline;        // bandwidth bound with the pipeline fill of chained hops
   Seconds critical_path;
   Seconds overheads;
   LinkId bottleneck = -1;  // the link with the largest load/capacity

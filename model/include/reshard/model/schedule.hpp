@@ -83,6 +83,10 @@ struct Schedule {
   std::string scenario;
   StrategyParams params;
   std::int32_t piece_count = 0;
+  // The longest chain of network hops one part travels and the parts a buffer is cut into on it:
+  // a chain of H hops in C parts takes (C + H - 1) / C of one hop's time once links are shared.
+  std::int32_t chain_hops = 1;
+  std::int32_t chain_parts = 1;
   std::vector<Buffer> buffers;
   std::vector<Op> ops;
 };
