@@ -5,13 +5,15 @@
 //   - every destination rank receives every element it holds exactly once from the pieces;
 //   - every holder of a piece really holds the piece's box;
 //   - bytes_needed equals the destination's total held bytes;
-//   - the lower bound is positive and finite when anything must move.
+//   - the lower bound is positive and finite when anything must move;
+//   - a schedule of each strategy in turn (random parameters) validates and does not beat the bound.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/model/cost.hpp"
 #include "reshard/model/planner.hpp"
 
 using namespace reshard::model;
@@ -42,6 +44,7 @@ std::string random_model(std::mt19937& rng) {
 }
 
 std::vector<GpuId> random_gpus(std::mt19937& rng, int n) {
+  EXPECT_LE(n, 16);
   std::vector<GpuId> all(16);
   std::iota(all.begin(), all.end(), 0);
   std::shuffle(all.begin(), all.end(), rng);
@@ -70,10 +73,14 @@ LayoutSpec random_layout(std::mt19937& rng) {
       DTensorSpec d;
       const int ndim = pick({1, 2, 3});
       int world = 1;
-      for (int i = 0; i < ndim; ++i) {
-        d.mesh_shape.push_back(pick({1, 2, 3}));
-        world *= d.mesh_shape.back();
-      }
+      do {  // a mesh that fits the 16 GPUs
+        d.mesh_shape.clear();
+        world = 1;
+        for (int i = 0; i < ndim; ++i) {
+          d.mesh_shape.push_back(pick({1, 2, 3}));
+          world *= d.mesh_shape.back();
+        }
+      } while (world > 16);
       auto random_placements = [&](int max_dim) {
         std::vector<Placement> p;
         for (int i = 0; i < ndim; ++i)
@@ -170,6 +177,19 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
       EXPECT_GT(lb.time.value, 0);
       EXPECT_TRUE(std::isfinite(lb.time.value));
     }
+    // A schedule of every strategy in turn, with random parameters, validates and never beats the
+    // lower bound.
+    StrategyParams sp;
+    sp.strategy = strategy_names()[static_cast<std::size_t>(pairs) % strategy_names().size()];
+    sp.chunks = 1 + static_cast<std::int32_t>(rng() % 4);
+    sp.max_chain = 1 + static_cast<std::int32_t>(rng() % 3);
+    sp.relay_ingress = rng() % 2;
+    sp.relay_egress = rng() % 2;
+    sp.bucket = Bytes{256 + static_cast<std::int64_t>(rng() % 4096)};
+    const Schedule sched = build_schedule(ts, inv, src, dst, topo, sp);
+    ASSERT_NO_THROW(validate(sched, ts, inv, src, dst)) << sp.strategy;
+    const auto pred = estimate(sched, ts, inv, topo, CostParams::profile_named("reshard"));
+    EXPECT_GE(pred.time.value, lb.time.value * (1 - 1e-9)) << sp.strategy;
   }
   // The random pairs cover every framework combination.
   EXPECT_EQ(seen.size(), 9u);

@@ -252,6 +252,13 @@ void verify_coverage(const Inventory& inv, const ShardMap& map) {
 }
 
 ShardMap build_shard_map(const Inventory& inv, const LayoutSpec& spec) {
+  {
+    std::vector<GpuId> sorted = spec.gpus;
+    std::sort(sorted.begin(), sorted.end());
+    const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+    if (dup != sorted.end())
+      throw PlanError(spec.describe() + ": GPU " + std::to_string(*dup) + " appears twice in the layout's GPU list");
+  }
   ShardMap map = std::visit(
       [&](const auto& s) -> ShardMap {
         using T = std::decay_t<decltype(s)>;

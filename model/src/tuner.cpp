@@ -38,9 +38,9 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
     p.strategy = name;
     if (evaluate(p)) starts.push_back(p);
   }
-  // Coordinate descent only moves the reshard strategies' parameters.
+  // Coordinate descent moves the parameters of the domain strategies (direct has none).
   std::erase_if(starts, [](const StrategyParams& p) {
-    return p.strategy == "gather_broadcast" || p.strategy == "nemo_rl_reshard";
+    return p.strategy == "gather_broadcast" || p.strategy == "nemo_rl_reshard" || p.strategy == "direct";
   });
   for (std::size_t i = 0; i < starts.size(); ++i)  // drop repeats, keep the first
     for (std::size_t j = starts.size(); j-- > i + 1;)
@@ -70,7 +70,11 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
         n.max_chain = chain;
         try_move(n);
       }
-    if (cur.strategy != "direct") {
+    // Relays stripe every buffer over all GPUs of a domain: operations grow with the domain size
+    // (72 on NVL72), so they are tried only where the schedule is small enough to afford it.
+    constexpr std::int64_t kRelayMaxOperations = 1'000'000;
+    const auto* current = evaluate(cur);
+    if (cur.strategy != "direct" && current && current->prediction.operations <= kRelayMaxOperations) {
       StrategyParams n = cur;
       n.relay_ingress = !n.relay_ingress;
       try_move(n);
