@@ -1,6 +1,5 @@
 // reshard compare SCENARIO [--profile P] [--json]: the main what-if. Every strategy's schedule,
 // estimated; the auto tuner's choice.
-#include <chrono>
 #include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
