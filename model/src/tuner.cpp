@@ -70,16 +70,18 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
         n.max_chain = chain;
         try_move(n);
       }
-    // Relays stripe every buffer over all GPUs of a domain: operations grow with the domain size
-    // (72 on NVL72), so they are tried only where the schedule is small enough to afford it.
+    // Ingress relays stripe every buffer over all GPUs of a domain: operations grow with the
+    // domain size (72 on NVL72), so they are tried only where the schedule can afford it.
     constexpr std::int64_t kRelayMaxOperations = 1'000'000;
     const auto* current = evaluate(cur);
-    if (cur.strategy != "direct" && current && current->prediction.operations <= kRelayMaxOperations) {
+    if (cur.strategy != "direct" && current) {
       StrategyParams n = cur;
-      n.relay_ingress = !n.relay_ingress;
-      try_move(n);
+      if (current->prediction.operations <= kRelayMaxOperations) {
+        n.relay_ingress = !n.relay_ingress;
+        try_move(n);
+      }
       n = cur;
-      n.relay_egress = !n.relay_egress;
+      n.relay_egress = !n.relay_egress;  // one hand-off per part: affordable at any size
       try_move(n);
       n = cur;
       n.rail_aligned_ingress = !n.rail_aligned_ingress;
