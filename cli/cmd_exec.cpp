@@ -53,13 +53,7 @@ void run_exec(const ExecArgs& a) {
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   Schedule schedule;
   if (from_schedule) {
-    std::ifstream in(a.input);
-    if (!in) throw ConfigError(a.input, 0, "", "cannot open the schedule file");
-    try {
-      schedule = schedule_from_json(nlohmann::json::parse(in));
-    } catch (const nlohmann::json::exception& e) {
-      throw ConfigError(a.input, 0, "", std::string("not JSON: ") + e.what());
-    }
+    schedule = read_schedule_file(a.input);
   } else {
     StrategyParams p;
     if (a.strategy == "auto") {

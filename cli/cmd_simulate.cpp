@@ -94,19 +94,7 @@ void run_schedule(const SimulateOptions& o) {
   const model::CostParams cost = model::CostParams::profile_named(o.profile);
   model::Schedule schedule;
   if (from_file) {
-    std::ifstream in(o.input);
-    if (!in) throw model::ConfigError(o.input, 0, "", "cannot open the schedule file");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw model::ConfigError(o.input, 0, "", std::string("not valid JSON: ") + e.what());
-    }
-    try {
-      schedule = model::schedule_from_json(j);
-    } catch (const model::ScheduleError& e) {
-      throw model::ConfigError(o.input, 0, "", e.what());
-    }
+    schedule = model::read_schedule_file(o.input);
     if (schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
       throw model::ConfigError(o.input, 0, "piece_count",
                                "the schedule was built for " + std::to_string(schedule.piece_count) +

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -192,6 +193,22 @@ Schedule schedule_from_json(const nlohmann::json& j) {
     return s;
   } catch (const nlohmann::json::exception& e) {
     throw ScheduleError(std::string("malformed schedule JSON: ") + e.what());
+  }
+}
+
+Schedule read_schedule_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path, 0, "", "cannot open the schedule file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(path, 0, "", std::string("not valid JSON: ") + e.what());
+  }
+  try {
+    return schedule_from_json(j);
+  } catch (const ScheduleError& e) {
+    throw ConfigError(path, 0, "", e.what());
   }
 }
 

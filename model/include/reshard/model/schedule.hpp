@@ -123,5 +123,8 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
 
 nlohmann::json to_json(const Schedule& s);
 Schedule schedule_from_json(const nlohmann::json& j);  // throws ScheduleError on a malformed document
+// Reads a schedule JSON file; an unreadable file, bad JSON or a malformed schedule is a ConfigError
+// naming the file. Whether it matches a scenario is for the caller to check.
+Schedule read_schedule_file(const std::string& path);
 
 }  // namespace reshard::model
