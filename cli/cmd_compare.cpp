@@ -25,17 +25,6 @@ struct Row {
   std::optional<Seconds> simulated;
 };
 
-std::string describe(const StrategyParams& p) {
-  std::string s = p.strategy + " chunks=" + std::to_string(p.chunks);
-  if (p.strategy == "domain_chain" || p.strategy == "hybrid") s += " max_chain=" + std::to_string(p.max_chain);
-  if (p.strategy != "direct" && p.strategy != "gather_broadcast") {
-    if (p.relay_ingress) s += " relay_ingress";
-    if (p.relay_egress) s += " relay_egress";
-    if (!p.rail_aligned_ingress) s += " rail_blind";
-  }
-  return s;
-}
-
 // What sets an estimate: the largest of its terms.
 std::string limited_by(const Prediction& p) {
   const double hw = std::max(p.pipeline.value, p.critical_path.value);
@@ -53,7 +42,7 @@ std::string link_name(const Topology& topo, LinkId l) {
 }  // namespace
 
 void run_compare(const std::string& path, const std::string& profile, const std::string& params_file, bool simulate,
-                 bool json) {
+                 bool json, const std::vector<std::string>& extra) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path));
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   const LowerBound lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
@@ -71,6 +60,11 @@ void run_compare(const std::string& path, const std::string& profile, const std:
     if (name == "direct") p.chunks = 1;
     rows.push_back(evaluate(p));
     if (!json) std::cerr << "  " << name << ": " << format(rows.back().pred.time) << "\n";
+  }
+  for (const auto& spec : extra) {  // configured strategies the user asked about, by their description
+    rows.push_back(evaluate(parse_strategy(spec)));
+    rows.back().name = describe(rows.back().params);
+    if (!json) std::cerr << "  " << rows.back().name << ": " << format(rows.back().pred.time) << "\n";
   }
   // auto: the tuner's deterministic search, scored by the estimate.
   TuneOptions topts;
@@ -130,14 +124,17 @@ void add_compare_command(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   auto params = std::make_shared<std::string>();
   auto simulate = std::make_shared<bool>(false);
+  auto extra = std::make_shared<std::vector<std::string>>();
   cmd->add_flag("--simulate", *simulate, "Also simulate every schedule (and let auto confirm its best by simulation)");
   cmd->add_option("scenario", *path, "Scenario YAML file (default: the embedded DeepSeek-V3 on DGX H100)");
   cmd->add_option("--profile", *profile, "Implementation profile: reshard or nemo_rl");
   cmd->add_option("--params", *params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_flag("--json", *json, "Print one JSON object");
-  cmd->callback([path, profile, params, simulate, json] {
+  cmd->add_option("--strategy", *extra,
+                  "Also compare this configured strategy, written as auto prints it (\"domain_grouped chunks=1 relay_ingress\"); repeatable");
+  cmd->callback([path, profile, params, simulate, json, extra] {
     run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *profile,
-                *params, *simulate, *json);
+                *params, *simulate, *json, *extra);
   });
 }
 

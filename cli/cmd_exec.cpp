@@ -26,7 +26,7 @@ namespace {
 
 struct ExecArgs {
   std::string input, scenario, strategy = "domain_chain", backend = "host", timeout = "30s", output, profile = "reshard";
-  int chunks = 4, max_chain = 8;
+  int chunks = 0, max_chain = 0;  // 0: the strategy's own
   bool json = false, dry_run = false;
   std::vector<std::string> inject;
 };
@@ -59,9 +59,9 @@ void run_exec(const ExecArgs& a) {
     if (a.strategy == "auto") {
       p = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, CostParams::profile_named(a.profile)).best.params;
     } else {
-      p.strategy = a.strategy;
-      p.chunks = a.chunks;
-      p.max_chain = a.max_chain;
+      p = parse_strategy(a.strategy);
+      if (a.chunks > 0) p.chunks = a.chunks;
+      if (a.max_chain > 0) p.max_chain = a.max_chain;
     }
     schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     schedule.scenario = sc.scenario.name;
@@ -121,7 +121,7 @@ void run_exec(const ExecArgs& a) {
   std::int64_t moved = 0;
   for (const auto& o : schedule.ops) moved += o.bytes.value;
   print_fields(std::cout, {{"scenario", sc.scenario.name},
-                           {"strategy", schedule.params.strategy + " chunks=" + std::to_string(schedule.params.chunks)},
+                           {"strategy", describe(schedule.params)},
                            {"backend", m.backend + " (" + std::to_string(m.ranks) + " processes, " +
                                            std::to_string(rp.gpus.size()) + " GPUs)"},
                            {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + " steps"},
@@ -184,9 +184,9 @@ void add_exec_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("exec", "Run a schedule for real and verify every destination byte (under mpirun for host/nccl)");
   cmd->add_option("input", a->input, "Scenario YAML file, or a schedule JSON file (then --scenario)")->required();
   cmd->add_option("--scenario", a->scenario, "The scenario a schedule file was built for");
-  cmd->add_option("--strategy", a->strategy, "Strategy (reshard compare lists them) or auto");
-  cmd->add_option("--chunks", a->chunks, "Pipeline parts per buffer");
-  cmd->add_option("--max-chain", a->max_chain, "Domains per chain");
+  cmd->add_option("--strategy", a->strategy, "Strategy as compare prints it (\"domain_grouped chunks=1 relay_ingress\") or auto");
+  cmd->add_option("--chunks", a->chunks, "Pipeline parts per buffer (overrides the strategy's)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-chain", a->max_chain, "Domains per chain (overrides the strategy's)")->check(CLI::PositiveNumber);
   cmd->add_option("--backend", a->backend, "host (MPI), cuda (one GPU, virtual ranks), nccl (one process per GPU)");
   cmd->add_option("--timeout", a->timeout, "A peer that does not answer within this ends the run (e.g. 30s)");
   cmd->add_option("-o,--output", a->output, "Write the Measurement JSON here");

@@ -51,7 +51,7 @@ void run_plan(const std::string& path, const std::string& strategy, const std::s
     if (strategy == "auto") {
       params = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, CostParams::profile_named("reshard")).best.params;
     } else {
-      params.strategy = strategy;
+      params = parse_strategy(strategy);
     }
     schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);
     schedule->scenario = sc.scenario.name;
@@ -153,7 +153,7 @@ void run_plan(const std::string& path, const std::string& strategy, const std::s
   cuts.print(std::cout);
   std::cout << "\nlower bound: " << format(lb.time) << " (" << lb.binding.cut << ", " << lb.binding.where << ")\n";
   if (schedule)
-    std::cout << "schedule: " << schedule->params.strategy << ", " << schedule->ops.size() << " operations, "
+    std::cout << "schedule: " << describe(schedule->params) << ", " << schedule->ops.size() << " operations, "
               << schedule->buffers.size() << " buffers, validated" << (output.empty() ? "" : ", written to " + output)
               << "\n";
 }
@@ -165,7 +165,7 @@ void add_plan_command(CLI::App& app) {
   auto strategy = std::make_shared<std::string>();
   auto output = std::make_shared<std::string>();
   cmd->add_option("scenario", *path, "Scenario YAML file")->required();
-  cmd->add_option("--strategy", *strategy, "Also build, validate and keep this strategy's schedule (or auto)");
+  cmd->add_option("--strategy", *strategy, "Also build, validate and keep this strategy's schedule: auto, or a name with parameters as compare prints them (\"domain_grouped chunks=1 relay_ingress\")");
   cmd->add_option("-o,--output", *output, "Write the schedule as JSON (with --strategy)");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->callback([path, strategy, output, json] {

@@ -70,12 +70,6 @@ void run_traffic(const SimulateOptions& o) {
   if (!o.trace.empty()) std::cout << "trace written to " << o.trace << " (open in https://ui.perfetto.dev)\n";
 }
 
-std::string describe(const model::StrategyParams& p) {
-  std::string s = p.strategy + " chunks=" + std::to_string(p.chunks);
-  if (p.strategy == "domain_chain" || p.strategy == "hybrid") s += " max_chain=" + std::to_string(p.max_chain);
-  return s;
-}
-
 bool is_json_path(const std::string& path) {
   return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
 }
@@ -106,9 +100,7 @@ void run_schedule(const SimulateOptions& o) {
       throw model::ConfigError(o.input, 0, "ops", std::string("not a valid schedule for ") + o.scenario + ": " + e.what());
     }
   } else {
-    model::StrategyParams p;
-    p.strategy = o.strategy;
-    if (o.strategy == "direct") p.chunks = 1;
+    model::StrategyParams p = model::parse_strategy(o.strategy);
     if (o.chunks > 0) p.chunks = o.chunks;
     if (o.max_chain > 0) p.max_chain = o.max_chain;
     schedule = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
@@ -121,7 +113,7 @@ void run_schedule(const SimulateOptions& o) {
 
   ScheduleReference ref;
   ref.scenario = sc.scenario.name;
-  ref.strategy = describe(schedule.params) + (from_file ? " (from " + o.input + ")" : "");
+  ref.strategy = model::describe(schedule.params) + (from_file ? " (from " + o.input + ")" : "");
   ref.profile = cost.profile;
   ref.estimate = prediction.time;
   ref.lower_bound = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
@@ -159,7 +151,7 @@ void add_simulate_command(CLI::App& app) {
   auto o = std::make_shared<SimulateOptions>();
   cmd->add_option("input", o->input, "Scenario YAML (with --strategy) or schedule JSON (with --scenario)");
   cmd->add_option("--scenario", o->scenario, "Scenario YAML a schedule JSON was built for (its topology and plan)");
-  cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate (default domain_chain)");
+  cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate, with parameters as compare prints them: \"domain_grouped chunks=1 relay_ingress\" (default domain_chain)");
   cmd->add_option("--chunks", o->chunks, "Pipeline parts per buffer (default 4; 1 for direct)")->check(CLI::PositiveNumber);
   cmd->add_option("--max-chain", o->max_chain, "Domains per chain for domain_chain / hybrid (default 8)")
       ->check(CLI::PositiveNumber);

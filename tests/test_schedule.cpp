@@ -62,6 +62,15 @@ TEST(Schedule, BrokenScheduleIsRejectedNamingThePiece) {
       break;
     }
   EXPECT_THROW(validate(early, ts, sc.inventory, sc.source, sc.destination), ScheduleError);
+  // An operation whose byte count disagrees with the part it carries.
+  auto miscounted = s;
+  miscounted.ops.front().bytes += Bytes{1};
+  try {
+    validate(miscounted, ts, sc.inventory, sc.source, sc.destination);
+    FAIL() << "accepted";
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Estimate, HandWorkedTwoDomains) {

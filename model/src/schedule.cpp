@@ -42,6 +42,7 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
   };
   std::unordered_map<std::int64_t, std::int32_t> unit_index;  // (buffer, part, parts) -> unit
   std::vector<std::vector<Range>> unit_ranges;
+  std::vector<std::int64_t> unit_bytes;
   std::vector<std::int32_t> op_unit(s.ops.size());
   for (const auto& op : s.ops) {
     const std::string where = "operation " + std::to_string(op.id) + " (" + to_string(op.phase) + ", GPU " +
@@ -57,17 +58,25 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
     auto [it, fresh] = unit_index.try_emplace(key, static_cast<std::int32_t>(unit_ranges.size()));
     if (fresh) {
       std::vector<Range> ranges;
+      std::int64_t bytes = 0;
       for_each_in_part(s.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
                        [&](std::int32_t piece, std::int64_t b, std::int64_t e) {
                          if (piece < 0 || piece >= s.piece_count)
                            throw ScheduleError(where + ": no piece " + std::to_string(piece));
-                         if (b < 0 || e > ts.pieces[static_cast<std::size_t>(piece)].box.elements())
+                         const auto& pc = ts.pieces[static_cast<std::size_t>(piece)];
+                         if (b < 0 || e > pc.box.elements())
                            throw ScheduleError(where + ", " + describe_piece(piece) + ": slice outside the piece");
                          ranges.push_back({piece, b, e});
+                         bytes += (e - b) * dtype_size(inv.tensor(pc.tensor).dtype);
                        });
       unit_ranges.push_back(std::move(ranges));
+      unit_bytes.push_back(bytes);
     }
     const std::int32_t u = it->second;
+    if (op.bytes.value != unit_bytes[static_cast<std::size_t>(u)])
+      throw ScheduleError(where + ": carries " + std::to_string(op.bytes.value) + " bytes, but part " +
+                          std::to_string(op.part) + " of " + std::to_string(op.parts) + " of buffer " +
+                          std::to_string(op.buffer) + " holds " + std::to_string(unit_bytes[static_cast<std::size_t>(u)]));
     op_unit[static_cast<std::size_t>(op.id)] = u;
     // The sender holds every range as a source, or received it in an operation it waits for.
     bool whole_unit_received = false;

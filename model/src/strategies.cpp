@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <charconv>
+#include <sstream>
 #include <map>
 #include <numeric>
 #include <unordered_map>
@@ -24,6 +26,47 @@ const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> names = {"gather_broadcast", "direct",  "domain_grouped", "domain_chain",
                                                  "hybrid",           "nemo_rl_reshard"};
   return names;
+}
+
+std::string describe(const StrategyParams& p) {
+  std::string s = p.strategy;
+  if (p.strategy != "direct") s += " chunks=" + std::to_string(p.chunks);
+  if (p.strategy == "domain_chain" || p.strategy == "hybrid") s += " max_chain=" + std::to_string(p.max_chain);
+  if (p.strategy == "gather_broadcast" || p.strategy == "nemo_rl_reshard") s += " bucket=" + std::to_string(p.bucket.value);
+  if (p.strategy != "direct" && p.strategy != "gather_broadcast") {
+    if (p.relay_ingress) s += " relay_ingress";
+    if (p.relay_egress) s += " relay_egress";
+    if (!p.rail_aligned_ingress) s += " rail_blind";
+  }
+  return s;
+}
+
+StrategyParams parse_strategy(const std::string& spec) {
+  std::istringstream in(spec);
+  StrategyParams p;
+  if (!(in >> p.strategy)) throw PlanError("empty strategy; expected NAME [chunks=N] [max_chain=N] [bucket=BYTES] [relay_ingress] [relay_egress] [rail_blind]");
+  if (p.strategy == "direct") p.chunks = 1;
+  for (std::string token; in >> token;) {
+    const auto eq = token.find('=');
+    const std::string key = token.substr(0, eq);
+    if (eq == std::string::npos) {
+      if (key == "relay_ingress") p.relay_ingress = true;
+      else if (key == "relay_egress") p.relay_egress = true;
+      else if (key == "rail_blind") p.rail_aligned_ingress = false;
+      else throw PlanError("strategy '" + spec + "': unknown flag '" + token + "' (relay_ingress, relay_egress, rail_blind)");
+      continue;
+    }
+    const std::string value = token.substr(eq + 1);
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || end != value.data() + value.size() || v < 1 || (key != "bucket" && v > (1 << 20)))
+      throw PlanError("strategy '" + spec + "': '" + token + "' needs a positive integer");
+    if (key == "chunks") p.chunks = static_cast<std::int32_t>(v);
+    else if (key == "max_chain") p.max_chain = static_cast<std::int32_t>(v);
+    else if (key == "bucket") p.bucket = Bytes{v};
+    else throw PlanError("strategy '" + spec + "': unknown parameter '" + key + "' (chunks, max_chain, bucket)");
+  }
+  return p;
 }
 
 namespace {
@@ -80,9 +123,7 @@ class Builder {
     op.parts = parts;
     op.phase = phase;
     op.after = std::move(after);
-    const auto& b = s_.buffers[static_cast<std::size_t>(buffer)];
-    // Parts split the buffer's elements evenly; bytes follow (a buffer's dtype is uniform or nearly so).
-    op.bytes = Bytes{b.bytes.value * (part + 1) / parts - b.bytes.value * part / parts};
+    op.bytes = part_bytes(buffer, part, parts);
     // Load balancing looks at the network: bytes leaving and entering GPUs through their NICs.
     if (topo_.domain_of(from) != topo_.domain_of(to)) {
       egress_[static_cast<std::size_t>(from)] += op.bytes.as_double();
@@ -90,6 +131,23 @@ class Builder {
     }
     s_.ops.push_back(std::move(op));
     return s_.ops.back().id;
+  }
+
+  // The bytes of part `part` of `parts` of a buffer: its elements (for_each_in_part) times their
+  // dtype sizes. All parts of a buffer are computed at once and kept for the buffer's next operation.
+  Bytes part_bytes(std::int32_t buffer, std::int32_t part, std::int32_t parts) {
+    const auto& b = s_.buffers[static_cast<std::size_t>(buffer)];
+    if (parts == 1) return b.bytes;
+    if (part_bytes_of_ != buffer || static_cast<std::int32_t>(part_bytes_.size()) != parts) {
+      part_bytes_of_ = buffer;
+      part_bytes_.assign(static_cast<std::size_t>(parts), Bytes{0});
+      for (std::int32_t c = 0; c < parts; ++c)
+        for_each_in_part(b, c, parts, [&](std::int32_t piece, std::int64_t begin, std::int64_t end) {
+          const auto& pc = ts_.pieces[static_cast<std::size_t>(piece)];
+          part_bytes_[static_cast<std::size_t>(c)] += Bytes{(end - begin) * dtype_size(inv_.tensor(pc.tensor).dtype)};
+        });
+    }
+    return part_bytes_[static_cast<std::size_t>(part)];
   }
 
   // The least-loaded GPU among `cands` by `load`, preferring those `prefer` accepts.
@@ -145,18 +203,16 @@ class Builder {
       }
       if (remote.empty()) continue;
       // Stripes: the class cut into S equal element ranges; each stripe enters a domain at another
-      // needer (the least loaded), so a domain's NIC ingress is shared by all its needers rather
-      // than funnelled through one. S = the most needers any remote domain has, fewer when a stripe
-      // would drop below kMinStripe.
-      constexpr std::int64_t kMinStripe = 4 << 10;
-      // With relay_ingress any GPU of the domain may be the ingress (a relay that needs nothing
-      // itself forwards to every needer), so every NIC of the domain can take a stripe.
-      auto candidates = [&](std::int32_t d) -> const std::vector<GpuId>& {
-        return p_.relay_ingress ? topo_.gpus_in_domain(d) : by_domain[d];
-      };
-      std::int64_t stripes = 1;
-      for (auto d : remote) stripes = std::max<std::int64_t>(stripes, static_cast<std::int64_t>(candidates(d).size()));
-      stripes = std::clamp<std::int64_t>(s_.buffers[static_cast<std::size_t>(buffer)].bytes.value / kMinStripe, 1, stripes);
+      // ingress GPU (the least loaded) and leaves from another holder, so the NICs of both sides
+      // share the class. S = ceil(class bytes / stripe_target_), so that small classes travel whole
+      // (a replicated class cut into S stripes costs S x needers fan-out operations per domain) and
+      // large ones in stripes small enough for the greedy choices to balance every NIC; at most the
+      // number of GPUs on the wider side (holders, or the ingress candidates of a domain), beyond
+      // which more stripes balance nothing.
+      std::int64_t wider_side = static_cast<std::int64_t>(H.size());
+      for (auto d : remote) wider_side = std::max<std::int64_t>(wider_side, static_cast<std::int64_t>(candidates(d, by_domain[d]).size()));
+      const std::int64_t class_bytes = s_.buffers[static_cast<std::size_t>(buffer)].bytes.value;
+      const std::int64_t stripes = std::clamp<std::int64_t>((class_bytes + stripe_target_ - 1) / stripe_target_, 1, wider_side);
       const std::int32_t parts = std::max(1, chunks > 0 ? chunks : p_.chunks);
       for (const std::int32_t stripe : split(buffer, static_cast<std::int32_t>(stripes)))
         for (std::size_t seg = 0; seg < remote.size(); seg += static_cast<std::size_t>(max_chain)) {
@@ -182,7 +238,7 @@ class Builder {
             const double detour = p_.rail_aligned_ingress ? 0.25 * s_.buffers[static_cast<std::size_t>(stripe)].bytes.as_double() : 0;
             GpuId i = -1;
             double best = 0;
-            for (auto g : candidates(remote[k])) {
+            for (auto g : candidates(remote[k], by_domain[remote[k]])) {
               const double cost = ingress_[static_cast<std::size_t>(g)] + (topo_.rail_of(g) == topo_.rail_of(prev_gpu) ? 0 : detour);
               if (i < 0 || cost < best) {
                 i = g;
@@ -221,6 +277,43 @@ class Builder {
           }
         }
     }
+  }
+
+  // The GPUs of domain `d` that may be a class's ingress: its needers there, or with relay_ingress
+  // any GPU of the domain (a relay that needs nothing itself forwards to every needer), so every
+  // NIC of the domain can take a stripe.
+  const std::vector<GpuId>& candidates(std::int32_t d, const std::vector<GpuId>& needers_in_d) const {
+    return p_.relay_ingress ? topo_.gpus_in_domain(d) : needers_in_d;
+  }
+
+  // The stripe size that balances NIC loads: a GPU's fair share of network ingress, A = (sum over
+  // classes of bytes x remote domains) / (ingress candidate GPUs), cut into kStripesPerShare
+  // stripes, so the greedy least-loaded choice ends within about A / kStripesPerShare of even on
+  // either side. Never below kMinStripe (4 KiB). Set once, before reshard(), over every piece the
+  // schedule routes through domains: one target however the strategy splits them between calls.
+  void set_stripe_target(const std::vector<std::int32_t>& pieces) {
+    constexpr std::int64_t kMinStripe = 4 << 10;
+    constexpr double kStripesPerShare = 32;
+    double remote_bytes = 0;
+    std::vector<char> candidate(static_cast<std::size_t>(topo_.gpu_count()), 0);
+    for (const auto& cls : classes(pieces)) {
+      const auto& first = ts_.pieces[static_cast<std::size_t>(cls[0])];
+      const auto& H = holder_gpus(first.holders);
+      std::map<std::int32_t, std::vector<GpuId>> by_domain;
+      for (auto g : needer_gpus(first.needers))
+        if (!std::binary_search(H.begin(), H.end(), g)) by_domain[topo_.domain_of(g)].push_back(g);
+      double bytes = 0;
+      for (auto i : cls) bytes += ts_.pieces[static_cast<std::size_t>(i)].bytes.as_double();
+      for (const auto& [d, gpus] : by_domain) {
+        if (std::any_of(H.begin(), H.end(), [&](GpuId h) { return topo_.domain_of(h) == d; })) continue;
+        remote_bytes += bytes;
+        for (auto g : candidates(d, gpus)) candidate[static_cast<std::size_t>(g)] = 1;
+      }
+    }
+    const auto gpus = std::count(candidate.begin(), candidate.end(), 1);
+    stripe_target_ = gpus == 0 ? kMinStripe
+                               : std::max<std::int64_t>(kMinStripe, static_cast<std::int64_t>(remote_bytes / static_cast<double>(gpus) /
+                                                                                               kStripesPerShare));
   }
 
   // Every GPU of the NVLink domains that hold a copy, except the class's needers (they get the class
@@ -390,6 +483,9 @@ class Builder {
   Schedule& s_;
   std::vector<double> egress_, ingress_, nvlink_out_;
   std::vector<std::vector<GpuId>> holders_, needers_;
+  std::int64_t stripe_target_ = 1;
+  std::int32_t part_bytes_of_ = -1;  // the buffer whose part sizes part_bytes_ holds
+  std::vector<Bytes> part_bytes_;
 };
 
 }  // namespace
@@ -404,6 +500,7 @@ Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const Shard
   std::iota(all.begin(), all.end(), 0);
   for (auto i : all) (is_ffn(inv.tensor(ts.pieces[static_cast<std::size_t>(i)].tensor).cls) ? ffn : rest).push_back(i);
   const auto& name = params.strategy;
+  b.set_stripe_target(name == "nemo_rl_reshard" ? ffn : all);
   if (name == "direct") b.reshard(all, true, 1);
   else if (name == "domain_grouped") b.reshard(all, false, 1);
   else if (name == "domain_chain") b.reshard(all, false, std::max(1, params.max_chain));

@@ -11,6 +11,15 @@ bool same(const StrategyParams& a, const StrategyParams& b) {
          a.relay_ingress == b.relay_ingress && a.relay_egress == b.relay_egress && a.rail_aligned_ingress == b.rail_aligned_ingress &&
          a.bucket == b.bucket;
 }
+constexpr int kMaxPasses = 3;
+
+// a beats b: a clearly faster estimate, or the same within 10^-6 and fewer operations (less to
+// run, simulate and execute for nothing).
+bool better(const Prediction& a, const Prediction& b) {
+  constexpr double kTie = 1e-6;
+  if (a.time.value < b.time.value * (1 - kTie)) return true;
+  return a.time.value <= b.time.value * (1 + kTie) && a.operations < b.operations;
+}
 }  // namespace
 
 TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
@@ -45,53 +54,50 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
   for (std::size_t i = 0; i < starts.size(); ++i)  // drop repeats, keep the first
     for (std::size_t j = starts.size(); j-- > i + 1;)
       if (same(starts[i], starts[j])) starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(j));
-  std::sort(starts.begin(), starts.end(), [&](const StrategyParams& a, const StrategyParams& b) {
-    return evaluate(a)->prediction.time < evaluate(b)->prediction.time;
+  std::stable_sort(starts.begin(), starts.end(), [&](const StrategyParams& a, const StrategyParams& b) {
+    return better(evaluate(a)->prediction, evaluate(b)->prediction);
   });
   for (std::size_t s = 0; s < 2 && s < starts.size(); ++s) {
     StrategyParams cur = starts[s];
-    Seconds best = evaluate(cur)->prediction.time;
+    bool moved = true;
     auto try_move = [&](StrategyParams next) {
       const auto* c = evaluate(next);
-      if (c && c->prediction.time < best) {
-        best = c->prediction.time;
+      if (c && better(c->prediction, evaluate(cur)->prediction)) {
         cur = next;
+        moved = true;
       }
     };
-    for (int chunks : {1, 2, 4, 8, 16}) {
-      if (cur.strategy == "direct") break;  // direct sends whole buffers
+    // Passes over every coordinate until none improves: a move on one coordinate can make another
+    // worth changing (more chunks make longer chains affordable).
+    for (int pass = 0; moved && pass < kMaxPasses; ++pass) {
+      moved = false;
+      // The toggles first: balance (relays) decides which chunking and chain length pay off.
       StrategyParams n = cur;
-      n.chunks = chunks;
+      n.relay_ingress = !n.relay_ingress;
       try_move(n);
-    }
-    if (cur.strategy == "domain_chain" || cur.strategy == "hybrid")
-      for (int chain : {1, 2, 4, 8, 16, 64}) {
-        StrategyParams n = cur;
-        n.max_chain = chain;
-        try_move(n);
-      }
-    // Ingress relays stripe every buffer over all GPUs of a domain: operations grow with the
-    // domain size (72 on NVL72), so they are tried only where the schedule can afford it.
-    constexpr std::int64_t kRelayMaxOperations = 1'000'000;
-    const auto* current = evaluate(cur);
-    if (cur.strategy != "direct" && current) {
-      StrategyParams n = cur;
-      if (current->prediction.operations <= kRelayMaxOperations) {
-        n.relay_ingress = !n.relay_ingress;
-        try_move(n);
-      }
       n = cur;
-      n.relay_egress = !n.relay_egress;  // one hand-off per part: affordable at any size
+      n.relay_egress = !n.relay_egress;
       try_move(n);
       n = cur;
       n.rail_aligned_ingress = !n.rail_aligned_ingress;
       try_move(n);
+      for (int chunks : {1, 2, 4, 8, 16}) {
+        StrategyParams n = cur;
+        n.chunks = chunks;
+        try_move(n);
+      }
+      if (cur.strategy == "domain_chain" || cur.strategy == "hybrid")
+        for (int chain : {1, 2, 4, 8, 16, 64}) {
+          StrategyParams n = cur;
+          n.max_chain = chain;
+          try_move(n);
+        }
     }
   }
   std::vector<std::size_t> order(result.evaluated.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return result.evaluated[a].prediction.time < result.evaluated[b].prediction.time;
+    return better(result.evaluated[a].prediction, result.evaluated[b].prediction);
   });
   std::size_t winner = order.front();
   if (options.confirm) {

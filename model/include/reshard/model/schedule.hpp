@@ -111,6 +111,13 @@ void for_each_in_part(const Buffer& b, std::int32_t part, std::int32_t parts, F&
 
 const std::vector<std::string>& strategy_names();  // named strategies (not "auto")
 
+// A strategy with its parameters in one line, as the tuner prints it and the CLI reads it:
+// "NAME [chunks=N] [max_chain=N] [bucket=BYTES] [relay_ingress] [relay_egress] [rail_blind]".
+// describe() writes only what the strategy uses; parse_strategy() starts from the defaults and
+// throws PlanError naming the token it cannot read (the name itself is checked by build_schedule).
+std::string describe(const StrategyParams& p);
+StrategyParams parse_strategy(const std::string& spec);
+
 // Builds the schedule of a named strategy. Throws PlanError for an unknown name.
 Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
                         const Topology& topo, const StrategyParams& params);

@@ -4,13 +4,13 @@
 // Search, within a budget of schedule evaluations:
 //   1. the seeds, and every named reshard strategy (direct, domain_grouped, domain_chain, hybrid)
 //      with defaults not among them;
-//   2. coordinate descent from the best two: chunks in {1, 2, 4, 8, 16}, then max_chain in
-//      {1, 2, 4, 8, 16, 64}, then relay_ingress, relay_egress and rail_aligned_ingress toggled (ingress
-//      relays only for schedules of at most 10^6 operations: they multiply operations by the domain size); a move is kept when
-//      it lowers the estimate;
+//   2. coordinate descent from the best two: relay_ingress, relay_egress and rail_aligned_ingress
+//      toggled, then chunks in {1, 2, 4, 8, 16}, then max_chain in {1, 2, 4, 8, 16, 64}; a move
+//      is kept when it beats the current point (a lower estimate, or an equal one with fewer
+//      operations); passes repeat, at most three, until one moves nothing;
 //   3. the `confirm` judge (if given) re-scores the best `confirm_top` candidates and the lowest
 //      confirmed time wins.
-// Ties keep the earlier candidate, so the result depends only on the inputs.
+// Full ties keep the earlier candidate, so the result depends only on the inputs.
 #pragma once
 
 #include <functional>
