@@ -36,16 +36,85 @@ struct VectorHash {
   }
 };
 
-// Min-heap entry of the event queue.
-struct Event {
+// Min-heap entry of the flow starts.
+struct StartEvent {
   double time;
-  std::int32_t kind;  // 0: flow start (index = flow), 1: class finish (index = class)
-  std::int32_t index;
-  std::uint32_t version;
-  bool operator>(const Event& o) const {
-    if (time != o.time) return time > o.time;
-    return kind > o.kind;
+  std::int32_t flow;
+  bool operator>(const StartEvent& o) const { return time > o.time; }
+};
+
+// The next finish time of every class with active flows: a binary min-heap indexed by class, so a
+// rate change moves the class's one entry (no stale entries pile up: a refill changes thousands of
+// rates at once, and a lazy queue would grow by all of them every time).
+class FinishQueue {
+ public:
+  void resize(std::size_t classes) { pos_.assign(classes, -1); }
+  bool empty() const { return heap_.empty(); }
+  double top_time() const { return heap_.front().time; }
+  std::int32_t top_class() const { return heap_.front().cls; }
+  void set(std::int32_t c, double time) {
+    std::int32_t i = pos_[c];
+    if (i < 0) {
+      i = static_cast<std::int32_t>(heap_.size());
+      heap_.push_back({time, c});
+      pos_[c] = i;
+      up(i);
+      return;
+    }
+    const double old = heap_[i].time;
+    heap_[i].time = time;
+    if (time < old) up(i);
+    else down(i);
   }
+  void erase(std::int32_t c) {
+    const std::int32_t i = pos_[c];
+    if (i < 0) return;
+    pos_[c] = -1;
+    const Entry last = heap_.back();
+    heap_.pop_back();
+    if (i == static_cast<std::int32_t>(heap_.size())) return;
+    heap_[i] = last;
+    pos_[last.cls] = i;
+    up(i);
+    down(pos_[last.cls]);
+  }
+
+ private:
+  struct Entry {
+    double time;
+    std::int32_t cls;
+  };
+  // Ties go to the lower class index, so the order of simultaneous finishes is deterministic.
+  bool less(const Entry& a, const Entry& b) const { return a.time < b.time || (a.time == b.time && a.cls < b.cls); }
+  void place(std::int32_t i, const Entry& e) {
+    heap_[i] = e;
+    pos_[e.cls] = i;
+  }
+  void up(std::int32_t i) {
+    const Entry e = heap_[i];
+    while (i > 0) {
+      const std::int32_t p = (i - 1) / 2;
+      if (!less(e, heap_[p])) break;
+      place(i, heap_[p]);
+      i = p;
+    }
+    place(i, e);
+  }
+  void down(std::int32_t i) {
+    const Entry e = heap_[i];
+    const auto n = static_cast<std::int32_t>(heap_.size());
+    while (true) {
+      std::int32_t c = 2 * i + 1;
+      if (c >= n) break;
+      if (c + 1 < n && less(heap_[c + 1], heap_[c])) ++c;
+      if (!less(heap_[c], e)) break;
+      place(i, heap_[c]);
+      i = c;
+    }
+    place(i, e);
+  }
+  std::vector<Entry> heap_;
+  std::vector<std::int32_t> pos_;
 };
 
 // Min-heap entry of the progressive filling: a link's share when it was pushed (a lower bound).
@@ -67,7 +136,6 @@ struct alignas(64) RouteClass {
   std::int64_t multiplicity = 0;              // active flows
   std::int32_t link_begin = 0, link_end = 0;  // slice of Engine::class_links_
   std::uint32_t left = 0;       // flows left in this batch
-  std::uint32_t version = 0;
   std::int32_t bottleneck = -1;
   double served = 0;                          // bytes served per flow at time `updated`
   double updated = 0;
@@ -127,7 +195,8 @@ class Engine {
   std::vector<RouteClass> classes_;
   std::vector<LinkState> links_;
 
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::priority_queue<StartEvent, std::vector<StartEvent>, std::greater<>> starts_;
+  FinishQueue finishes_;
   std::vector<std::int32_t> touched_;
   std::uint32_t batch_ = 0;
   std::uint32_t stamp_ = 0;
@@ -249,7 +318,7 @@ void Engine::release(std::int32_t f, double t) {
   FlowTiming& ft = result_.timing[f];
   ft.release = Seconds{t};
   ft.start = Seconds{t + flows_[f].latency.value};
-  events_.push({ft.start.value, 0, f, 0});
+  starts_.push({ft.start.value, f});
 }
 
 void Engine::start(std::int32_t f, double t) {
@@ -346,10 +415,12 @@ void Engine::class_finish_event(std::int32_t c, double t) {
 
 void Engine::schedule_finish(std::int32_t c, double t) {
   RouteClass& rc = classes_[c];
-  ++rc.version;
-  if (rc.multiplicity == 0 || rc.finish_heap.empty() || !(rc.rate > 0)) return;
+  if (rc.multiplicity == 0 || rc.finish_heap.empty() || !(rc.rate > 0)) {
+    finishes_.erase(c);
+    return;
+  }
   const double remaining = std::max(0.0, rc.finish_heap.front().first - rc.served);
-  events_.push({t + remaining / rc.rate, 1, c, rc.version});
+  finishes_.set(c, t + remaining / rc.rate);
 }
 
 // Recomputes max-min rates around the classes touched in this batch, by progressive filling (see
@@ -501,6 +572,7 @@ FlowSimResult Engine::run() {
   const auto wall_start = std::chrono::steady_clock::now();
   validate_and_index();
   build_classes();
+  finishes_.resize(classes_.size());
   if (!opt_.link_group.empty()) {
     if (opt_.link_group.size() != net_.capacity.size())
       throw FlowError("link_group has " + std::to_string(opt_.link_group.size()) + " entries for " +
@@ -516,17 +588,25 @@ FlowSimResult Engine::run() {
   for (std::size_t i = 0; i < n; ++i)
     if (waiting_[i] == 0) release(static_cast<std::int32_t>(i), 0.0);
 
-  while (!events_.empty()) {
-    const double t = events_.top().time;
+  // One batch per distinct time: every start and finish at that time, then one refill. Starts of
+  // equal time come before finishes, as a flow that starts and one that ends at the same instant
+  // never share a rate.
+  while (!starts_.empty() || !finishes_.empty()) {
+    const double t = std::min(starts_.empty() ? INFINITY : starts_.top().time,
+                              finishes_.empty() ? INFINITY : finishes_.top_time());
     ++batch_;
     touched_.clear();
-    while (!events_.empty() && events_.top().time <= t) {
-      const Event e = events_.top();
-      events_.pop();
-      if (e.kind == 0) {
-        start(e.index, t);
-      } else if (e.version == classes_[e.index].version) {
-        class_finish_event(e.index, t);
+    while (true) {
+      if (!starts_.empty() && starts_.top().time <= t) {
+        const std::int32_t f = starts_.top().flow;
+        starts_.pop();
+        start(f, t);
+      } else if (!finishes_.empty() && finishes_.top_time() <= t) {
+        const std::int32_t c = finishes_.top_class();
+        finishes_.erase(c);
+        class_finish_event(c, t);
+      } else {
+        break;
       }
     }
     if (!touched_.empty()) refill(t);
