@@ -28,10 +28,10 @@ const Loaded& scenario(const std::string& file) {
   return *slot;
 }
 
+// `strategy` as compare prints it: a name with parameters (parse_strategy).
 void build(benchmark::State& state, const char* file, const char* strategy) {
   const auto& l = scenario(file);
-  StrategyParams p;
-  p.strategy = strategy;
+  const StrategyParams p = parse_strategy(strategy);
   std::size_t ops = 0;
   for (auto _ : state) ops = build_schedule(l.ts, l.sc.inventory, l.sc.source, l.sc.destination, l.sc.topology, p).ops.size();
   state.counters["ops"] = static_cast<double>(ops);
@@ -39,8 +39,7 @@ void build(benchmark::State& state, const char* file, const char* strategy) {
 
 void estimate_only(benchmark::State& state, const char* file, const char* strategy) {
   const auto& l = scenario(file);
-  StrategyParams p;
-  p.strategy = strategy;
+  const StrategyParams p = parse_strategy(strategy);
   const auto s = build_schedule(l.ts, l.sc.inventory, l.sc.source, l.sc.destination, l.sc.topology, p);
   const auto cost = CostParams::profile_named("reshard");
   for (auto _ : state) benchmark::DoNotOptimize(estimate(s, l.ts, l.sc.inventory, l.sc.topology, cost).time);
@@ -60,10 +59,14 @@ void tune_scenario(benchmark::State& state, const char* file) {
 
 BENCHMARK_CAPTURE(build, deepseek_domain_chain, "deepseek-v3-h100.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK_CAPTURE(estimate_only, deepseek_domain_chain, "deepseek-v3-h100.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(3);
+// The tuner's choice on each (reshard compare; docs/performance.md).
+BENCHMARK_CAPTURE(estimate_only, deepseek_best, "deepseek-v3-h100.yaml", "domain_chain chunks=16 max_chain=2")->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK_CAPTURE(build, deepseek_gather_broadcast, "deepseek-v3-h100.yaml", "gather_broadcast")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(estimate_only, deepseek_gather_broadcast, "deepseek-v3-h100.yaml", "gather_broadcast")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(build, kimi_k3_domain_chain, "kimi-k3-gb200.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(estimate_only, kimi_k3_domain_chain, "kimi-k3-gb200.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(build, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid chunks=16 max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(estimate_only, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid chunks=16 max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(build, kimi_k3_direct, "kimi-k3-gb200.yaml", "direct")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(tune_scenario, deepseek_v3_h100, "deepseek-v3-h100.yaml")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(tune_scenario, kimi_k3_gb200, "kimi-k3-gb200.yaml")->Unit(benchmark::kMillisecond)->Iterations(1);

@@ -56,7 +56,11 @@ LayoutSpec random_layout(std::mt19937& rng) {
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + std::uniform_int_distribution<int>(0, static_cast<int>(v.size()) - 1)(rng)); };
   switch (rng() % 3) {
     case 0: {
-      MegatronSpec m{.tp = pick({1, 2, 4}), .pp = pick({1, 2}), .cp = pick({1, 1, 2}), .dp = pick({1, 2})};
+      MegatronSpec m;
+      m.tp = pick({1, 2, 4});
+      m.pp = pick({1, 2});
+      m.cp = pick({1, 1, 2});
+      m.dp = pick({1, 2});
       m.ep = pick({1, 2, 4});
       m.etp = pick({1, 1, 2});
       m.vpp = pick({1, 1, 2});

@@ -2,13 +2,58 @@
 
 #include <Eigen/SparseCore>
 #include <algorithm>
-#include <unordered_map>
-#include <unordered_set>
+#include <limits>
 
 #include "reshard/model/errors.hpp"
 #include "yaml_reader.hpp"
 
 namespace reshard::model {
+
+namespace {
+// GPU pair -> column of the routing matrix: open addressing with linear probing over a power-of-two
+// table kept at most half full (one probe on average; estimate() looks a pair up per operation).
+class PairIndex {
+ public:
+  // The column of (src, dst), or `fresh` (the next column) when the pair is new.
+  std::int32_t find_or_add(GpuId src, GpuId dst, std::int32_t fresh, bool& added) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) | static_cast<std::uint32_t>(dst);
+    for (std::size_t i = hash(key);; i = (i + 1) & (slots_.size() - 1)) {
+      Slot& sl = slots_[i];
+      if (sl.column < 0) {
+        sl = {key, fresh};
+        ++used_;
+        added = true;
+        return fresh;
+      }
+      if (sl.key == key) {
+        added = false;
+        return sl.column;
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    std::uint64_t key = 0;
+    std::int32_t column = -1;
+  };
+  std::size_t hash(std::uint64_t key) const { return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ull) >> 20) & (slots_.size() - 1); }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max<std::size_t>(1024, 2 * old.size()), Slot{});
+    for (const auto& sl : old)
+      if (sl.column >= 0)
+        for (std::size_t i = hash(sl.key);; i = (i + 1) & (slots_.size() - 1))
+          if (slots_[i].column < 0) {
+            slots_[i] = sl;
+            break;
+          }
+  }
+  std::vector<Slot> slots_;
+  std::size_t used_ = 0;
+};
+}  // namespace
 
 CostParams CostParams::profile_named(const std::string& name) {
   CostParams p;
@@ -69,11 +114,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     double latency = 0, rate = 0;
     bool network = false;
   };
-  std::unordered_map<std::int64_t, RouteInfo> routes;
-  auto route_of = [&](GpuId a, GpuId b) -> const RouteInfo& {
-    const std::int64_t key = (static_cast<std::int64_t>(a) << 32) | static_cast<std::uint32_t>(b);
-    auto it = routes.find(key);
-    if (it != routes.end()) return it->second;
+  auto route_info = [&](GpuId a, GpuId b) {
     RouteInfo ri;
     const Route r = topo.route(a, b);
     const double k = static_cast<double>(r.paths.size());
@@ -88,26 +129,38 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
       }
       ri.rate = std::min(ri.rate, path_rate * k);  // k equal paths carry k shares in parallel
     }
-    return routes.emplace(key, std::move(ri)).first->second;
+    return ri;
   };
 
   // Link loads = R * b, with R the routing matrix (links x GPU pairs; share 1/k on each of k ECMP
   // paths) and b the bytes each ordered pair exchanges: operations between one pair share a column.
-  std::unordered_map<std::int64_t, std::int32_t> pair_index;
-  std::vector<const RouteInfo*> pair_route;
+  // One pass over the operations also gives the critical path and what the overheads count.
+  PairIndex pair_index;
+  std::vector<RouteInfo> pair_route;
   std::vector<double> pair_bytes;
   std::vector<double> finish(s.ops.size(), 0);
+  std::vector<char> buffer_path(s.buffers.size(), 0);  // bit 1: reshard op, bit 2: gather/broadcast op
+  std::vector<char> bucket(s.buffers.size(), 0);  // buffers that travel a broadcast ring
+  std::vector<char> ring_member(static_cast<std::size_t>(topo.gpu_count()), 0), ring_sender(ring_member);
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const auto& op = s.ops[i];
+    const bool bcast = op.phase == OpPhase::Broadcast || op.phase == OpPhase::Gather;
+    buffer_path[static_cast<std::size_t>(op.buffer)] |= bcast ? 2 : 1;
+    if (op.phase == OpPhase::Broadcast) {
+      bucket[static_cast<std::size_t>(op.buffer)] = 1;
+      ring_member[static_cast<std::size_t>(op.dst)] = 1;
+      ring_sender[static_cast<std::size_t>(op.src)] = 1;
+    }
     if (op.src == op.dst) continue;
-    const std::int64_t key = (static_cast<std::int64_t>(op.src) << 32) | static_cast<std::uint32_t>(op.dst);
-    auto [it, fresh] = pair_index.try_emplace(key, static_cast<std::int32_t>(pair_route.size()));
-    if (fresh) {
-      pair_route.push_back(&route_of(op.src, op.dst));
+    bool added = false;
+    const auto column = static_cast<std::size_t>(
+        pair_index.find_or_add(op.src, op.dst, static_cast<std::int32_t>(pair_route.size()), added));
+    if (added) {
+      pair_route.push_back(route_info(op.src, op.dst));
       pair_bytes.push_back(0);
     }
-    const RouteInfo& ri = *pair_route[static_cast<std::size_t>(it->second)];
-    pair_bytes[static_cast<std::size_t>(it->second)] += op.bytes.as_double();
+    const RouteInfo& ri = pair_route[column];
+    pair_bytes[column] += op.bytes.as_double();
     (ri.network ? pr.network_bytes : pr.nvlink_bytes) += op.bytes;
     double start = 0;
     for (auto a : op.after) start = std::max(start, finish[static_cast<std::size_t>(a)]);
@@ -116,7 +169,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   }
   std::vector<Eigen::Triplet<double>> triplets;
   for (std::size_t p = 0; p < pair_route.size(); ++p)
-    for (const auto& [l, share] : pair_route[p]->shares) triplets.emplace_back(l, static_cast<int>(p), share);
+    for (const auto& [l, share] : pair_route[p].shares) triplets.emplace_back(l, static_cast<int>(p), share);
   Eigen::SparseMatrix<double> R(static_cast<Eigen::Index>(links.size()), static_cast<Eigen::Index>(pair_route.size()));
   R.setFromTriplets(triplets.begin(), triplets.end());
   const Eigen::VectorXd load = R * Eigen::Map<const Eigen::VectorXd>(pair_bytes.data(), static_cast<Eigen::Index>(pair_bytes.size()));
@@ -128,11 +181,6 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     }
   }
   // Framework overheads: tensors moved by each path, broadcast buckets (each buffer walked once).
-  std::vector<char> buffer_path(s.buffers.size(), 0);  // bit 1: reshard op, bit 2: gather/broadcast op
-  for (const auto& op : s.ops) {
-    const bool bcast = op.phase == OpPhase::Broadcast || op.phase == OpPhase::Gather;
-    buffer_path[static_cast<std::size_t>(op.buffer)] |= bcast ? 2 : 1;
-  }
   std::vector<char> tensor_path(inv.tensors().size(), 0);
   for (std::size_t b = 0; b < s.buffers.size(); ++b) {
     if (!buffer_path[b]) continue;
@@ -143,22 +191,16 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     pr.reshard_tensors += (t & 1) ? 1 : 0;
     pr.broadcast_tensors += (t & 2) ? 1 : 0;
   }
-  std::unordered_set<std::int32_t> buckets;
-  std::unordered_set<GpuId> ring_members, ring_senders;
-  for (const auto& op : s.ops)
-    if (op.phase == OpPhase::Broadcast) {
-      buckets.insert(op.buffer);
-      ring_members.insert(op.dst);
-      ring_senders.insert(op.src);
-    }
-  for (auto g : ring_senders)
-    if (!ring_members.count(g)) ++pr.broadcast_stages;
-  pr.broadcast_buckets = static_cast<std::int64_t>(buckets.size());
+  for (std::size_t g = 0; g < ring_sender.size(); ++g)
+    if (ring_sender[g] && !ring_member[g]) ++pr.broadcast_stages;
+  pr.broadcast_buckets = std::count(bucket.begin(), bucket.end(), 1);
   pr.overheads = params.per_tensor * static_cast<double>(pr.reshard_tensors) +
                  params.per_broadcast_tensor * static_cast<double>(pr.broadcast_tensors) +
                  params.per_bucket * static_cast<double>(pr.broadcast_buckets) +
                  params.per_stage * static_cast<double>(pr.broadcast_stages);
-  const double hops = std::max(1, s.chain_hops), parts = std::max(1, s.chain_parts);
+  pr.chain_hops = std::max(1, s.chain_hops);
+  pr.chain_parts = std::max(1, s.chain_parts);
+  const double hops = pr.chain_hops, parts = pr.chain_parts;
   pr.pipeline = pr.bandwidth_bound * ((parts + hops - 1) / parts);
   pr.time = Seconds{std::max(pr.pipeline.value, pr.critical_path.value)} + pr.overheads;
   return pr;

@@ -84,7 +84,16 @@ class Builder {
         ingress_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
         nvlink_out_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
         holders_(static_cast<std::size_t>(src.rank_set_count())),
-        needers_(static_cast<std::size_t>(dst.rank_set_count())) {}
+        needers_(static_cast<std::size_t>(dst.rank_set_count())) {
+    for (GpuId g = 0; g < topo.gpu_count(); ++g) {
+      domain_.push_back(topo.domain_of(g));
+      rail_.push_back(topo.rail_of(g));
+    }
+  }
+
+  // The topology's domain and rail of a GPU, from tables (looked up for every candidate of every stripe).
+  std::int32_t domain_of(GpuId g) const { return domain_[static_cast<std::size_t>(g)]; }
+  std::int32_t rail_of(GpuId g) const { return rail_[static_cast<std::size_t>(g)]; }
 
   // Pieces grouped by (holder set, needer set): pieces of one class travel together.
   std::vector<std::vector<std::int32_t>> classes(const std::vector<std::int32_t>& pieces) {
@@ -125,7 +134,7 @@ class Builder {
     op.after = std::move(after);
     op.bytes = part_bytes(buffer, part, parts);
     // Load balancing looks at the network: bytes leaving and entering GPUs through their NICs.
-    if (topo_.domain_of(from) != topo_.domain_of(to)) {
+    if (domain_of(from) != domain_of(to)) {
       egress_[static_cast<std::size_t>(from)] += op.bytes.as_double();
       ingress_[static_cast<std::size_t>(to)] += op.bytes.as_double();
     }
@@ -181,19 +190,19 @@ class Builder {
       const std::int32_t buffer = add_buffer(cls);
       if (direct) {
         for (auto n : N) {
-          const GpuId h = least_loaded(H, egress_, [&](GpuId g) { return topo_.domain_of(g) == topo_.domain_of(n); });
+          const GpuId h = least_loaded(H, egress_, [&](GpuId g) { return domain_of(g) == domain_of(n); });
           add_op(h, n, buffer, 0, 1, OpPhase::Direct, {});
         }
         continue;
       }
       std::map<std::int32_t, std::vector<GpuId>> by_domain;
-      for (auto n : N) by_domain[topo_.domain_of(n)].push_back(n);
+      for (auto n : N) by_domain[domain_of(n)].push_back(n);
       std::vector<std::int32_t> remote;
       for (auto& [d, gpus] : by_domain) {
         // A holder inside the domain serves it over NVLink.
         std::vector<GpuId> local;
         for (auto h : H)
-          if (topo_.domain_of(h) == d) local.push_back(h);
+          if (domain_of(h) == d) local.push_back(h);
         if (local.empty()) {
           remote.push_back(d);
           continue;
@@ -224,7 +233,7 @@ class Builder {
           if (!std::binary_search(H.begin(), H.end(), h)) {
             std::vector<GpuId> same_domain;
             for (auto g : H)
-              if (topo_.domain_of(g) == topo_.domain_of(h)) same_domain.push_back(g);
+              if (domain_of(g) == domain_of(h)) same_domain.push_back(g);
             handoff = least_loaded(same_domain, nvlink_out_, [](GpuId) { return false; });
             nvlink_out_[static_cast<std::size_t>(handoff)] += s_.buffers[static_cast<std::size_t>(stripe)].bytes.as_double();
           }
@@ -239,7 +248,7 @@ class Builder {
             GpuId i = -1;
             double best = 0;
             for (auto g : candidates(remote[k], by_domain[remote[k]])) {
-              const double cost = ingress_[static_cast<std::size_t>(g)] + (topo_.rail_of(g) == topo_.rail_of(prev_gpu) ? 0 : detour);
+              const double cost = ingress_[static_cast<std::size_t>(g)] + (rail_of(g) == rail_of(prev_gpu) ? 0 : detour);
               if (i < 0 || cost < best) {
                 i = g;
                 best = cost;
@@ -301,11 +310,11 @@ class Builder {
       const auto& H = holder_gpus(first.holders);
       std::map<std::int32_t, std::vector<GpuId>> by_domain;
       for (auto g : needer_gpus(first.needers))
-        if (!std::binary_search(H.begin(), H.end(), g)) by_domain[topo_.domain_of(g)].push_back(g);
+        if (!std::binary_search(H.begin(), H.end(), g)) by_domain[domain_of(g)].push_back(g);
       double bytes = 0;
       for (auto i : cls) bytes += ts_.pieces[static_cast<std::size_t>(i)].bytes.as_double();
       for (const auto& [d, gpus] : by_domain) {
-        if (std::any_of(H.begin(), H.end(), [&](GpuId h) { return topo_.domain_of(h) == d; })) continue;
+        if (std::any_of(H.begin(), H.end(), [&](GpuId h) { return domain_of(h) == d; })) continue;
         remote_bytes += bytes;
         for (auto g : candidates(d, gpus)) candidate[static_cast<std::size_t>(g)] = 1;
       }
@@ -322,7 +331,7 @@ class Builder {
     std::sort(needers.begin(), needers.end());
     std::vector<GpuId> out;
     std::vector<std::int32_t> domains;
-    for (auto g : holders) domains.push_back(topo_.domain_of(g));
+    for (auto g : holders) domains.push_back(domain_of(g));
     std::sort(domains.begin(), domains.end());
     domains.erase(std::unique(domains.begin(), domains.end()), domains.end());
     for (auto d : domains)
@@ -385,7 +394,7 @@ class Builder {
     // domain k it enters at the GPU of index e_k = (c - k) mod n and leaves from e_k - 1, so every
     // network hop stays on one rail and the parts spread over all NICs.
     std::map<std::int32_t, std::vector<GpuId>> dest_domains;
-    for (auto g : dst_.gpus()) dest_domains[topo_.domain_of(g)].push_back(g);
+    for (auto g : dst_.gpus()) dest_domains[domain_of(g)].push_back(g);
     for (auto& [d, v] : dest_domains) std::sort(v.begin(), v.end());
     std::int32_t rings = 1;
     for (const auto& [d, v] : dest_domains) rings = std::max(rings, static_cast<std::int32_t>(v.size()));
@@ -418,7 +427,7 @@ class Builder {
       for (auto i : list) {
         const auto& H = holder_gpus(ts_.pieces[static_cast<std::size_t>(i)].holders);
         if (std::binary_search(H.begin(), H.end(), head)) continue;
-        gather[least_loaded(H, egress_, [&](GpuId g) { return topo_.domain_of(g) == topo_.domain_of(head); })]
+        gather[least_loaded(H, egress_, [&](GpuId g) { return domain_of(g) == domain_of(head); })]
             .push_back(i);
       }
       std::unordered_map<std::int32_t, std::int64_t> gathered_by;
@@ -483,6 +492,7 @@ class Builder {
   Schedule& s_;
   std::vector<double> egress_, ingress_, nvlink_out_;
   std::vector<std::vector<GpuId>> holders_, needers_;
+  std::vector<std::int32_t> domain_, rail_;
   std::int64_t stripe_target_ = 1;
   std::int32_t part_bytes_of_ = -1;  // the buffer whose part sizes part_bytes_ holds
   std::vector<Bytes> part_bytes_;

@@ -20,6 +20,22 @@ bool better(const Prediction& a, const Prediction& b) {
   if (a.time.value < b.time.value * (1 - kTie)) return true;
   return a.time.value <= b.time.value * (1 + kTie) && a.operations < b.operations;
 }
+// Whether the domain strategy at `current` (cut into `from` parts) could be beaten by the same
+// strategy cut into `to` parts, judged without building it. Parts change neither the bytes on any
+// link (stripes, senders and ingress GPUs are chosen per stripe, before it is cut) nor the chain
+// length nor the overheads, so the candidate's estimate is at least
+//     bandwidth_bound * (to + H - 1) / to + overheads;
+// when that already exceeds the current estimate, or equals it while `to` means more operations,
+// the candidate cannot win and is skipped.
+bool chunks_can_beat(const TuneCandidate& current, std::int32_t from, std::int32_t to) {
+  const Prediction& p = current.prediction;
+  const double hops = p.chain_hops;
+  if (hops > 1 && p.chain_parts != from) return true;  // parts set otherwise (a ring chunk): build it
+  const double bound = p.bandwidth_bound.value * (to + hops - 1) / to + p.overheads.value;
+  constexpr double kTie = 1e-6;
+  if (bound > p.time.value * (1 + kTie)) return false;
+  return !(bound >= p.time.value * (1 - kTie) && to > from);
+}
 }  // namespace
 
 TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
@@ -84,6 +100,7 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
       for (int chunks : {1, 2, 4, 8, 16}) {
         StrategyParams n = cur;
         n.chunks = chunks;
+        if (!chunks_can_beat(*evaluate(cur), cur.chunks, chunks)) continue;
         try_move(n);
       }
       if (cur.strategy == "domain_chain" || cur.strategy == "hybrid")

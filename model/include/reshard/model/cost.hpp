@@ -65,6 +65,8 @@ struct Prediction {
   std::int64_t broadcast_tensors = 0;  // tensors moved by gather/broadcast operations
   std::int64_t broadcast_buckets = 0;
   std::int64_t broadcast_stages = 0;   // distinct heads that start broadcast rings (source PP stages)
+  std::int32_t chain_hops = 1;         // Schedule::chain_hops and chain_parts: the pipeline fill is
+  std::int32_t chain_parts = 1;        // pipeline / bandwidth_bound = (parts + hops - 1) / parts
 };
 
 Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,
