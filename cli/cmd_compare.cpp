@@ -30,7 +30,12 @@ std::string limited_by(const Prediction& p) {
   const double hw = std::max(p.pipeline.value, p.critical_path.value);
   if (p.overheads.value > hw) return "overheads";
   if (p.critical_path > p.pipeline) return "dependencies";
-  return p.pipeline.value > p.bandwidth_bound.value * 1.001 ? "bandwidth+fill" : "bandwidth";
+  const double filled = p.pipeline.value - p.latency_path.value;  // bandwidth bound times the fill
+  if (p.latency_path.value > filled) return "latency";
+  std::string s = "bandwidth";
+  if (filled > p.bandwidth_bound.value * 1.001) s += "+fill";
+  if (p.latency_path.value > 0.01 * p.pipeline.value) s += "+latency";
+  return s;
 }
 
 std::string link_name(const Topology& topo, LinkId l) {
@@ -93,6 +98,7 @@ void run_compare(const std::string& path, const std::string& profile, const std:
                      {"simulated_s", r.simulated ? nlohmann::json(r.simulated->value) : nlohmann::json(nullptr)}, {"network_bytes", r.pred.network_bytes.value},
                      {"nvlink_bytes", r.pred.nvlink_bytes.value}, {"bottleneck", link_name(sc.topology, r.pred.bottleneck)},
                      {"bandwidth_bound_s", r.pred.bandwidth_bound.value}, {"critical_path_s", r.pred.critical_path.value},
+                     {"latency_path_s", r.pred.latency_path.value},
                      {"overheads_s", r.pred.overheads.value}, {"operations", r.pred.operations}});
     j["best"] = describe(best.params);
     std::cout << j.dump(2) << '\n';

@@ -85,6 +85,8 @@ TEST(Estimate, HandWorkedTwoDomains) {
   //                  in order over the network hop, the last part (B/32 each) arrives after
   //                  4 x B/32/47e9, then its NVLink hop: 4 x B/32/47e9 + B/32/369e9 (+ route
   //                  latencies and per-op overheads, tens of microseconds over 4 serial parts).
+  //                  Estimate: the bandwidth bound plus the latency path, the 4 network parts in
+  //                  order then one NVLink fan-out: 4 (lat_net + per_op) + (lat_nvl + per_op).
   const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
   const auto inv = Inventory::parse(R"(name: one
 architecture: qwen3
@@ -118,7 +120,14 @@ tie_word_embeddings: true
   EXPECT_EQ(grouped.nvlink_bytes.value, 7 * inv.bytes().value);
   const double net = 4 * model_bytes / 32 / 47e9, nvl = model_bytes / 32 / (450e9 * 0.82);
   EXPECT_NEAR(grouped.critical_path.value, net + nvl, 60e-6);
-  EXPECT_NEAR(grouped.time.value, model_bytes / 47e9, 1e-6);
+  // The longest latency path is the stripe whose ingress is farthest from GPU 0 (another rail:
+  // through a spine, 2 x 0.15 us more than GPU 8 on GPU 0's rail).
+  double slowest_ingress = 0;
+  for (GpuId g = 8; g < 16; ++g) slowest_ingress = std::max(slowest_ingress, topo.route(0, g).latency.value);
+  EXPECT_NEAR(slowest_ingress - topo.route(0, 8).latency.value, 0.3e-6, 1e-12);
+  const double latency_path = 4 * (slowest_ingress + cost.per_op.value) + topo.route(8, 9).latency.value + cost.per_op.value;
+  EXPECT_NEAR(grouped.latency_path.value, latency_path, 1e-12);
+  EXPECT_NEAR(grouped.time.value, model_bytes / 47e9 + latency_path, 1e-9);
   EXPECT_LT(grouped.time, direct.time);
 }
 
@@ -131,7 +140,10 @@ TEST(Estimate, HandWorkedBroadcastRing) {
   //            GPU 8's and 9's NICs each receive 2 parts (B/2);
   //   NVLink:  each part makes one NVLink hop: B bytes in all;
   //   critical path: one part, B/4 over the network then B/4 over NVLink (parts are independent):
-  //            B/4/47e9 + B/4/369e9 < T_bw, so the estimate is T_bw.
+  //            B/4/47e9 + B/4/369e9 < T_bw;
+  //   latency path: one network hop then one NVLink hop, each with its route latency and per_op
+  //            (the longer of the two rings);
+  //   so the estimate is T_bw + latency path.
   const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
   const auto inv = Inventory::parse(R"(name: ring
 architecture: qwen3
@@ -162,6 +174,12 @@ tie_word_embeddings: true
   EXPECT_EQ(pr.nvlink_bytes.value, inv.bytes().value);
   EXPECT_NEAR(pr.bandwidth_bound.value, B / 47e9, 1e-9);
   EXPECT_NEAR(pr.critical_path.value, B / 4 / 47e9 + B / 4 / (450e9 * 0.82), 20e-6);
-  EXPECT_NEAR(pr.time.value, B / 47e9, 1e-9);
+  const auto cost = CostParams::profile_named("reshard");
+  // Odd parts enter at GPU 9, on another rail than GPU 0 (through a spine): the longer path.
+  const double hops = std::max(topo.route(0, 8).latency.value + topo.route(8, 9).latency.value,
+                               topo.route(0, 9).latency.value + topo.route(9, 8).latency.value) +
+                      2 * cost.per_op.value;
+  EXPECT_NEAR(pr.latency_path.value, hops, 1e-12);
+  EXPECT_NEAR(pr.time.value, B / 47e9 + hops, 1e-9);
   EXPECT_EQ(pr.broadcast_buckets, 1);
 }

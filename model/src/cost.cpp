@@ -138,7 +138,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   PairIndex pair_index;
   std::vector<RouteInfo> pair_route;
   std::vector<double> pair_bytes;
-  std::vector<double> finish(s.ops.size(), 0);
+  std::vector<double> finish(s.ops.size(), 0), latency_path(s.ops.size(), 0);
   std::vector<char> buffer_path(s.buffers.size(), 0);  // bit 1: reshard op, bit 2: gather/broadcast op
   std::vector<char> bucket(s.buffers.size(), 0);  // buffers that travel a broadcast ring
   std::vector<char> ring_member(static_cast<std::size_t>(topo.gpu_count()), 0), ring_sender(ring_member);
@@ -162,10 +162,15 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     const RouteInfo& ri = pair_route[column];
     pair_bytes[column] += op.bytes.as_double();
     (ri.network ? pr.network_bytes : pr.nvlink_bytes) += op.bytes;
-    double start = 0;
-    for (auto a : op.after) start = std::max(start, finish[static_cast<std::size_t>(a)]);
+    double start = 0, latency_start = 0;
+    for (auto a : op.after) {
+      start = std::max(start, finish[static_cast<std::size_t>(a)]);
+      latency_start = std::max(latency_start, latency_path[static_cast<std::size_t>(a)]);
+    }
     finish[i] = start + ri.latency + params.per_op.value + op.bytes.as_double() / ri.rate;
+    latency_path[i] = latency_start + ri.latency + params.per_op.value;
     pr.critical_path = Seconds{std::max(pr.critical_path.value, finish[i])};
+    pr.latency_path = Seconds{std::max(pr.latency_path.value, latency_path[i])};
   }
   std::vector<Eigen::Triplet<double>> triplets;
   for (std::size_t p = 0; p < pair_route.size(); ++p)
@@ -201,7 +206,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   pr.chain_hops = std::max(1, s.chain_hops);
   pr.chain_parts = std::max(1, s.chain_parts);
   const double hops = pr.chain_hops, parts = pr.chain_parts;
-  pr.pipeline = pr.bandwidth_bound * ((parts + hops - 1) / parts);
+  pr.pipeline = pr.bandwidth_bound * ((parts + hops - 1) / parts) + pr.latency_path;
   pr.time = Seconds{std::max(pr.pipeline.value, pr.critical_path.value)} + pr.overheads;
   return pr;
 }

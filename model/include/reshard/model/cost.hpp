@@ -9,10 +9,14 @@
 //   t(o)         = latency(route(o)) + per_op + bytes(o) / min over l on o's route of
 //                  (bandwidth(l) * efficiency(kind(l)))                       (o alone on its route)
 //   T_critical   = longest path through the DAG with these t(o)    (pipeline fill and dependencies)
-//   T_pipeline   = T_bandwidth * (C + H - 1) / C  for a schedule whose parts travel chains of H
-//                  network hops in C parts: while the links are shared by every chain, each hop of
-//                  a part takes about T_bandwidth / C, and the last part leaves the first hop only
-//                  after C of them, then crosses H - 1 more (pipeline fill)
+//   T_latency    = longest path through the DAG with t(o) = latency(route(o)) + per_op only
+//   T_pipeline   = T_bandwidth * (C + H - 1) / C + T_latency  for a schedule whose parts travel
+//                  chains of H network hops in C parts: while the links are shared by every chain,
+//                  each hop of a part takes about T_bandwidth / C, and the last part leaves the first
+//                  hop only after C of them, then crosses H - 1 more (pipeline fill); and each step
+//                  of a dependent sequence pays its latency and per-operation cost while its bytes
+//                  share the links with everything else, so those add up rather than hide (this is
+//                  what dominates schedules of kilobyte operations)
 //   estimate     = max(T_pipeline, T_critical) + overheads
 //   overheads    = per_tensor * tensors moved by reshard operations
 //                + per_broadcast_tensor * tensors moved by gather/broadcast operations
@@ -54,7 +58,8 @@ struct CostParams {
 struct Prediction {
   Seconds time;
   Seconds bandwidth_bound;
-  Seconds pipeline;        // bandwidth bound with the pipeline fill of chained hops
+  Seconds pipeline;        // bandwidth bound with the pipeline fill of chained hops, plus latency_path
+  Seconds latency_path;    // the DAG's longest path counting only route latency and per-op cost
   Seconds critical_path;
   Seconds overheads;
   LinkId bottleneck = -1;  // the link with the largest load/capacity
