@@ -183,3 +183,30 @@ tie_word_embeddings: true
   EXPECT_NEAR(pr.time.value, B / 47e9 + hops, 1e-9);
   EXPECT_EQ(pr.broadcast_buckets, 1);
 }
+
+TEST(StrategySpec, DescribeAndParseRoundTripAndBadTokensAreNamed) {
+  // What the tuner prints is what every command reads back.
+  for (const char* spec : {"direct", "domain_grouped chunks=1 relay_ingress", "domain_chain chunks=16 max_chain=2",
+                           "hybrid chunks=8 max_chain=4 relay_ingress relay_egress rail_blind",
+                           "gather_broadcast chunks=4 bucket=1600000000", "nemo_rl_reshard chunks=16 bucket=5000000000"})
+    EXPECT_EQ(describe(parse_strategy(spec)), spec);
+  const StrategyParams p = parse_strategy("domain_chain max_chain=2 relay_egress");
+  EXPECT_EQ(p.chunks, 4);  // defaults for what the line leaves out
+  EXPECT_EQ(p.max_chain, 2);
+  EXPECT_TRUE(p.relay_egress);
+  EXPECT_FALSE(p.relay_ingress);
+  EXPECT_EQ(parse_strategy("direct").chunks, 1);
+  auto error_of = [](const std::string& spec) {
+    try {
+      parse_strategy(spec);
+    } catch (const PlanError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error_of("domain_chain chunks=0").find("'chunks=0' needs a positive integer"), std::string::npos);
+  EXPECT_NE(error_of("domain_chain chunks=4x").find("'chunks=4x'"), std::string::npos);
+  EXPECT_NE(error_of("domain_chain depth=2").find("unknown parameter 'depth'"), std::string::npos);
+  EXPECT_NE(error_of("domain_chain relay").find("unknown flag 'relay'"), std::string::npos);
+  EXPECT_NE(error_of("  ").find("empty strategy"), std::string::npos);
+}
