@@ -139,8 +139,10 @@ TEST(Estimate, HandWorkedBroadcastRing) {
   //   network: GPU 0's NIC sends all 4 parts: B bytes at 50e9 x 0.94 -> T_bw = B / 47e9;
   //            GPU 8's and 9's NICs each receive 2 parts (B/2);
   //   NVLink:  each part makes one NVLink hop: B bytes in all;
-  //   critical path: one part, B/4 over the network then B/4 over NVLink (parts are independent):
-  //            B/4/47e9 + B/4/369e9 < T_bw;
+  //   critical path: one part, B/4 over the network, and the NVLink hop cuts through: it starts
+  //            when the first 512 KiB chunk has arrived and ends one chunk after the network hop,
+  //            so lat_net + per_op + B/4/47e9 + 512 KiB/369e9 (the NVLink hop's own B/4/369e9
+  //            after the first chunk is shorter) < T_bw;
   //   latency path: one network hop then one NVLink hop, each with its route latency and per_op
   //            (the longer of the two rings);
   //   so the estimate is T_bw + latency path.
@@ -173,7 +175,9 @@ tie_word_embeddings: true
   EXPECT_EQ(pr.network_bytes.value, inv.bytes().value);
   EXPECT_EQ(pr.nvlink_bytes.value, inv.bytes().value);
   EXPECT_NEAR(pr.bandwidth_bound.value, B / 47e9, 1e-9);
-  EXPECT_NEAR(pr.critical_path.value, B / 4 / 47e9 + B / 4 / (450e9 * 0.82), 20e-6);
+  const double chunk = 512 << 10;
+  const double network_hop = std::max(topo.route(0, 8).latency.value, topo.route(0, 9).latency.value) + 2.4e-6;
+  EXPECT_NEAR(pr.critical_path.value, network_hop + B / 4 / 47e9 + chunk / (450e9 * 0.82), 0.1e-6);
   const auto cost = CostParams::profile_named("reshard");
   // Odd parts enter at GPU 9, on another rail than GPU 0 (through a spine): the longer path.
   const double hops = std::max(topo.route(0, 8).latency.value + topo.route(8, 9).latency.value,

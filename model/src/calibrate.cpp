@@ -209,6 +209,7 @@ void write_params(const std::filesystem::path& out, const Calibration& c, const 
   f << "per_broadcast_tensor: " << p.per_broadcast_tensor.value * 1e6 << "us\n";
   f << "per_bucket: " << p.per_bucket.value * 1e6 << "us\n";
   f << "per_stage: " << p.per_stage.value * 1e6 << "us\n";
+  f << "ring_chunk: " << p.ring_chunk.value << "B\n";
 }
 
 }  // namespace reshard::model

@@ -79,7 +79,8 @@ CostParams CostParams::profile_named(const std::string& name) {
 
 CostParams CostParams::load(const std::filesystem::path& path) {
   const auto root = yaml::load_file(path);
-  root.allow_only({"profile", "efficiency", "per_op", "per_tensor", "per_broadcast_tensor", "per_bucket", "per_stage"});
+  root.allow_only({"profile", "efficiency", "per_op", "per_tensor", "per_broadcast_tensor", "per_bucket", "per_stage",
+                   "ring_chunk"});
   CostParams p;
   if (auto n = root.get("profile")) p.profile = n->str();
   if (auto e = root.get("efficiency")) {
@@ -97,6 +98,10 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   if (auto n = root.get("per_broadcast_tensor")) p.per_broadcast_tensor = n->duration();
   if (auto n = root.get("per_bucket")) p.per_bucket = n->duration();
   if (auto n = root.get("per_stage")) p.per_stage = n->duration();
+  if (auto n = root.get("ring_chunk")) {
+    p.ring_chunk = n->size_bytes();
+    if (p.ring_chunk.value <= 0) n->fail("ring_chunk must be positive");
+  }
   return p;
 }
 
@@ -120,15 +125,16 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     const double k = static_cast<double>(r.paths.size());
     ri.latency = r.latency.value;
     ri.network = r.kind == LinkKind::Network;
-    ri.rate = std::numeric_limits<double>::infinity();
-    for (const auto& p : r.paths) {
-      double path_rate = std::numeric_limits<double>::infinity();
+    // Share of the op's bytes on each link: 1/k per path through it (a GPU's NIC link is on all k
+    // paths, a spine link on one). Alone on its route the op runs at min over links of cap / share.
+    for (const auto& p : r.paths)
       for (auto l : p.links) {
-        ri.shares.push_back({l, 1.0 / k});
-        path_rate = std::min(path_rate, cap[static_cast<std::size_t>(l)]);
+        auto it = std::find_if(ri.shares.begin(), ri.shares.end(), [&](const auto& sh) { return sh.first == l; });
+        if (it == ri.shares.end()) ri.shares.push_back({l, 1.0 / k});
+        else it->second += 1.0 / k;
       }
-      ri.rate = std::min(ri.rate, path_rate * k);  // k equal paths carry k shares in parallel
-    }
+    ri.rate = std::numeric_limits<double>::infinity();
+    for (const auto& [l, share] : ri.shares) ri.rate = std::min(ri.rate, cap[static_cast<std::size_t>(l)] / share);
     return ri;
   };
 
@@ -138,7 +144,9 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   PairIndex pair_index;
   std::vector<RouteInfo> pair_route;
   std::vector<double> pair_bytes;
-  std::vector<double> finish(s.ops.size(), 0), latency_path(s.ops.size(), 0);
+  // finish: when an op's last byte has arrived; first_chunk: when its first ring_chunk has (what a
+  // ring hop that follows it waits for).
+  std::vector<double> finish(s.ops.size(), 0), first_chunk(s.ops.size(), 0), latency_path(s.ops.size(), 0);
   std::vector<char> buffer_path(s.buffers.size(), 0);  // bit 1: reshard op, bit 2: gather/broadcast op
   std::vector<char> bucket(s.buffers.size(), 0);  // buffers that travel a broadcast ring
   std::vector<char> ring_member(static_cast<std::size_t>(topo.gpu_count()), 0), ring_sender(ring_member);
@@ -167,8 +175,19 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
       start = std::max(start, finish[static_cast<std::size_t>(a)]);
       latency_start = std::max(latency_start, latency_path[static_cast<std::size_t>(a)]);
     }
-    finish[i] = start + ri.latency + params.per_op.value + op.bytes.as_double() / ri.rate;
-    latency_path[i] = latency_start + ri.latency + params.per_op.value;
+    const double hop = ri.latency + params.per_op.value, bytes = op.bytes.as_double();
+    const double chunk = std::min(bytes, params.ring_chunk.as_double());
+    finish[i] = start + hop + bytes / ri.rate;
+    first_chunk[i] = start + hop + chunk / ri.rate;
+    if (op.phase == OpPhase::Broadcast && op.after.size() == 1) {
+      const auto prev = static_cast<std::size_t>(op.after.front());
+      const Op& a = s.ops[prev];
+      if (a.phase == OpPhase::Broadcast && a.buffer == op.buffer && a.part == op.part && a.dst == op.src) {
+        first_chunk[i] = first_chunk[prev] + hop + chunk / ri.rate;
+        finish[i] = std::max(first_chunk[prev] + hop + bytes / ri.rate, finish[prev] + chunk / ri.rate);
+      }
+    }
+    latency_path[i] = latency_start + hop;
     pr.critical_path = Seconds{std::max(pr.critical_path.value, finish[i])};
     pr.latency_path = Seconds{std::max(pr.latency_path.value, latency_path[i])};
   }

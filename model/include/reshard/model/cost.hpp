@@ -8,7 +8,10 @@
 //   T_bandwidth  = max over links l of load(l) / (bandwidth(l) * efficiency(kind(l)))
 //   t(o)         = latency(route(o)) + per_op + bytes(o) / min over l on o's route of
 //                  (bandwidth(l) * efficiency(kind(l)))                       (o alone on its route)
-//   T_critical   = longest path through the DAG with these t(o)    (pipeline fill and dependencies)
+//   T_critical   = longest path through the DAG with these t(o)    (pipeline fill and dependencies);
+//                  a broadcast ring hop (a Broadcast op waiting only for the previous hop of the
+//                  same part) cuts through: it starts when the previous hop's first ring_chunk has
+//                  arrived and ends no earlier than one chunk after the previous hop ends
 //   T_latency    = longest path through the DAG with t(o) = latency(route(o)) + per_op only
 //   T_pipeline   = T_bandwidth * (C + H - 1) / C + T_latency  for a schedule whose parts travel
 //                  chains of H network hops in C parts: while the links are shared by every chain,
@@ -46,12 +49,15 @@ struct CostParams {
   Seconds per_bucket{0};         // per broadcast bucket (packing, launch, synchronisation)
   Seconds per_stage{0};          // per source pipeline stage that broadcasts (group setup, sequencing)
   BytesPerSecond memory_copy_rate{2.15e12};  // local GPU copy payload: H200 D2D ~4.3 TB/s read+write (hardware.md) / 2
+  // A ring broadcast forwards in chunks as they arrive (NCCL: a 4 MiB buffer in 8 steps, 512 KiB),
+  // so a ring hop's first bytes leave after one chunk, not after the whole operation.
+  Bytes ring_chunk{512 << 10};
 
   // The built-in profiles: "reshard" (this project's executor) and "nemo_rl" (NeMo RL's Python
   // refit path, fitted to its published DGX H100 numbers). Throws ConfigError for other names.
   static CostParams profile_named(const std::string& name);
   // A YAML file with keys profile, efficiency {nvlink, c2c, pcie, network}, per_op, per_tensor,
-  // per_broadcast_tensor, per_bucket (durations with units).
+  // per_broadcast_tensor, per_bucket, per_stage (durations with units), ring_chunk (bytes with a unit).
   static CostParams load(const std::filesystem::path& path);
 };
 
