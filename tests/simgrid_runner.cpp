@@ -17,6 +17,13 @@ namespace sg4 = simgrid::s4u;
 
 namespace {
 
+// "l12" etc. Built by appending: GCC 12 flags "literal" + std::string with a false -Wrestrict.
+std::string numbered(const char* prefix, std::size_t i) {
+  std::string s = prefix;
+  s += std::to_string(i);
+  return s;
+}
+
 // Runs in the child: builds the platform, simulates, fills `out` (finish times, then the two walls).
 void simulate_in_child(const sim::FlowNetwork& network, const std::vector<sim::FlowSpec>& flows,
                        std::vector<double>& out) {
@@ -41,14 +48,14 @@ void simulate_in_child(const sim::FlowNetwork& network, const std::vector<sim::F
   std::vector<const sg4::Link*> links;
   links.reserve(network.capacity.size());
   for (std::size_t l = 0; l < network.capacity.size(); ++l)
-    links.push_back(root->create_link("l" + std::to_string(l), network.capacity[l].value)->set_latency(0)->seal());
+    links.push_back(root->create_link(numbered("l", l), network.capacity[l].value)->set_latency(0)->seal());
   std::vector<std::pair<sg4::Host*, sg4::Host*>> pairs;
   pairs.reserve(flows.size());
   for (std::size_t i = 0; i < flows.size(); ++i) {
-    auto* zone = sg4::create_full_zone("z" + std::to_string(i));
+    auto* zone = sg4::create_full_zone(numbered("z", i));
     zone->set_parent(root);
-    auto* src = zone->create_host("s" + std::to_string(i), 1e9)->seal();
-    auto* dst = zone->create_host("d" + std::to_string(i), 1e9)->seal();
+    auto* src = zone->create_host(numbered("s", i), 1e9)->seal();
+    auto* dst = zone->create_host(numbered("d", i), 1e9)->seal();
     std::vector<sg4::LinkInRoute> route;
     for (auto l : flows[i].links) route.emplace_back(links[l]);
     zone->add_route(src->get_netpoint(), dst->get_netpoint(), nullptr, nullptr, route, false);

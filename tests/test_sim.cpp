@@ -312,20 +312,18 @@ TEST(FlowSim, LevelCutMatchesNaiveReferenceWithStaggeredJoins) {
 }
 
 TEST(FlowSim, SlackLinkThatSaturatesInARefillIsRefilledExactly) {
-  // The refill expands only links that are saturated (Engine::refill): here a slack link X becomes
-  // the bottleneck after a finish, the case where the refill must start over with X expanded.
+  // A slack link X becomes the bottleneck after a finish: an incremental refill that looked only
+  // at the links saturated before the change would miss it.
   // A = 10 B/s, B = 10 B/s, X = 12 B/s. f1 (100 B) crosses A and X, f2 (20 B) crosses A,
   // f3 (100 B) crosses B and X, f4 (1000 B) crosses B.
   // t = 0: A 10/2 = 5, B 10/2 = 5, X 12/2 = 6 -> all four get 5; X carries 10 < 12 (slack).
   //   f2 finishes at 20/5 = 4 s; by then f1, f3, f4 have sent 20 B each.
-  // t = 4: the refill starts at f2's class: A is expanded, f1's class joins; X is slack, so f3's
-  //   class stays out with its 5 B/s and X offers f1 12 - 5 = 7 < A's 10: X would fix f1, so the
-  //   refill starts over with X expanded: f3's and (through B, saturated) f4's classes join.
-  //   Filling: B 10/2 = 5, X 12/2 = 6, A 10/1 = 10 -> B: f3 = f4 = 5; X: (12 - 5)/1 = 7 -> f1 = 7.
-  //   (Without the restart f1 would get 10 and X would carry 15 > 12.)
+  // t = 4: f2 leaves A; the new allocation: B 10/2 = 5, X 12/2 = 6, A 10/1 = 10 -> B fixes
+  //   f3 = f4 = 5; X then offers (12 - 5)/1 = 7 -> f1 = 7, bottlenecked at X (had the refill kept
+  //   X out as slack, f1 would get A's 10 and X would carry 15 > 12).
   //   f1: 80 B left / 7 -> finishes at 4 + 80/7 = 15.428571... s.
-  // f3 and f4 keep 5 B/s throughout (B binds): f3 finishes at 100/5 = 20 s, having f4 sent 100 B;
-  //   f4 alone on B at 10 B/s: 900/10 = 90 s more -> 110 s.
+  // f3 and f4 keep 5 B/s throughout (B binds): f3 finishes at 100/5 = 20 s, when f4 has sent
+  //   100 B too; then f4 alone on B at 10 B/s: 900/10 = 90 s more -> 110 s.
   const auto net = network({10, 10, 12});
   const std::vector<FlowSpec> flows{flow(1, 100, {0, 2}), flow(2, 20, {0}), flow(3, 100, {1, 2}),
                                     flow(4, 1000, {1})};
@@ -340,11 +338,10 @@ TEST(FlowSim, SlackLinkThatSaturatesInARefillIsRefilledExactly) {
 }
 
 TEST(FlowSim, SaturatedLinkSearchMatchesNaiveReferenceOnFatTrees) {
-  // Property for the saturated-link component search of the refill: small fat trees where every
-  // route crosses a source NIC, a destination NIC and one of two core links whose capacity is near
-  // the NIC total, so the core links switch between slack and saturated as flows come and go (the
-  // restart of a refill when a slack link saturates is taken many times). Every finish equals the
-  // naive recomputation.
+  // Property for the incremental refill on small fat trees: every route crosses a source NIC, a
+  // destination NIC and one of two core links whose capacity is near the NIC total, so the core
+  // links switch between slack and saturated as flows come and go. Every finish equals the naive
+  // recomputation.
   std::mt19937_64 rng(4242);
   for (int trial = 0; trial < 60; ++trial) {
     const int nics = 4 + static_cast<int>(rng() % 5);
