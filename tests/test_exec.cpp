@@ -12,13 +12,14 @@
 #include "host_memory.hpp"
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/scenario.hpp"
+#include "small_runs.hpp"
 
 namespace {
 
 using namespace reshard::model;
 using namespace reshard::exec;
 
-std::string scenario_path(const std::string& name) { return std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + name; }
+using reshard::test::scenario_path;
 
 TEST(Pattern, NeverZeroAndDeterministic) {
   // Every element of every dtype size has a non-zero byte 0 (bit 0 forced), for many tensors and
@@ -93,26 +94,19 @@ Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1) {
 }
 
 TEST(Loopback, EveryStrategyDeliversEveryByteOfEverySmallScenario) {
-  for (const char* name : {"small-gqa-megatron-vllm.yaml", "small-moe-ep.yaml", "small-dtensor-uneven.yaml"}) {
-    const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path(name)));
-    const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
-    for (const auto& strategy : strategy_names()) {
-      StrategyParams p;
-      p.strategy = strategy;
-      const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
-      const RunPlan rp = make_run_plan(sc, ts, s);
-      Loopback lb = run_loopback(rp);
-      std::int64_t bytes = 0, destination = 0;
-      for (auto& [g, prog] : lb.progs) {
-        EXPECT_EQ(detail::check_destinations(prog, sc.inventory, lb.mem[g], 0, bytes), "") << name << " " << strategy;
-        destination += prog.destination_bytes;
-      }
-      // One destination rank per GPU here, so the destination shards of all GPUs are the plan's
-      // bytes_needed (sum over destination ranks of what each must hold).
-      EXPECT_EQ(bytes, ts.bytes_needed.value) << name << " " << strategy;
-      EXPECT_EQ(destination, ts.bytes_needed.value) << name << " " << strategy;
+  reshard::test::for_each_small_run([](const std::string& name, const std::string& strategy, const LoadedScenario& sc,
+                                       const TransferSet& ts, const Schedule&, const RunPlan& rp) {
+    Loopback lb = run_loopback(rp);
+    std::int64_t bytes = 0, destination = 0;
+    for (auto& [g, prog] : lb.progs) {
+      EXPECT_EQ(detail::check_destinations(prog, sc.inventory, lb.mem[g], 0, bytes), "") << name << " " << strategy;
+      destination += prog.destination_bytes;
     }
-  }
+    // One destination rank per GPU here, so the destination shards of all GPUs are the plan's
+    // bytes_needed (sum over destination ranks of what each must hold).
+    EXPECT_EQ(bytes, ts.bytes_needed.value) << name << " " << strategy;
+    EXPECT_EQ(destination, ts.bytes_needed.value) << name << " " << strategy;
+  });
 }
 
 TEST(Loopback, ColocatedPiecesAreCopiedInPlace) {

@@ -13,13 +13,14 @@
 
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/scenario.hpp"
+#include "small_runs.hpp"
 
 namespace {
 
 using namespace reshard::model;
 using namespace reshard::exec;
 
-std::string scenario_path(const std::string& name) { return std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + name; }
+using reshard::test::scenario_path;
 
 #define REQUIRE_GPU()                                                                              \
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible to the CUDA runtime (or built without CUDA): " \
@@ -27,23 +28,16 @@ std::string scenario_path(const std::string& name) { return std::string(RESHARD_
 
 TEST(ExecCuda, EverySmallScenarioEveryStrategy) {
   REQUIRE_GPU();
-  for (const char* name : {"small-gqa-megatron-vllm.yaml", "small-moe-ep.yaml", "small-dtensor-uneven.yaml"}) {
-    const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path(name)));
-    const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
-    for (const auto& strategy : strategy_names()) {
-      StrategyParams p;
-      p.strategy = strategy;
-      const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
-      const RunPlan rp = make_run_plan(sc, ts, s);
-      ExecOptions o;
-      o.backend = "cuda";
-      o.scenario_path = scenario_path(name);
-      const RunResult r = execute(rp, o);
-      EXPECT_TRUE(r.measurement.verified) << name << " " << strategy;
-      EXPECT_EQ(r.measurement.bytes_verified, ts.bytes_needed.value) << name << " " << strategy;
-      for (std::size_t i = 0; i < s.ops.size(); ++i) EXPECT_GE(r.measurement.ops[i].end_s, r.measurement.ops[i].start_s);
-    }
-  }
+  reshard::test::for_each_small_run([](const std::string& name, const std::string& strategy, const LoadedScenario&,
+                                       const TransferSet& ts, const Schedule& s, const RunPlan& rp) {
+    ExecOptions o;
+    o.backend = "cuda";
+    o.scenario_path = scenario_path(name);
+    const RunResult r = execute(rp, o);
+    EXPECT_TRUE(r.measurement.verified) << name << " " << strategy;
+    EXPECT_EQ(r.measurement.bytes_verified, ts.bytes_needed.value) << name << " " << strategy;
+    for (std::size_t i = 0; i < s.ops.size(); ++i) EXPECT_GE(r.measurement.ops[i].end_s, r.measurement.ops[i].start_s);
+  });
 }
 
 TEST(ExecCuda, CorruptedByteIsNamed) {

@@ -1,7 +1,7 @@
 // Measurements: JSON in and out, and the step-by-step comparison with the cost model.
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "reshard/model/json_file.hpp"
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/cost.hpp"
 
@@ -73,14 +73,7 @@ nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
 }
 
 Measurement load_measurement(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path.string(), 0, "", "cannot open the measurement file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(path.string(), 0, "", std::string("not JSON: ") + e.what());
-  }
+  const nlohmann::json j = model::read_json_file(path, "measurement file");
   const char* key = "format";
   try {
     if (j.at(key) != "reshard-measurement-1") throw ConfigError(path.string(), 0, key, "not a reshard measurement");

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 
@@ -108,14 +109,7 @@ Observation observe(const std::string& label, Seconds measured, const Schedule& 
 
 // A Measurement written by `reshard exec -o`: the scenario path, the schedule it ran, elapsed_s.
 std::vector<Observation> observations_from_measurement(const std::filesystem::path& file, const CostParams& hw) {
-  std::ifstream in(file);
-  if (!in) throw ConfigError(file.string(), 0, "", "cannot open measurement file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(file.string(), 0, "", std::string("not JSON: ") + e.what());
-  }
+  const nlohmann::json j = read_json_file(file, "measurement file");
   for (const char* key : {"scenario", "schedule", "elapsed_s"})
     if (!j.contains(key)) throw ConfigError(file.string(), 0, key, "missing: not a reshard Measurement");
   std::filesystem::path scenario = j["scenario"].get<std::string>();

@@ -1,8 +1,8 @@
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/schedule.hpp"
 
@@ -206,14 +206,7 @@ Schedule schedule_from_json(const nlohmann::json& j) {
 }
 
 Schedule read_schedule_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path, 0, "", "cannot open the schedule file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(path, 0, "", std::string("not valid JSON: ") + e.what());
-  }
+  const nlohmann::json j = read_json_file(path, "schedule file");
   try {
     return schedule_from_json(j);
   } catch (const ScheduleError& e) {

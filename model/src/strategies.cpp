@@ -183,9 +183,7 @@ class Builder {
     for (const auto& cls : classes(pieces)) {
       const auto& first = ts_.pieces[static_cast<std::size_t>(cls[0])];
       const auto& H = holder_gpus(first.holders);
-      std::vector<GpuId> N;
-      for (auto g : needer_gpus(first.needers))
-        if (!std::binary_search(H.begin(), H.end(), g)) N.push_back(g);
+      const std::vector<GpuId> N = receivers(first, H);
       if (N.empty()) continue;
       const std::int32_t buffer = add_buffer(cls);
       if (direct) {
@@ -288,6 +286,14 @@ class Builder {
     }
   }
 
+  // The GPUs that need a class (of which `first` is a piece) but do not hold it, sorted.
+  std::vector<GpuId> receivers(const Piece& first, const std::vector<GpuId>& holders) {
+    std::vector<GpuId> out;
+    for (auto g : needer_gpus(first.needers))
+      if (!std::binary_search(holders.begin(), holders.end(), g)) out.push_back(g);
+    return out;
+  }
+
   // The GPUs of domain `d` that may be a class's ingress: its needers there, or with relay_ingress
   // any GPU of the domain (a relay that needs nothing itself forwards to every needer), so every
   // NIC of the domain can take a stripe.
@@ -309,8 +315,7 @@ class Builder {
       const auto& first = ts_.pieces[static_cast<std::size_t>(cls[0])];
       const auto& H = holder_gpus(first.holders);
       std::map<std::int32_t, std::vector<GpuId>> by_domain;
-      for (auto g : needer_gpus(first.needers))
-        if (!std::binary_search(H.begin(), H.end(), g)) by_domain[domain_of(g)].push_back(g);
+      for (auto g : receivers(first, H)) by_domain[domain_of(g)].push_back(g);
       double bytes = 0;
       for (auto i : cls) bytes += ts_.pieces[static_cast<std::size_t>(i)].bytes.as_double();
       for (const auto& [d, gpus] : by_domain) {

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <string>
 
+#include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 
 namespace reshard::sim {
@@ -99,15 +100,7 @@ FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& file) {
 }
 
 FlowDump read_flow_dump(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw model::ConfigError(path.string(), 0, "", "cannot open the flow dump");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw model::ConfigError(path.string(), 0, "", std::string("not valid JSON: ") + e.what());
-  }
-  return flow_dump_from_json(j, path.string());
+  return flow_dump_from_json(model::read_json_file(path, "flow dump"), path.string());
 }
 
 }  // namespace reshard::sim
