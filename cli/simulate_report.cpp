@@ -24,6 +24,7 @@ nlohmann::json simulation_json(const sim::FlowSimResult& result, std::size_t tra
           {"transfers", transfers},
           {"flows", flows},
           {"events", result.events},
+          {"rate_updates", result.rate_updates},
           {"wall_s", result.wall.value}};
 }
 
@@ -75,6 +76,7 @@ nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const s
           {"transfers", schedule.ops.size()},
           {"flows", sim.flows.size()},
           {"events", sim.events},
+          {"rate_updates", sim.result.rate_updates},
           {"wall_s", sim.wall.value},
           {"ops_makespan_s", sim.ops_makespan.value},
           {"overheads_s", sim.overheads.value},

@@ -31,6 +31,9 @@ FlowSpec flow(std::int64_t id, std::int64_t bytes, std::vector<std::int32_t> lin
 }
 
 constexpr double kTol = 1e-12;
+// Both refill paths (SimOptions::local_refill_limit): widen locally without bound, or fall back to
+// the level-cut component refill after the first failed pass.
+constexpr std::size_t kRefillLimits[] = {0, std::size_t{1} << 30};
 
 TEST(FlowSim, TwoFlowsShareOneLink) {
   // One link of 100 B/s; A = 100 B and B = 300 B both start at 0.
@@ -272,15 +275,20 @@ TEST(FlowSim, MatchesNaiveReferenceOnRandomDags) {
       flows.push_back(flow(100 + i, 1 + static_cast<std::int64_t>(rng() % 1000), routes[rng() % routes.size()],
                            latency, after));
     }
-    const auto r = simulate(net, flows);
     const auto ref = reference_finish(net, flows);
-    for (int i = 0; i < n; ++i)
-      ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i])) << "trial " << trial << " flow " << i;
+    for (const std::size_t limit : kRefillLimits) {
+      SimOptions options;
+      options.local_refill_limit = limit;
+      const auto r = simulate(net, flows, options);
+      for (int i = 0; i < n; ++i)
+        ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i]))
+            << "trial " << trial << " flow " << i << " limit " << limit;
+    }
   }
 }
 
-TEST(FlowSim, LevelCutMatchesNaiveReferenceWithStaggeredJoins) {
-  // Property for the level cut of the incremental refill (flow_sim.cpp, Engine::refill): flows join
+TEST(FlowSim, LocalRefillMatchesNaiveReferenceWithStaggeredJoins) {
+  // Property for the local refill (flow_sim.cpp, Engine::refill): flows join
   // while others are active (random start times through latency, including ties) and leave in any
   // order, on many classes with multiplicity; every finish equals the naive recomputation. Ids are
   // 0..n-1 here (the engine's dense-id path; the test above uses ids from 100).
@@ -304,10 +312,15 @@ TEST(FlowSim, LevelCutMatchesNaiveReferenceWithStaggeredJoins) {
       const double latency = static_cast<double>(rng() % 8) * 0.75;  // ties on purpose
       flows.push_back(flow(i, 1 + static_cast<std::int64_t>(rng() % 500), routes[rng() % routes.size()], latency, {}));
     }
-    const auto r = simulate(net, flows);
     const auto ref = reference_finish(net, flows);
-    for (int i = 0; i < n; ++i)
-      ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i])) << "trial " << trial << " flow " << i;
+    for (const std::size_t limit : kRefillLimits) {
+      SimOptions options;
+      options.local_refill_limit = limit;
+      const auto r = simulate(net, flows, options);
+      for (int i = 0; i < n; ++i)
+        ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i]))
+            << "trial " << trial << " flow " << i << " limit " << limit;
+    }
   }
 }
 
@@ -337,7 +350,33 @@ TEST(FlowSim, SlackLinkThatSaturatesInARefillIsRefilledExactly) {
   for (std::size_t i = 0; i < flows.size(); ++i) EXPECT_NEAR(r.timing[i].finish.value, ref[i], kTol) << "flow " << i;
 }
 
-TEST(FlowSim, SaturatedLinkSearchMatchesNaiveReferenceOnFatTrees) {
+TEST(FlowSim, FinishMovesARateTwoLinksAway) {
+  // The local refill starts from the finished flow's class and must follow the change through
+  // two saturated links to a flow that shares no link with it.
+  // A = 6, B = 10, C = 14 B/s. a1 (3 B) crosses A; a2 (100 B) crosses A and B; b1 (100 B) crosses
+  // B and C; c1 (100 B) crosses C.
+  // t = 0: shares A 6/2 = 3, B 10/2 = 5, C 14/2 = 7. A fixes a1 = a2 = 3; then B offers
+  //   (10 - 3)/1 = 7 and C 14/2 = 7: b1 = 7, c1 = 14 - 7 = 7.
+  //   a1 finishes at 3/3 = 1 s; by then a2 has sent 3 B, b1 and c1 7 B each.
+  // t = 1: A offers 6 to a2 alone, B 10/2 = 5: B fixes a2 = b1 = 5, and C gives c1 14 - 5 = 9.
+  //   c1 (a finish two links from a1) moves 7 -> 9: 93 B / 9 -> finishes at 1 + 93/9 = 11.333 s.
+  // t = 11.33: C has b1 alone (14), B still binds: nothing moves. b1: 93 / 5 -> 1 + 18.6 = 19.6 s.
+  // t = 19.6: a2 has 97 - 5 * 18.6 = 4 B left, alone on A (6) and B (10): 4/6 -> 20.2667 s.
+  const auto net = network({6, 10, 14});
+  const std::vector<FlowSpec> flows{flow(1, 3, {0}), flow(2, 100, {0, 1}), flow(3, 100, {1, 2}), flow(4, 100, {2})};
+  for (const std::size_t limit : kRefillLimits) {
+    SimOptions options;
+    options.local_refill_limit = limit;
+    const auto r = simulate(net, flows, options);
+    EXPECT_NEAR(r.timing[0].finish.value, 1.0, kTol);
+    EXPECT_NEAR(r.timing[3].finish.value, 1.0 + 93.0 / 9.0, kTol);
+    EXPECT_NEAR(r.timing[2].finish.value, 19.6, kTol);
+    EXPECT_NEAR(r.timing[1].finish.value, 19.6 + 4.0 / 6.0, kTol);
+    EXPECT_EQ(r.timing[1].bottleneck, 0);  // a2's last rate: A alone
+  }
+}
+
+TEST(FlowSim, LocalRefillMatchesNaiveReferenceOnFatTrees) {
   // Property for the incremental refill on small fat trees: every route crosses a source NIC, a
   // destination NIC and one of two core links whose capacity is near the NIC total, so the core
   // links switch between slack and saturated as flows come and go. Every finish equals the naive
@@ -364,10 +403,15 @@ TEST(FlowSim, SaturatedLinkSearchMatchesNaiveReferenceOnFatTrees) {
       const double latency = static_cast<double>(rng() % 10) * 0.5;  // ties on purpose
       flows.push_back(flow(i, 1 + static_cast<std::int64_t>(rng() % 400), route, latency, {}));
     }
-    const auto r = simulate(net, flows);
     const auto ref = reference_finish(net, flows);
-    for (int i = 0; i < n; ++i)
-      ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i])) << "trial " << trial << " flow " << i;
+    for (const std::size_t limit : kRefillLimits) {
+      SimOptions options;
+      options.local_refill_limit = limit;
+      const auto r = simulate(net, flows, options);
+      for (int i = 0; i < n; ++i)
+        ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i]))
+            << "trial " << trial << " flow " << i << " limit " << limit;
+    }
   }
 }
 

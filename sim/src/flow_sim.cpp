@@ -125,19 +125,22 @@ struct ShareEntry {
 };
 
 // Flows with identical (sorted) link lists. All active flows of a class get the same rate.
-// The fields the refill reads for every class on a link (stamp, rate, multiplicity, the link slice)
-// come first and the struct is cache-line aligned, so that check touches one cache line.
-struct alignas(64) RouteClass {
-  std::uint32_t stamp = 0;      // component search
-  std::uint32_t fixed = 0;      // progressive filling
+// `rate`, `bottleneck` and `committed` are what the link totals (LinkState::allocated,
+// bottlenecked) hold for this class; `multiplicity` moves with starts and finishes before the
+// refill that commits it.
+struct RouteClass {
+  std::int64_t multiplicity = 0;              // active flows
+  std::int64_t committed = 0;                 // multiplicity as counted in the link totals
+  double rate = 0;                            // per flow, bytes/s
+  std::int32_t bottleneck = -1;               // link at which the rate was fixed
+  std::int32_t link_begin = 0, link_end = 0;  // slice of Engine::class_links_
   std::uint32_t touched = 0;    // flows joined or left in this batch
   std::uint32_t joined = 0;     // flows joined in this batch
-  double rate = 0;                            // per flow, bytes/s
-  std::int64_t multiplicity = 0;              // active flows
-  std::int32_t link_begin = 0, link_end = 0;  // slice of Engine::class_links_
   std::uint32_t left = 0;       // flows left in this batch
-  std::int32_t bottleneck = -1;
-  double served = 0;                          // bytes served per flow at time `updated`
+  std::uint32_t in_refill = 0;  // member of the refilled set (stamp)
+  double new_rate = 0;          // filling result
+  std::int32_t new_bottleneck = -1;
+  double served = 0;            // bytes served per flow at time `updated`
   double updated = 0;
   double contribution = 0;      // multiplicity * rate, for the group timeline
   std::vector<std::pair<double, std::int32_t>> finish_heap;  // (served level at finish, flow), min-heap
@@ -146,10 +149,22 @@ struct alignas(64) RouteClass {
 struct LinkState {
   double capacity = 0;
   std::vector<std::int32_t> classes;  // active classes crossing the link
-  double remaining = 0;               // filling: capacity not yet given to fixed classes
-  std::int64_t unfixed = 0;           // filling: unfixed flows on the link
   std::int64_t flows = 0;             // active flows crossing the link
+  // Totals over the committed classes: sum of committed * rate (long double: millions of updates
+  // add and remove terms; its rounding stays below 1e-13 relative), the committed flows whose
+  // bottleneck this is, and the rate they were given.
+  long double allocated = 0;
+  std::int64_t bottlenecked = 0;
+  double level = 0;
+  std::uint32_t level_kept = 0;  // pass stamp: frozen classes stayed bottlenecked here at `level`
+  // Refill scratch, valid when stamp is the refill's pass stamp.
   std::uint32_t stamp = 0;
+  double remaining = 0;          // capacity minus frozen classes and the refilled classes fixed so far
+  std::int64_t unfixed = 0;      // refilled flows not yet fixed
+  std::int64_t refilled_bottlenecked = 0;  // committed flows of refilled classes with this bottleneck
+  std::int32_t refilled_active = 0;        // refilled classes in `classes`
+  std::int32_t csr_begin = 0, csr_fill = 0;  // slice of Engine::link_members_
+  double fill_share = -1;        // share at which refilled classes were fixed here, -1 when none
   double busy_since = 0;
   double busy = 0;
 };
@@ -181,6 +196,14 @@ class Engine {
     }
   }
   void refill(double t);
+  void fill_component(double t);
+  void add_to_refill(std::int32_t c, double t) {
+    RouteClass& rc = classes_[c];
+    if (rc.in_refill == refill_stamp_) return;
+    rc.in_refill = refill_stamp_;
+    advance(rc, t);
+    refilled_.push_back(c);
+  }
   void schedule_finish(std::int32_t c, double t);
 
   const FlowNetwork& net_;
@@ -199,8 +222,12 @@ class Engine {
   FinishQueue finishes_;
   std::vector<std::int32_t> touched_;
   std::uint32_t batch_ = 0;
-  std::uint32_t stamp_ = 0;
-  std::vector<std::int32_t> comp_links_, comp_classes_, stack_;
+  std::uint32_t refill_stamp_ = 0, pass_stamp_ = 0;
+  std::vector<std::int32_t> refilled_;      // classes refilled in this refill
+  std::vector<std::int32_t> refill_links_;  // links they cross (this pass)
+  std::vector<std::int32_t> link_members_;  // active refilled classes per link (CSR, this pass)
+  std::vector<std::int32_t> violated_;
+  std::vector<std::int32_t> stack_;
   std::vector<ShareEntry> share_heap_;
 
   std::vector<double> group_rate_;
@@ -423,26 +450,232 @@ void Engine::schedule_finish(std::int32_t c, double t) {
   finishes_.set(c, t + remaining / rc.rate);
 }
 
-// Recomputes max-min rates around the classes touched in this batch, by progressive filling (see
-// flow_sim.hpp), over the part of the network whose rates the batch can change.
+// Recomputes max-min rates after the starts and finishes of one batch (the touched classes).
 //
-// Level cut theta: every active class whose old rate is below theta keeps it, where theta is the
-// smallest of
+// Local refill, verified. The allocation before the batch was max-min fair: every active class had
+// a bottleneck link, saturated, on which no class had a higher rate (the characterization in
+// flow_sim.hpp). The refill recomputes the rates of a set Q of classes by progressive filling,
+// with every other ("frozen") class keeping its rate, whose load is subtracted from each link's
+// capacity up front. The result is the max-min fair allocation of the whole network once these
+// hold on every link l crossed by a class of Q (links crossed by none are unchanged, so their
+// frozen classes keep valid bottlenecks):
+//   (a) feasible: the frozen load plus the refilled load fits C_l;
+//   (b) when frozen classes have l as their bottleneck (at rate level_l): l stays saturated, no
+//       refilled class on l gets more than level_l, and a refilled class fixed at l is fixed at
+//       level_l (not below a frozen class there);
+//   (c) when refilled classes are fixed at l at share s and no frozen class is bottlenecked there:
+//       no frozen class on l has a rate above s.
+// Then every class has a bottleneck (refilled classes the link they were fixed at, frozen ones
+// their old one) and the allocation is feasible, which makes it the max-min fair one. A link that
+// breaks a condition brings the frozen classes that break it into Q (those bottlenecked there for
+// (b), those above s for (c), all for (a)), and the filling runs again; Q grows by at least one
+// class per pass, so this ends. The conditions are checked to a relative tolerance of 1e-10 of the
+// link capacity or rate: exact arithmetic would see no violation where rounding leaves a few ulps.
+//
+// Q starts as the touched classes plus the classes bottlenecked on their links (a load change
+// there moves them, so the first pass would bring them in anyway). The cost is the classes whose
+// rates move and their links; when the change spreads past SimOptions::local_refill_limit classes,
+// Engine::fill_component refills its whole reach in one pass instead.
+void Engine::refill(double t) {
+  constexpr double kTolerance = 1e-10;
+  ++result_.rate_updates;
+  ++refill_stamp_;
+  refilled_.clear();
+  auto add = [&](std::int32_t c) { add_to_refill(c, t); };
+  for (auto c : touched_) add(c);
+  // A flow that joins or leaves a link where frozen classes are bottlenecked moves them (the link's
+  // load changed): bring them in now rather than after a failed pass.
+  for (std::size_t i = 0, n = refilled_.size(); i < n; ++i) {
+    const RouteClass& rc = classes_[refilled_[i]];
+    for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+      const std::int32_t l = class_links_[k];
+      if (links_[l].bottlenecked == 0) continue;
+      for (auto c : links_[l].classes)
+        if (classes_[c].bottleneck == l) add(c);
+    }
+  }
+
+  while (true) {
+    ++pass_stamp_;
+    refill_links_.clear();
+    // Link totals for this pass: capacity minus frozen load, refilled flows, refilled classes.
+    for (auto c : refilled_) {
+      const RouteClass& rc = classes_[c];
+      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+        const std::int32_t l = class_links_[k];
+        LinkState& ls = links_[l];
+        if (ls.stamp != pass_stamp_) {
+          ls.stamp = pass_stamp_;
+          ls.remaining = static_cast<double>(static_cast<long double>(ls.capacity) - ls.allocated);
+          ls.unfixed = 0;
+          ls.refilled_bottlenecked = 0;
+          ls.refilled_active = 0;
+          ls.fill_share = -1;
+          refill_links_.push_back(l);
+        }
+        ls.remaining += static_cast<double>(rc.committed) * rc.rate;
+        if (rc.bottleneck == l) ls.refilled_bottlenecked += rc.committed;
+        if (rc.multiplicity > 0) {
+          ls.unfixed += rc.multiplicity;
+          ++ls.refilled_active;
+        }
+      }
+    }
+    // The active refilled classes of each link, as CSR slices of link_members_.
+    std::int32_t offset = 0;
+    for (auto l : refill_links_) {
+      links_[l].csr_begin = links_[l].csr_fill = offset;
+      offset += links_[l].refilled_active;
+    }
+    link_members_.resize(offset);
+    for (auto c : refilled_) {
+      RouteClass& rc = classes_[c];
+      rc.new_rate = 0;
+      rc.new_bottleneck = -1;
+      if (rc.multiplicity == 0) continue;
+      for (auto k = rc.link_begin; k < rc.link_end; ++k) link_members_[links_[class_links_[k]].csr_fill++] = c;
+    }
+
+    // Progressive filling over the refilled classes. Heap keys are lower bounds: a link's share
+    // only grows while the filling runs (flow_sim.hpp), so a popped link whose share has grown is
+    // pushed back with its current share; a popped key equal to the current share is the minimum.
+    share_heap_.clear();
+    for (auto l : refill_links_) {
+      const LinkState& ls = links_[l];
+      if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
+    }
+    std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+    while (!share_heap_.empty()) {
+      const ShareEntry top = share_heap_.front();
+      std::pop_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+      share_heap_.pop_back();
+      LinkState& ls = links_[top.link];
+      if (ls.unfixed == 0) continue;
+      const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
+      if (share > top.share) {
+        share_heap_.push_back({share, top.link});
+        std::push_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+        continue;
+      }
+      ls.fill_share = share;
+      for (auto i = ls.csr_begin; i < ls.csr_fill; ++i) {
+        RouteClass& rc = classes_[link_members_[i]];
+        if (rc.new_bottleneck >= 0) continue;
+        rc.new_rate = share;
+        rc.new_bottleneck = top.link;
+        const double m = static_cast<double>(rc.multiplicity);
+        for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+          LinkState& other = links_[class_links_[k]];
+          other.remaining -= m * share;
+          other.unfixed -= rc.multiplicity;
+        }
+      }
+    }
+
+    // Conditions (a)-(c) on every link the refilled classes cross.
+    violated_.clear();
+    for (auto l : refill_links_) {
+      LinkState& ls = links_[l];
+      if (static_cast<std::int32_t>(ls.classes.size()) == ls.refilled_active) continue;  // nothing frozen
+      const double slack = kTolerance * ls.capacity;
+      bool ok = ls.remaining >= -slack;  // (a)
+      if (ok && ls.bottlenecked > ls.refilled_bottlenecked) {  // (b)
+        const double high = ls.level * (1 + kTolerance), low = ls.level * (1 - kTolerance);
+        ok = ls.remaining <= slack && (ls.fill_share < 0 || ls.fill_share >= low);
+        for (auto i = ls.csr_begin; ok && i < ls.csr_fill; ++i) ok = classes_[link_members_[i]].new_rate <= high;
+        ls.level_kept = pass_stamp_;
+      } else if (ok && ls.fill_share >= 0) {  // (c)
+        const double high = ls.fill_share * (1 + kTolerance);
+        for (auto c : ls.classes)
+          if (classes_[c].in_refill != refill_stamp_ && classes_[c].rate > high) {
+            ok = false;
+            break;
+          }
+      }
+      if (!ok) violated_.push_back(l);
+    }
+    if (violated_.empty()) break;
+    // A violated link brings in the frozen classes that break its condition: those bottlenecked
+    // there (b), or with a rate above the share of the refilled classes fixed there (c); an
+    // overloaded link (a) brings all of them.
+    for (auto l : violated_) {
+      const LinkState& ls = links_[l];
+      const bool overloaded = ls.remaining < -kTolerance * ls.capacity;
+      const double high = ls.fill_share * (1 + kTolerance);
+      for (auto c : ls.classes) {
+        const RouteClass& rc = classes_[c];
+        if (overloaded || rc.bottleneck == l || (ls.fill_share >= 0 && rc.rate > high)) add(c);
+      }
+    }
+    // The change spreads: one filling over its whole reach is cheaper than a pass per hop.
+    if (refilled_.size() > opt_.local_refill_limit) {
+      fill_component(t);
+      break;
+    }
+  }
+
+  // Commit: link totals, rates, finish events.
+  for (auto c : refilled_) {
+    RouteClass& rc = classes_[c];
+    const double old_load = static_cast<double>(rc.committed) * rc.rate;
+    const double new_load = static_cast<double>(rc.multiplicity) * rc.new_rate;
+    for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+      const std::int32_t l = class_links_[k];
+      LinkState& ls = links_[l];
+      ls.allocated += static_cast<long double>(new_load) - static_cast<long double>(old_load);
+      if (rc.bottleneck == l) ls.bottlenecked -= rc.committed;
+      if (rc.new_bottleneck == l) {
+        ls.bottlenecked += rc.multiplicity;
+        // Where frozen classes stay bottlenecked, `level` stays their rate: the refilled ones are
+        // within the tolerance of it, and moving it would let that tolerance add up over refills.
+        if (ls.level_kept != pass_stamp_) ls.level = rc.new_rate;
+      }
+    }
+    const bool changed = rc.new_rate != rc.rate || rc.touched == batch_;
+    rc.rate = rc.new_rate;
+    rc.bottleneck = rc.new_bottleneck;
+    rc.committed = rc.multiplicity;
+    if (changed) schedule_finish(c, t);
+  }
+
+  if (!opt_.link_group.empty()) {
+    for (auto c : refilled_) {
+      RouteClass& rc = classes_[c];
+      const double now = static_cast<double>(rc.multiplicity) * rc.rate;
+      const double delta = now - rc.contribution;
+      rc.contribution = now;
+      if (delta == 0) continue;
+      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+        const std::int32_t g = opt_.link_group[class_links_[k]];
+        if (g < 0) continue;
+        group_rate_[g] += delta;
+        if (group_stamp_[g] != refill_stamp_) {
+          group_stamp_[g] = refill_stamp_;
+          groups_changed_.push_back(g);
+        }
+      }
+    }
+    std::sort(groups_changed_.begin(), groups_changed_.end());
+    for (auto g : groups_changed_)
+      result_.group_timeline.push_back({Seconds{t}, g, BytesPerSecond{std::max(0.0, group_rate_[g])}});
+    groups_changed_.clear();
+  }
+}
+
+// The fallback of Engine::refill when a change spreads, by level cut: a start or finish can only
+// move rates at or above theta, the smallest of
 //   - the old rate of each class that lost flows: at every level x below it the load of every link
 //     is unchanged or lower (the leaving flows were still unfixed there), and a link that saturated
 //     below it carried none of them, so the filling fixes the same classes at the same levels;
 //   - for each class that gained flows, min over its links l of C_l / n_l (n_l: active flows on l
 //     after the batch): a new flow gets at least that rate (at level x <= C_l / n_l no link of it
 //     can be full), so below it the new flows only add load on links that cannot saturate there.
-// The classes to refill are the touched ones plus every active class with rate >= theta reachable
-// from their links through links and classes with rate >= theta: a change can only travel through
-// a class whose rate moves. Classes below theta stay fixed and their load is subtracted up front.
-void Engine::refill(double t) {
-  ++stamp_;
-  ++result_.rate_updates;
-  comp_links_.clear();
-  comp_classes_.clear();
-  stack_.clear();
+// The classes refilled are the ones already in the refilled set plus every active class with rate
+// >= theta reachable from their links through links and such classes (a change can only travel
+// through a class whose rate moves); the others keep their rate, their load subtracted up front.
+// Refilling more classes than needed is exact too: max-min rates of a subset, with the rest at
+// their max-min rates, are the max-min rates of the subset on the capacity the rest leaves.
+void Engine::fill_component(double t) {
   double theta = INFINITY;
   for (auto c : touched_) {
     const RouteClass& rc = classes_[c];
@@ -456,55 +689,47 @@ void Engine::refill(double t) {
   // Rates equal to theta in exact arithmetic may differ in the last bits (two links saturating at
   // the same level), and such classes can change, so theta keeps a relative margin of 1e-9.
   theta *= 1.0 - 1e-9;
-  auto visit_class_links = [&](std::int32_t c) {
+  ++pass_stamp_;
+  stack_.clear();
+  auto visit_links = [&](std::int32_t c) {
     const RouteClass& rc = classes_[c];
     for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-      const std::int32_t l = class_links_[k];
-      LinkState& ls = links_[l];
-      if (ls.stamp != stamp_) {
-        ls.stamp = stamp_;
+      LinkState& ls = links_[class_links_[k]];
+      if (ls.stamp != pass_stamp_) {
+        ls.stamp = pass_stamp_;
         ls.remaining = ls.capacity;
         ls.unfixed = 0;
-        stack_.push_back(l);
+        stack_.push_back(class_links_[k]);
       }
     }
   };
-  for (auto c : touched_) {
-    if (classes_[c].multiplicity > 0 && classes_[c].stamp != stamp_) {
-      classes_[c].stamp = stamp_;
-      comp_classes_.push_back(c);
-    }
-    visit_class_links(c);
-  }
-  // One pass per link: a class on it moves (is refilled) when it was touched or its rate is >= theta,
-  // and every such class on a visited link is reached from it, so the remaining capacity (what
-  // the classes that keep their rate leave) and the unfixed count are known when the link is scanned.
+  for (auto c : refilled_) visit_links(c);
+  // One pass per link: every member on a visited link is reached from it, so the remaining
+  // capacity and the unfixed count are complete when the link is scanned.
   share_heap_.clear();
   while (!stack_.empty()) {
     const std::int32_t l = stack_.back();
     stack_.pop_back();
-    comp_links_.push_back(l);
-    for (auto c : links_[l].classes) {
-      RouteClass& rc = classes_[c];
-      if (rc.touched == batch_ || !(rc.rate < theta)) {
-        links_[l].unfixed += rc.multiplicity;
-        if (rc.stamp != stamp_) {
-          rc.stamp = stamp_;
-          comp_classes_.push_back(c);
-          visit_class_links(c);
+    LinkState& ls = links_[l];
+    for (auto c : ls.classes) {
+      const RouteClass& rc = classes_[c];
+      if (rc.in_refill == refill_stamp_ || !(rc.rate < theta)) {
+        ls.unfixed += rc.multiplicity;
+        if (rc.in_refill != refill_stamp_) {
+          add_to_refill(c, t);
+          visit_links(c);
         }
       } else {
-        links_[l].remaining -= static_cast<double>(rc.multiplicity) * rc.rate;
+        ls.remaining -= static_cast<double>(rc.multiplicity) * rc.rate;
       }
     }
-    const LinkState& ls = links_[l];
     if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
   }
-  for (auto c : comp_classes_) advance(classes_[c], t);
+  for (auto c : refilled_) {
+    classes_[c].new_rate = 0;
+    classes_[c].new_bottleneck = -1;
+  }
   std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-  // Heap keys are lower bounds: a link's share only grows while the filling runs (see flow_sim.hpp),
-  // so instead of pushing a new key at every change, a popped link whose share has grown is pushed
-  // back with its current share; a popped key equal to the current share is the true minimum.
   while (!share_heap_.empty()) {
     const ShareEntry top = share_heap_.front();
     std::pop_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
@@ -519,52 +744,17 @@ void Engine::refill(double t) {
     }
     for (auto c : ls.classes) {
       RouteClass& rc = classes_[c];
-      if (rc.stamp != stamp_ || rc.fixed == stamp_) continue;
-      rc.fixed = stamp_;
-      const double old_rate = rc.rate;
-      rc.rate = share;
-      rc.bottleneck = top.link;
+      if (rc.in_refill != refill_stamp_ || rc.new_bottleneck >= 0) continue;
+      rc.new_rate = share;
+      rc.new_bottleneck = top.link;
       const double m = static_cast<double>(rc.multiplicity);
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
         LinkState& other = links_[class_links_[k]];
         other.remaining -= m * share;
         other.unfixed -= rc.multiplicity;
       }
-      if (rc.rate != old_rate || rc.touched == batch_) schedule_finish(c, t);
     }
     ls.unfixed = 0;
-  }
-  for (auto c : touched_)
-    if (classes_[c].multiplicity == 0) {
-      classes_[c].rate = 0;
-      schedule_finish(c, t);  // invalidates a pending event
-    }
-
-  if (!opt_.link_group.empty()) {
-    ++stamp_;  // reuse as a "group changed" stamp below
-    groups_changed_.clear();
-    auto account = [&](std::int32_t c) {
-      RouteClass& rc = classes_[c];
-      const double now = static_cast<double>(rc.multiplicity) * rc.rate;
-      const double delta = now - rc.contribution;
-      rc.contribution = now;
-      if (delta == 0) return;
-      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        const std::int32_t g = opt_.link_group[class_links_[k]];
-        if (g < 0) continue;
-        group_rate_[g] += delta;
-        if (group_stamp_[g] != stamp_) {
-          group_stamp_[g] = stamp_;
-          groups_changed_.push_back(g);
-        }
-      }
-    };
-    for (auto c : comp_classes_) account(c);
-    for (auto c : touched_)
-      if (classes_[c].multiplicity == 0) account(c);
-    std::sort(groups_changed_.begin(), groups_changed_.end());
-    for (auto g : groups_changed_)
-      result_.group_timeline.push_back({Seconds{t}, g, BytesPerSecond{std::max(0.0, group_rate_[g])}});
   }
 }
 

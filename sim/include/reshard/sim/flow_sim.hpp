@@ -31,11 +31,13 @@
 // Speed: flows with identical link lists form one class with a multiplicity (they always get the
 // same rate), so the filling runs over classes, weighted by multiplicity. A class keeps the bytes
 // served per flow as a function of time; its flows' finish points sit in a heap, so a class's next
-// finish is one subtraction and one division. A change (a flow starting or finishing) can only move
-// rates at or above a level theta (the smallest old rate of a class that lost flows; for a class
-// that gained flows, min over its links of capacity / active flows): only the classes at or above
-// theta reachable from the change through links and such classes are refilled, the others keep
-// their rate (proof on Engine::refill), and only classes whose rate changed get a new finish event.
+// finish is one subtraction and one division. A change (a flow starting or finishing) refills
+// only the classes it reaches: the touched classes are refilled with every other class frozen at
+// its rate, the result is checked against the max-min conditions on the links they cross, and a
+// link that fails brings in the frozen classes that break it, until none fails (proof on
+// Engine::refill). A change that spreads past SimOptions::local_refill_limit classes is refilled
+// over its whole reach at once, by level cut (Engine::fill_component). Only classes whose rate
+// changed get a new finish event.
 // Events of equal time are handled together with one refill.
 #pragma once
 
@@ -101,6 +103,10 @@ struct SimOptions {
   // Optional: group index per link (size = number of links; -1 for "no group"), for the
   // utilization timeline in FlowSimResult::group_timeline. Empty: no timeline is recorded.
   std::vector<std::int32_t> link_group;
+  // A refill checks its local result and widens to the frozen classes that break it, one pass per
+  // widening; once more classes than this are in, it refills the whole reach of the change by
+  // level cut in one pass instead (Engine::fill_component). Both are exact; this only moves cost.
+  std::size_t local_refill_limit = 1024;
 };
 
 struct FlowSimResult {
