@@ -38,7 +38,7 @@
 // Engine::refill). A change that spreads past SimOptions::local_refill_limit classes is refilled
 // over its whole reach at once, by level cut (Engine::fill_component). Only classes whose rate
 // changed get a new finish event.
-// Events of equal time are handled together with one refill.
+// Events of equal time (to 1e-12 relative, the batch window) are handled together with one refill.
 #pragma once
 
 #include <cstdint>
