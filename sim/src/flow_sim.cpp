@@ -483,8 +483,7 @@ void Engine::refill(double t) {
   ++result_.rate_updates;
   ++refill_stamp_;
   refilled_.clear();
-  auto add = [&](std::int32_t c) { add_to_refill(c, t); };
-  for (auto c : touched_) add(c);
+  for (auto c : touched_) add_to_refill(c, t);
   // A flow that joins or leaves a link where frozen classes are bottlenecked moves them (the link's
   // load changed): bring them in now rather than after a failed pass.
   for (std::size_t i = 0, n = refilled_.size(); i < n; ++i) {
@@ -493,7 +492,7 @@ void Engine::refill(double t) {
       const std::int32_t l = class_links_[k];
       if (links_[l].bottlenecked == 0) continue;
       for (auto c : links_[l].classes)
-        if (classes_[c].bottleneck == l) add(c);
+        if (classes_[c].bottleneck == l) add_to_refill(c, t);
     }
   }
 
@@ -606,7 +605,7 @@ void Engine::refill(double t) {
       const double high = ls.fill_share * (1 + kTolerance);
       for (auto c : ls.classes) {
         const RouteClass& rc = classes_[c];
-        if (overloaded || rc.bottleneck == l || (ls.fill_share >= 0 && rc.rate > high)) add(c);
+        if (overloaded || rc.bottleneck == l || (ls.fill_share >= 0 && rc.rate > high)) add_to_refill(c, t);
       }
     }
     // The change spreads: one filling over its whole reach is cheaper than a pass per hop.
