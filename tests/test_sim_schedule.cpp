@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 
 #include <nlohmann/json.hpp>
 
@@ -233,6 +234,8 @@ struct ScenarioStrategy {
   const char* scenario;
   const char* strategy;
 };
+
+void PrintTo(const ScenarioStrategy& p, std::ostream* out) { *out << p.scenario << " " << p.strategy; }
 
 class ProductionScenarioSimulated : public ::testing::TestWithParam<ScenarioStrategy> {};
 
