@@ -245,6 +245,19 @@ std::vector<double> reference_finish(const FlowNetwork& net, const std::vector<F
   return finish;
 }
 
+// Every finish time of both refill paths equals the naive reference's, to 1e-9 relative.
+void expect_matches_reference(const FlowNetwork& net, const std::vector<FlowSpec>& flows, int trial) {
+  const auto ref = reference_finish(net, flows);
+  for (const std::size_t limit : kRefillLimits) {
+    SimOptions options;
+    options.local_refill_limit = limit;
+    const auto r = simulate(net, flows, options);
+    for (std::size_t i = 0; i < flows.size(); ++i)
+      ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i]))
+          << "trial " << trial << " flow " << i << " limit " << limit;
+  }
+}
+
 TEST(FlowSim, MatchesNaiveReferenceOnRandomDags) {
   // Property: the class/component/event-queue engine gives the same finish times as recomputing
   // max-min over every flow at every event, on random networks, routes (with repeats, so classes
@@ -275,15 +288,7 @@ TEST(FlowSim, MatchesNaiveReferenceOnRandomDags) {
       flows.push_back(flow(100 + i, 1 + static_cast<std::int64_t>(rng() % 1000), routes[rng() % routes.size()],
                            latency, after));
     }
-    const auto ref = reference_finish(net, flows);
-    for (const std::size_t limit : kRefillLimits) {
-      SimOptions options;
-      options.local_refill_limit = limit;
-      const auto r = simulate(net, flows, options);
-      for (int i = 0; i < n; ++i)
-        ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i]))
-            << "trial " << trial << " flow " << i << " limit " << limit;
-    }
+    expect_matches_reference(net, flows, trial);
   }
 }
 
@@ -312,15 +317,7 @@ TEST(FlowSim, LocalRefillMatchesNaiveReferenceWithStaggeredJoins) {
       const double latency = static_cast<double>(rng() % 8) * 0.75;  // ties on purpose
       flows.push_back(flow(i, 1 + static_cast<std::int64_t>(rng() % 500), routes[rng() % routes.size()], latency, {}));
     }
-    const auto ref = reference_finish(net, flows);
-    for (const std::size_t limit : kRefillLimits) {
-      SimOptions options;
-      options.local_refill_limit = limit;
-      const auto r = simulate(net, flows, options);
-      for (int i = 0; i < n; ++i)
-        ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i]))
-            << "trial " << trial << " flow " << i << " limit " << limit;
-    }
+    expect_matches_reference(net, flows, trial);
   }
 }
 
@@ -403,15 +400,7 @@ TEST(FlowSim, LocalRefillMatchesNaiveReferenceOnFatTrees) {
       const double latency = static_cast<double>(rng() % 10) * 0.5;  // ties on purpose
       flows.push_back(flow(i, 1 + static_cast<std::int64_t>(rng() % 400), route, latency, {}));
     }
-    const auto ref = reference_finish(net, flows);
-    for (const std::size_t limit : kRefillLimits) {
-      SimOptions options;
-      options.local_refill_limit = limit;
-      const auto r = simulate(net, flows, options);
-      for (int i = 0; i < n; ++i)
-        ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i]))
-            << "trial " << trial << " flow " << i << " limit " << limit;
-    }
+    expect_matches_reference(net, flows, trial);
   }
 }
 

@@ -197,6 +197,12 @@ class Engine {
   }
   void refill(double t);
   void fill_component(double t);
+  template <class ForEachMember>
+  void progressive_fill(ForEachMember&& for_each_member);
+  void push_share(std::int32_t l) {
+    const LinkState& ls = links_[l];
+    if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
+  }
   void add_to_refill(std::int32_t c, double t) {
     RouteClass& rc = classes_[c];
     if (rc.in_refill == refill_stamp_) return;
@@ -452,6 +458,43 @@ void Engine::schedule_finish(std::int32_t c, double t) {
   finishes_.set(c, t + remaining / rc.rate);
 }
 
+// Progressive filling (flow_sim.hpp) over the links in share_heap_, whose remaining capacity and
+// unfixed count are set: the link with the smallest share fixes its unfixed members at that share.
+// for_each_member(link, fix) calls fix(c) for the refilled classes on the link. Heap keys are
+// lower bounds: a link's share only grows while the filling runs, so a popped link whose share
+// has grown is pushed back with its current share; a popped key equal to the current share is the
+// minimum.
+template <class ForEachMember>
+void Engine::progressive_fill(ForEachMember&& for_each_member) {
+  std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+  while (!share_heap_.empty()) {
+    const ShareEntry top = share_heap_.front();
+    std::pop_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+    share_heap_.pop_back();
+    LinkState& ls = links_[top.link];
+    if (ls.unfixed == 0) continue;
+    const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
+    if (share > top.share) {
+      share_heap_.push_back({share, top.link});
+      std::push_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+      continue;
+    }
+    ls.fill_share = share;
+    for_each_member(ls, [&](std::int32_t c) {
+      RouteClass& rc = classes_[c];
+      if (rc.new_bottleneck >= 0) return;
+      rc.new_rate = share;
+      rc.new_bottleneck = top.link;
+      const double m = static_cast<double>(rc.multiplicity);
+      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+        LinkState& other = links_[class_links_[k]];
+        other.remaining -= m * share;
+        other.unfixed -= rc.multiplicity;
+      }
+    });
+  }
+}
+
 // Recomputes max-min rates after the starts and finishes of one batch (the touched classes).
 //
 // Local refill, verified. The allocation before the batch was max-min fair: every active class had
@@ -537,41 +580,11 @@ void Engine::refill(double t) {
       for (auto k = rc.link_begin; k < rc.link_end; ++k) link_members_[links_[class_links_[k]].csr_fill++] = c;
     }
 
-    // Progressive filling over the refilled classes. Heap keys are lower bounds: a link's share
-    // only grows while the filling runs (flow_sim.hpp), so a popped link whose share has grown is
-    // pushed back with its current share; a popped key equal to the current share is the minimum.
     share_heap_.clear();
-    for (auto l : refill_links_) {
-      const LinkState& ls = links_[l];
-      if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
-    }
-    std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-    while (!share_heap_.empty()) {
-      const ShareEntry top = share_heap_.front();
-      std::pop_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-      share_heap_.pop_back();
-      LinkState& ls = links_[top.link];
-      if (ls.unfixed == 0) continue;
-      const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
-      if (share > top.share) {
-        share_heap_.push_back({share, top.link});
-        std::push_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-        continue;
-      }
-      ls.fill_share = share;
-      for (auto i = ls.csr_begin; i < ls.csr_fill; ++i) {
-        RouteClass& rc = classes_[link_members_[i]];
-        if (rc.new_bottleneck >= 0) continue;
-        rc.new_rate = share;
-        rc.new_bottleneck = top.link;
-        const double m = static_cast<double>(rc.multiplicity);
-        for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-          LinkState& other = links_[class_links_[k]];
-          other.remaining -= m * share;
-          other.unfixed -= rc.multiplicity;
-        }
-      }
-    }
+    for (auto l : refill_links_) push_share(l);
+    progressive_fill([&](const LinkState& ls, auto&& fix) {
+      for (auto i = ls.csr_begin; i < ls.csr_fill; ++i) fix(link_members_[i]);
+    });
 
     // Conditions (a)-(c) on every link the refilled classes cross.
     violated_.clear();
@@ -724,39 +737,16 @@ void Engine::fill_component(double t) {
         ls.remaining -= static_cast<double>(rc.multiplicity) * rc.rate;
       }
     }
-    if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
+    push_share(l);
   }
   for (auto c : refilled_) {
     classes_[c].new_rate = 0;
     classes_[c].new_bottleneck = -1;
   }
-  std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-  while (!share_heap_.empty()) {
-    const ShareEntry top = share_heap_.front();
-    std::pop_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-    share_heap_.pop_back();
-    LinkState& ls = links_[top.link];
-    if (ls.unfixed == 0) continue;
-    const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
-    if (share > top.share) {
-      share_heap_.push_back({share, top.link});
-      std::push_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-      continue;
-    }
-    for (auto c : ls.classes) {
-      RouteClass& rc = classes_[c];
-      if (rc.in_refill != refill_stamp_ || rc.new_bottleneck >= 0) continue;
-      rc.new_rate = share;
-      rc.new_bottleneck = top.link;
-      const double m = static_cast<double>(rc.multiplicity);
-      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        LinkState& other = links_[class_links_[k]];
-        other.remaining -= m * share;
-        other.unfixed -= rc.multiplicity;
-      }
-    }
-    ls.unfixed = 0;
-  }
+  progressive_fill([&](const LinkState& ls, auto&& fix) {
+    for (auto c : ls.classes)
+      if (classes_[c].in_refill == refill_stamp_) fix(c);
+  });
 }
 
 FlowSimResult Engine::run() {
