@@ -25,6 +25,7 @@ nlohmann::json simulation_json(const sim::FlowSimResult& result, std::size_t tra
           {"flows", flows},
           {"events", result.events},
           {"rate_updates", result.rate_updates},
+          {"simulated_flows", result.simulated_flows},
           {"wall_s", result.wall.value}};
 }
 
@@ -39,6 +40,7 @@ void print_simulation_report(std::ostream& out, const sim::FlowNetwork& network,
                      {"bytes", model::format(total)},
                      {"events", std::to_string(result.events)},
                      {"rate updates", std::to_string(result.rate_updates)},
+                     {"simulated flows", std::to_string(result.simulated_flows) + " (one per class of alike flows)"},
                      {"simulation wall time", model::format(result.wall)}});
 
   out << "\ncritical path (last finish first):\n";
@@ -77,6 +79,7 @@ nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const s
           {"flows", sim.flows.size()},
           {"events", sim.events},
           {"rate_updates", sim.result.rate_updates},
+          {"simulated_flows", sim.result.simulated_flows},
           {"wall_s", sim.wall.value},
           {"ops_makespan_s", sim.ops_makespan.value},
           {"overheads_s", sim.overheads.value},
@@ -107,6 +110,7 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
                      {"bytes", model::format(total)},
                      {"events", std::to_string(sim.events)},
                      {"rate updates", std::to_string(sim.result.rate_updates)},
+                     {"simulated flows", std::to_string(sim.result.simulated_flows) + " (one per class of alike flows)"},
                      {"simulation wall time", model::format(sim.wall)}});
 
   out << "\ncritical path by operation (last finish first):\n";

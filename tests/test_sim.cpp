@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 #include "reshard/sim/flow_io.hpp"
@@ -245,17 +246,20 @@ std::vector<double> reference_finish(const FlowNetwork& net, const std::vector<F
   return finish;
 }
 
-// Every finish time of both refill paths equals the naive reference's, to 1e-9 relative.
+// Every finish time of both refill paths, with and without the symmetry quotient, equals the naive
+// reference's, to 1e-9 relative.
 void expect_matches_reference(const FlowNetwork& net, const std::vector<FlowSpec>& flows, int trial) {
   const auto ref = reference_finish(net, flows);
-  for (const std::size_t limit : kRefillLimits) {
-    SimOptions options;
-    options.local_refill_limit = limit;
-    const auto r = simulate(net, flows, options);
-    for (std::size_t i = 0; i < flows.size(); ++i)
-      ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i]))
-          << "trial " << trial << " flow " << i << " limit " << limit;
-  }
+  for (const std::size_t limit : kRefillLimits)
+    for (const bool quotient : {false, true}) {
+      SimOptions options;
+      options.local_refill_limit = limit;
+      options.symmetry_quotient = quotient;
+      const auto r = simulate(net, flows, options);
+      for (std::size_t i = 0; i < flows.size(); ++i)
+        ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i]))
+            << "trial " << trial << " flow " << i << " limit " << limit << " quotient " << quotient;
+    }
 }
 
 TEST(FlowSim, MatchesNaiveReferenceOnRandomDags) {
@@ -401,6 +405,146 @@ TEST(FlowSim, LocalRefillMatchesNaiveReferenceOnFatTrees) {
       flows.push_back(flow(i, 1 + static_cast<std::int64_t>(rng() % 400), route, latency, {}));
     }
     expect_matches_reference(net, flows, trial);
+  }
+}
+
+TEST(FlowSim, SymmetricFlowsRunAsOneFlowPerClass) {
+  // Four NICs (links 0-3, 10 B/s each) and one core link (4, 16 B/s). For each i: a_i (40 B) crosses
+  // NIC i and the core; b_i (30 B) crosses NIC i; c_i (8 B) crosses the core after b_i. The three
+  // kinds are alike across i: the quotient has 3 flows and 2 links (NICs, core), with weights
+  // n(NIC, a) = n(NIC, b) = 1 and n(core, a) = n(core, c) = 4.
+  //   t = 0: core share 16/4 = 4 < NIC share 10/2 = 5, so a_i = 4 (core-bound), b_i = 10 - 4 = 6.
+  //   b_i finishes at 30/6 = 5 s; c_i starts. Core: 8 flows, 16/8 = 2; NIC i: a_i alone. a = c = 2.
+  //   c_i finishes at 5 + 8/2 = 9 s; a_i has sent 5*4 + 4*2 = 28 B. Then a = 4: 12/4 = 3 s -> 12 s.
+  // Core bytes 4*40 + 4*8 = 192 = 16 B/s * 12 s: utilization 1; each NIC 40 + 30 = 70 B.
+  const auto net = network({10, 10, 10, 10, 16});
+  std::vector<FlowSpec> flows;
+  for (std::int32_t i = 0; i < 4; ++i) {
+    flows.push_back(flow(3 * i, 40, {i, 4}));
+    flows.push_back(flow(3 * i + 1, 30, {i}));
+    flows.push_back(flow(3 * i + 2, 8, {4}, 0, {3 * i + 1}));
+  }
+  SimOptions options;
+  options.link_group = {0, 0, 0, 0, 1};
+  for (const bool quotient : {true, false}) {
+    options.symmetry_quotient = quotient;
+    const auto r = simulate(net, flows, options);
+    EXPECT_EQ(r.simulated_flows, quotient ? 3 : 12);
+    EXPECT_EQ(r.events, 24);  // every flow starts and finishes once, quotient or not
+    for (std::size_t i = 0; i < 4; ++i) {
+      EXPECT_NEAR(r.timing[3 * i].finish.value, 12.0, kTol);
+      EXPECT_EQ(r.timing[3 * i].bottleneck, 4);
+      EXPECT_NEAR(r.timing[3 * i + 1].finish.value, 5.0, kTol);
+      EXPECT_EQ(r.timing[3 * i + 1].bottleneck, static_cast<std::int32_t>(i));
+      EXPECT_NEAR(r.timing[3 * i + 2].release.value, 5.0, kTol);
+      EXPECT_NEAR(r.timing[3 * i + 2].finish.value, 9.0, kTol);
+      EXPECT_EQ(r.links[i].bytes, Bytes{70});
+      EXPECT_NEAR(r.links[i].busy.value, 12.0, kTol);
+    }
+    EXPECT_EQ(r.links[4].bytes, Bytes{192});
+    EXPECT_NEAR(r.links[4].utilization, 1.0, kTol);
+    // Group rates from t = 0: NICs 4 * (4 + 6) = 40 B/s, core 16 B/s; from 5 s: NICs 4 * 2 = 8.
+    ASSERT_GE(r.group_timeline.size(), 4u);
+    EXPECT_EQ(r.group_timeline[0].group, 0);
+    EXPECT_NEAR(r.group_timeline[0].rate.value, 40.0, kTol);
+    EXPECT_NEAR(r.group_timeline[1].rate.value, 16.0, kTol);
+    EXPECT_NEAR(r.group_timeline[2].time.value, 5.0, kTol);
+    EXPECT_NEAR(r.group_timeline[2].rate.value, 8.0, kTol);
+    // The last finish is a_0 (the first of the equal ones), which waits for nothing.
+    ASSERT_EQ(r.critical_path.size(), 1u);
+    EXPECT_EQ(r.critical_path[0].flow_index, 0u);
+    EXPECT_EQ(r.critical_path[0].bottleneck, 4);
+  }
+}
+
+TEST(FlowSim, QuotientKeepsFlowsWithDifferentPredecessorsApart) {
+  // Two copies of: p (10 B) on its own 10 B/s link, q (20 B) on another; x waits for p, y for q;
+  // x and y carry nothing and take 1 s of latency. x and y differ only in what they wait for:
+  //   p finishes at 10/10 = 1 s, q at 20/10 = 2 s; x at 1 + 1 = 2 s, y at 2 + 1 = 3 s.
+  const auto net = network({10, 10, 10, 10});
+  std::vector<FlowSpec> flows;
+  for (std::int32_t k = 0; k < 2; ++k) {
+    flows.push_back(flow(4 * k, 10, {2 * k}));
+    flows.push_back(flow(4 * k + 1, 20, {2 * k + 1}));
+    flows.push_back(flow(4 * k + 2, 0, {}, 1.0, {4 * k}));
+    flows.push_back(flow(4 * k + 3, 0, {}, 1.0, {4 * k + 1}));
+  }
+  const auto r = simulate(net, flows);
+  EXPECT_EQ(r.simulated_flows, 4);
+  for (std::size_t k = 0; k < 2; ++k) {
+    EXPECT_NEAR(r.timing[4 * k].finish.value, 1.0, kTol);
+    EXPECT_NEAR(r.timing[4 * k + 1].finish.value, 2.0, kTol);
+    EXPECT_NEAR(r.timing[4 * k + 2].finish.value, 2.0, kTol);
+    EXPECT_NEAR(r.timing[4 * k + 3].finish.value, 3.0, kTol);
+  }
+}
+
+TEST(FlowSim, QuotientOfReplicatedProblemsMatchesNaiveReference) {
+  // Property for the symmetry quotient: a random problem (links, routes, sizes, latencies,
+  // dependencies) copied k times onto its own links, every copy also crossing shared links, the
+  // flows shuffled and renumbered. The copies are alike, so the quotient runs at most 1/k of the
+  // flows, and every finish time (and the critical path's end) equals the naive recomputation and
+  // the run without the quotient.
+  std::mt19937_64 rng(2718);
+  for (int trial = 0; trial < 25; ++trial) {
+    const int own = 2 + static_cast<int>(rng() % 4), shared = 1 + static_cast<int>(rng() % 2);
+    const int copies = 2 + static_cast<int>(rng() % 3);
+    std::vector<double> own_caps, caps;
+    for (int l = 0; l < own; ++l) own_caps.push_back(10.0 + static_cast<double>(rng() % 90));
+    for (int k = 0; k < copies; ++k) caps.insert(caps.end(), own_caps.begin(), own_caps.end());
+    for (int l = 0; l < shared; ++l) caps.push_back(20.0 + static_cast<double>(rng() % 200));
+    const auto net = network(caps);
+    struct Base {
+      std::int64_t bytes;
+      std::vector<std::int32_t> own, shared;
+      double latency;
+      std::vector<int> after;
+    };
+    std::vector<Base> base;
+    const int n = 3 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) {
+      // Few distinct sizes and latencies, so that flows told apart only by their links or their
+      // predecessors are common.
+      Base b{100 * (1 + static_cast<std::int64_t>(rng() % 3)), {}, {}, static_cast<double>(rng() % 2), {}};
+      for (int l = 0; l < own; ++l)
+        if (rng() % 3 == 0) b.own.push_back(l);
+      for (int l = 0; l < shared; ++l)
+        if (rng() % 2 == 0) b.shared.push_back(l);
+      if (b.own.empty() && b.shared.empty()) b.own.push_back(static_cast<std::int32_t>(rng() % own));
+      if (i > 0 && rng() % 2 == 0) b.after.push_back(static_cast<int>(rng() % i));
+      base.push_back(b);
+    }
+    // Flow (copy k, base i) gets a shuffled position; ids are 1000 + position.
+    std::vector<int> position(static_cast<std::size_t>(copies * n));
+    std::iota(position.begin(), position.end(), 0);
+    std::shuffle(position.begin(), position.end(), rng);
+    std::vector<FlowSpec> flows(position.size());
+    for (int k = 0; k < copies; ++k)
+      for (int i = 0; i < n; ++i) {
+        const Base& b = base[i];
+        std::vector<std::int32_t> links;
+        for (auto l : b.own) links.push_back(k * own + l);
+        for (auto l : b.shared) links.push_back(copies * own + l);
+        std::vector<std::int64_t> after;
+        for (auto a : b.after) after.push_back(1000 + position[k * n + a]);
+        const int at = position[k * n + i];
+        flows[at] = flow(1000 + at, b.bytes, links, b.latency, after);
+      }
+    expect_matches_reference(net, flows, trial);
+    const auto r = simulate(net, flows);
+    EXPECT_LE(r.simulated_flows * copies, static_cast<std::int64_t>(flows.size())) << "trial " << trial;
+    SimOptions plain;
+    plain.symmetry_quotient = false;
+    const auto p = simulate(net, flows, plain);
+    EXPECT_NEAR(r.makespan.value, p.makespan.value, 1e-12 * p.makespan.value) << "trial " << trial;
+    for (std::size_t l = 0; l < caps.size(); ++l) {
+      EXPECT_EQ(r.links[l].bytes, p.links[l].bytes);
+      EXPECT_NEAR(r.links[l].busy.value, p.links[l].busy.value, 1e-9 * std::max(1.0, p.makespan.value));
+    }
+    ASSERT_FALSE(r.critical_path.empty());
+    EXPECT_NEAR(r.critical_path.front().finish.value, p.makespan.value, 1e-9 * p.makespan.value);
+    for (std::size_t s = 1; s < r.critical_path.size(); ++s)  // each step released the one before it
+      EXPECT_NEAR(r.critical_path[s].finish.value, r.critical_path[s - 1].release.value, 1e-12);
   }
 }
 

@@ -2,6 +2,8 @@
 // max-min refill. The math is written on the types in flow_sim.hpp.
 #include "reshard/sim/flow_sim.hpp"
 
+#include "flow_quotient.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -149,6 +151,7 @@ struct RouteClass {
 struct LinkState {
   double capacity = 0;
   std::vector<std::int32_t> classes;  // active classes crossing the link
+  std::vector<std::int64_t> class_weights;  // per entry of `classes`: that class's weight here
   std::int64_t flows = 0;             // active flows crossing the link
   // Totals over the committed classes: sum of committed * rate (long double: millions of updates
   // add and remove terms; its rounding stays below 1e-13 relative), the committed flows whose
@@ -171,13 +174,17 @@ struct LinkState {
 
 class Engine {
  public:
-  Engine(const FlowNetwork& net, const std::vector<FlowSpec>& flows, const SimOptions& opt)
-      : net_(net), flows_(flows), opt_(opt) {}
+  // `weights`: per flow and link (aligned with FlowSpec::links), how many flows of the whole
+  // problem one flow here stands for on that link, and per link how many links it stands for
+  // (the symmetry quotient, flow_quotient.hpp); nullptr: every weight is 1.
+  Engine(const FlowNetwork& net, const std::vector<FlowSpec>& flows, FlowGraph graph, const SimOptions& opt,
+         const QuotientWeights* weights)
+      : net_(net), flows_(flows), weights_(weights), opt_(opt), succ_begin_(std::move(graph.succ_begin)),
+        succ_(std::move(graph.succ)), waiting_(std::move(graph.waiting)) {}
 
   FlowSimResult run();
 
  private:
-  void validate_and_index();
   void build_classes();
   void release(std::int32_t f, double t);
   void start(std::int32_t f, double t);
@@ -214,6 +221,7 @@ class Engine {
 
   const FlowNetwork& net_;
   const std::vector<FlowSpec>& flows_;
+  const QuotientWeights* weights_;
   const SimOptions& opt_;
 
   std::vector<std::int32_t> succ_begin_, succ_;  // CSR successors
@@ -221,6 +229,7 @@ class Engine {
   std::vector<std::int32_t> released_by_;        // predecessor that finished last, -1 when none
   std::vector<std::int32_t> class_of_;
   std::vector<std::int32_t> class_links_, class_link_pos_;  // link slots and the class's index in that link's list
+  std::vector<std::int64_t> class_weights_;  // per link slot: flows of the class counted there per flow (1 unless quotient)
   std::vector<RouteClass> classes_;
   std::vector<LinkState> links_;
 
@@ -244,16 +253,22 @@ class Engine {
   FlowSimResult result_;
 };
 
-void Engine::validate_and_index() {
-  const std::size_t n = flows_.size();
-  const std::size_t nl = net_.capacity.size();
+}  // namespace
+
+FlowGraph validate_and_index(const FlowNetwork& net, const std::vector<FlowSpec>& flows) {
+  FlowGraph graph;
+  auto& waiting = graph.waiting;
+  auto& succ_begin = graph.succ_begin;
+  auto& succ = graph.succ;
+  const std::size_t n = flows.size();
+  const std::size_t nl = net.capacity.size();
   for (std::size_t l = 0; l < nl; ++l)
-    if (!(net_.capacity[l].value > 0) || !std::isfinite(net_.capacity[l].value))
-      throw FlowError(net_.link_name(static_cast<std::int32_t>(l)) + ": capacity must be positive and finite, got " +
-                      std::to_string(net_.capacity[l].value) + " B/s");
+    if (!(net.capacity[l].value > 0) || !std::isfinite(net.capacity[l].value))
+      throw FlowError(net.link_name(static_cast<std::int32_t>(l)) + ": capacity must be positive and finite, got " +
+                      std::to_string(net.capacity[l].value) + " B/s");
   // Flow ids are usually 0..n-1 in order (traffic_flows, simulate_schedule): then the index is the id.
   bool dense = true;
-  for (std::size_t i = 0; i < n && dense; ++i) dense = flows_[i].id == static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < n && dense; ++i) dense = flows[i].id == static_cast<std::int64_t>(i);
   std::unordered_map<std::int64_t, std::int32_t> index;
   if (!dense) index.reserve(n * 2);
   auto find_index = [&](std::int64_t id) -> std::int32_t {
@@ -263,7 +278,7 @@ void Engine::validate_and_index() {
   };
   std::vector<std::uint32_t> seen(nl, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    const FlowSpec& f = flows_[i];
+    const FlowSpec& f = flows[i];
     if (!dense && !index.emplace(f.id, static_cast<std::int32_t>(i)).second)
       throw FlowError(flow_name(f) + ": duplicate flow id " + std::to_string(f.id));
     if (f.bytes.value < 0) throw FlowError(flow_name(f) + ": negative bytes " + std::to_string(f.bytes.value));
@@ -273,36 +288,36 @@ void Engine::validate_and_index() {
       if (l < 0 || static_cast<std::size_t>(l) >= nl)
         throw FlowError(flow_name(f) + ": unknown link " + std::to_string(l) + " (the network has " +
                         std::to_string(nl) + " links)");
-      if (seen[l] == i + 1) throw FlowError(flow_name(f) + ": link " + net_.link_name(l) + " listed twice");
+      if (seen[l] == i + 1) throw FlowError(flow_name(f) + ": link " + net.link_name(l) + " listed twice");
       seen[l] = static_cast<std::uint32_t>(i + 1);
     }
   }
   // Dependencies as CSR, then Kahn's algorithm to reject cycles.
   std::vector<std::int32_t> count(n + 1, 0);
-  waiting_.assign(n, 0);
+  waiting.assign(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    for (auto a : flows_[i].after) {
+    for (auto a : flows[i].after) {
       const std::int32_t p = find_index(a);
-      if (p < 0) throw FlowError(flow_name(flows_[i]) + ": 'after' names unknown flow id " + std::to_string(a));
-      if (p == static_cast<std::int32_t>(i)) throw FlowError(flow_name(flows_[i]) + ": waits for itself");
+      if (p < 0) throw FlowError(flow_name(flows[i]) + ": 'after' names unknown flow id " + std::to_string(a));
+      if (p == static_cast<std::int32_t>(i)) throw FlowError(flow_name(flows[i]) + ": waits for itself");
       ++count[p + 1];
-      ++waiting_[i];
+      ++waiting[i];
     }
   }
   for (std::size_t i = 0; i < n; ++i) count[i + 1] += count[i];
-  succ_begin_ = count;
-  succ_.assign(count[n], 0);
+  succ_begin = count;
+  succ.assign(count[n], 0);
   std::vector<std::int32_t> fill(count.begin(), count.end() - 1);
   for (std::size_t i = 0; i < n; ++i)
-    for (auto a : flows_[i].after) succ_[fill[find_index(a)]++] = static_cast<std::int32_t>(i);
+    for (auto a : flows[i].after) succ[fill[find_index(a)]++] = static_cast<std::int32_t>(i);
 
-  std::vector<std::int32_t> indeg = waiting_, queue;
+  std::vector<std::int32_t> indeg = waiting, queue;
   queue.reserve(n);
   for (std::size_t i = 0; i < n; ++i)
     if (indeg[i] == 0) queue.push_back(static_cast<std::int32_t>(i));
   for (std::size_t q = 0; q < queue.size(); ++q)
-    for (auto s = succ_begin_[queue[q]]; s < succ_begin_[queue[q] + 1]; ++s)
-      if (--indeg[succ_[s]] == 0) queue.push_back(succ_[s]);
+    for (auto s = succ_begin[queue[q]]; s < succ_begin[queue[q] + 1]; ++s)
+      if (--indeg[succ[s]] == 0) queue.push_back(succ[s]);
   if (queue.size() != n) {
     // Walk predecessors that are still blocked until one repeats: that flow is on a cycle.
     std::int32_t f = 0;
@@ -310,7 +325,7 @@ void Engine::validate_and_index() {
     std::vector<char> on_walk(n, 0);
     while (!on_walk[f]) {
       on_walk[f] = 1;
-      for (auto a : flows_[f].after) {
+      for (auto a : flows[f].after) {
         auto p = find_index(a);
         if (indeg[p] > 0) {
           f = p;
@@ -318,26 +333,40 @@ void Engine::validate_and_index() {
         }
       }
     }
-    throw FlowError(flow_name(flows_[f]) + ": dependency cycle through its 'after' list");
+    throw FlowError(flow_name(flows[f]) + ": dependency cycle through its 'after' list");
   }
+  return graph;
 }
+
+namespace {
 
 void Engine::build_classes() {
   std::unordered_map<std::vector<std::int32_t>, std::int32_t, VectorHash> by_links;
   class_of_.assign(flows_.size(), -1);
+  // The key: the sorted links, each followed by the flow's weight there when a quotient is run.
+  std::vector<std::pair<std::int32_t, std::int64_t>> slots;
   std::vector<std::int32_t> key;
   for (std::size_t i = 0; i < flows_.size(); ++i) {
     const FlowSpec& f = flows_[i];
     if (f.links.empty() || f.bytes.value == 0) continue;  // finishes at its start, never active
-    key.assign(f.links.begin(), f.links.end());
-    std::sort(key.begin(), key.end());
+    slots.clear();
+    for (std::size_t k = 0; k < f.links.size(); ++k) slots.emplace_back(f.links[k], weights_ ? weights_->flow_link[i][k] : 1);
+    std::sort(slots.begin(), slots.end());
+    key.clear();
+    for (const auto& [l, w] : slots) {
+      key.push_back(l);
+      if (weights_) key.push_back(static_cast<std::int32_t>(w));
+    }
     auto it = by_links.find(key);
     const bool inserted = it == by_links.end();
     if (inserted) it = by_links.emplace(key, static_cast<std::int32_t>(classes_.size())).first;
     if (inserted) {
       RouteClass c;
       c.link_begin = static_cast<std::int32_t>(class_links_.size());
-      class_links_.insert(class_links_.end(), key.begin(), key.end());
+      for (const auto& [l, w] : slots) {
+        class_links_.push_back(l);
+        class_weights_.push_back(w);
+      }
       c.link_end = static_cast<std::int32_t>(class_links_.size());
       classes_.push_back(std::move(c));
     }
@@ -372,7 +401,7 @@ void Engine::start(std::int32_t f, double t) {
   rc.finish_heap.emplace_back(rc.served + flows_[f].bytes.as_double(), f);
   std::push_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
   if (rc.multiplicity++ == 0) join(c, t);
-  for (auto k = rc.link_begin; k < rc.link_end; ++k) ++links_[class_links_[k]].flows;
+  for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_links_[k]].flows += class_weights_[k];
   rc.joined = batch_;
   touch(c);
 }
@@ -400,6 +429,7 @@ void Engine::join(std::int32_t c, double t) {
     if (ls.classes.empty()) ls.busy_since = t;
     class_link_pos_[k] = static_cast<std::int32_t>(ls.classes.size());
     ls.classes.push_back(c);
+    ls.class_weights.push_back(class_weights_[k]);
   }
 }
 
@@ -413,6 +443,8 @@ void Engine::leave(std::int32_t c, double t) {
     const std::int32_t moved = ls.classes.back();
     ls.classes[pos] = moved;
     ls.classes.pop_back();
+    ls.class_weights[pos] = ls.class_weights.back();
+    ls.class_weights.pop_back();
     if (moved != c) {
       const RouteClass& mc = classes_[moved];
       for (auto j = mc.link_begin; j < mc.link_end; ++j)
@@ -439,7 +471,7 @@ void Engine::class_finish_event(std::int32_t c, double t) {
     std::pop_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
     rc.finish_heap.pop_back();
     if (level > rc.served) rc.served = level;
-    for (auto k = rc.link_begin; k < rc.link_end; ++k) --links_[class_links_[k]].flows;
+    for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_links_[k]].flows -= class_weights_[k];
     rc.left = batch_;
     if (--rc.multiplicity == 0) leave(c, t);
     touch(c);
@@ -485,11 +517,11 @@ void Engine::progressive_fill(ForEachMember&& for_each_member) {
       if (rc.new_bottleneck >= 0) return;
       rc.new_rate = share;
       rc.new_bottleneck = top.link;
-      const double m = static_cast<double>(rc.multiplicity);
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
         LinkState& other = links_[class_links_[k]];
-        other.remaining -= m * share;
-        other.unfixed -= rc.multiplicity;
+        const std::int64_t flows = rc.multiplicity * class_weights_[k];
+        other.remaining -= static_cast<double>(flows) * share;
+        other.unfixed -= flows;
       }
     });
   }
@@ -557,10 +589,11 @@ void Engine::refill(double t) {
           ls.fill_share = -1;
           refill_links_.push_back(l);
         }
-        ls.remaining += static_cast<double>(rc.committed) * rc.rate;
-        if (rc.bottleneck == l) ls.refilled_bottlenecked += rc.committed;
+        const std::int64_t w = class_weights_[k];
+        ls.remaining += static_cast<double>(rc.committed * w) * rc.rate;
+        if (rc.bottleneck == l) ls.refilled_bottlenecked += rc.committed * w;
         if (rc.multiplicity > 0) {
-          ls.unfixed += rc.multiplicity;
+          ls.unfixed += rc.multiplicity * w;
           ++ls.refilled_active;
         }
       }
@@ -631,15 +664,15 @@ void Engine::refill(double t) {
   // Commit: link totals, rates, finish events.
   for (auto c : refilled_) {
     RouteClass& rc = classes_[c];
-    const double old_load = static_cast<double>(rc.committed) * rc.rate;
-    const double new_load = static_cast<double>(rc.multiplicity) * rc.new_rate;
     for (auto k = rc.link_begin; k < rc.link_end; ++k) {
       const std::int32_t l = class_links_[k];
+      const std::int64_t w = class_weights_[k];
       LinkState& ls = links_[l];
-      ls.allocated += static_cast<long double>(new_load) - static_cast<long double>(old_load);
-      if (rc.bottleneck == l) ls.bottlenecked -= rc.committed;
+      ls.allocated += static_cast<long double>(rc.multiplicity * w) * rc.new_rate -
+                      static_cast<long double>(rc.committed * w) * rc.rate;
+      if (rc.bottleneck == l) ls.bottlenecked -= rc.committed * w;
       if (rc.new_bottleneck == l) {
-        ls.bottlenecked += rc.multiplicity;
+        ls.bottlenecked += rc.multiplicity * w;
         // Where frozen classes stay bottlenecked, `level` stays their rate: the refilled ones are
         // within the tolerance of it, and moving it would let that tolerance add up over refills.
         if (ls.level_kept != pass_stamp_) ls.level = rc.new_rate;
@@ -660,9 +693,10 @@ void Engine::refill(double t) {
       rc.contribution = now;
       if (delta == 0) continue;
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        const std::int32_t g = opt_.link_group[class_links_[k]];
+        const std::int32_t l = class_links_[k];
+        const std::int32_t g = opt_.link_group[l];
         if (g < 0) continue;
-        group_rate_[g] += delta;
+        group_rate_[g] += delta * static_cast<double>(class_weights_[k] * (weights_ ? weights_->link_replicas[l] : 1));
         if (group_stamp_[g] != refill_stamp_) {
           group_stamp_[g] = refill_stamp_;
           groups_changed_.push_back(g);
@@ -725,16 +759,18 @@ void Engine::fill_component(double t) {
     const std::int32_t l = stack_.back();
     stack_.pop_back();
     LinkState& ls = links_[l];
-    for (auto c : ls.classes) {
+    for (std::size_t i = 0; i < ls.classes.size(); ++i) {
+      const std::int32_t c = ls.classes[i];
       const RouteClass& rc = classes_[c];
+      const std::int64_t flows = rc.multiplicity * ls.class_weights[i];
       if (rc.in_refill == refill_stamp_ || !(rc.rate < theta)) {
-        ls.unfixed += rc.multiplicity;
+        ls.unfixed += flows;
         if (rc.in_refill != refill_stamp_) {
           add_to_refill(c, t);
           visit_links(c);
         }
       } else {
-        ls.remaining -= static_cast<double>(rc.multiplicity) * rc.rate;
+        ls.remaining -= static_cast<double>(flows) * rc.rate;
       }
     }
     push_share(l);
@@ -750,14 +786,9 @@ void Engine::fill_component(double t) {
 }
 
 FlowSimResult Engine::run() {
-  const auto wall_start = std::chrono::steady_clock::now();
-  validate_and_index();
   build_classes();
   finishes_.resize(classes_.size());
   if (!opt_.link_group.empty()) {
-    if (opt_.link_group.size() != net_.capacity.size())
-      throw FlowError("link_group has " + std::to_string(opt_.link_group.size()) + " entries for " +
-                      std::to_string(net_.capacity.size()) + " links");
     std::int32_t groups = 0;
     for (auto g : opt_.link_group) groups = std::max(groups, g + 1);
     group_rate_.assign(groups, 0.0);
@@ -821,18 +852,146 @@ FlowSimResult Engine::run() {
           {flows_[f].id, static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
     }
   }
-  result_.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
+  result_.simulated_flows = static_cast<std::int64_t>(n);
   return std::move(result_);
+}
+
+// Runs the engine on one flow per cell of `q` (flow_quotient.hpp) and gives every flow its cell's
+// times. The flows of a cell are alike, so which one stands for it does not matter: the first.
+FlowSimResult simulate_quotient(const FlowNetwork& net, const std::vector<FlowSpec>& flows, const FlowGraph& graph,
+                                const FlowQuotient& q, const SimOptions& options) {
+  const std::size_t n = flows.size(), nl = net.capacity.size();
+  std::vector<std::int32_t> first_flow(q.flow_cells, -1), first_link(q.link_cells, -1);
+  std::vector<std::int64_t> flow_cell_size(q.flow_cells, 0);
+  QuotientWeights weights;
+  weights.link_replicas.assign(q.link_cells, 0);
+  for (std::size_t f = 0; f < n; ++f) {
+    if (first_flow[q.flow_cell[f]] < 0) first_flow[q.flow_cell[f]] = static_cast<std::int32_t>(f);
+    ++flow_cell_size[q.flow_cell[f]];
+  }
+  for (std::size_t l = 0; l < nl; ++l) {
+    if (first_link[q.link_cell[l]] < 0) first_link[q.link_cell[l]] = static_cast<std::int32_t>(l);
+    ++weights.link_replicas[q.link_cell[l]];
+  }
+  FlowNetwork qnet;
+  SimOptions qoptions = options;
+  qoptions.link_group.clear();
+  for (auto l : first_link) {
+    qnet.capacity.push_back(net.capacity[l]);
+    if (!options.link_group.empty()) qoptions.link_group.push_back(options.link_group[l]);
+  }
+  // Flow cell F on link cell L: its flows cross L's links |F| * (links of L per flow) times in all,
+  // equally spread, so n(L, F) = |F| * count / |L| flows of F on each.
+  std::vector<FlowSpec> qflows(q.flow_cells);
+  weights.flow_link.resize(q.flow_cells);
+  std::vector<std::int32_t> cells;
+  for (std::int32_t c = 0; c < q.flow_cells; ++c) {
+    const FlowSpec& f = flows[first_flow[c]];
+    FlowSpec& qf = qflows[c];
+    qf.id = c;
+    qf.bytes = f.bytes;
+    qf.latency = f.latency;
+    cells.clear();
+    for (auto l : f.links) cells.push_back(q.link_cell[l]);
+    std::sort(cells.begin(), cells.end());
+    for (std::size_t i = 0; i < cells.size();) {
+      std::size_t j = i;
+      while (j < cells.size() && cells[j] == cells[i]) ++j;
+      const std::int64_t incidences = flow_cell_size[c] * static_cast<std::int64_t>(j - i);
+      qf.links.push_back(cells[i]);
+      weights.flow_link[c].push_back(incidences / weights.link_replicas[cells[i]]);
+      i = j;
+    }
+  }
+  for (std::size_t p = 0; p < n; ++p)
+    for (auto s = graph.succ_begin[p]; s < graph.succ_begin[p + 1]; ++s)
+      if (first_flow[q.flow_cell[graph.succ[s]]] == graph.succ[s])
+        qflows[q.flow_cell[graph.succ[s]]].after.push_back(q.flow_cell[p]);
+  for (auto& qf : qflows) {
+    std::sort(qf.after.begin(), qf.after.end());
+    qf.after.erase(std::unique(qf.after.begin(), qf.after.end()), qf.after.end());
+  }
+
+  Engine engine(qnet, qflows, validate_and_index(qnet, qflows), qoptions, &weights);
+  const FlowSimResult qr = engine.run();
+
+  FlowSimResult out;
+  out.makespan = qr.makespan;
+  out.rate_updates = qr.rate_updates;
+  out.simulated_flows = q.flow_cells;
+  out.group_timeline = qr.group_timeline;
+  out.timing.resize(n);
+  for (std::size_t f = 0; f < n; ++f) {
+    const FlowTiming& t = qr.timing[q.flow_cell[f]];
+    out.timing[f] = {t.release, t.start, t.finish, -1};
+    if (t.bottleneck >= 0)
+      for (auto l : flows[f].links)
+        if (q.link_cell[l] == t.bottleneck) {
+          out.timing[f].bottleneck = l;
+          break;
+        }
+  }
+  // Every flow starts and finishes once; the quotient counted one start and one finish per cell.
+  out.events = 2 * static_cast<std::int64_t>(n);
+  out.links.assign(nl, LinkStats{});
+  for (std::size_t f = 0; f < n; ++f)
+    for (auto l : flows[f].links) out.links[l].bytes += flows[f].bytes;
+  for (std::size_t l = 0; l < nl; ++l) {
+    LinkStats& s = out.links[l];
+    s.busy = qr.links[q.link_cell[l]].busy;
+    s.utilization = out.makespan.value > 0 ? s.bytes.as_double() / (net.capacity[l].value * out.makespan.value) : 0.0;
+  }
+  // Critical path: the quotient's, each cell's step taken by a predecessor of the flow after it.
+  std::vector<std::int32_t> pred_begin(n + 1, 0), preds;
+  for (std::size_t p = 0; p < n; ++p)
+    for (auto s = graph.succ_begin[p]; s < graph.succ_begin[p + 1]; ++s) ++pred_begin[graph.succ[s] + 1];
+  for (std::size_t f = 0; f < n; ++f) pred_begin[f + 1] += pred_begin[f];
+  preds.resize(static_cast<std::size_t>(pred_begin[n]));
+  {
+    std::vector<std::int32_t> fill(pred_begin.begin(), pred_begin.end() - 1);
+    for (std::size_t p = 0; p < n; ++p)
+      for (auto s = graph.succ_begin[p]; s < graph.succ_begin[p + 1]; ++s)
+        preds[fill[graph.succ[s]]++] = static_cast<std::int32_t>(p);
+  }
+  std::int32_t f = -1;
+  for (const CriticalStep& step : qr.critical_path) {
+    const auto cell = static_cast<std::int32_t>(step.flow_index);
+    if (f < 0) {
+      f = first_flow[cell];
+    } else {
+      std::int32_t from = -1;
+      for (auto i = pred_begin[f]; i < pred_begin[f + 1] && from < 0; ++i)
+        if (q.flow_cell[preds[i]] == cell) from = preds[i];
+      f = from;
+    }
+    const FlowTiming& ft = out.timing[f];
+    out.critical_path.push_back({flows[f].id, static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
+  }
+  return out;
 }
 
 }  // namespace
 
 FlowSimResult simulate(const FlowNetwork& network, const std::vector<FlowSpec>& flows, const SimOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
   if (!network.link_names.empty() && network.link_names.size() != network.capacity.size())
     throw FlowError("the network has " + std::to_string(network.capacity.size()) + " links but " +
                     std::to_string(network.link_names.size()) + " link names");
-  Engine engine(network, flows, options);
-  return engine.run();
+  if (!options.link_group.empty() && options.link_group.size() != network.capacity.size())
+    throw FlowError("link_group has " + std::to_string(options.link_group.size()) + " entries for " +
+                    std::to_string(network.capacity.size()) + " links");
+  FlowGraph graph = validate_and_index(network, flows);
+  FlowSimResult result = [&] {
+    if (options.symmetry_quotient) {
+      // The refinement gives up past half as many cells as flows, or past 24 rounds
+      // (SimOptions::symmetry_quotient says why).
+      const FlowQuotient q = find_quotient(network, flows, graph, options.link_group, flows.size() / 2, 24);
+      if (q.flow_cells >= 0) return simulate_quotient(network, flows, graph, q, options);
+    }
+    return Engine(network, flows, std::move(graph), options, nullptr).run();
+  }();
+  result.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
+  return result;
 }
 
 std::vector<std::int32_t> busiest_links(const FlowSimResult& result, std::size_t n) {

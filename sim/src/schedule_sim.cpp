@@ -114,6 +114,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   }
 
   SimOptions sim_options;
+  sim_options.symmetry_quotient = options.symmetry_quotient;
   if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
   out.result = simulate(out.network, out.flows, sim_options);
   out.events = out.result.events;

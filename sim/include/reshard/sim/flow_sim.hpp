@@ -39,6 +39,10 @@
 // over its whole reach at once, by level cut (Engine::fill_component). Only classes whose rate
 // changed get a new finish event.
 // Events of equal time (to 1e-12 relative, the batch window) are handled together with one refill.
+// Before all this, flows the problem treats alike (same bytes, latency, kinds of links and of
+// predecessors, found by colour refinement) are merged into one flow per class with per-link
+// weights, and get their class's times back (SimOptions::symmetry_quotient; proof on
+// sim/src/flow_quotient.hpp).
 #pragma once
 
 #include <cstdint>
@@ -107,6 +111,13 @@ struct SimOptions {
   // widening; once more classes than this are in, it refills the whole reach of the change by
   // level cut in one pass instead (Engine::fill_component). Both are exact; this only moves cost.
   std::size_t local_refill_limit = 1024;
+  // Simulate one flow per class of alike flows (the symmetry quotient, written on
+  // sim/src/flow_quotient.hpp). Exact: every flow gets the times of its class. Used when the
+  // classes are at most half the flows and the colour refinement that finds them settles within 24
+  // rounds. More rounds mean flows told apart only through long dependency chains: the serial
+  // schedules (gather_broadcast: 264 rounds on deepseek-v3) whose events move few rates each, where
+  // the refinement costs more than it saves (docs/performance.md, "Symmetry quotient").
+  bool symmetry_quotient = true;
 };
 
 struct FlowSimResult {
@@ -114,6 +125,7 @@ struct FlowSimResult {
   std::vector<FlowTiming> timing;       // same order as the input flows
   std::int64_t events = 0;              // flow starts and finishes processed
   std::int64_t rate_updates = 0;        // refills of a component
+  std::int64_t simulated_flows = 0;     // flows the event loop ran: one per symmetry class, or all
   std::vector<LinkStats> links;         // one per link
   std::vector<CriticalStep> critical_path;  // last flow first
   std::vector<GroupSample> group_timeline;  // see SimOptions::link_group

@@ -39,6 +39,8 @@ struct ScheduleSimOptions {
   Seconds overheads;
   // Record the per-link-kind utilization timeline (FlowSimResult::group_timeline), for traces.
   bool link_kind_timeline = false;
+  // SimOptions::symmetry_quotient.
+  bool symmetry_quotient = true;
 };
 
 struct OpTiming {

@@ -1,0 +1,60 @@
+// Internal to the simulator: the validated dependency graph of a flow problem, and its symmetry
+// quotient (SimOptions::symmetry_quotient).
+//
+// Symmetry quotient. Partition the flows into cells and the links into cells such that
+//   - flows of one cell have the same bytes and latency, cross the same number of links of each
+//     link cell, and wait for the same number of flows of each flow cell;
+//   - links of one cell have the same capacity (and link group), and are crossed by the same number
+//     n(L, F) of flows of each flow cell F (an *equitable* partition of the flow-link incidence).
+// Then every flow of a cell has the same release, start, finish and rate at all times. By induction
+// over events: if it holds up to time t, the active flows at t are a union of cells, and the
+// partition restricted to them is still equitable; progressive filling keeps rates equal per cell
+// (links of one cell carry equal loads, so they saturate at the same level, and a flow cell meets the
+// same link cells, so its flows are fixed together); equal bytes and rates give equal finishes, and
+// predecessors with equal finishes give equal releases.
+// So the simulation can run on one flow per cell: a link per link cell with capacity C_L, on which
+// flow cell F counts n(L, F) times (its load is n(L, F) * x_F), and whose predecessors are the
+// predecessor cells. The coarsest such partition is found by colour refinement: start from (bytes,
+// latency) for flows and (capacity, group) for links, and split cells by the multiset of
+// neighbouring colours (links of a flow, flows of a link, predecessors of a flow) until nothing
+// splits. Multisets are compared by two independent 64-bit sums of hashed colours (a false merge
+// needs both to collide: probability about 2^-128 per pair).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "reshard/sim/flow_sim.hpp"
+
+namespace reshard::sim {
+
+// Dependencies by flow index (validated: ids known, no cycles).
+struct FlowGraph {
+  std::vector<std::int32_t> succ_begin, succ;  // CSR: successors of flow i in succ[succ_begin[i], succ_begin[i+1])
+  std::vector<std::int32_t> waiting;           // number of predecessors per flow
+};
+
+// Throws FlowError on invalid input (flow_sim.hpp).
+FlowGraph validate_and_index(const FlowNetwork& net, const std::vector<FlowSpec>& flows);
+
+// The weights the engine runs a quotient with (see Engine).
+struct QuotientWeights {
+  std::vector<std::vector<std::int64_t>> flow_link;  // per quotient flow, aligned with its links: n(L, F)
+  std::vector<std::int64_t> link_replicas;           // per quotient link: |L|
+};
+
+struct FlowQuotient {
+  std::vector<std::int32_t> flow_cell;  // per flow
+  std::vector<std::int32_t> link_cell;  // per link
+  std::int32_t flow_cells = 0, link_cells = 0;
+  std::int32_t rounds = 0;              // refinement rounds until stable
+};
+
+// The coarsest equitable partition described above. Gives up, returning flow_cells = -1, once a
+// round leaves more than `max_flow_cells` flow cells, or after `max_rounds` rounds without
+// settling (see SimOptions::symmetry_quotient for why).
+FlowQuotient find_quotient(const FlowNetwork& net, const std::vector<FlowSpec>& flows, const FlowGraph& graph,
+                           const std::vector<std::int32_t>& link_group, std::size_t max_flow_cells,
+                           std::int32_t max_rounds);
+
+}  // namespace reshard::sim
