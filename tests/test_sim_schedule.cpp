@@ -226,10 +226,11 @@ TEST_P(EveryStrategySimulated, NeverBelowBoundsAndReplays) {
 INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategySimulated, ::testing::ValuesIn(model::strategy_names()));
 
 // The same property on the production-scale scenarios, for every strategy whose simulation takes
-// seconds there (docs/performance.md, "Simulator"): qwen3-235b-h100 (32 DGX H100 nodes),
-// deepseek-v3-h100 and kimi-k3-gb200 (3.6-5.5 M flows, about 2 GB each). Left to the command line
-// (minutes: every finish moves thousands of rates): domain_grouped on all three, the tuned best
-// schedules, and on kimi-k3 direct and nemo_rl_reshard (16 M flows, 6.4 GB).
+// seconds there (docs/performance.md, "Simulator" and "Symmetry quotient"): qwen3-235b-h100 (32 DGX
+// H100 nodes), deepseek-v3-h100 (including domain_grouped and the best schedule auto finds, 5.7 M
+// flows) and kimi-k3-gb200 (3.6-5.5 M flows, about 2 GB each). Left to the command line (a minute
+// or more): domain_grouped on qwen3-235b (58 s) and kimi-k3, and on kimi-k3 direct and
+// nemo_rl_reshard (16 M flows, 6.4 GB) and the tuned best (does not fit in 24 GB).
 struct ScenarioStrategy {
   const char* scenario;
   const char* strategy;
@@ -245,8 +246,7 @@ TEST_P(ProductionScenarioSimulated, NeverBelowTheLowerBound) {
   const auto ts = model::plan(sc.inventory, sc.source, sc.destination);
   const auto lb = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
   const auto cost = model::CostParams::profile_named("reshard");
-  model::StrategyParams p;
-  p.strategy = strategy;
+  const model::StrategyParams p = model::parse_strategy(strategy);
   const auto s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
   const auto pred = model::estimate(s, ts, sc.inventory, sc.topology, cost);
   const double simulated = sim::simulated_makespan(s, sc.topology, cost, pred.overheads).value;
@@ -273,6 +273,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ScenarioStrategy{"deepseek-v3-h100.yaml", "hybrid"},
                       ScenarioStrategy{"deepseek-v3-h100.yaml", "nemo_rl_reshard"},
                       ScenarioStrategy{"deepseek-v3-h100.yaml", "direct"},
+                      ScenarioStrategy{"deepseek-v3-h100.yaml", "domain_grouped"},
+                      ScenarioStrategy{"deepseek-v3-h100.yaml", "hybrid chunks=16 max_chain=2"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "domain_chain"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "gather_broadcast"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "hybrid"}),
