@@ -45,14 +45,28 @@ struct SimulateOptions {
   std::string dump_flows;
   bool json = false;
   bool no_symmetry = false;
+  double jitter = 0;
+  std::uint64_t seed = 1;
 };
+
+void add_jitter(nlohmann::json& j, const SimulateOptions& o) {
+  j["capacity_jitter"] = o.jitter;
+  j["jitter_seed"] = o.seed;
+}
+
+void print_jitter(const SimulateOptions& o) {
+  if (o.jitter > 0)
+    std::cout << "\nlink capacities jittered by up to " << o.jitter << " relative (seed " << o.seed
+              << "); other seeds give the spread\n";
+}
 
 void run_traffic(const SimulateOptions& o) {
   if (o.topology.empty() || o.flows.empty())
     throw model::ConfigError("", 0, "--flows", "raw traffic replay needs both --topology T and --flows F.csv");
   const auto topology = model::Topology::load(o.topology);
   const auto transfers = sim::read_transfers_csv(o.flows);
-  const auto traffic = sim::traffic_flows(topology, transfers, o.flows);
+  auto traffic = sim::traffic_flows(topology, transfers, o.flows);
+  sim::jitter_capacities(traffic.network, o.jitter, o.seed);
   sim::SimOptions options;
   options.symmetry_quotient = !o.no_symmetry;
   if (!o.trace.empty()) options.link_group = traffic.link_group;
@@ -62,12 +76,15 @@ void run_traffic(const SimulateOptions& o) {
     sim::write_chrome_trace(o.trace, traffic.network, traffic.flows, result,
                             sim::traffic_trace_layout(topology, transfers, traffic));
   if (o.json) {
-    std::cout << simulation_json(result, transfers.size(), traffic.flows.size()).dump(2) << '\n';
+    auto j = simulation_json(result, transfers.size(), traffic.flows.size());
+    add_jitter(j, o);
+    std::cout << j.dump(2) << '\n';
     return;
   }
   std::cout << "topology: " << topology.name() << " (" << topology.gpu_count() << " GPUs), flows from " << o.flows
             << "\n\n";
   print_simulation_report(std::cout, traffic.network, traffic.flows, result, transfers.size());
+  print_jitter(o);
   if (!o.dump_flows.empty()) std::cout << "\nflows written to " << o.dump_flows << '\n';
   if (!o.trace.empty()) std::cout << "trace written to " << o.trace << " (open in https://ui.perfetto.dev)\n";
 }
@@ -112,6 +129,8 @@ void run_schedule(const SimulateOptions& o) {
   options.overheads = prediction.overheads;
   options.link_kind_timeline = !o.trace.empty();
   options.symmetry_quotient = !o.no_symmetry;
+  options.capacity_jitter = o.jitter;
+  options.jitter_seed = o.seed;
   const auto sim = sim::simulate_schedule(schedule, sc.topology, cost, options);
 
   ScheduleReference ref;
@@ -125,10 +144,13 @@ void run_schedule(const SimulateOptions& o) {
   if (!o.trace.empty())
     sim::write_chrome_trace(o.trace, sim.network, sim.flows, sim.result, sim::schedule_trace_layout(schedule, sim));
   if (o.json) {
-    std::cout << schedule_simulation_json(schedule, sim, ref).dump(2) << '\n';
+    auto j = schedule_simulation_json(schedule, sim, ref);
+    add_jitter(j, o);
+    std::cout << j.dump(2) << '\n';
     return;
   }
   print_schedule_report(std::cout, schedule, sim, ref);
+  print_jitter(o);
   if (!o.dump_flows.empty()) std::cout << "\nflows written to " << o.dump_flows << '\n';
   if (!o.trace.empty()) std::cout << "trace written to " << o.trace << " (open in https://ui.perfetto.dev)\n";
 }
@@ -164,6 +186,11 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--trace", o->trace, "Write a Chrome trace (Perfetto) to this file");
   cmd->add_option("--dump-flows", o->dump_flows, "Write every simulated flow with its times as JSON to this file");
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_option("--jitter", o->jitter,
+                  "Multiply every link capacity by 1 + J*u, u uniform in [-1, 1] per link (J < 0.5): how much the "
+                  "time depends on exact ties; run several --seed values for a range")
+      ->check(CLI::Range(0.0, 0.4999999));
+  cmd->add_option("--seed", o->seed, "Seed of --jitter (default 1)");
   cmd->add_flag("--no-symmetry", o->no_symmetry,
                 "Simulate every flow, not one per class of alike flows (same answer, slower; a cross-check)");
   cmd->callback([o] { run_simulate(*o); });

@@ -548,6 +548,36 @@ TEST(FlowSim, QuotientOfReplicatedProblemsMatchesNaiveReference) {
   }
 }
 
+TEST(FlowSim, CapacityJitterIsBoundedAndSeeded) {
+  // jitter_capacities: C_l * (1 + J u_l) with u_l in [-1, 1], the same for the same seed.
+  FlowNetwork base = network(std::vector<double>(64, 1000.0));
+  FlowNetwork a = base, b = base, c = base;
+  jitter_capacities(a, 0.01, 7);
+  jitter_capacities(b, 0.01, 7);
+  jitter_capacities(c, 0.01, 8);
+  double lowest = INFINITY, highest = 0;
+  bool seeds_differ = false;
+  for (std::size_t l = 0; l < 64; ++l) {
+    EXPECT_EQ(a.capacity[l].value, b.capacity[l].value);
+    seeds_differ = seeds_differ || a.capacity[l].value != c.capacity[l].value;
+    lowest = std::min(lowest, a.capacity[l].value);
+    highest = std::max(highest, a.capacity[l].value);
+  }
+  EXPECT_TRUE(seeds_differ);
+  EXPECT_GE(lowest, 990.0);
+  EXPECT_LE(highest, 1010.0);
+  EXPECT_LT(lowest, 999.0);  // 64 draws spread over the range
+  EXPECT_GT(highest, 1001.0);
+  // One 1000 B flow alone on link 3 finishes at 1000 / C_3.
+  const auto r = simulate(a, {flow(0, 1000, {3})});
+  EXPECT_NEAR(r.makespan.value, 1000.0 / a.capacity[3].value, kTol);
+  FlowNetwork unchanged = base;
+  jitter_capacities(unchanged, 0.0, 7);
+  EXPECT_EQ(unchanged.capacity[5].value, 1000.0);
+  EXPECT_THROW(jitter_capacities(unchanged, 0.5, 1), FlowError);
+  EXPECT_THROW(jitter_capacities(unchanged, -1e-9, 1), FlowError);
+}
+
 TEST(FlowSim, DumpRoundTripReproducesTimes) {
   // Write the --dump-flows object, read it back, simulate again: identical times (17 digits).
   std::mt19937_64 rng(7);

@@ -994,6 +994,20 @@ FlowSimResult simulate(const FlowNetwork& network, const std::vector<FlowSpec>& 
   return result;
 }
 
+void jitter_capacities(FlowNetwork& network, double amplitude, std::uint64_t seed) {
+  if (!(amplitude >= 0 && amplitude < 0.5))
+    throw FlowError("capacity jitter must be in [0, 0.5), got " + std::to_string(amplitude));
+  if (amplitude == 0) return;
+  for (std::size_t l = 0; l < network.capacity.size(); ++l) {
+    std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + l + 1;  // splitmix64 of (seed, l)
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    const double u = static_cast<double>(x >> 11) * 0x1.0p-53 * 2 - 1;  // [-1, 1)
+    network.capacity[l].value *= 1 + amplitude * u;
+  }
+}
+
 std::vector<std::int32_t> busiest_links(const FlowSimResult& result, std::size_t n) {
   std::vector<std::int32_t> ids;
   for (std::size_t l = 0; l < result.links.size(); ++l)

@@ -113,6 +113,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
     out.op_of_flow.push_back(-1);
   }
 
+  jitter_capacities(out.network, options.capacity_jitter, options.jitter_seed);
   SimOptions sim_options;
   sim_options.symmetry_quotient = options.symmetry_quotient;
   if (options.link_kind_timeline) sim_options.link_group = out.link_kind;

@@ -145,4 +145,10 @@ FlowSimResult simulate(const FlowNetwork& network, const std::vector<FlowSpec>& 
 // The `n` links with the largest utilization (then bytes), busiest first; links with no bytes left out.
 std::vector<std::int32_t> busiest_links(const FlowSimResult& result, std::size_t n);
 
+// Capacity jitter, for schedules whose simulated time depends on exact ties (docs/simulator.md,
+// "Sensitivity: --jitter"): link l's capacity becomes C_l * (1 + amplitude * u_l), u_l uniform in [-1, 1]
+// from a hash of (seed, l), so a seed always gives the same network. amplitude in [0, 0.5);
+// throws FlowError otherwise. 0 leaves the network as it is.
+void jitter_capacities(FlowNetwork& network, double amplitude, std::uint64_t seed);
+
 }  // namespace reshard::sim

@@ -41,6 +41,9 @@ struct ScheduleSimOptions {
   bool link_kind_timeline = false;
   // SimOptions::symmetry_quotient.
   bool symmetry_quotient = true;
+  // Every link capacity jittered by up to this fraction (jitter_capacities, flow_sim.hpp).
+  double capacity_jitter = 0;
+  std::uint64_t jitter_seed = 1;
 };
 
 struct OpTiming {
