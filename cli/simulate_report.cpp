@@ -106,7 +106,8 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
                                          ref.lower_bound.binding.where + "; simulated / bound = " +
                                          fixed(lb > 0 ? sim.makespan.value / lb : 0.0, 2) + ")"},
                      {"operations", std::to_string(schedule.ops.size())},
-                     {"flows", std::to_string(sim.flows.size()) + " (ECMP sub-flows counted)"},
+                     {"flows", std::to_string(sim.flows.size()) + " (ECMP sub-flows counted; " +
+                                   std::to_string(sim.join_flows) + " join flows)"},
                      {"bytes", model::format(total)},
                      {"events", std::to_string(sim.events)},
                      {"rate updates", std::to_string(sim.result.rate_updates)},

@@ -110,8 +110,9 @@ TEST(ScheduleSim, SharedNvlinkThenDependentHopAndLocalCopy) {
 
 TEST(ScheduleSim, EcmpSubFlowsCarryTheOpTogether) {
   // GPU 0 (node 0, rail 0) -> GPU 9 (node 1, rail 1): a cross-rail route with several equal paths.
-  // An op of B bytes becomes k sub-flows of B/k (the first B % k one byte more) on the k paths, all
-  // waiting for the predecessor's sub-flows; the op finishes with its last sub-flow.
+  // An op of B bytes becomes k sub-flows of B/k (the first B % k one byte more) on the k paths; the
+  // successor's sub-flows wait for them through one join flow (no bytes, links or latency); the op
+  // finishes with its last sub-flow.
   const auto route = two_nodes().route(0, 9);
   const auto k = static_cast<std::int64_t>(route.paths.size());
   ASSERT_GT(k, 1);
@@ -120,7 +121,14 @@ TEST(ScheduleSim, EcmpSubFlowsCarryTheOpTogether) {
   s.ops = {make_op(0, 0, 9, b), make_op(1, 9, 0, b, {0})};
   const auto cost = model::CostParams::profile_named("reshard");
   const auto r = sim::simulate_schedule(s, two_nodes(), cost);
-  ASSERT_EQ(static_cast<std::int64_t>(r.flows.size()), 2 * k);
+  ASSERT_EQ(static_cast<std::int64_t>(r.flows.size()), 2 * k + 1);
+  ASSERT_EQ(r.join_flows, 1u);
+  const auto& join = r.flows[static_cast<std::size_t>(k)];
+  EXPECT_EQ(r.op_of_flow[static_cast<std::size_t>(k)], -1);
+  EXPECT_EQ(join.bytes.value, 0);
+  EXPECT_TRUE(join.links.empty());
+  EXPECT_EQ(join.latency.value, 0.0);
+  EXPECT_EQ(join.after.size(), static_cast<std::size_t>(k));
   std::int64_t sum = 0;
   double last = 0;
   for (std::int64_t p = 0; p < k; ++p) {
@@ -131,11 +139,14 @@ TEST(ScheduleSim, EcmpSubFlowsCarryTheOpTogether) {
     EXPECT_DOUBLE_EQ(f.latency.value, route.latency.value + cost.per_op.value);
     sum += f.bytes.value;
     last = std::max(last, r.result.timing[static_cast<std::size_t>(p)].finish.value);
-    // Every sub-flow of op 1 waits for every sub-flow of op 0.
-    EXPECT_EQ(r.flows[static_cast<std::size_t>(k + p)].after.size(), static_cast<std::size_t>(k));
+    // Every sub-flow of op 1 waits for every sub-flow of op 0, through the join.
+    EXPECT_EQ(join.after[static_cast<std::size_t>(p)], p);
+    EXPECT_EQ(r.flows[static_cast<std::size_t>(k + 1 + p)].after, (std::vector<std::int64_t>{k}));
+    EXPECT_EQ(r.op_of_flow[static_cast<std::size_t>(k + 1 + p)], 1);
   }
   EXPECT_EQ(sum, b);
   EXPECT_DOUBLE_EQ(r.ops[0].finish.value, last);
+  EXPECT_DOUBLE_EQ(r.result.timing[static_cast<std::size_t>(k)].finish.value, last);
   EXPECT_DOUBLE_EQ(r.ops[1].release.value, last);
   // Alone in the network, op 0 cannot beat latency + per_op + B / (k x the slowest path's capacity),
   // the critical-path term of the estimate (model/cost.hpp): the k sub-flows together get at most

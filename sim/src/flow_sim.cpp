@@ -983,9 +983,9 @@ FlowSimResult simulate(const FlowNetwork& network, const std::vector<FlowSpec>& 
   FlowGraph graph = validate_and_index(network, flows);
   FlowSimResult result = [&] {
     if (options.symmetry_quotient) {
-      // The refinement gives up past half as many cells as flows, or past 24 rounds
+      // The refinement gives up past half as many cells as flows, or past 48 rounds
       // (SimOptions::symmetry_quotient says why).
-      const FlowQuotient q = find_quotient(network, flows, graph, options.link_group, flows.size() / 2, 24);
+      const FlowQuotient q = find_quotient(network, flows, graph, options.link_group, flows.size() / 2, 48);
       if (q.flow_cells >= 0) return simulate_quotient(network, flows, graph, q, options);
     }
     return Engine(network, flows, std::move(graph), options, nullptr).run();

@@ -40,7 +40,8 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   const std::size_t n_ops = schedule.ops.size();
   const auto gpus = topology.gpu_count();
   std::unordered_map<model::GpuId, std::int32_t> memory_link;  // GPU -> its memory resource link
-  std::vector<std::int64_t> first_flow(n_ops + 1, 0);          // op i's sub-flows: [first_flow[i], first_flow[i+1])
+  std::vector<std::int64_t> first_flow(n_ops, 0), end_flow(n_ops, 0);  // op i's sub-flows: [first_flow[i], end_flow[i])
+  std::vector<std::int64_t> join_of(n_ops, -1);  // op i's join flow, made when a successor needs it
   std::vector<char> has_successor(n_ops, 0);
   out.flows.reserve(n_ops);
   out.op_of_flow.reserve(n_ops);
@@ -59,7 +60,20 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
         throw model::ScheduleError(where + ": 'after' names " + std::to_string(a) +
                                    ", which is not the id of an earlier op");
       has_successor[static_cast<std::size_t>(a)] = 1;
-      for (auto f = first_flow[a]; f < first_flow[a + 1]; ++f) after.push_back(f);
+      if (end_flow[a] - first_flow[a] == 1) {
+        after.push_back(first_flow[a]);
+        continue;
+      }
+      if (join_of[a] < 0) {  // the predecessor's sub-flows joined into one flow (schedule_sim.hpp)
+        FlowSpec join;
+        join.id = static_cast<std::int64_t>(out.flows.size());
+        for (auto f = first_flow[a]; f < end_flow[a]; ++f) join.after.push_back(f);
+        join_of[a] = join.id;
+        out.flows.push_back(std::move(join));
+        out.op_of_flow.push_back(-1);
+        ++out.join_flows;
+      }
+      after.push_back(join_of[a]);
     }
     first_flow[i] = static_cast<std::int64_t>(out.flows.size());
     if (op.src == op.dst) {
@@ -94,7 +108,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
         out.op_of_flow.push_back(static_cast<std::int64_t>(i));
       }
     }
-    first_flow[i + 1] = static_cast<std::int64_t>(out.flows.size());
+    end_flow[i] = static_cast<std::int64_t>(out.flows.size());
   }
 
   // Framework overheads, after the last op (see schedule_sim.hpp).
@@ -107,7 +121,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
     f.latency = out.overheads;
     for (std::size_t i = 0; i < n_ops; ++i)
       if (!has_successor[i])
-        for (auto g = first_flow[i]; g < first_flow[i + 1]; ++g) f.after.push_back(g);
+        for (auto g = first_flow[i]; g < end_flow[i]; ++g) f.after.push_back(g);
     f.label = "framework overheads";
     out.flows.push_back(std::move(f));
     out.op_of_flow.push_back(-1);
@@ -125,7 +139,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   out.ops.assign(n_ops, OpTiming{});
   for (std::size_t i = 0; i < n_ops; ++i) {
     OpTiming& t = out.ops[i];
-    for (auto f = first_flow[i]; f < first_flow[i + 1]; ++f) {
+    for (auto f = first_flow[i]; f < end_flow[i]; ++f) {
       const FlowTiming& ft = out.result.timing[static_cast<std::size_t>(f)];
       if (f == first_flow[i]) {
         t.release = ft.release;

@@ -113,10 +113,11 @@ struct SimOptions {
   std::size_t local_refill_limit = 1024;
   // Simulate one flow per class of alike flows (the symmetry quotient, written on
   // sim/src/flow_quotient.hpp). Exact: every flow gets the times of its class. Used when the
-  // classes are at most half the flows and the colour refinement that finds them settles within 24
-  // rounds. More rounds mean flows told apart only through long dependency chains: the serial
-  // schedules (gather_broadcast: 264 rounds on deepseek-v3) whose events move few rates each, where
-  // the refinement costs more than it saves (docs/performance.md, "Symmetry quotient").
+  // classes are at most half the flows and the colour refinement that finds them settles within 48
+  // rounds (the schedules where it pays settle in 5-32 rounds, a round per dependency hop, join flows
+  // counted). More rounds mean flows told apart only through long dependency chains: the serial
+  // schedules (gather_broadcast: hundreds of rounds on deepseek-v3) whose events move few rates
+  // each, where the refinement costs more than it saves (docs/performance.md, "Symmetry quotient").
   bool symmetry_quotient = true;
 };
 

@@ -10,8 +10,13 @@
 //       carries bytes/k (the first bytes % k sub-flows one byte more, so they add up exactly) on
 //       path p's links; latency = route latency + CostParams::per_op.
 //   local copy (src == dst): one flow over the GPU's memory resource; latency = per_op.
-//   after: every sub-flow of every op in Op::after. The op is released when they have all finished,
-//       starts per_op + route latency later, and finishes when its last sub-flow does.
+//   after: for each op in Op::after, its sub-flow when it has one, else its *join flow*: a flow
+//       without bytes, links or latency that waits for all of that op's sub-flows, so it finishes
+//       when the last of them does (made once, when the first successor needs it). The op is
+//       released when they have all finished, starts per_op + route latency later, and finishes
+//       when its last sub-flow does. Joining keeps the dependencies at (sub-flows + successors)
+//       instead of their product: 32-way ECMP ops waiting for 32-way ECMP ops would otherwise
+//       hold 1 024 dependencies each (docs/next-steps.md, the tuned Kimi-K3 schedule).
 // Framework overheads (per tensor, per bucket, per stage: model/cost.hpp) are the estimate's own
 // term, Prediction::overheads, given by the caller so that the two stay comparable; they are added
 // as estimate() adds them, after the transfers: one more flow without links whose latency is the
@@ -62,7 +67,8 @@ struct ScheduleSimulation {
   // The flow problem and its answer (for --dump-flows, traces and link statistics).
   FlowNetwork network;
   std::vector<FlowSpec> flows;           // ids 0..n-1; sub-flows of an op are consecutive
-  std::vector<std::int64_t> op_of_flow;  // per flow: index into Schedule::ops, -1 for the overhead flow
+  std::vector<std::int64_t> op_of_flow;  // per flow: index into Schedule::ops, -1 for join and overhead flows
+  std::size_t join_flows = 0;            // flows that join an op's sub-flows for its successors
   std::vector<std::int32_t> link_kind;   // per link: LinkKind index, 4 for a GPU memory resource
   std::vector<std::string> link_kind_names;  // nvlink, c2c, pcie, network, memory
   FlowSimResult result;
