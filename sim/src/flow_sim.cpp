@@ -941,18 +941,13 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const std::vector<FlowSp
     s.busy = qr.links[q.link_cell[l]].busy;
     s.utilization = out.makespan.value > 0 ? s.bytes.as_double() / (net.capacity[l].value * out.makespan.value) : 0.0;
   }
-  // Critical path: the quotient's, each cell's step taken by a predecessor of the flow after it.
-  std::vector<std::int32_t> pred_begin(n + 1, 0), preds;
-  for (std::size_t p = 0; p < n; ++p)
-    for (auto s = graph.succ_begin[p]; s < graph.succ_begin[p + 1]; ++s) ++pred_begin[graph.succ[s] + 1];
-  for (std::size_t f = 0; f < n; ++f) pred_begin[f + 1] += pred_begin[f];
-  preds.resize(static_cast<std::size_t>(pred_begin[n]));
-  {
-    std::vector<std::int32_t> fill(pred_begin.begin(), pred_begin.end() - 1);
-    for (std::size_t p = 0; p < n; ++p)
-      for (auto s = graph.succ_begin[p]; s < graph.succ_begin[p + 1]; ++s)
-        preds[fill[graph.succ[s]]++] = static_cast<std::int32_t>(p);
-  }
+  // Critical path: the quotient's, each cell's step taken by a predecessor of the flow after it
+  // (found through `after`: ids are indices when they are 0..n-1, else looked up once).
+  std::unordered_map<std::int64_t, std::int32_t> index_of_id;
+  bool dense = true;
+  for (std::size_t i = 0; i < n && dense; ++i) dense = flows[i].id == static_cast<std::int64_t>(i);
+  if (!dense)
+    for (std::size_t i = 0; i < n; ++i) index_of_id.emplace(flows[i].id, static_cast<std::int32_t>(i));
   std::int32_t f = -1;
   for (const CriticalStep& step : qr.critical_path) {
     const auto cell = static_cast<std::int32_t>(step.flow_index);
@@ -960,8 +955,13 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const std::vector<FlowSp
       f = first_flow[cell];
     } else {
       std::int32_t from = -1;
-      for (auto i = pred_begin[f]; i < pred_begin[f + 1] && from < 0; ++i)
-        if (q.flow_cell[preds[i]] == cell) from = preds[i];
+      for (auto id : flows[f].after) {
+        const std::int32_t p = dense ? static_cast<std::int32_t>(id) : index_of_id.at(id);
+        if (q.flow_cell[p] == cell) {
+          from = p;
+          break;
+        }
+      }
       f = from;
     }
     const FlowTiming& ft = out.timing[f];
@@ -999,7 +999,7 @@ void jitter_capacities(FlowNetwork& network, double amplitude, std::uint64_t see
     throw FlowError("capacity jitter must be in [0, 0.5), got " + std::to_string(amplitude));
   if (amplitude == 0) return;
   for (std::size_t l = 0; l < network.capacity.size(); ++l) {
-    std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + l + 1;  // splitmix64 of (seed, l)
+    std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + l + 1;  // splitmix64's finalizer of (seed, l)
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     x ^= x >> 31;
