@@ -336,9 +336,16 @@ TEST(SimulateScheduleCli, ScenarioModeJson) {
   const auto out = run_cli("simulate " + kRoot + "/scenarios/small-moe-ep.yaml --strategy domain_grouped --json", &status);
   ASSERT_EQ(status, 0) << out;
   const auto j = nlohmann::json::parse(out);
-  for (const char* key : {"makespan_s", "transfers", "events", "wall_s", "estimate_s", "lower_bound_s"})
+  for (const char* key : {"makespan_s", "transfers", "events", "wall_s", "estimate_s", "lower_bound_s",
+                          "simulated_flows", "capacity_jitter"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_GE(j["makespan_s"].get<double>(), j["lower_bound_s"].get<double>());
+  EXPECT_LE(j["simulated_flows"].get<std::int64_t>(), j["flows"].get<std::int64_t>());
+  // Every flow simulated, without the quotient: the same makespan (to rounding).
+  const auto plain = nlohmann::json::parse(run_cli(
+      "simulate " + kRoot + "/scenarios/small-moe-ep.yaml --strategy domain_grouped --json --no-symmetry", &status));
+  EXPECT_EQ(plain["simulated_flows"], plain["flows"]);
+  EXPECT_NEAR(plain["makespan_s"].get<double>(), j["makespan_s"].get<double>(), 1e-12 * j["makespan_s"].get<double>());
 }
 
 TEST(SimulateScheduleCli, ScheduleFileModeMatchesScenarioModeAndRefusesAnotherPlan) {
