@@ -662,20 +662,25 @@ void Engine::refill(double t) {
   }
 
   // Commit: link totals, rates, finish events.
+  // Where frozen classes stay bottlenecked, a link's `level` stays their rate: the refilled ones
+  // are within the tolerance of it, and moving it would let that tolerance add up over refills.
   for (auto c : refilled_) {
     RouteClass& rc = classes_[c];
-    for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-      const std::int32_t l = class_links_[k];
-      const std::int64_t w = class_weights_[k];
-      LinkState& ls = links_[l];
-      ls.allocated += static_cast<long double>(rc.multiplicity * w) * rc.new_rate -
-                      static_cast<long double>(rc.committed * w) * rc.rate;
-      if (rc.bottleneck == l) ls.bottlenecked -= rc.committed * w;
-      if (rc.new_bottleneck == l) {
-        ls.bottlenecked += rc.multiplicity * w;
-        // Where frozen classes stay bottlenecked, `level` stays their rate: the refilled ones are
-        // within the tolerance of it, and moving it would let that tolerance add up over refills.
-        if (ls.level_kept != pass_stamp_) ls.level = rc.new_rate;
+    if (rc.new_rate == rc.rate && rc.new_bottleneck == rc.bottleneck && rc.multiplicity == rc.committed) {
+      // Nothing moves on its links (about a third of the refilled classes on a tuned schedule).
+      if (rc.bottleneck >= 0 && links_[rc.bottleneck].level_kept != pass_stamp_) links_[rc.bottleneck].level = rc.rate;
+    } else {
+      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+        const std::int32_t l = class_links_[k];
+        const std::int64_t w = class_weights_[k];
+        LinkState& ls = links_[l];
+        ls.allocated += static_cast<long double>(rc.multiplicity * w) * rc.new_rate -
+                        static_cast<long double>(rc.committed * w) * rc.rate;
+        if (rc.bottleneck == l) ls.bottlenecked -= rc.committed * w;
+        if (rc.new_bottleneck == l) {
+          ls.bottlenecked += rc.multiplicity * w;
+          if (ls.level_kept != pass_stamp_) ls.level = rc.new_rate;
+        }
       }
     }
     const bool changed = rc.new_rate != rc.rate || rc.touched == batch_;

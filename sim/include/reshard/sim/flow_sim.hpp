@@ -110,7 +110,7 @@ struct SimOptions {
   // A refill checks its local result and widens to the frozen classes that break it, one pass per
   // widening; once more classes than this are in, it refills the whole reach of the change by
   // level cut in one pass instead (Engine::fill_component). Both are exact; this only moves cost.
-  std::size_t local_refill_limit = 1024;
+  std::size_t local_refill_limit = 16384;
   // Simulate one flow per class of alike flows (the symmetry quotient, written on
   // sim/src/flow_quotient.hpp). Exact: every flow gets the times of its class. Used when the
   // classes are at most half the flows and the colour refinement that finds them settles within 48
