@@ -79,9 +79,14 @@ struct Sum {
     a += ha(colour, salt);
     b += hb(colour, salt);
   }
-  void move(std::int32_t from, std::int32_t to, std::uint64_t salt) {
-    a += ha(to, salt) - ha(from, salt);
-    b += hb(to, salt) - hb(from, salt);
+  // What a member moving from colour `from` to `to` adds (mod 2^64); the same for every multiset
+  // it is in under one salt, so it is computed once per move.
+  static Sum change(std::int32_t from, std::int32_t to, std::uint64_t salt) {
+    return {ha(to, salt) - ha(from, salt), hb(to, salt) - hb(from, salt)};
+  }
+  void add(const Sum& change) {
+    a += change.a;
+    b += change.b;
   }
 };
 
@@ -252,11 +257,13 @@ FlowQuotient find_quotient(const FlowNetwork& net, const std::vector<FlowSpec>& 
   while (true) {
     ++q.rounds;
     const auto& links_moved = link_side.split([&](std::int32_t l) { return link_sum[l]; });
-    for (const auto& [l, old] : links_moved)
+    for (const auto& [l, old] : links_moved) {
+      const Sum change = Sum::change(old, q.link_cell[l], kLinkSalt);
       for (auto i = link_begin[l]; i < link_begin[l + 1]; ++i) {
-        flow_links[link_flows[i]].move(old, q.link_cell[l], kLinkSalt);
+        flow_links[link_flows[i]].add(change);
         flow_side.mark(link_flows[i]);
       }
+    }
     const bool links_changed = !links_moved.empty();
     const auto& flows_moved = flow_side.split(flow_signature);
     if (flow_side.cells() > max_flow_cells || q.rounds > max_rounds) {
@@ -264,13 +271,15 @@ FlowQuotient find_quotient(const FlowNetwork& net, const std::vector<FlowSpec>& 
       return q;
     }
     for (const auto& [f, old] : flows_moved) {
+      const Sum as_member = Sum::change(old, q.flow_cell[f], kFlowSalt);
       for (auto [it, end] = links_of(f); it != end; ++it) {
-        const std::int32_t l = *it;
-        link_sum[l].move(old, q.flow_cell[f], kFlowSalt);
-        link_side.mark(l);
+        link_sum[*it].add(as_member);
+        link_side.mark(*it);
       }
+      if (graph.succ_begin[f] == graph.succ_begin[f + 1]) continue;
+      const Sum as_predecessor = Sum::change(old, q.flow_cell[f], kPredSalt);
       for (auto s = graph.succ_begin[f]; s < graph.succ_begin[f + 1]; ++s) {
-        flow_preds[graph.succ[s]].move(old, q.flow_cell[f], kPredSalt);
+        flow_preds[graph.succ[s]].add(as_predecessor);
         flow_side.mark(graph.succ[s]);
       }
     }
