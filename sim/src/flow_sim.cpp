@@ -146,6 +146,7 @@ struct RouteClass {
   double updated = 0;
   double contribution = 0;      // multiplicity * rate, for the group timeline
   std::vector<std::pair<double, std::int32_t>> finish_heap;  // (served level at finish, flow), min-heap
+  double next_level = 0;        // finish_heap's smallest level (kept here: read at every rate change)
 };
 
 struct LinkState {
@@ -205,7 +206,7 @@ class Engine {
   void refill(double t);
   void fill_component(double t);
   template <class ForEachMember>
-  void progressive_fill(ForEachMember&& for_each_member);
+  void progressive_fill(std::size_t unfixed, ForEachMember&& for_each_member);
   void push_share(std::int32_t l) {
     const LinkState& ls = links_[l];
     if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
@@ -400,6 +401,7 @@ void Engine::start(std::int32_t f, double t) {
   }
   rc.finish_heap.emplace_back(rc.served + flows_[f].bytes.as_double(), f);
   std::push_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
+  rc.next_level = rc.finish_heap.front().first;
   if (rc.multiplicity++ == 0) join(c, t);
   for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_links_[k]].flows += class_weights_[k];
   rc.joined = batch_;
@@ -477,29 +479,32 @@ void Engine::class_finish_event(std::int32_t c, double t) {
     touch(c);
     finish(f, t);
   }
+  if (!rc.finish_heap.empty()) rc.next_level = rc.finish_heap.front().first;
   touch(c);
 }
 
 void Engine::schedule_finish(std::int32_t c, double t) {
   RouteClass& rc = classes_[c];
-  if (rc.multiplicity == 0 || rc.finish_heap.empty() || !(rc.rate > 0)) {
+  if (rc.multiplicity == 0 || !(rc.rate > 0)) {  // no flows: finish_heap is empty too
     finishes_.erase(c);
     return;
   }
-  const double remaining = std::max(0.0, rc.finish_heap.front().first - rc.served);
+  const double remaining = std::max(0.0, rc.next_level - rc.served);
   finishes_.set(c, t + remaining / rc.rate);
 }
 
 // Progressive filling (flow_sim.hpp) over the links in share_heap_, whose remaining capacity and
 // unfixed count are set: the link with the smallest share fixes its unfixed members at that share.
-// for_each_member(link, fix) calls fix(c) for the refilled classes on the link. Heap keys are
+// for_each_member(link, fix) calls fix(c) for the refilled classes on the link; `unfixed` counts
+// the active ones, and the filling stops once all are fixed (the links left in the heap then have
+// no unfixed member: popping them would change nothing). Heap keys are
 // lower bounds: a link's share only grows while the filling runs, so a popped link whose share
 // has grown is pushed back with its current share; a popped key equal to the current share is the
 // minimum.
 template <class ForEachMember>
-void Engine::progressive_fill(ForEachMember&& for_each_member) {
+void Engine::progressive_fill(std::size_t unfixed, ForEachMember&& for_each_member) {
   std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-  while (!share_heap_.empty()) {
+  while (unfixed > 0 && !share_heap_.empty()) {
     const ShareEntry top = share_heap_.front();
     std::pop_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
     share_heap_.pop_back();
@@ -515,6 +520,7 @@ void Engine::progressive_fill(ForEachMember&& for_each_member) {
     for_each_member(ls, [&](std::int32_t c) {
       RouteClass& rc = classes_[c];
       if (rc.new_bottleneck >= 0) return;
+      --unfixed;
       rc.new_rate = share;
       rc.new_bottleneck = top.link;
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
@@ -605,17 +611,19 @@ void Engine::refill(double t) {
       offset += links_[l].refilled_active;
     }
     link_members_.resize(offset);
+    std::size_t active = 0;
     for (auto c : refilled_) {
       RouteClass& rc = classes_[c];
       rc.new_rate = 0;
       rc.new_bottleneck = -1;
       if (rc.multiplicity == 0) continue;
+      ++active;
       for (auto k = rc.link_begin; k < rc.link_end; ++k) link_members_[links_[class_links_[k]].csr_fill++] = c;
     }
 
     share_heap_.clear();
     for (auto l : refill_links_) push_share(l);
-    progressive_fill([&](const LinkState& ls, auto&& fix) {
+    progressive_fill(active, [&](const LinkState& ls, auto&& fix) {
       for (auto i = ls.csr_begin; i < ls.csr_fill; ++i) fix(link_members_[i]);
     });
 
@@ -780,11 +788,13 @@ void Engine::fill_component(double t) {
     }
     push_share(l);
   }
+  std::size_t active = 0;
   for (auto c : refilled_) {
     classes_[c].new_rate = 0;
     classes_[c].new_bottleneck = -1;
+    if (classes_[c].multiplicity > 0) ++active;
   }
-  progressive_fill([&](const LinkState& ls, auto&& fix) {
+  progressive_fill(active, [&](const LinkState& ls, auto&& fix) {
     for (auto c : ls.classes)
       if (classes_[c].in_refill == refill_stamp_) fix(c);
   });
