@@ -45,19 +45,21 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   std::vector<char> has_successor(n_ops, 0);
   out.flows.reserve(n_ops);
   out.op_of_flow.reserve(n_ops);
+  // Routes by GPU pair: an op's route is looked up once per pair, not built once per op.
+  std::unordered_map<std::uint64_t, model::Route> routes;
   std::vector<std::int64_t> after;
   for (std::size_t i = 0; i < n_ops; ++i) {
     const model::Op& op = schedule.ops[i];
-    const std::string where = "schedule op " + std::to_string(op.id) + " (index " + std::to_string(i) + ")";
+    auto where = [&] { return "schedule op " + std::to_string(op.id) + " (index " + std::to_string(i) + ")"; };
     if (op.src < 0 || op.src >= gpus || op.dst < 0 || op.dst >= gpus)
-      throw model::ScheduleError(where + ": GPU " + std::to_string(op.src < 0 || op.src >= gpus ? op.src : op.dst) +
+      throw model::ScheduleError(where() + ": GPU " + std::to_string(op.src < 0 || op.src >= gpus ? op.src : op.dst) +
                                  " is not in topology " + topology.name() + " (0.." + std::to_string(gpus - 1) + ")");
-    if (op.bytes.value < 0) throw model::ScheduleError(where + ": negative bytes");
+    if (op.bytes.value < 0) throw model::ScheduleError(where() + ": negative bytes");
     after.clear();
     for (auto a : op.after) {
       // Ids are dense and point backwards (model/schedule.hpp); position == id for built schedules.
       if (a < 0 || static_cast<std::size_t>(a) >= i || schedule.ops[static_cast<std::size_t>(a)].id != a)
-        throw model::ScheduleError(where + ": 'after' names " + std::to_string(a) +
+        throw model::ScheduleError(where() + ": 'after' names " + std::to_string(a) +
                                    ", which is not the id of an earlier op");
       has_successor[static_cast<std::size_t>(a)] = 1;
       if (end_flow[a] - first_flow[a] == 1) {
@@ -92,9 +94,13 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       out.flows.push_back(std::move(f));
       out.op_of_flow.push_back(static_cast<std::int64_t>(i));
     } else {
-      const model::Route route = topology.route(op.src, op.dst);
+      const std::uint64_t pair = static_cast<std::uint64_t>(static_cast<std::uint32_t>(op.src)) << 32 |
+                                 static_cast<std::uint32_t>(op.dst);
+      auto found = routes.find(pair);
+      if (found == routes.end()) found = routes.emplace(pair, topology.route(op.src, op.dst)).first;
+      const model::Route& route = found->second;
       if (route.paths.empty())
-        throw model::ScheduleError(where + ": no route from GPU " + std::to_string(op.src) + " to GPU " +
+        throw model::ScheduleError(where() + ": no route from GPU " + std::to_string(op.src) + " to GPU " +
                                    std::to_string(op.dst) + " in topology " + topology.name());
       const auto k = static_cast<std::int64_t>(route.paths.size());
       for (std::int64_t p = 0; p < k; ++p) {
