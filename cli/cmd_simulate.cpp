@@ -131,6 +131,7 @@ void run_schedule(const SimulateOptions& o) {
   options.symmetry_quotient = !o.no_symmetry;
   options.capacity_jitter = o.jitter;
   options.jitter_seed = o.seed;
+  options.keep_flows = !o.dump_flows.empty() || !o.trace.empty();
   const auto sim = sim::simulate_schedule(schedule, sc.topology, cost, options);
 
   ScheduleReference ref;

@@ -82,7 +82,9 @@ TEST(ScheduleSim, SharedNvlinkThenDependentHopAndLocalCopy) {
   s.ops = {make_op(0, 0, 1, 369'000'000), make_op(1, 0, 1, 369'000'000), make_op(2, 1, 2, 369'000'000, {0}),
            make_op(3, 5, 5, 2'150'000'000)};
   const auto cost = model::CostParams::profile_named("reshard");
-  const auto r = sim::simulate_schedule(s, two_nodes(), cost);
+  sim::ScheduleSimOptions keep;
+  keep.keep_flows = true;
+  const auto r = sim::simulate_schedule(s, two_nodes(), cost, keep);
   const double per_op = cost.per_op.value;
   const double l01 = route_latency(0, 1) + per_op, l12 = route_latency(1, 2) + per_op;
   EXPECT_NEAR(r.ops[0].start.value, l01, 1e-15);
@@ -120,8 +122,11 @@ TEST(ScheduleSim, EcmpSubFlowsCarryTheOpTogether) {
   const std::int64_t b = 1'000'000'007;
   s.ops = {make_op(0, 0, 9, b), make_op(1, 9, 0, b, {0})};
   const auto cost = model::CostParams::profile_named("reshard");
-  const auto r = sim::simulate_schedule(s, two_nodes(), cost);
+  sim::ScheduleSimOptions keep;
+  keep.keep_flows = true;
+  const auto r = sim::simulate_schedule(s, two_nodes(), cost, keep);
   ASSERT_EQ(static_cast<std::int64_t>(r.flows.size()), 2 * k + 1);
+  EXPECT_EQ(r.flow_count, r.flows.size());
   ASSERT_EQ(r.join_flows, 1u);
   const auto& join = r.flows[static_cast<std::size_t>(k)];
   EXPECT_EQ(r.op_of_flow[static_cast<std::size_t>(k)], -1);
@@ -168,6 +173,7 @@ TEST(ScheduleSim, OverheadsAddedAfterTheLastOp) {
   const auto cost = model::CostParams::profile_named("nemo_rl");
   sim::ScheduleSimOptions options;
   options.overheads = Seconds{10.18e-3};
+  options.keep_flows = true;
   const auto r = sim::simulate_schedule(s, two_nodes(), cost, options);
   EXPECT_EQ(r.overheads.value, 10.18e-3);
   EXPECT_DOUBLE_EQ(r.makespan.value, r.ops_makespan.value + r.overheads.value);
@@ -216,6 +222,7 @@ TEST_P(EveryStrategySimulated, NeverBelowBoundsAndReplays) {
       const auto pred = model::estimate(s, ts, sc.inventory, sc.topology, cost);
       sim::ScheduleSimOptions options;
       options.overheads = pred.overheads;
+      options.keep_flows = true;
       const auto r = sim::simulate_schedule(s, sc.topology, cost, options);
       EXPECT_GE(r.makespan.value, lb.time.value);
       EXPECT_GE(r.makespan.value, fluid_bound(pred) * (1 - 1e-9));
@@ -317,6 +324,8 @@ TEST(ScheduleSim, DomainStrategiesDifferFromTheEstimateByTheFanOutTail) {
     sim::ScheduleSimOptions options;
     options.overheads = pred.overheads;
     const auto r = sim::simulate_schedule(s, sc.topology, cost, options);
+    EXPECT_TRUE(r.flows.empty());  // not kept unless asked (ScheduleSimOptions::keep_flows)
+    EXPECT_EQ(r.flow_count, r.op_of_flow.size());
     ASSERT_GE(r.critical_ops.size(), 2u);
     const auto& last = s.ops[r.critical_ops[0]];
     const auto& feeder = s.ops[r.critical_ops[1]];

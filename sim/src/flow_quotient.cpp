@@ -199,7 +199,7 @@ constexpr std::uint64_t kFlowSalt = 0x243f6a8885a308d3ull, kLinkSalt = 0x13198a2
 
 }  // namespace
 
-FlowQuotient find_quotient(const FlowNetwork& net, const std::vector<FlowSpec>& flows, const FlowGraph& graph,
+FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const FlowGraph& graph,
                            const std::vector<std::int32_t>& link_group, std::size_t max_flow_cells,
                            std::int32_t max_rounds) {
   const std::size_t n = flows.size(), nl = net.capacity.size();
@@ -209,7 +209,7 @@ FlowQuotient find_quotient(const FlowNetwork& net, const std::vector<FlowSpec>& 
   Numbering numbering;
   numbering.reset(1024);
   for (std::size_t f = 0; f < n; ++f)
-    q.flow_cell[f] = numbering.number(0, static_cast<std::uint64_t>(flows[f].bytes.value), bits(flows[f].latency.value));
+    q.flow_cell[f] = numbering.number(0, static_cast<std::uint64_t>(flows.bytes[f].value), bits(flows.latency[f].value));
   const std::int32_t initial_flow_cells = numbering.count();
   numbering.reset(1024);
   for (std::size_t l = 0; l < nl; ++l)
@@ -217,31 +217,23 @@ FlowQuotient find_quotient(const FlowNetwork& net, const std::vector<FlowSpec>& 
                                       link_group.empty() ? 0 : static_cast<std::uint64_t>(link_group[l]) + 1);
   Side flow_side(q.flow_cell, initial_flow_cells), link_side(q.link_cell, numbering.count());
 
-  // The links of each flow and the flows crossing each link (CSR: the rounds visit them in random
-  // order, and one flat array costs one cache miss where a FlowSpec's vector costs two), and the
-  // signatures: per flow the multisets of its links' colours and of its predecessors' colours, per
-  // link the multiset of its flows' colours.
-  std::vector<std::int64_t> flow_begin(n + 1, 0), link_begin(nl + 1, 0);
-  for (std::size_t f = 0; f < n; ++f) {
-    flow_begin[f + 1] = flow_begin[f] + static_cast<std::int64_t>(flows[f].links.size());
-    for (auto l : flows[f].links) ++link_begin[l + 1];
-  }
+  // The flows crossing each link (CSR, like the table's links of each flow: the rounds visit them
+  // in random order), and the signatures: per flow the multisets of its links' colours and of its
+  // predecessors' colours, per link the multiset of its flows' colours.
+  std::vector<std::int64_t> link_begin(nl + 1, 0);
+  for (auto l : flows.links) ++link_begin[l + 1];
   for (std::size_t l = 0; l < nl; ++l) link_begin[l + 1] += link_begin[l];
-  std::vector<std::int32_t> flow_links_of(static_cast<std::size_t>(flow_begin[n]));
   std::vector<std::int32_t> link_flows(static_cast<std::size_t>(link_begin[nl]));
   {
     std::vector<std::int64_t> fill(link_begin.begin(), link_begin.end() - 1);
-    for (std::size_t f = 0; f < n; ++f) {
-      std::copy(flows[f].links.begin(), flows[f].links.end(), flow_links_of.begin() + flow_begin[f]);
-      for (auto l : flows[f].links) link_flows[fill[l]++] = static_cast<std::int32_t>(f);
-    }
+    for (std::size_t f = 0; f < n; ++f)
+      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k)
+        link_flows[fill[flows.links[k]]++] = static_cast<std::int32_t>(f);
   }
-  auto links_of = [&](std::size_t f) {
-    return std::pair{flow_links_of.begin() + flow_begin[f], flow_links_of.begin() + flow_begin[f + 1]};
-  };
   std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl);
   for (std::size_t f = 0; f < n; ++f) {
-    for (auto l : flows[f].links) {
+    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) {
+      const std::int32_t l = flows.links[k];
       flow_links[f].add(q.link_cell[l], kLinkSalt);
       link_sum[l].add(q.flow_cell[f], kFlowSalt);
     }
@@ -272,9 +264,9 @@ FlowQuotient find_quotient(const FlowNetwork& net, const std::vector<FlowSpec>& 
     }
     for (const auto& [f, old] : flows_moved) {
       const Sum as_member = Sum::change(old, q.flow_cell[f], kFlowSalt);
-      for (auto [it, end] = links_of(f); it != end; ++it) {
-        link_sum[*it].add(as_member);
-        link_side.mark(*it);
+      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) {
+        link_sum[flows.links[k]].add(as_member);
+        link_side.mark(flows.links[k]);
       }
       if (graph.succ_begin[f] == graph.succ_begin[f + 1]) continue;
       const Sum as_predecessor = Sum::change(old, q.flow_cell[f], kPredSalt);

@@ -1,5 +1,4 @@
-// Internal to the simulator: the validated dependency graph of a flow problem, and its symmetry
-// quotient (SimOptions::symmetry_quotient).
+// Internal to the simulator: the symmetry quotient of a flow problem (SimOptions::symmetry_quotient).
 //
 // Symmetry quotient. Partition the flows into cells and the links into cells such that
 //   - flows of one cell have the same bytes and latency, cross the same number of links of each
@@ -24,22 +23,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "reshard/sim/flow_sim.hpp"
+#include "flow_table.hpp"
 
 namespace reshard::sim {
 
-// Dependencies by flow index (validated: ids known, no cycles).
-struct FlowGraph {
-  std::vector<std::int32_t> succ_begin, succ;  // CSR: successors of flow i in succ[succ_begin[i], succ_begin[i+1])
-  std::vector<std::int32_t> waiting;           // number of predecessors per flow
-};
-
-// Throws FlowError on invalid input (flow_sim.hpp).
-FlowGraph validate_and_index(const FlowNetwork& net, const std::vector<FlowSpec>& flows);
-
 // The weights the engine runs a quotient with (see Engine).
 struct QuotientWeights {
-  std::vector<std::vector<std::int64_t>> flow_link;  // per quotient flow, aligned with its links: n(L, F)
+  std::vector<std::int64_t> flow_link;      // aligned with FlowTable::links of the quotient: n(L, F)
   std::vector<std::int64_t> link_replicas;           // per quotient link: |L|
 };
 
@@ -53,7 +43,7 @@ struct FlowQuotient {
 // The coarsest equitable partition described above. Gives up, returning flow_cells = -1, once a
 // round leaves more than `max_flow_cells` flow cells, or after `max_rounds` rounds without
 // settling (see SimOptions::symmetry_quotient for why).
-FlowQuotient find_quotient(const FlowNetwork& net, const std::vector<FlowSpec>& flows, const FlowGraph& graph,
+FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const FlowGraph& graph,
                            const std::vector<std::int32_t>& link_group, std::size_t max_flow_cells,
                            std::int32_t max_rounds);
 

@@ -24,12 +24,6 @@ std::string FlowNetwork::link_name(std::int32_t link) const {
 
 namespace {
 
-std::string flow_name(const FlowSpec& f) {
-  std::string s = "flow " + std::to_string(f.id);
-  if (!f.label.empty()) s += " (" + f.label + ")";
-  return s;
-}
-
 struct VectorHash {
   std::size_t operator()(const std::vector<std::int32_t>& v) const noexcept {
     std::size_t h = 0xcbf29ce484222325ull;
@@ -178,7 +172,7 @@ class Engine {
   // `weights`: per flow and link (aligned with FlowSpec::links), how many flows of the whole
   // problem one flow here stands for on that link, and per link how many links it stands for
   // (the symmetry quotient, flow_quotient.hpp); nullptr: every weight is 1.
-  Engine(const FlowNetwork& net, const std::vector<FlowSpec>& flows, FlowGraph graph, const SimOptions& opt,
+  Engine(const FlowNetwork& net, const FlowTable& flows, FlowGraph graph, const SimOptions& opt,
          const QuotientWeights* weights)
       : net_(net), flows_(flows), weights_(weights), opt_(opt), succ_begin_(std::move(graph.succ_begin)),
         succ_(std::move(graph.succ)), waiting_(std::move(graph.waiting)) {}
@@ -221,7 +215,7 @@ class Engine {
   void schedule_finish(std::int32_t c, double t);
 
   const FlowNetwork& net_;
-  const std::vector<FlowSpec>& flows_;
+  const FlowTable& flows_;
   const QuotientWeights* weights_;
   const SimOptions& opt_;
 
@@ -256,20 +250,57 @@ class Engine {
 
 }  // namespace
 
-FlowGraph validate_and_index(const FlowNetwork& net, const std::vector<FlowSpec>& flows) {
+std::string FlowTable::name(std::size_t i) const {
+  std::string s = "flow " + std::to_string(id_of(i));
+  if (specs && !(*specs)[i].label.empty()) s += " (" + (*specs)[i].label + ")";
+  return s;
+}
+
+FlowTable flow_table(const std::vector<FlowSpec>& flows) {
+  FlowTable t;
+  t.specs = &flows;
+  const std::size_t n = flows.size();
+  bool dense = true;
+  for (std::size_t i = 0; i < n && dense; ++i) dense = flows[i].id == static_cast<std::int64_t>(i);
+  std::size_t links = 0, after = 0;
+  for (const auto& f : flows) {
+    links += f.links.size();
+    after += f.after.size();
+  }
+  t.bytes.reserve(n);
+  t.latency.reserve(n);
+  t.link_begin.reserve(n + 1);
+  t.after_begin.reserve(n + 1);
+  t.links.reserve(links);
+  t.after.reserve(after);
+  if (!dense) t.id.reserve(n);
+  for (const auto& f : flows) {
+    if (!dense) t.id.push_back(f.id);
+    t.begin_flow(f.bytes, f.latency);
+    t.links.insert(t.links.end(), f.links.begin(), f.links.end());
+    t.after.insert(t.after.end(), f.after.begin(), f.after.end());
+    t.end_flow();
+  }
+  return t;
+}
+
+FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
   FlowGraph graph;
   auto& waiting = graph.waiting;
   auto& succ_begin = graph.succ_begin;
   auto& succ = graph.succ;
   const std::size_t n = flows.size();
   const std::size_t nl = net.capacity.size();
+  if (n >= static_cast<std::size_t>(INT32_MAX))
+    throw FlowError(std::to_string(n) + " flows: at most " + std::to_string(INT32_MAX - 1) + " are supported");
   for (std::size_t l = 0; l < nl; ++l)
     if (!(net.capacity[l].value > 0) || !std::isfinite(net.capacity[l].value))
       throw FlowError(net.link_name(static_cast<std::int32_t>(l)) + ": capacity must be positive and finite, got " +
                       std::to_string(net.capacity[l].value) + " B/s");
   // Flow ids are usually 0..n-1 in order (traffic_flows, simulate_schedule): then the index is the id.
-  bool dense = true;
-  for (std::size_t i = 0; i < n && dense; ++i) dense = flows[i].id == static_cast<std::int64_t>(i);
+  bool dense = flows.id.empty();
+  for (std::size_t i = 0; i < n && dense; ++i) dense = flows.id_of(i) == static_cast<std::int64_t>(i);
+  graph.dense_ids = dense;
   std::unordered_map<std::int64_t, std::int32_t> index;
   if (!dense) index.reserve(n * 2);
   auto find_index = [&](std::int64_t id) -> std::int32_t {
@@ -279,17 +310,19 @@ FlowGraph validate_and_index(const FlowNetwork& net, const std::vector<FlowSpec>
   };
   std::vector<std::uint32_t> seen(nl, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    const FlowSpec& f = flows[i];
-    if (!dense && !index.emplace(f.id, static_cast<std::int32_t>(i)).second)
-      throw FlowError(flow_name(f) + ": duplicate flow id " + std::to_string(f.id));
-    if (f.bytes.value < 0) throw FlowError(flow_name(f) + ": negative bytes " + std::to_string(f.bytes.value));
-    if (!(f.latency.value >= 0) || !std::isfinite(f.latency.value))
-      throw FlowError(flow_name(f) + ": latency must be >= 0 and finite, got " + std::to_string(f.latency.value) + " s");
-    for (auto l : f.links) {
+    if (!dense && !index.emplace(flows.id_of(i), static_cast<std::int32_t>(i)).second)
+      throw FlowError(flows.name(i) + ": duplicate flow id " + std::to_string(flows.id_of(i)));
+    if (flows.bytes[i].value < 0)
+      throw FlowError(flows.name(i) + ": negative bytes " + std::to_string(flows.bytes[i].value));
+    if (!(flows.latency[i].value >= 0) || !std::isfinite(flows.latency[i].value))
+      throw FlowError(flows.name(i) + ": latency must be >= 0 and finite, got " + std::to_string(flows.latency[i].value) +
+                      " s");
+    for (auto k = flows.link_begin[i]; k < flows.link_begin[i + 1]; ++k) {
+      const std::int32_t l = flows.links[k];
       if (l < 0 || static_cast<std::size_t>(l) >= nl)
-        throw FlowError(flow_name(f) + ": unknown link " + std::to_string(l) + " (the network has " +
+        throw FlowError(flows.name(i) + ": unknown link " + std::to_string(l) + " (the network has " +
                         std::to_string(nl) + " links)");
-      if (seen[l] == i + 1) throw FlowError(flow_name(f) + ": link " + net.link_name(l) + " listed twice");
+      if (seen[l] == i + 1) throw FlowError(flows.name(i) + ": link " + net.link_name(l) + " listed twice");
       seen[l] = static_cast<std::uint32_t>(i + 1);
     }
   }
@@ -297,10 +330,11 @@ FlowGraph validate_and_index(const FlowNetwork& net, const std::vector<FlowSpec>
   std::vector<std::int32_t> count(n + 1, 0);
   waiting.assign(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    for (auto a : flows[i].after) {
+    for (auto k = flows.after_begin[i]; k < flows.after_begin[i + 1]; ++k) {
+      const std::int64_t a = flows.after[k];
       const std::int32_t p = find_index(a);
-      if (p < 0) throw FlowError(flow_name(flows[i]) + ": 'after' names unknown flow id " + std::to_string(a));
-      if (p == static_cast<std::int32_t>(i)) throw FlowError(flow_name(flows[i]) + ": waits for itself");
+      if (p < 0) throw FlowError(flows.name(i) + ": 'after' names unknown flow id " + std::to_string(a));
+      if (p == static_cast<std::int32_t>(i)) throw FlowError(flows.name(i) + ": waits for itself");
       ++count[p + 1];
       ++waiting[i];
     }
@@ -310,7 +344,8 @@ FlowGraph validate_and_index(const FlowNetwork& net, const std::vector<FlowSpec>
   succ.assign(count[n], 0);
   std::vector<std::int32_t> fill(count.begin(), count.end() - 1);
   for (std::size_t i = 0; i < n; ++i)
-    for (auto a : flows[i].after) succ[fill[find_index(a)]++] = static_cast<std::int32_t>(i);
+    for (auto k = flows.after_begin[i]; k < flows.after_begin[i + 1]; ++k)
+      succ[fill[find_index(flows.after[k])]++] = static_cast<std::int32_t>(i);
 
   std::vector<std::int32_t> indeg = waiting, queue;
   queue.reserve(n);
@@ -326,15 +361,15 @@ FlowGraph validate_and_index(const FlowNetwork& net, const std::vector<FlowSpec>
     std::vector<char> on_walk(n, 0);
     while (!on_walk[f]) {
       on_walk[f] = 1;
-      for (auto a : flows[f].after) {
-        auto p = find_index(a);
+      for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k) {
+        auto p = find_index(flows.after[k]);
         if (indeg[p] > 0) {
           f = p;
           break;
         }
       }
     }
-    throw FlowError(flow_name(flows[f]) + ": dependency cycle through its 'after' list");
+    throw FlowError(flows.name(static_cast<std::size_t>(f)) + ": dependency cycle through its 'after' list");
   }
   return graph;
 }
@@ -348,10 +383,10 @@ void Engine::build_classes() {
   std::vector<std::pair<std::int32_t, std::int64_t>> slots;
   std::vector<std::int32_t> key;
   for (std::size_t i = 0; i < flows_.size(); ++i) {
-    const FlowSpec& f = flows_[i];
-    if (f.links.empty() || f.bytes.value == 0) continue;  // finishes at its start, never active
+    const auto first = flows_.link_begin[i], last = flows_.link_begin[i + 1];
+    if (first == last || flows_.bytes[i].value == 0) continue;  // finishes at its start, never active
     slots.clear();
-    for (std::size_t k = 0; k < f.links.size(); ++k) slots.emplace_back(f.links[k], weights_ ? weights_->flow_link[i][k] : 1);
+    for (auto k = first; k < last; ++k) slots.emplace_back(flows_.links[k], weights_ ? weights_->flow_link[k] : 1);
     std::sort(slots.begin(), slots.end());
     key.clear();
     for (const auto& [l, w] : slots) {
@@ -381,7 +416,7 @@ void Engine::build_classes() {
 void Engine::release(std::int32_t f, double t) {
   FlowTiming& ft = result_.timing[f];
   ft.release = Seconds{t};
-  ft.start = Seconds{t + flows_[f].latency.value};
+  ft.start = Seconds{t + flows_.latency[f].value};
   starts_.push({ft.start.value, f});
 }
 
@@ -399,7 +434,7 @@ void Engine::start(std::int32_t f, double t) {
   } else {
     advance(rc, t);
   }
-  rc.finish_heap.emplace_back(rc.served + flows_[f].bytes.as_double(), f);
+  rc.finish_heap.emplace_back(rc.served + flows_.bytes[f].as_double(), f);
   std::push_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
   rc.next_level = rc.finish_heap.front().first;
   if (rc.multiplicity++ == 0) join(c, t);
@@ -468,7 +503,7 @@ void Engine::class_finish_event(std::int32_t c, double t) {
   // flows that finish within the batch window (run()).
   while (!rc.finish_heap.empty()) {
     auto [level, f] = rc.finish_heap.front();
-    const double slack = std::max(1e-9 * flows_[f].bytes.as_double() + 1e-6, rc.rate * batch_window_);
+    const double slack = std::max(1e-9 * flows_.bytes[f].as_double() + 1e-6, rc.rate * batch_window_);
     if (level > rc.served + slack) break;
     std::pop_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
     rc.finish_heap.pop_back();
@@ -848,7 +883,8 @@ FlowSimResult Engine::run() {
   // Link statistics.
   result_.links.assign(links_.size(), LinkStats{});
   for (std::size_t i = 0; i < n; ++i)
-    for (auto l : flows_[i].links) result_.links[l].bytes += flows_[i].bytes;
+    for (auto k = flows_.link_begin[i]; k < flows_.link_begin[i + 1]; ++k)
+      result_.links[flows_.links[k]].bytes += flows_.bytes[i];
   for (std::size_t l = 0; l < links_.size(); ++l) {
     LinkStats& s = result_.links[l];
     s.busy = Seconds{links_[l].busy};
@@ -864,7 +900,7 @@ FlowSimResult Engine::run() {
     for (std::int32_t f = static_cast<std::int32_t>(last); f >= 0; f = released_by_[f]) {
       const FlowTiming& ft = result_.timing[f];
       result_.critical_path.push_back(
-          {flows_[f].id, static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
+          {flows_.id_of(static_cast<std::size_t>(f)), static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
     }
   }
   result_.simulated_flows = static_cast<std::int64_t>(n);
@@ -873,7 +909,7 @@ FlowSimResult Engine::run() {
 
 // Runs the engine on one flow per cell of `q` (flow_quotient.hpp) and gives every flow its cell's
 // times. The flows of a cell are alike, so which one stands for it does not matter: the first.
-FlowSimResult simulate_quotient(const FlowNetwork& net, const std::vector<FlowSpec>& flows, const FlowGraph& graph,
+FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, const FlowGraph& graph,
                                 const FlowQuotient& q, const SimOptions& options) {
   const std::size_t n = flows.size(), nl = net.capacity.size();
   std::vector<std::int32_t> first_flow(q.flow_cells, -1), first_link(q.link_cells, -1);
@@ -896,35 +932,35 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const std::vector<FlowSp
     if (!options.link_group.empty()) qoptions.link_group.push_back(options.link_group[l]);
   }
   // Flow cell F on link cell L: its flows cross L's links |F| * (links of L per flow) times in all,
-  // equally spread, so n(L, F) = |F| * count / |L| flows of F on each.
-  std::vector<FlowSpec> qflows(q.flow_cells);
-  weights.flow_link.resize(q.flow_cells);
+  // equally spread, so n(L, F) = |F| * count / |L| flows of F on each. Flow cell c waits for the
+  // cells of its first flow's predecessors.
+  std::vector<std::vector<std::int32_t>> predecessor_cells(q.flow_cells);
+  for (std::size_t p = 0; p < n; ++p)
+    for (auto s = graph.succ_begin[p]; s < graph.succ_begin[p + 1]; ++s)
+      if (first_flow[q.flow_cell[graph.succ[s]]] == graph.succ[s])
+        predecessor_cells[q.flow_cell[graph.succ[s]]].push_back(q.flow_cell[p]);
+  FlowTable qflows;
   std::vector<std::int32_t> cells;
   for (std::int32_t c = 0; c < q.flow_cells; ++c) {
-    const FlowSpec& f = flows[first_flow[c]];
-    FlowSpec& qf = qflows[c];
-    qf.id = c;
-    qf.bytes = f.bytes;
-    qf.latency = f.latency;
+    const auto f = static_cast<std::size_t>(first_flow[c]);
+    qflows.begin_flow(flows.bytes[f], flows.latency[f]);
     cells.clear();
-    for (auto l : f.links) cells.push_back(q.link_cell[l]);
+    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) cells.push_back(q.link_cell[flows.links[k]]);
     std::sort(cells.begin(), cells.end());
     for (std::size_t i = 0; i < cells.size();) {
       std::size_t j = i;
       while (j < cells.size() && cells[j] == cells[i]) ++j;
       const std::int64_t incidences = flow_cell_size[c] * static_cast<std::int64_t>(j - i);
-      qf.links.push_back(cells[i]);
-      weights.flow_link[c].push_back(incidences / weights.link_replicas[cells[i]]);
+      qflows.links.push_back(cells[i]);
+      weights.flow_link.push_back(incidences / weights.link_replicas[cells[i]]);
       i = j;
     }
-  }
-  for (std::size_t p = 0; p < n; ++p)
-    for (auto s = graph.succ_begin[p]; s < graph.succ_begin[p + 1]; ++s)
-      if (first_flow[q.flow_cell[graph.succ[s]]] == graph.succ[s])
-        qflows[q.flow_cell[graph.succ[s]]].after.push_back(q.flow_cell[p]);
-  for (auto& qf : qflows) {
-    std::sort(qf.after.begin(), qf.after.end());
-    qf.after.erase(std::unique(qf.after.begin(), qf.after.end()), qf.after.end());
+    auto& preds = predecessor_cells[c];
+    std::sort(preds.begin(), preds.end());
+    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+    qflows.after.insert(qflows.after.end(), preds.begin(), preds.end());
+    std::vector<std::int32_t>().swap(preds);
+    qflows.end_flow();
   }
 
   Engine engine(qnet, qflows, validate_and_index(qnet, qflows), qoptions, &weights);
@@ -940,9 +976,9 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const std::vector<FlowSp
     const FlowTiming& t = qr.timing[q.flow_cell[f]];
     out.timing[f] = {t.release, t.start, t.finish, -1};
     if (t.bottleneck >= 0)
-      for (auto l : flows[f].links)
-        if (q.link_cell[l] == t.bottleneck) {
-          out.timing[f].bottleneck = l;
+      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k)
+        if (q.link_cell[flows.links[k]] == t.bottleneck) {
+          out.timing[f].bottleneck = flows.links[k];
           break;
         }
   }
@@ -950,7 +986,7 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const std::vector<FlowSp
   out.events = 2 * static_cast<std::int64_t>(n);
   out.links.assign(nl, LinkStats{});
   for (std::size_t f = 0; f < n; ++f)
-    for (auto l : flows[f].links) out.links[l].bytes += flows[f].bytes;
+    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) out.links[flows.links[k]].bytes += flows.bytes[f];
   for (std::size_t l = 0; l < nl; ++l) {
     LinkStats& s = out.links[l];
     s.busy = qr.links[q.link_cell[l]].busy;
@@ -959,10 +995,8 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const std::vector<FlowSp
   // Critical path: the quotient's, each cell's step taken by a predecessor of the flow after it
   // (found through `after`: ids are indices when they are 0..n-1, else looked up once).
   std::unordered_map<std::int64_t, std::int32_t> index_of_id;
-  bool dense = true;
-  for (std::size_t i = 0; i < n && dense; ++i) dense = flows[i].id == static_cast<std::int64_t>(i);
-  if (!dense)
-    for (std::size_t i = 0; i < n; ++i) index_of_id.emplace(flows[i].id, static_cast<std::int32_t>(i));
+  if (!graph.dense_ids)
+    for (std::size_t i = 0; i < n; ++i) index_of_id.emplace(flows.id_of(i), static_cast<std::int32_t>(i));
   std::int32_t f = -1;
   for (const CriticalStep& step : qr.critical_path) {
     const auto cell = static_cast<std::int32_t>(step.flow_index);
@@ -970,8 +1004,9 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const std::vector<FlowSp
       f = first_flow[cell];
     } else {
       std::int32_t from = -1;
-      for (auto id : flows[f].after) {
-        const std::int32_t p = dense ? static_cast<std::int32_t>(id) : index_of_id.at(id);
+      for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k) {
+        const std::int64_t id = flows.after[k];
+        const std::int32_t p = graph.dense_ids ? static_cast<std::int32_t>(id) : index_of_id.at(id);
         if (q.flow_cell[p] == cell) {
           from = p;
           break;
@@ -980,14 +1015,15 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const std::vector<FlowSp
       f = from;
     }
     const FlowTiming& ft = out.timing[f];
-    out.critical_path.push_back({flows[f].id, static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
+    out.critical_path.push_back(
+        {flows.id_of(static_cast<std::size_t>(f)), static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
   }
   return out;
 }
 
 }  // namespace
 
-FlowSimResult simulate(const FlowNetwork& network, const std::vector<FlowSpec>& flows, const SimOptions& options) {
+FlowSimResult simulate_table(const FlowNetwork& network, const FlowTable& flows, const SimOptions& options) {
   const auto wall_start = std::chrono::steady_clock::now();
   if (!network.link_names.empty() && network.link_names.size() != network.capacity.size())
     throw FlowError("the network has " + std::to_string(network.capacity.size()) + " links but " +
@@ -1007,6 +1043,10 @@ FlowSimResult simulate(const FlowNetwork& network, const std::vector<FlowSpec>& 
   }();
   result.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
   return result;
+}
+
+FlowSimResult simulate(const FlowNetwork& network, const std::vector<FlowSpec>& flows, const SimOptions& options) {
+  return simulate_table(network, flow_table(flows), options);
 }
 
 void jitter_capacities(FlowNetwork& network, double amplitude, std::uint64_t seed) {

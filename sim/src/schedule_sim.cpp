@@ -8,6 +8,8 @@
 
 #include "reshard/model/errors.hpp"
 
+#include "flow_table.hpp"
+
 namespace reshard::sim {
 
 namespace {
@@ -43,7 +45,11 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   std::vector<std::int64_t> first_flow(n_ops, 0), end_flow(n_ops, 0);  // op i's sub-flows: [first_flow[i], end_flow[i])
   std::vector<std::int64_t> join_of(n_ops, -1);  // op i's join flow, made when a successor needs it
   std::vector<char> has_successor(n_ops, 0);
-  out.flows.reserve(n_ops);
+  FlowTable flows;  // built here, turned into FlowSpecs only when asked (ScheduleSimOptions::keep_flows)
+  flows.bytes.reserve(n_ops);
+  flows.latency.reserve(n_ops);
+  flows.link_begin.reserve(n_ops + 1);
+  flows.after_begin.reserve(n_ops + 1);
   out.op_of_flow.reserve(n_ops);
   // Routes by GPU pair: an op's route is looked up once per pair, not built once per op.
   std::unordered_map<std::uint64_t, model::Route> routes;
@@ -67,17 +73,16 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
         continue;
       }
       if (join_of[a] < 0) {  // the predecessor's sub-flows joined into one flow (schedule_sim.hpp)
-        FlowSpec join;
-        join.id = static_cast<std::int64_t>(out.flows.size());
-        for (auto f = first_flow[a]; f < end_flow[a]; ++f) join.after.push_back(f);
-        join_of[a] = join.id;
-        out.flows.push_back(std::move(join));
+        join_of[a] = static_cast<std::int64_t>(flows.size());
+        flows.begin_flow(Bytes{0}, Seconds{0});
+        for (auto f = first_flow[a]; f < end_flow[a]; ++f) flows.after.push_back(f);
+        flows.end_flow();
         out.op_of_flow.push_back(-1);
         ++out.join_flows;
       }
       after.push_back(join_of[a]);
     }
-    first_flow[i] = static_cast<std::int64_t>(out.flows.size());
+    first_flow[i] = static_cast<std::int64_t>(flows.size());
     if (op.src == op.dst) {
       auto [it, inserted] = memory_link.emplace(op.src, static_cast<std::int32_t>(out.network.capacity.size()));
       if (inserted) {
@@ -85,13 +90,10 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
         out.network.link_names.push_back(topology.device(topology.gpu_device(op.src)).name + " memory");
         out.link_kind.push_back(kMemoryKind);
       }
-      FlowSpec f;
-      f.id = first_flow[i];
-      f.bytes = op.bytes;
-      f.links = {it->second};
-      f.latency = params.per_op;
-      f.after = after;
-      out.flows.push_back(std::move(f));
+      flows.begin_flow(op.bytes, params.per_op);
+      flows.links.push_back(it->second);
+      flows.after.insert(flows.after.end(), after.begin(), after.end());
+      flows.end_flow();
       out.op_of_flow.push_back(static_cast<std::int64_t>(i));
     } else {
       const std::uint64_t pair = static_cast<std::uint64_t>(static_cast<std::uint32_t>(op.src)) << 32 |
@@ -104,17 +106,15 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
                                    std::to_string(op.dst) + " in topology " + topology.name());
       const auto k = static_cast<std::int64_t>(route.paths.size());
       for (std::int64_t p = 0; p < k; ++p) {
-        FlowSpec f;
-        f.id = static_cast<std::int64_t>(out.flows.size());
-        f.bytes = Bytes{op.bytes.value / k + (p < op.bytes.value % k ? 1 : 0)};
-        f.links = route.paths[static_cast<std::size_t>(p)].links;
-        f.latency = route.latency + params.per_op;
-        f.after = after;
-        out.flows.push_back(std::move(f));
+        flows.begin_flow(Bytes{op.bytes.value / k + (p < op.bytes.value % k ? 1 : 0)}, route.latency + params.per_op);
+        const auto& path = route.paths[static_cast<std::size_t>(p)].links;
+        flows.links.insert(flows.links.end(), path.begin(), path.end());
+        flows.after.insert(flows.after.end(), after.begin(), after.end());
+        flows.end_flow();
         out.op_of_flow.push_back(static_cast<std::int64_t>(i));
       }
     }
-    end_flow[i] = static_cast<std::int64_t>(out.flows.size());
+    end_flow[i] = static_cast<std::int64_t>(flows.size());
   }
 
   // Framework overheads, after the last op (see schedule_sim.hpp).
@@ -122,22 +122,33 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
     throw model::ScheduleError("overheads must be >= 0 and finite, got " + model::format(options.overheads));
   out.overheads = options.overheads;
   if (out.overheads.value > 0) {
-    FlowSpec f;
-    f.id = static_cast<std::int64_t>(out.flows.size());
-    f.latency = out.overheads;
+    flows.begin_flow(Bytes{0}, out.overheads);
     for (std::size_t i = 0; i < n_ops; ++i)
       if (!has_successor[i])
-        for (auto g = first_flow[i]; g < end_flow[i]; ++g) f.after.push_back(g);
-    f.label = "framework overheads";
-    out.flows.push_back(std::move(f));
+        for (auto g = first_flow[i]; g < end_flow[i]; ++g) flows.after.push_back(g);
+    flows.end_flow();
     out.op_of_flow.push_back(-1);
   }
+  if (options.keep_flows) {
+    out.flows.resize(flows.size());
+    for (std::size_t i = 0; i < flows.size(); ++i) {
+      FlowSpec& f = out.flows[i];
+      f.id = static_cast<std::int64_t>(i);
+      f.bytes = flows.bytes[i];
+      f.latency = flows.latency[i];
+      f.links.assign(flows.links.begin() + flows.link_begin[i], flows.links.begin() + flows.link_begin[i + 1]);
+      f.after.assign(flows.after.begin() + flows.after_begin[i], flows.after.begin() + flows.after_begin[i + 1]);
+    }
+    if (out.overheads.value > 0) out.flows.back().label = "framework overheads";
+    flows.specs = &out.flows;
+  }
+  out.flow_count = flows.size();
 
   jitter_capacities(out.network, options.capacity_jitter, options.jitter_seed);
   SimOptions sim_options;
   sim_options.symmetry_quotient = options.symmetry_quotient;
   if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
-  out.result = simulate(out.network, out.flows, sim_options);
+  out.result = simulate_table(out.network, flows, sim_options);
   out.events = out.result.events;
   out.makespan = out.result.makespan;
 
@@ -201,9 +212,9 @@ TraceLayout schedule_trace_layout(const model::Schedule& schedule, const Schedul
     track_of.emplace(key, static_cast<std::int32_t>(layout.track_names.size()));
     layout.track_names.push_back("gpu " + std::to_string(key / 3) + " " + kRole[key % 3]);
   }
-  layout.flow_tracks.resize(sim.flows.size());
-  layout.flow_names.resize(sim.flows.size());
-  for (std::size_t f = 0; f < sim.flows.size(); ++f) {
+  layout.flow_tracks.resize(sim.flow_count);
+  layout.flow_names.resize(sim.flow_count);
+  for (std::size_t f = 0; f < sim.flow_count; ++f) {
     const auto i = sim.op_of_flow[f];
     if (i < 0) continue;
     const model::Op& op = schedule.ops[static_cast<std::size_t>(i)];

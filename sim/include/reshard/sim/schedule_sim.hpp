@@ -49,6 +49,10 @@ struct ScheduleSimOptions {
   // Every link capacity jittered by up to this fraction (jitter_capacities, flow_sim.hpp).
   double capacity_jitter = 0;
   std::uint64_t jitter_seed = 1;
+  // Fill ScheduleSimulation::flows (--dump-flows, traces). Off, the flows exist only in the
+  // simulator's flat arrays: a FlowSpec per flow is two heap vectors and a string, gigabytes for a
+  // tuned Kimi-K3 schedule (docs/performance.md).
+  bool keep_flows = false;
 };
 
 struct OpTiming {
@@ -66,7 +70,8 @@ struct ScheduleSimulation {
 
   // The flow problem and its answer (for --dump-flows, traces and link statistics).
   FlowNetwork network;
-  std::vector<FlowSpec> flows;           // ids 0..n-1; sub-flows of an op are consecutive
+  std::size_t flow_count = 0;            // flows simulated (sub-flows, joins and the overhead flow)
+  std::vector<FlowSpec> flows;           // with keep_flows: ids 0..n-1; sub-flows of an op are consecutive
   std::vector<std::int64_t> op_of_flow;  // per flow: index into Schedule::ops, -1 for join and overhead flows
   std::size_t join_flows = 0;            // flows that join an op's sub-flows for its successors
   std::vector<std::int32_t> link_kind;   // per link: LinkKind index, 4 for a GPU memory resource

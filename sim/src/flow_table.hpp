@@ -1,0 +1,59 @@
+// Internal to the simulator: a flow problem in flat arrays, and its validated dependency graph.
+//
+// What validation, the symmetry quotient and the engine read. simulate() builds one from its
+// FlowSpecs; simulate_schedule() builds one straight from the ops, so that schedules of tens of
+// millions of flows never hold a FlowSpec (two heap vectors and a string each) per flow.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reshard/sim/flow_sim.hpp"
+
+namespace reshard::sim {
+
+// Flow i: id id_of(i), bytes[i], latency[i], the links
+// links[link_begin[i] .. link_begin[i + 1]), and it waits for the flows whose ids are
+// after[after_begin[i] .. after_begin[i + 1]).
+struct FlowTable {
+  std::vector<std::int64_t> id;  // empty: flow i has id i
+  std::vector<Bytes> bytes;
+  std::vector<Seconds> latency;
+  std::vector<std::int64_t> link_begin{0};
+  std::vector<std::int32_t> links;
+  std::vector<std::int64_t> after_begin{0};
+  std::vector<std::int64_t> after;
+  const std::vector<FlowSpec>* specs = nullptr;  // where the flows came from, for their labels
+
+  std::size_t size() const { return bytes.size(); }
+  std::int64_t id_of(std::size_t i) const { return id.empty() ? static_cast<std::int64_t>(i) : id[i]; }
+  // Appends a flow: begin_flow, then its links and `after` entries pushed onto `links` and
+  // `after`, then end_flow. Its id is its index unless `id` is filled alongside.
+  void begin_flow(Bytes flow_bytes, Seconds flow_latency) {
+    bytes.push_back(flow_bytes);
+    latency.push_back(flow_latency);
+  }
+  void end_flow() {
+    link_begin.push_back(static_cast<std::int64_t>(links.size()));
+    after_begin.push_back(static_cast<std::int64_t>(after.size()));
+  }
+  std::string name(std::size_t i) const;  // "flow <id>", with the label when there is one
+};
+
+FlowTable flow_table(const std::vector<FlowSpec>& flows);
+
+// Dependencies by flow index (validated: ids known, no cycles).
+struct FlowGraph {
+  std::vector<std::int32_t> succ_begin, succ;  // CSR: successors of flow i in succ[succ_begin[i], succ_begin[i+1])
+  std::vector<std::int32_t> waiting;           // number of predecessors per flow
+  bool dense_ids = true;                       // flow i has id i
+};
+
+// Throws FlowError on invalid input (flow_sim.hpp).
+FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows);
+
+// simulate() on a table (flow_sim.hpp).
+FlowSimResult simulate_table(const FlowNetwork& network, const FlowTable& flows, const SimOptions& options);
+
+}  // namespace reshard::sim
