@@ -81,6 +81,7 @@ struct Sum {
   }
   // What a member moving from colour `from` to `to` adds (mod 2^64); the same for every multiset
   // it is in under one salt, so it is computed once per move.
+  static Sum of(std::int32_t colour, std::uint64_t salt) { return {ha(colour, salt), hb(colour, salt)}; }
   static Sum change(std::int32_t from, std::int32_t to, std::uint64_t salt) {
     return {ha(to, salt) - ha(from, salt), hb(to, salt) - hb(from, salt)};
   }
@@ -230,7 +231,7 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
       for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k)
         link_flows[fill[flows.links[k]]++] = static_cast<std::int32_t>(f);
   }
-  std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl);
+  std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl), link_hash(nl);
   for (std::size_t f = 0; f < n; ++f) {
     for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) {
       const std::int32_t l = flows.links[k];
@@ -249,11 +250,26 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
   while (true) {
     ++q.rounds;
     const auto& links_moved = link_side.split([&](std::int32_t l) { return link_sum[l]; });
-    for (const auto& [l, old] : links_moved) {
-      const Sum change = Sum::change(old, q.link_cell[l], kLinkSalt);
-      for (auto i = link_begin[l]; i < link_begin[l + 1]; ++i) {
-        flow_links[link_flows[i]].add(change);
-        flow_side.mark(link_flows[i]);
+    std::int64_t incidences = 0;
+    for (const auto& [l, old] : links_moved) incidences += link_begin[l + 1] - link_begin[l];
+    if (incidences > static_cast<std::int64_t>(n)) {
+      // Most flows see a link move (the first rounds): one pass over the flows in order, summing
+      // their links' hashes afresh, beats updating them link by link in scattered order. The sums
+      // are the same either way (mod 2^64).
+      for (std::size_t l = 0; l < nl; ++l) link_hash[l] = Sum::of(q.link_cell[l], kLinkSalt);
+      for (std::size_t f = 0; f < n; ++f) {
+        Sum sum;
+        for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) sum.add(link_hash[flows.links[k]]);
+        flow_links[f] = sum;
+        flow_side.mark(static_cast<std::int32_t>(f));
+      }
+    } else {
+      for (const auto& [l, old] : links_moved) {
+        const Sum change = Sum::change(old, q.link_cell[l], kLinkSalt);
+        for (auto i = link_begin[l]; i < link_begin[l + 1]; ++i) {
+          flow_links[link_flows[i]].add(change);
+          flow_side.mark(link_flows[i]);
+        }
       }
     }
     const bool links_changed = !links_moved.empty();
@@ -262,19 +278,31 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
       q.flow_cells = -1;
       return q;
     }
+    // Like the link sums above: when most flows moved, every flow's predecessor sum afresh, in
+    // order (by the table's `after`, indices when the ids are), instead of scattered updates.
+    const bool recompute_preds = graph.dense_ids && 4 * flows_moved.size() > n;
     for (const auto& [f, old] : flows_moved) {
       const Sum as_member = Sum::change(old, q.flow_cell[f], kFlowSalt);
       for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) {
         link_sum[flows.links[k]].add(as_member);
         link_side.mark(flows.links[k]);
       }
-      if (graph.succ_begin[f] == graph.succ_begin[f + 1]) continue;
+      if (recompute_preds || graph.succ_begin[f] == graph.succ_begin[f + 1]) continue;
       const Sum as_predecessor = Sum::change(old, q.flow_cell[f], kPredSalt);
       for (auto s = graph.succ_begin[f]; s < graph.succ_begin[f + 1]; ++s) {
         flow_preds[graph.succ[s]].add(as_predecessor);
         flow_side.mark(graph.succ[s]);
       }
     }
+    if (recompute_preds)
+      for (std::size_t f = 0; f < n; ++f) {
+        if (flows.after_begin[f] == flows.after_begin[f + 1]) continue;
+        Sum sum;
+        for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k)
+          sum.add(Sum::of(q.flow_cell[static_cast<std::size_t>(flows.after[k])], kPredSalt));
+        flow_preds[f] = sum;
+        flow_side.mark(static_cast<std::int32_t>(f));
+      }
     if (!links_changed && flows_moved.empty()) break;
   }
   // Cells that lost all their members are dropped: number the rest densely.
