@@ -246,9 +246,9 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategySimulated, ::testing::ValuesIn
 // The same property on the production-scale scenarios, for every strategy whose simulation takes
 // seconds there (docs/performance.md, "Simulator" and "Symmetry quotient"): qwen3-235b-h100 (32 DGX
 // H100 nodes), deepseek-v3-h100 (including domain_grouped and the best schedule auto finds, 6.3 M
-// flows) and kimi-k3-gb200 (3.6-5.5 M flows, about 2 GB each). Left to the command line (a minute
-// or more): domain_grouped on qwen3-235b (54 s) and kimi-k3, and on kimi-k3 direct and
-// nemo_rl_reshard (16 M flows, 6.4 GB) and the tuned best (296 s, 18.5 GB).
+// flows) and kimi-k3-gb200 (3.6-5.5 M flows, 1-2 GB each). Left to the command line (tens of
+// seconds or more): domain_grouped on qwen3-235b (51 s) and kimi-k3, and on kimi-k3 direct and
+// nemo_rl_reshard (16 M flows, 24 s, 4.2 GB) and the tuned best (93 s, 11.3 GB).
 struct ScenarioStrategy {
   const char* scenario;
   const char* strategy;

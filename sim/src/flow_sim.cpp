@@ -169,7 +169,7 @@ struct LinkState {
 
 class Engine {
  public:
-  // `weights`: per flow and link (aligned with FlowSpec::links), how many flows of the whole
+  // `weights`: per flow and link (aligned with FlowTable::links), how many flows of the whole
   // problem one flow here stands for on that link, and per link how many links it stands for
   // (the symmetry quotient, flow_quotient.hpp); nullptr: every weight is 1.
   Engine(const FlowNetwork& net, const FlowTable& flows, FlowGraph graph, const SimOptions& opt,
