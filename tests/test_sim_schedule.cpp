@@ -248,7 +248,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategySimulated, ::testing::ValuesIn
 // H100 nodes), deepseek-v3-h100 (including domain_grouped and the best schedule auto finds, 6.3 M
 // flows) and kimi-k3-gb200 (3.6-5.5 M flows, 1-2 GB each). Left to the command line (tens of
 // seconds or more): domain_grouped on qwen3-235b (51 s) and kimi-k3 (over 10 minutes), and on
-// kimi-k3 nemo_rl_reshard (16 M flows, 24 s, 4.2 GB) and the tuned best (93 s, 11.3 GB).
+// kimi-k3 nemo_rl_reshard (16 M flows, 24 s, 4.2 GB) and the tuned best (93-105 s, 11.3 GB).
 struct ScenarioStrategy {
   const char* scenario;
   const char* strategy;
