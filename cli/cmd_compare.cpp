@@ -52,10 +52,22 @@ void run_compare(const std::string& path, const std::string& profile, const std:
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   const LowerBound lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
   const CostParams cost = params_file.empty() ? CostParams::profile_named(profile) : CostParams::load(params_file);
-  auto evaluate = [&](const StrategyParams& p) {
+  // Progress on stderr: the estimate as soon as it is known, then the simulation (seconds to
+  // minutes at scale) with its size and wall time. `described`: named by its full description.
+  auto evaluate = [&](const StrategyParams& p, bool described) {
     Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
-    Row r{p.strategy, s.params, estimate(s, ts, sc.inventory, sc.topology, cost), std::nullopt};
-    if (simulate) r.simulated = sim::simulated_makespan(s, sc.topology, cost, r.pred.overheads);
+    Row r{described ? describe(s.params) : p.strategy, s.params, estimate(s, ts, sc.inventory, sc.topology, cost),
+          std::nullopt};
+    if (!json) std::cerr << "  " << r.name << ": " << format(r.pred.time) << (simulate ? ", simulating..." : "") << "\n";
+    if (simulate) {
+      sim::ScheduleSimOptions options;
+      options.overheads = r.pred.overheads;
+      const auto result = sim::simulate_schedule(s, sc.topology, cost, options);
+      r.simulated = result.makespan;
+      if (!json)
+        std::cerr << "  " << r.name << ": simulated " << format(result.makespan) << " (" << result.flow_count
+                  << " flows, " << result.result.simulated_flows << " simulated) in " << format(result.wall) << "\n";
+    }
     return r;
   };
   std::vector<Row> rows;
@@ -63,14 +75,10 @@ void run_compare(const std::string& path, const std::string& profile, const std:
     StrategyParams p;
     p.strategy = name;
     if (name == "direct") p.chunks = 1;
-    rows.push_back(evaluate(p));
-    if (!json) std::cerr << "  " << name << ": " << format(rows.back().pred.time) << "\n";
+    rows.push_back(evaluate(p, false));
   }
-  for (const auto& spec : extra) {  // configured strategies the user asked about, by their description
-    rows.push_back(evaluate(parse_strategy(spec)));
-    rows.back().name = describe(rows.back().params);
-    if (!json) std::cerr << "  " << rows.back().name << ": " << format(rows.back().pred.time) << "\n";
-  }
+  for (const auto& spec : extra)  // configured strategies the user asked about, by their description
+    rows.push_back(evaluate(parse_strategy(spec), true));
   // auto: the tuner's deterministic search, scored by the estimate.
   TuneOptions topts;
   for (const auto& r : rows) topts.seeds.push_back({r.params, r.pred, r.simulated});

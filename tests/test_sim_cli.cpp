@@ -1,4 +1,5 @@
-// `reshard simulate --topology T --flows F.csv`: JSON keys, a hand-checked makespan, bad rows.
+// `reshard simulate --topology T --flows F.csv`: JSON keys, a hand-checked makespan, bad rows; and
+// `reshard compare --simulate` progress.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -87,3 +88,22 @@ TEST(SimulateCli, BadRowNamesFileAndLine) {
 }
 
 }  // namespace
+
+TEST(CompareCli, SimulateReportsProgressPerStrategy) {
+  // `compare --simulate` says on stderr which strategy it is simulating before the simulation runs
+  // (minutes at scale), then its simulated time, flows and wall time; with --json it prints the
+  // JSON alone.
+  int status = 0;
+  const std::string scenario = RESHARD_SOURCE_DIR "/scenarios/small-moe-ep.yaml";
+  const auto out = run("compare " + scenario + " --simulate", &status);
+  ASSERT_EQ(status, 0) << out;
+  for (const char* name : {"gather_broadcast", "direct", "domain_grouped", "domain_chain", "hybrid", "nemo_rl_reshard"}) {
+    const auto started = out.find(std::string("  ") + name + ": ");
+    ASSERT_NE(started, std::string::npos) << name;
+    EXPECT_NE(out.find("simulating...", started), std::string::npos) << name;
+    EXPECT_NE(out.find(std::string("  ") + name + ": simulated ", started), std::string::npos) << name;
+  }
+  const auto json_out = run("compare " + scenario + " --simulate --json", &status);
+  EXPECT_EQ(status, 0) << json_out;
+  EXPECT_NO_THROW((void)nlohmann::json::parse(json_out)) << json_out;  // stdout and stderr together
+}
