@@ -105,5 +105,5 @@ TEST(CompareCli, SimulateReportsProgressPerStrategy) {
   }
   const auto json_out = run("compare " + scenario + " --simulate --json", &status);
   EXPECT_EQ(status, 0) << json_out;
-  EXPECT_NO_THROW((void)nlohmann::json::parse(json_out)) << json_out;  // stdout and stderr together
+  EXPECT_TRUE(nlohmann::json::accept(json_out)) << json_out;  // stdout and stderr together
 }
