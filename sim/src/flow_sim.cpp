@@ -200,7 +200,7 @@ class Engine {
   void refill(double t);
   void fill_component(double t);
   template <class ForEachMember>
-  void progressive_fill(std::size_t unfixed, ForEachMember&& for_each_member);
+  void progressive_fill(std::size_t to_fix, ForEachMember&& for_each_member);
   void push_share(std::int32_t l) {
     const LinkState& ls = links_[l];
     if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
@@ -298,8 +298,7 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
       throw FlowError(net.link_name(static_cast<std::int32_t>(l)) + ": capacity must be positive and finite, got " +
                       std::to_string(net.capacity[l].value) + " B/s");
   // Flow ids are usually 0..n-1 in order (traffic_flows, simulate_schedule): then the index is the id.
-  bool dense = flows.id.empty();
-  for (std::size_t i = 0; i < n && dense; ++i) dense = flows.id_of(i) == static_cast<std::int64_t>(i);
+  const bool dense = flows.id.empty();  // flow_table() leaves it empty when the ids are the indices
   graph.dense_ids = dense;
   std::unordered_map<std::int64_t, std::int32_t> index;
   if (!dense) index.reserve(n * 2);
@@ -530,16 +529,16 @@ void Engine::schedule_finish(std::int32_t c, double t) {
 
 // Progressive filling (flow_sim.hpp) over the links in share_heap_, whose remaining capacity and
 // unfixed count are set: the link with the smallest share fixes its unfixed members at that share.
-// for_each_member(link, fix) calls fix(c) for the refilled classes on the link; `unfixed` counts
+// for_each_member(link, fix) calls fix(c) for the refilled classes on the link; `to_fix` counts
 // the active ones, and the filling stops once all are fixed (the links left in the heap then have
 // no unfixed member: popping them would change nothing). Heap keys are
 // lower bounds: a link's share only grows while the filling runs, so a popped link whose share
 // has grown is pushed back with its current share; a popped key equal to the current share is the
 // minimum.
 template <class ForEachMember>
-void Engine::progressive_fill(std::size_t unfixed, ForEachMember&& for_each_member) {
+void Engine::progressive_fill(std::size_t to_fix, ForEachMember&& for_each_member) {
   std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-  while (unfixed > 0 && !share_heap_.empty()) {
+  while (to_fix > 0 && !share_heap_.empty()) {
     const ShareEntry top = share_heap_.front();
     std::pop_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
     share_heap_.pop_back();
@@ -555,7 +554,7 @@ void Engine::progressive_fill(std::size_t unfixed, ForEachMember&& for_each_memb
     for_each_member(ls, [&](std::int32_t c) {
       RouteClass& rc = classes_[c];
       if (rc.new_bottleneck >= 0) return;
-      --unfixed;
+      --to_fix;
       rc.new_rate = share;
       rc.new_bottleneck = top.link;
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {

@@ -167,7 +167,8 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
     out.ops_makespan = std::max(out.ops_makespan, t.finish);
   }
   // An empty schedule without overheads has makespan 0; with overheads only, the overhead flow.
-  // Flows carry no labels (millions of strings at scale); schedule_trace_layout names them by op.
+  // Flows carry no labels (millions of strings at scale) but the overhead flow's; schedule_trace_layout
+  // names them by op.
   for (const auto& step : out.result.critical_path) {
     const auto op = out.op_of_flow[step.flow_index];
     if (op < 0) continue;
