@@ -57,7 +57,7 @@ void BM_SimulateSchedule(benchmark::State& state) {
     makespan = r.makespan.value;
     engine += r.result.wall.value;
     total += r.wall.value;
-    flows = r.flow_count;
+    flows = r.flow_count();
     simulated = r.result.simulated_flows;
     events = r.events;
   }

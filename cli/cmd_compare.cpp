@@ -65,7 +65,7 @@ void run_compare(const std::string& path, const std::string& profile, const std:
       const auto result = sim::simulate_schedule(s, sc.topology, cost, options);
       r.simulated = result.makespan;
       if (!json)
-        std::cerr << "  " << r.name << ": simulated " << format(result.makespan) << " (" << result.flow_count
+        std::cerr << "  " << r.name << ": simulated " << format(result.makespan) << " (" << result.flow_count()
                   << " flows, " << result.result.simulated_flows << " simulated) in " << format(result.wall) << "\n";
     }
     return r;

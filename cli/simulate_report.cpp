@@ -76,7 +76,7 @@ nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const s
                                         const ScheduleReference& ref) {
   return {{"makespan_s", sim.makespan.value},
           {"transfers", schedule.ops.size()},
-          {"flows", sim.flow_count},
+          {"flows", sim.flow_count()},
           {"events", sim.events},
           {"rate_updates", sim.result.rate_updates},
           {"simulated_flows", sim.result.simulated_flows},
@@ -106,7 +106,7 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
                                          ref.lower_bound.binding.where + "; simulated / bound = " +
                                          fixed(lb > 0 ? sim.makespan.value / lb : 0.0, 2) + ")"},
                      {"operations", std::to_string(schedule.ops.size())},
-                     {"flows", std::to_string(sim.flow_count) + " (ECMP sub-flows counted; " +
+                     {"flows", std::to_string(sim.flow_count()) + " (ECMP sub-flows counted; " +
                                    std::to_string(sim.join_flows) + " join flows)"},
                      {"bytes", model::format(total)},
                      {"events", std::to_string(sim.events)},

@@ -126,7 +126,7 @@ TEST(ScheduleSim, EcmpSubFlowsCarryTheOpTogether) {
   keep.keep_flows = true;
   const auto r = sim::simulate_schedule(s, two_nodes(), cost, keep);
   ASSERT_EQ(static_cast<std::int64_t>(r.flows.size()), 2 * k + 1);
-  EXPECT_EQ(r.flow_count, r.flows.size());
+  EXPECT_EQ(r.flow_count(), r.flows.size());
   ASSERT_EQ(r.join_flows, 1u);
   const auto& join = r.flows[static_cast<std::size_t>(k)];
   EXPECT_EQ(r.op_of_flow[static_cast<std::size_t>(k)], -1);
@@ -326,7 +326,7 @@ TEST(ScheduleSim, DomainStrategiesDifferFromTheEstimateByTheFanOutTail) {
     options.overheads = pred.overheads;
     const auto r = sim::simulate_schedule(s, sc.topology, cost, options);
     EXPECT_TRUE(r.flows.empty());  // not kept unless asked (ScheduleSimOptions::keep_flows)
-    EXPECT_EQ(r.flow_count, r.op_of_flow.size());
+    EXPECT_EQ(r.flow_count(), r.op_of_flow.size());
     ASSERT_GE(r.critical_ops.size(), 2u);
     const auto& last = s.ops[r.critical_ops[0]];
     const auto& feeder = s.ops[r.critical_ops[1]];

@@ -879,17 +879,9 @@ FlowSimResult Engine::run() {
     if (!touched_.empty()) refill(t);
   }
 
-  // Link statistics.
+  // Busy time per link; bytes and utilization come from the caller's flows (add_link_traffic).
   result_.links.assign(links_.size(), LinkStats{});
-  for (std::size_t i = 0; i < n; ++i)
-    for (auto k = flows_.link_begin[i]; k < flows_.link_begin[i + 1]; ++k)
-      result_.links[flows_.links[k]].bytes += flows_.bytes[i];
-  for (std::size_t l = 0; l < links_.size(); ++l) {
-    LinkStats& s = result_.links[l];
-    s.busy = Seconds{links_[l].busy};
-    s.utilization = result_.makespan.value > 0 ? s.bytes.as_double() / (links_[l].capacity * result_.makespan.value)
-                                               : 0.0;
-  }
+  for (std::size_t l = 0; l < links_.size(); ++l) result_.links[l].busy = Seconds{links_[l].busy};
 
   // Critical path: from the flow that finished last back through the predecessors that released it.
   if (n > 0) {
@@ -984,13 +976,7 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
   // Every flow starts and finishes once; the quotient counted one start and one finish per cell.
   out.events = 2 * static_cast<std::int64_t>(n);
   out.links.assign(nl, LinkStats{});
-  for (std::size_t f = 0; f < n; ++f)
-    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) out.links[flows.links[k]].bytes += flows.bytes[f];
-  for (std::size_t l = 0; l < nl; ++l) {
-    LinkStats& s = out.links[l];
-    s.busy = qr.links[q.link_cell[l]].busy;
-    s.utilization = out.makespan.value > 0 ? s.bytes.as_double() / (net.capacity[l].value * out.makespan.value) : 0.0;
-  }
+  for (std::size_t l = 0; l < nl; ++l) out.links[l].busy = qr.links[q.link_cell[l]].busy;
   // Critical path: the quotient's, each cell's step taken by a predecessor of the flow after it
   // (found through `after`: ids are indices when they are 0..n-1, else looked up once).
   std::unordered_map<std::int64_t, std::int32_t> index_of_id;
@@ -1020,6 +1006,17 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
   return out;
 }
 
+// Bytes over each link and its utilization (bytes / (capacity * makespan)), from the flows given.
+void add_link_traffic(FlowSimResult& result, const FlowNetwork& net, const FlowTable& flows) {
+  for (std::size_t f = 0; f < flows.size(); ++f)
+    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) result.links[flows.links[k]].bytes += flows.bytes[f];
+  for (std::size_t l = 0; l < result.links.size(); ++l) {
+    LinkStats& s = result.links[l];
+    s.utilization =
+        result.makespan.value > 0 ? s.bytes.as_double() / (net.capacity[l].value * result.makespan.value) : 0.0;
+  }
+}
+
 }  // namespace
 
 FlowSimResult simulate_table(const FlowNetwork& network, const FlowTable& flows, const SimOptions& options) {
@@ -1040,6 +1037,7 @@ FlowSimResult simulate_table(const FlowNetwork& network, const FlowTable& flows,
     }
     return Engine(network, flows, std::move(graph), options, nullptr).run();
   }();
+  add_link_traffic(result, network, flows);
   result.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
   return result;
 }

@@ -142,7 +142,6 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
     if (out.overheads.value > 0) out.flows.back().label = "framework overheads";
     flows.specs = &out.flows;
   }
-  out.flow_count = flows.size();
 
   jitter_capacities(out.network, options.capacity_jitter, options.jitter_seed);
   SimOptions sim_options;
@@ -213,9 +212,9 @@ TraceLayout schedule_trace_layout(const model::Schedule& schedule, const Schedul
     track_of.emplace(key, static_cast<std::int32_t>(layout.track_names.size()));
     layout.track_names.push_back("gpu " + std::to_string(key / 3) + " " + kRole[key % 3]);
   }
-  layout.flow_tracks.resize(sim.flow_count);
-  layout.flow_names.resize(sim.flow_count);
-  for (std::size_t f = 0; f < sim.flow_count; ++f) {
+  layout.flow_tracks.resize(sim.flow_count());
+  layout.flow_names.resize(sim.flow_count());
+  for (std::size_t f = 0; f < sim.flow_count(); ++f) {
     const auto i = sim.op_of_flow[f];
     if (i < 0) continue;
     const model::Op& op = schedule.ops[static_cast<std::size_t>(i)];

@@ -70,9 +70,10 @@ struct ScheduleSimulation {
 
   // The flow problem and its answer (for --dump-flows, traces and link statistics).
   FlowNetwork network;
-  std::size_t flow_count = 0;            // flows simulated (sub-flows, joins and the overhead flow)
   std::vector<FlowSpec> flows;           // with keep_flows: ids 0..n-1; sub-flows of an op are consecutive
   std::vector<std::int64_t> op_of_flow;  // per flow: index into Schedule::ops, -1 for join and overhead flows
+  // Flows simulated (sub-flows, joins and the overhead flow), kept or not.
+  std::size_t flow_count() const { return op_of_flow.size(); }
   std::size_t join_flows = 0;            // flows that join an op's sub-flows for its successors
   std::vector<std::int32_t> link_kind;   // per link: LinkKind index, 4 for a GPU memory resource
   std::vector<std::string> link_kind_names;  // nvlink, c2c, pcie, network, memory
