@@ -232,12 +232,19 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
         link_flows[fill[flows.links[k]]++] = static_cast<std::int32_t>(f);
   }
   std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl), link_hash(nl);
-  for (std::size_t f = 0; f < n; ++f) {
-    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) {
-      const std::int32_t l = flows.links[k];
-      flow_links[f].add(q.link_cell[l], kLinkSalt);
-      link_sum[l].add(q.flow_cell[f], kFlowSalt);
+  // Every flow's link sum afresh, in flow order, and every flow marked.
+  auto recompute_link_sums = [&] {
+    for (std::size_t l = 0; l < nl; ++l) link_hash[l] = Sum::of(q.link_cell[l], kLinkSalt);
+    for (std::size_t f = 0; f < n; ++f) {
+      Sum sum;
+      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) sum.add(link_hash[flows.links[k]]);
+      flow_links[f] = sum;
+      flow_side.mark(static_cast<std::int32_t>(f));
     }
+  };
+  for (std::size_t f = 0; f < n; ++f) {
+    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k)
+      link_sum[flows.links[k]].add(q.flow_cell[f], kFlowSalt);
     for (auto s = graph.succ_begin[f]; s < graph.succ_begin[f + 1]; ++s)
       flow_preds[graph.succ[s]].add(q.flow_cell[f], kPredSalt);
   }
@@ -246,23 +253,16 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
   };
   // Round 1 looks at everything; later rounds only at the elements next to one that moved.
   for (std::size_t l = 0; l < nl; ++l) link_side.mark(static_cast<std::int32_t>(l));
-  for (std::size_t f = 0; f < n; ++f) flow_side.mark(static_cast<std::int32_t>(f));
+  recompute_link_sums();
   while (true) {
     ++q.rounds;
     const auto& links_moved = link_side.split([&](std::int32_t l) { return link_sum[l]; });
     std::int64_t incidences = 0;
     for (const auto& [l, old] : links_moved) incidences += link_begin[l + 1] - link_begin[l];
     if (incidences > static_cast<std::int64_t>(n)) {
-      // Most flows see a link move (the first rounds): one pass over the flows in order, summing
-      // their links' hashes afresh, beats updating them link by link in scattered order. The sums
-      // are the same either way (mod 2^64).
-      for (std::size_t l = 0; l < nl; ++l) link_hash[l] = Sum::of(q.link_cell[l], kLinkSalt);
-      for (std::size_t f = 0; f < n; ++f) {
-        Sum sum;
-        for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) sum.add(link_hash[flows.links[k]]);
-        flow_links[f] = sum;
-        flow_side.mark(static_cast<std::int32_t>(f));
-      }
+      // Most flows see a link move (the first rounds): one pass over the flows in order beats
+      // updating them link by link in scattered order. The sums are the same either way (mod 2^64).
+      recompute_link_sums();
     } else {
       for (const auto& [l, old] : links_moved) {
         const Sum change = Sum::change(old, q.link_cell[l], kLinkSalt);
