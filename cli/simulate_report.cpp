@@ -32,7 +32,7 @@ nlohmann::json simulation_json(const sim::FlowSimResult& result, std::size_t tra
 void print_simulation_report(std::ostream& out, const sim::FlowNetwork& network, const std::vector<sim::FlowSpec>& flows,
                              const sim::FlowSimResult& result, std::size_t transfers, std::size_t path_rows,
                              std::size_t top_links) {
-  model::Bytes total;
+  model::ByteAmount total;
   for (const auto& f : flows) total += f.bytes;
   print_fields(out, {{"makespan", model::format(result.makespan)},
                      {"transfers", std::to_string(transfers)},

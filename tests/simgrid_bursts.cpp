@@ -69,7 +69,9 @@ Burst topology_burst(const std::string& topology_file, int transfers, std::uint6
     t.src = static_cast<model::GpuId>(rng() % gpus);
     t.dst = static_cast<model::GpuId>(rng() % (gpus - 1));
     if (t.dst >= t.src) ++t.dst;
-    t.bytes = Bytes{1000000 + static_cast<std::int64_t>(rng() % 999000000)};
+    // A multiple of 20160 (divisible by 1-8, 16, 32 and 64): every ECMP share is whole, as
+    // SimGrid's payloads are.
+    t.bytes = Bytes{(1000000 + static_cast<std::int64_t>(rng() % 999000000)) / 20160 * 20160};
     flows += static_cast<std::int64_t>(topo.route(t.src, t.dst).paths.size());
     list.push_back(t);
   }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -71,7 +72,7 @@ void simulate_in_child(const sim::FlowNetwork& network, const std::vector<sim::F
     comms.reserve(flows.size());
     for (std::size_t i = 0; i < flows.size(); ++i)
       comms.push_back(sg4::Comm::sendto_async(pairs[i].first, pairs[i].second,
-                                              static_cast<std::uint64_t>(flows[i].bytes.value)));
+                                              static_cast<std::uint64_t>(std::llround(flows[i].bytes.value))));
     sg4::Comm::wait_all(comms);
     for (std::size_t i = 0; i < flows.size(); ++i) out[i] = comms[i]->get_finish_time();
   });
@@ -89,6 +90,9 @@ SimgridRun run_simgrid(const sim::FlowNetwork& network, const std::vector<sim::F
     if (!f.after.empty() || f.latency.value != 0 || f.links.empty())
       throw std::runtime_error("run_simgrid: flow " + std::to_string(f.id) +
                                " is not a burst flow (it has predecessors, latency or no links)");
+    else if (f.bytes.value != std::round(f.bytes.value))  // SimGrid's payload is a whole byte count
+      throw std::runtime_error("run_simgrid: flow " + std::to_string(f.id) + " has a fractional size of " +
+                               std::to_string(f.bytes.value) + " bytes");
   if (flows.empty()) return {};
   int fd[2];
   if (pipe(fd) != 0) throw std::runtime_error("run_simgrid: pipe failed");

@@ -167,7 +167,10 @@ TEST(FlowSim, RejectsBadInput) {
   };
   EXPECT_NE(message({flow(7, 10, {3})}).find("flow 7: unknown link 3"), std::string::npos);
   EXPECT_NE(message({flow(7, 10, {0}, 0, {99})}).find("flow 7: 'after' names unknown flow id 99"), std::string::npos);
-  EXPECT_NE(message({flow(7, -1, {0})}).find("flow 7: negative bytes"), std::string::npos);
+  EXPECT_NE(message({flow(7, -1, {0})}).find("flow 7: bytes must be >= 0 and finite, got -1"), std::string::npos);
+  auto not_a_number = flow(7, 1, {0});
+  not_a_number.bytes = ByteAmount{NAN};
+  EXPECT_NE(message({not_a_number}).find("flow 7: bytes must be >= 0 and finite"), std::string::npos);
   EXPECT_NE(message({flow(7, 1, {0}), flow(7, 1, {0})}).find("duplicate flow id 7"), std::string::npos);
   EXPECT_NE(message({flow(7, 1, {0, 0})}).find("listed twice"), std::string::npos);
   const auto cycle = message({flow(1, 1, {0}), flow(2, 1, {0}, 0, {1, 4}), flow(3, 1, {0}, 0, {2}), flow(4, 1, {0}, 0, {3})});
@@ -580,6 +583,8 @@ TEST(FlowSim, CapacityJitterIsBoundedAndSeeded) {
 
 TEST(FlowSim, DumpRoundTripReproducesTimes) {
   // Write the --dump-flows object, read it back, simulate again: identical times (17 digits).
+  // Every third flow carries a fractional amount (an ECMP share of bytes / 3): it must come back
+  // bit for bit; whole amounts are written as JSON integers.
   std::mt19937_64 rng(7);
   const auto net = network({1e9, 3.7e9, 5e10, 123456789.0});
   std::vector<FlowSpec> flows;
@@ -590,6 +595,7 @@ TEST(FlowSim, DumpRoundTripReproducesTimes) {
     std::vector<std::int64_t> after;
     if (i > 3) after.push_back(static_cast<std::int64_t>(rng() % i));
     flows.push_back(flow(i, static_cast<std::int64_t>(rng() % 1000000000), links, 1e-6 * (rng() % 10), after));
+    if (i % 3 == 0) flows.back().bytes = ByteAmount{flows.back().bytes.value / 3};
   }
   const auto r = simulate(net, flows);
   const auto path = std::filesystem::temp_directory_path() / "reshard_test_sim_dump.json";
@@ -599,6 +605,7 @@ TEST(FlowSim, DumpRoundTripReproducesTimes) {
   ASSERT_EQ(dump.flows.size(), flows.size());
   const auto again = simulate(dump.network, dump.flows);
   for (std::size_t i = 0; i < flows.size(); ++i) {
+    EXPECT_EQ(dump.flows[i].bytes, flows[i].bytes);
     EXPECT_EQ(dump.recorded[i].finish.value, r.timing[i].finish.value);
     EXPECT_EQ(dump.recorded[i].start.value, r.timing[i].release.value + flows[i].latency.value);
     EXPECT_EQ(again.timing[i].finish.value, r.timing[i].finish.value);
@@ -608,6 +615,8 @@ TEST(FlowSim, DumpRoundTripReproducesTimes) {
   for (const char* key : {"id", "bytes", "links", "latency_s", "after", "release_s", "start_s", "finish_s"})
     EXPECT_TRUE(j["flows"][0].contains(key)) << key;
   EXPECT_TRUE(j["links"][0].contains("capacity_Bps"));
+  for (std::size_t i = 0; i < flows.size(); ++i)
+    EXPECT_EQ(j["flows"][i]["bytes"].is_number_integer(), flows[i].bytes.value == std::round(flows[i].bytes.value)) << i;
 }
 
 TEST(FlowSim, DumpReaderNamesTheKey) {

@@ -63,16 +63,6 @@ std::vector<SetGeometry> geometry(const ShardMap& map, const Topology& topo) {
   return g;
 }
 
-bool sorted_intersects(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b) {
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (a[i] == b[j]) return true;
-    if (a[i] < b[j]) ++i;
-    else ++j;
-  }
-  return false;
-}
-
 BytesPerSecond link_bw(const Topology& topo, std::optional<LinkId> l) {
   return l ? topo.link(*l).bandwidth : BytesPerSecond{0};
 }

@@ -113,6 +113,12 @@ std::string format(Bytes b) {
   return std::to_string(b.value) + " B";
 }
 
+std::string format(ByteAmount b) {
+  const double rounded = std::round(b.value);
+  if (std::fabs(b.value) < 1e3 && rounded != b.value) return fmt(b.value, "B");
+  return format(Bytes{static_cast<std::int64_t>(rounded)});
+}
+
 std::string format(Seconds s) {
   double a = std::fabs(s.value);
   if (a == 0) return "0 s";

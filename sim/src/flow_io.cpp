@@ -1,5 +1,6 @@
 #include "reshard/sim/flow_io.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -7,6 +8,15 @@
 #include "reshard/model/errors.hpp"
 
 namespace reshard::sim {
+
+namespace {
+// Whole byte counts as JSON integers; an ECMP share that is not whole as a number that round-trips.
+nlohmann::json bytes_json(ByteAmount b) {
+  const double whole = std::round(b.value);
+  if (whole == b.value && std::fabs(whole) < 9e15) return static_cast<std::int64_t>(whole);
+  return b.value;
+}
+}  // namespace
 
 nlohmann::json flows_to_json(const FlowNetwork& network, const std::vector<FlowSpec>& flows,
                              const FlowSimResult& result) {
@@ -18,7 +28,7 @@ nlohmann::json flows_to_json(const FlowNetwork& network, const std::vector<FlowS
     const FlowSpec& f = flows[i];
     const FlowTiming t = i < result.timing.size() ? result.timing[i] : FlowTiming{};
     out.push_back({{"id", f.id},
-                   {"bytes", f.bytes.value},
+                   {"bytes", bytes_json(f.bytes)},
                    {"links", f.links},
                    {"latency_s", f.latency.value},
                    {"after", f.after},
@@ -80,7 +90,7 @@ FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& file) {
     const auto& fj = flows[i];
     FlowSpec f;
     f.id = integer(member(fj, "id", where, file), where + ".id", file);
-    f.bytes = Bytes{integer(member(fj, "bytes", where, file), where + ".bytes", file)};
+    f.bytes = ByteAmount{number(member(fj, "bytes", where, file), where + ".bytes", file)};
     const auto& lk = member(fj, "links", where, file);
     if (!lk.is_array()) throw model::ConfigError(file, 0, where + ".links", "expected an array of link ids");
     for (const auto& v : lk) f.links.push_back(static_cast<std::int32_t>(integer(v, where + ".links", file)));

@@ -210,7 +210,7 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
   Numbering numbering;
   numbering.reset(1024);
   for (std::size_t f = 0; f < n; ++f)
-    q.flow_cell[f] = numbering.number(0, static_cast<std::uint64_t>(flows.bytes[f].value), bits(flows.latency[f].value));
+    q.flow_cell[f] = numbering.number(0, bits(flows.bytes[f].value), bits(flows.latency[f].value));
   const std::int32_t initial_flow_cells = numbering.count();
   numbering.reset(1024);
   for (std::size_t l = 0; l < nl; ++l)

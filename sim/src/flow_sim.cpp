@@ -311,8 +311,8 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
   for (std::size_t i = 0; i < n; ++i) {
     if (!dense && !index.emplace(flows.id_of(i), static_cast<std::int32_t>(i)).second)
       throw FlowError(flows.name(i) + ": duplicate flow id " + std::to_string(flows.id_of(i)));
-    if (flows.bytes[i].value < 0)
-      throw FlowError(flows.name(i) + ": negative bytes " + std::to_string(flows.bytes[i].value));
+    if (!(flows.bytes[i].value >= 0) || !std::isfinite(flows.bytes[i].value))
+      throw FlowError(flows.name(i) + ": bytes must be >= 0 and finite, got " + std::to_string(flows.bytes[i].value));
     if (!(flows.latency[i].value >= 0) || !std::isfinite(flows.latency[i].value))
       throw FlowError(flows.name(i) + ": latency must be >= 0 and finite, got " + std::to_string(flows.latency[i].value) +
                       " s");

@@ -18,7 +18,7 @@ namespace reshard::sim {
 // after[after_begin[i] .. after_begin[i + 1]).
 struct FlowTable {
   std::vector<std::int64_t> id;  // empty: flow i has id i
-  std::vector<Bytes> bytes;
+  std::vector<ByteAmount> bytes;
   std::vector<Seconds> latency;
   std::vector<std::int64_t> link_begin{0};
   std::vector<std::int32_t> links;
@@ -30,7 +30,7 @@ struct FlowTable {
   std::int64_t id_of(std::size_t i) const { return id.empty() ? static_cast<std::int64_t>(i) : id[i]; }
   // Appends a flow: begin_flow, then its links and `after` entries pushed onto `links` and
   // `after`, then end_flow. Its id is its index unless `id` is filled alongside.
-  void begin_flow(Bytes flow_bytes, Seconds flow_latency) {
+  void begin_flow(ByteAmount flow_bytes, Seconds flow_latency) {
     bytes.push_back(flow_bytes);
     latency.push_back(flow_latency);
   }

@@ -106,7 +106,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
                                    std::to_string(op.dst) + " in topology " + topology.name());
       const auto k = static_cast<std::int64_t>(route.paths.size());
       for (std::int64_t p = 0; p < k; ++p) {
-        flows.begin_flow(Bytes{op.bytes.value / k + (p < op.bytes.value % k ? 1 : 0)}, route.latency + params.per_op);
+        flows.begin_flow(ByteAmount{op.bytes.as_double() / static_cast<double>(k)}, route.latency + params.per_op);
         const auto& path = route.paths[static_cast<std::size_t>(p)].links;
         flows.links.insert(flows.links.end(), path.begin(), path.end());
         flows.after.insert(flows.after.end(), after.begin(), after.end());

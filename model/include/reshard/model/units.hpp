@@ -28,6 +28,19 @@ struct Bytes {
   constexpr double as_double() const { return static_cast<double>(value); }
 };
 
+// An amount of bytes that may be fractional: an equal share of a transfer (an ECMP sub-flow
+// carries exactly bytes / k of its operation, DESIGN.md §9). Whole Bytes convert to it.
+struct ByteAmount {
+  double value = 0.0;
+  constexpr ByteAmount() = default;
+  constexpr explicit ByteAmount(double v) : value(v) {}
+  constexpr ByteAmount(Bytes b) : value(b.as_double()) {}  // NOLINT: implicit, every count is an amount
+  constexpr ByteAmount& operator+=(ByteAmount o) { value += o.value; return *this; }
+  friend constexpr ByteAmount operator+(ByteAmount a, ByteAmount b) { return ByteAmount{a.value + b.value}; }
+  friend constexpr auto operator<=>(ByteAmount, ByteAmount) = default;
+  constexpr double as_double() const { return value; }
+};
+
 struct Seconds {
   double value = 0.0;
   constexpr Seconds() = default;
@@ -81,6 +94,7 @@ Bytes parse_size(std::string_view text);
 
 // Human-readable formatting with units ("450 GB/s", "1.94 s", "1.34 TB").
 std::string format(Bytes b);
+std::string format(ByteAmount b);
 std::string format(Seconds s);
 std::string format(BytesPerSecond r);
 

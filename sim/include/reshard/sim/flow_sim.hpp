@@ -54,6 +54,7 @@
 
 namespace reshard::sim {
 
+using model::ByteAmount;
 using model::Bytes;
 using model::BytesPerSecond;
 using model::Seconds;
@@ -61,7 +62,7 @@ using model::Seconds;
 // A flow, as given to the simulator.
 struct FlowSpec {
   std::int64_t id = 0;                // unique among the flows
-  Bytes bytes;                        // >= 0
+  ByteAmount bytes;                   // >= 0; fractional for an equal ECMP share
   std::vector<std::int32_t> links;    // indices into FlowNetwork::capacity; no repeats; may be empty
   Seconds latency;                    // >= 0: wait between release and start
   std::vector<std::int64_t> after;    // ids of flows that must finish before this one is released
@@ -90,7 +91,7 @@ struct CriticalStep {
 };
 
 struct LinkStats {
-  Bytes bytes;         // total bytes that crossed the link
+  ByteAmount bytes;    // total bytes that crossed the link
   Seconds busy;        // time during which at least one active flow crossed it
   double utilization;  // bytes / (capacity * makespan); 0 when the makespan is 0
 };

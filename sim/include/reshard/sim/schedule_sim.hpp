@@ -6,9 +6,11 @@
 // capacity CostParams::memory_copy_rate.
 //
 // Every Op becomes flows:
-//   transfer (src != dst) over Topology::route(src, dst) with k equal paths: k sub-flows, sub-flow p
-//       carries bytes/k (the first bytes % k sub-flows one byte more, so they add up exactly) on
-//       path p's links; latency = route latency + CostParams::per_op.
+//   transfer (src != dst) over Topology::route(src, dst) with k equal paths: k equal sub-flows,
+//       sub-flow p carrying bytes/k (a ByteAmount, fractional when k does not divide bytes) on
+//       path p's links; latency = route latency + CostParams::per_op. Equal shares keep the
+//       sub-flows of one op alike for the symmetry quotient: a byte of remainder on some of them
+//       split the tuned kimi-k3 schedule into 11.3 M simulated flows instead of 8.6 M.
 //   local copy (src == dst): one flow over the GPU's memory resource; latency = per_op.
 //   after: for each op in Op::after, its sub-flow when it has one, else its *join flow*: a flow
 //       without bytes, links or latency that waits for all of that op's sub-flows, so it finishes
