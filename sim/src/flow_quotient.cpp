@@ -102,6 +102,10 @@ class Side {
     has_signature_.assign(static_cast<std::size_t>(cells), 0);
     for (auto c : colour_) ++size_[c];
     stamp_.assign(colour_.size(), 0);
+    // The first round marks every element: room for all of them up front, not by doubling.
+    marked_.reserve(colour_.size());
+    group_of_.reserve(colour_.size());
+    moved_.reserve(colour_.size());
   }
   std::size_t cells() const { return size_.size(); }
   void mark(std::int32_t e) {
@@ -218,59 +222,57 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
                                       link_group.empty() ? 0 : static_cast<std::uint64_t>(link_group[l]) + 1);
   Side flow_side(q.flow_cell, initial_flow_cells), link_side(q.link_cell, numbering.count());
 
-  // The flows crossing each link (CSR, like the table's links of each flow: the rounds visit them
-  // in random order), and the signatures: per flow the multisets of its links' colours and of its
-  // predecessors' colours, per link the multiset of its flows' colours.
-  std::vector<std::int64_t> link_begin(nl + 1, 0);
-  for (auto l : flows.links) ++link_begin[l + 1];
-  for (std::size_t l = 0; l < nl; ++l) link_begin[l + 1] += link_begin[l];
-  std::vector<std::int32_t> link_flows(static_cast<std::size_t>(link_begin[nl]));
+  // The signatures: per flow the multisets of its links' colours and of its predecessors'
+  // colours, per link the multiset of its flows' colours.
+  std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl), link_hash(nl), link_change(nl);
+  std::vector<char> link_moved(nl, 0);
   {
-    std::vector<std::int64_t> fill(link_begin.begin(), link_begin.end() - 1);
-    for (std::size_t f = 0; f < n; ++f)
-      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k)
-        link_flows[fill[flows.links[k]]++] = static_cast<std::int32_t>(f);
-  }
-  std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl), link_hash(nl);
-  // Every flow's link sum afresh, in flow order, and every flow marked.
-  auto recompute_link_sums = [&] {
-    for (std::size_t l = 0; l < nl; ++l) link_hash[l] = Sum::of(q.link_cell[l], kLinkSalt);
-    for (std::size_t f = 0; f < n; ++f) {
-      Sum sum;
-      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) sum.add(link_hash[flows.links[k]]);
-      flow_links[f] = sum;
-      flow_side.mark(static_cast<std::int32_t>(f));
+    // The first colours are few (one per bytes and latency): their hashes come from a table.
+    std::vector<Sum> as_member(static_cast<std::size_t>(initial_flow_cells)), as_predecessor(as_member.size());
+    for (std::int32_t c = 0; c < initial_flow_cells; ++c) {
+      as_member[c] = Sum::of(c, kFlowSalt);
+      as_predecessor[c] = Sum::of(c, kPredSalt);
     }
-  };
-  for (std::size_t f = 0; f < n; ++f) {
-    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k)
-      link_sum[flows.links[k]].add(q.flow_cell[f], kFlowSalt);
-    for (auto s = graph.succ_begin[f]; s < graph.succ_begin[f + 1]; ++s)
-      flow_preds[graph.succ[s]].add(q.flow_cell[f], kPredSalt);
+    for (std::size_t f = 0; f < n; ++f) {
+      const Sum& member = as_member[q.flow_cell[f]];
+      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) link_sum[flows.links[k]].add(member);
+      const Sum& predecessor = as_predecessor[q.flow_cell[f]];
+      for (auto s = graph.succ_begin[f]; s < graph.succ_begin[f + 1]; ++s) flow_preds[graph.succ[s]].add(predecessor);
+    }
   }
   auto flow_signature = [&](std::int32_t f) {
     return Sum{mix64(flow_links[f].a) ^ flow_preds[f].a, mix64(flow_links[f].b + kPredSalt) ^ flow_preds[f].b};
   };
   // Round 1 looks at everything; later rounds only at the elements next to one that moved.
-  for (std::size_t l = 0; l < nl; ++l) link_side.mark(static_cast<std::int32_t>(l));
-  recompute_link_sums();
+  for (std::size_t l = 0; l < nl; ++l) {
+    link_side.mark(static_cast<std::int32_t>(l));
+    link_hash[l] = Sum::of(q.link_cell[l], kLinkSalt);
+  }
+  for (std::size_t f = 0; f < n; ++f) {
+    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) flow_links[f].add(link_hash[flows.links[k]]);
+    flow_side.mark(static_cast<std::int32_t>(f));
+  }
   while (true) {
     ++q.rounds;
     const auto& links_moved = link_side.split([&](std::int32_t l) { return link_sum[l]; });
-    std::int64_t incidences = 0;
-    for (const auto& [l, old] : links_moved) incidences += link_begin[l + 1] - link_begin[l];
-    if (incidences > static_cast<std::int64_t>(n)) {
-      // Most flows see a link move (the first rounds): one pass over the flows in order beats
-      // updating them link by link in scattered order. The sums are the same either way (mod 2^64).
-      recompute_link_sums();
-    } else {
+    // The flows crossing a moved link take its change, in one pass over the flows in order (links
+    // move only in the first rounds, and then on most flows: in order beats scattered updates
+    // through a per-link list of flows, and needs no such list).
+    if (!links_moved.empty()) {
       for (const auto& [l, old] : links_moved) {
-        const Sum change = Sum::change(old, q.link_cell[l], kLinkSalt);
-        for (auto i = link_begin[l]; i < link_begin[l + 1]; ++i) {
-          flow_links[link_flows[i]].add(change);
-          flow_side.mark(link_flows[i]);
-        }
+        link_change[l] = Sum::change(old, q.link_cell[l], kLinkSalt);
+        link_moved[l] = 1;
       }
+      for (std::size_t f = 0; f < n; ++f) {
+        bool moved = false;
+        for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k)
+          if (link_moved[flows.links[k]]) {
+            flow_links[f].add(link_change[flows.links[k]]);
+            moved = true;
+          }
+        if (moved) flow_side.mark(static_cast<std::int32_t>(f));
+      }
+      for (const auto& [l, old] : links_moved) link_moved[l] = 0;
     }
     const bool links_changed = !links_moved.empty();
     const auto& flows_moved = flow_side.split(flow_signature);

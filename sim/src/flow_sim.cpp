@@ -325,26 +325,34 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
       seen[l] = static_cast<std::uint32_t>(i + 1);
     }
   }
-  // Dependencies as CSR, then Kahn's algorithm to reject cycles.
+  // Dependencies as CSR, then Kahn's algorithm to reject cycles, unless every flow waits only for
+  // flows before it (simulate_schedule, traffic_flows): then the order of the flows is a
+  // topological order and there is no cycle.
   std::vector<std::int32_t> count(n + 1, 0);
   waiting.assign(n, 0);
+  bool backward = true;
   for (std::size_t i = 0; i < n; ++i) {
     for (auto k = flows.after_begin[i]; k < flows.after_begin[i + 1]; ++k) {
       const std::int64_t a = flows.after[k];
       const std::int32_t p = find_index(a);
       if (p < 0) throw FlowError(flows.name(i) + ": 'after' names unknown flow id " + std::to_string(a));
       if (p == static_cast<std::int32_t>(i)) throw FlowError(flows.name(i) + ": waits for itself");
+      if (p > static_cast<std::int32_t>(i)) backward = false;
       ++count[p + 1];
       ++waiting[i];
     }
   }
+  // count[p + 1] = successors of p -> count[p] = where p's slice starts; filling moves count[p] to
+  // the end of p's slice, which is where p + 1's starts: shifted by one, count is succ_begin.
   for (std::size_t i = 0; i < n; ++i) count[i + 1] += count[i];
-  succ_begin = count;
   succ.assign(count[n], 0);
-  std::vector<std::int32_t> fill(count.begin(), count.end() - 1);
   for (std::size_t i = 0; i < n; ++i)
     for (auto k = flows.after_begin[i]; k < flows.after_begin[i + 1]; ++k)
-      succ[fill[find_index(flows.after[k])]++] = static_cast<std::int32_t>(i);
+      succ[count[find_index(flows.after[k])]++] = static_cast<std::int32_t>(i);
+  for (std::size_t i = n; i > 0; --i) count[i] = count[i - 1];
+  count[0] = 0;
+  succ_begin = std::move(count);
+  if (backward) return graph;
 
   std::vector<std::int32_t> indeg = waiting, queue;
   queue.reserve(n);
@@ -901,7 +909,7 @@ FlowSimResult Engine::run() {
 // Runs the engine on one flow per cell of `q` (flow_quotient.hpp) and gives every flow its cell's
 // times. The flows of a cell are alike, so which one stands for it does not matter: the first.
 FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, const FlowGraph& graph,
-                                const FlowQuotient& q, const SimOptions& options) {
+                                FlowQuotient& q, const SimOptions& options, std::vector<std::int32_t>* row_of_flow) {
   const std::size_t n = flows.size(), nl = net.capacity.size();
   std::vector<std::int32_t> first_flow(q.flow_cells, -1), first_link(q.link_cells, -1);
   std::vector<std::int64_t> flow_cell_size(q.flow_cells, 0);
@@ -924,14 +932,16 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
   }
   // Flow cell F on link cell L: its flows cross L's links |F| * (links of L per flow) times in all,
   // equally spread, so n(L, F) = |F| * count / |L| flows of F on each. Flow cell c waits for the
-  // cells of its first flow's predecessors.
-  std::vector<std::vector<std::int32_t>> predecessor_cells(q.flow_cells);
-  for (std::size_t p = 0; p < n; ++p)
-    for (auto s = graph.succ_begin[p]; s < graph.succ_begin[p + 1]; ++s)
-      if (first_flow[q.flow_cell[graph.succ[s]]] == graph.succ[s])
-        predecessor_cells[q.flow_cell[graph.succ[s]]].push_back(q.flow_cell[p]);
+  // cells of its first flow's predecessors (found through `after`: ids are indices when they are
+  // 0..n-1, else looked up once).
+  std::unordered_map<std::int64_t, std::int32_t> index_of_id;
+  if (!graph.dense_ids)
+    for (std::size_t i = 0; i < n; ++i) index_of_id.emplace(flows.id_of(i), static_cast<std::int32_t>(i));
+  auto index_of = [&](std::int64_t id) {
+    return graph.dense_ids ? static_cast<std::int32_t>(id) : index_of_id.at(id);
+  };
   FlowTable qflows;
-  std::vector<std::int32_t> cells;
+  std::vector<std::int32_t> cells, preds;
   for (std::int32_t c = 0; c < q.flow_cells; ++c) {
     const auto f = static_cast<std::size_t>(first_flow[c]);
     qflows.begin_flow(flows.bytes[f], flows.latency[f]);
@@ -946,42 +956,39 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
       weights.flow_link.push_back(incidences / weights.link_replicas[cells[i]]);
       i = j;
     }
-    auto& preds = predecessor_cells[c];
+    preds.clear();
+    for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k) preds.push_back(q.flow_cell[index_of(flows.after[k])]);
     std::sort(preds.begin(), preds.end());
     preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
     qflows.after.insert(qflows.after.end(), preds.begin(), preds.end());
-    std::vector<std::int32_t>().swap(preds);
     qflows.end_flow();
   }
 
   Engine engine(qnet, qflows, validate_and_index(qnet, qflows), qoptions, &weights);
   const FlowSimResult qr = engine.run();
 
+  // A flow's times are its cell's; its bottleneck is its own link in the cell's bottleneck cell.
+  auto timing_of = [&](std::size_t f) {
+    const FlowTiming& t = qr.timing[q.flow_cell[f]];
+    FlowTiming ft{t.release, t.start, t.finish, -1};
+    if (t.bottleneck >= 0)
+      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k)
+        if (q.link_cell[flows.links[k]] == t.bottleneck) {
+          ft.bottleneck = flows.links[k];
+          break;
+        }
+    return ft;
+  };
   FlowSimResult out;
   out.makespan = qr.makespan;
   out.rate_updates = qr.rate_updates;
   out.simulated_flows = q.flow_cells;
   out.group_timeline = qr.group_timeline;
-  out.timing.resize(n);
-  for (std::size_t f = 0; f < n; ++f) {
-    const FlowTiming& t = qr.timing[q.flow_cell[f]];
-    out.timing[f] = {t.release, t.start, t.finish, -1};
-    if (t.bottleneck >= 0)
-      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k)
-        if (q.link_cell[flows.links[k]] == t.bottleneck) {
-          out.timing[f].bottleneck = flows.links[k];
-          break;
-        }
-  }
   // Every flow starts and finishes once; the quotient counted one start and one finish per cell.
   out.events = 2 * static_cast<std::int64_t>(n);
   out.links.assign(nl, LinkStats{});
   for (std::size_t l = 0; l < nl; ++l) out.links[l].busy = qr.links[q.link_cell[l]].busy;
-  // Critical path: the quotient's, each cell's step taken by a predecessor of the flow after it
-  // (found through `after`: ids are indices when they are 0..n-1, else looked up once).
-  std::unordered_map<std::int64_t, std::int32_t> index_of_id;
-  if (!graph.dense_ids)
-    for (std::size_t i = 0; i < n; ++i) index_of_id.emplace(flows.id_of(i), static_cast<std::int32_t>(i));
+  // Critical path: the quotient's, each cell's step taken by a predecessor of the flow after it.
   std::int32_t f = -1;
   for (const CriticalStep& step : qr.critical_path) {
     const auto cell = static_cast<std::int32_t>(step.flow_index);
@@ -989,19 +996,24 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
       f = first_flow[cell];
     } else {
       std::int32_t from = -1;
-      for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k) {
-        const std::int64_t id = flows.after[k];
-        const std::int32_t p = graph.dense_ids ? static_cast<std::int32_t>(id) : index_of_id.at(id);
-        if (q.flow_cell[p] == cell) {
-          from = p;
+      for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k)
+        if (q.flow_cell[index_of(flows.after[k])] == cell) {
+          from = index_of(flows.after[k]);
           break;
         }
-      }
       f = from;
     }
-    const FlowTiming& ft = out.timing[f];
+    const FlowTiming ft = timing_of(static_cast<std::size_t>(f));
     out.critical_path.push_back(
         {flows.id_of(static_cast<std::size_t>(f)), static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
+  }
+  if (row_of_flow) {  // one row per cell, its bottleneck a link cell: not a link, so none
+    out.timing = qr.timing;
+    for (auto& t : out.timing) t.bottleneck = -1;
+    *row_of_flow = std::move(q.flow_cell);
+  } else {
+    out.timing.resize(n);
+    for (std::size_t g = 0; g < n; ++g) out.timing[g] = timing_of(g);
   }
   return out;
 }
@@ -1019,7 +1031,9 @@ void add_link_traffic(FlowSimResult& result, const FlowNetwork& net, const FlowT
 
 }  // namespace
 
-FlowSimResult simulate_table(const FlowNetwork& network, const FlowTable& flows, const SimOptions& options) {
+FlowSimResult simulate_table(const FlowNetwork& network, const FlowTable& flows, const SimOptions& options,
+                             std::vector<std::int32_t>* row_of_flow) {
+  if (row_of_flow) row_of_flow->clear();
   const auto wall_start = std::chrono::steady_clock::now();
   if (!network.link_names.empty() && network.link_names.size() != network.capacity.size())
     throw FlowError("the network has " + std::to_string(network.capacity.size()) + " links but " +
@@ -1032,8 +1046,8 @@ FlowSimResult simulate_table(const FlowNetwork& network, const FlowTable& flows,
     if (options.symmetry_quotient) {
       // The refinement gives up past half as many cells as flows, or past 48 rounds
       // (SimOptions::symmetry_quotient says why).
-      const FlowQuotient q = find_quotient(network, flows, graph, options.link_group, flows.size() / 2, 48);
-      if (q.flow_cells >= 0) return simulate_quotient(network, flows, graph, q, options);
+      FlowQuotient q = find_quotient(network, flows, graph, options.link_group, flows.size() / 2, 48);
+      if (q.flow_cells >= 0) return simulate_quotient(network, flows, graph, q, options, row_of_flow);
     }
     return Engine(network, flows, std::move(graph), options, nullptr).run();
   }();

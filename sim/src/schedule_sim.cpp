@@ -41,19 +41,16 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
 
   const std::size_t n_ops = schedule.ops.size();
   const auto gpus = topology.gpu_count();
-  std::unordered_map<model::GpuId, std::int32_t> memory_link;  // GPU -> its memory resource link
-  std::vector<std::int64_t> first_flow(n_ops, 0), end_flow(n_ops, 0);  // op i's sub-flows: [first_flow[i], end_flow[i])
-  std::vector<std::int64_t> join_of(n_ops, -1);  // op i's join flow, made when a successor needs it
-  std::vector<char> has_successor(n_ops, 0);
-  FlowTable flows;  // built here, turned into FlowSpecs only when asked (ScheduleSimOptions::keep_flows)
-  flows.bytes.reserve(n_ops);
-  flows.latency.reserve(n_ops);
-  flows.link_begin.reserve(n_ops + 1);
-  flows.after_begin.reserve(n_ops + 1);
-  out.op_of_flow.reserve(n_ops);
+
+  // First pass: check every op, find its route and count what the flow arrays will hold, so that
+  // they are allocated once (growing them by doubling touched twice the memory and copied it:
+  // a third of the page faults of the tuned kimi-k3 schedule, docs/performance.md).
   // Routes by GPU pair: an op's route is looked up once per pair, not built once per op.
   std::unordered_map<std::uint64_t, model::Route> routes;
-  std::vector<std::int64_t> after;
+  std::vector<const model::Route*> route_of(n_ops, nullptr);  // nullptr: a local copy
+  std::vector<char> has_successor(n_ops, 0);
+  std::size_t n_flows = 0, n_links = 0, n_after = 0;
+  auto sub_flows = [&](std::size_t i) { return route_of[i] ? route_of[i]->paths.size() : std::size_t{1}; };
   for (std::size_t i = 0; i < n_ops; ++i) {
     const model::Op& op = schedule.ops[i];
     auto where = [&] { return "schedule op " + std::to_string(op.id) + " (index " + std::to_string(i) + ")"; };
@@ -61,13 +58,63 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       throw model::ScheduleError(where() + ": GPU " + std::to_string(op.src < 0 || op.src >= gpus ? op.src : op.dst) +
                                  " is not in topology " + topology.name() + " (0.." + std::to_string(gpus - 1) + ")");
     if (op.bytes.value < 0) throw model::ScheduleError(where() + ": negative bytes");
-    after.clear();
     for (auto a : op.after) {
       // Ids are dense and point backwards (model/schedule.hpp); position == id for built schedules.
       if (a < 0 || static_cast<std::size_t>(a) >= i || schedule.ops[static_cast<std::size_t>(a)].id != a)
         throw model::ScheduleError(where() + ": 'after' names " + std::to_string(a) +
                                    ", which is not the id of an earlier op");
       has_successor[static_cast<std::size_t>(a)] = 1;
+    }
+    if (op.src == op.dst) {
+      n_flows += 1;
+      n_links += 1;
+    } else {
+      const std::uint64_t pair = static_cast<std::uint64_t>(static_cast<std::uint32_t>(op.src)) << 32 |
+                                 static_cast<std::uint32_t>(op.dst);
+      auto found = routes.find(pair);
+      if (found == routes.end()) found = routes.emplace(pair, topology.route(op.src, op.dst)).first;
+      if (found->second.paths.empty())
+        throw model::ScheduleError(where() + ": no route from GPU " + std::to_string(op.src) + " to GPU " +
+                                   std::to_string(op.dst) + " in topology " + topology.name());
+      route_of[i] = &found->second;
+      n_flows += found->second.paths.size();
+      for (const auto& path : found->second.paths) n_links += path.links.size();
+    }
+    n_after += op.after.size() * sub_flows(i);
+  }
+  std::size_t n_terminal_flows = 0;  // sub-flows of the ops nothing waits for (the overhead flow's `after`)
+  for (std::size_t i = 0; i < n_ops; ++i) {
+    if (has_successor[i] && sub_flows(i) > 1) {  // its join flow
+      n_flows += 1;
+      n_after += sub_flows(i);
+    }
+    if (!has_successor[i]) n_terminal_flows += sub_flows(i);
+  }
+  if (!(options.overheads.value >= 0) || !std::isfinite(options.overheads.value))
+    throw model::ScheduleError("overheads must be >= 0 and finite, got " + model::format(options.overheads));
+  if (options.overheads.value > 0) {
+    n_flows += 1;
+    n_after += n_terminal_flows;
+  }
+
+  FlowTable flows;  // built here, turned into FlowSpecs only when asked (ScheduleSimOptions::keep_flows)
+  flows.bytes.reserve(n_flows);
+  flows.latency.reserve(n_flows);
+  flows.link_begin.reserve(n_flows + 1);
+  flows.after_begin.reserve(n_flows + 1);
+  flows.links.reserve(n_links);
+  flows.after.reserve(n_after);
+  out.op_of_flow.reserve(n_flows);
+
+  // Second pass: the flows.
+  std::unordered_map<model::GpuId, std::int32_t> memory_link;  // GPU -> its memory resource link
+  std::vector<std::int64_t> first_flow(n_ops, 0), end_flow(n_ops, 0);  // op i's sub-flows: [first_flow[i], end_flow[i])
+  std::vector<std::int64_t> join_of(n_ops, -1);  // op i's join flow, made when a successor needs it
+  std::vector<std::int64_t> after;
+  for (std::size_t i = 0; i < n_ops; ++i) {
+    const model::Op& op = schedule.ops[i];
+    after.clear();
+    for (auto a : op.after) {
       if (end_flow[a] - first_flow[a] == 1) {
         after.push_back(first_flow[a]);
         continue;
@@ -83,7 +130,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       after.push_back(join_of[a]);
     }
     first_flow[i] = static_cast<std::int64_t>(flows.size());
-    if (op.src == op.dst) {
+    if (!route_of[i]) {
       auto [it, inserted] = memory_link.emplace(op.src, static_cast<std::int32_t>(out.network.capacity.size()));
       if (inserted) {
         out.network.capacity.push_back(params.memory_copy_rate);
@@ -96,19 +143,11 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       flows.end_flow();
       out.op_of_flow.push_back(static_cast<std::int64_t>(i));
     } else {
-      const std::uint64_t pair = static_cast<std::uint64_t>(static_cast<std::uint32_t>(op.src)) << 32 |
-                                 static_cast<std::uint32_t>(op.dst);
-      auto found = routes.find(pair);
-      if (found == routes.end()) found = routes.emplace(pair, topology.route(op.src, op.dst)).first;
-      const model::Route& route = found->second;
-      if (route.paths.empty())
-        throw model::ScheduleError(where() + ": no route from GPU " + std::to_string(op.src) + " to GPU " +
-                                   std::to_string(op.dst) + " in topology " + topology.name());
-      const auto k = static_cast<std::int64_t>(route.paths.size());
-      for (std::int64_t p = 0; p < k; ++p) {
-        flows.begin_flow(ByteAmount{op.bytes.as_double() / static_cast<double>(k)}, route.latency + params.per_op);
-        const auto& path = route.paths[static_cast<std::size_t>(p)].links;
-        flows.links.insert(flows.links.end(), path.begin(), path.end());
+      const model::Route& route = *route_of[i];
+      const double share = op.bytes.as_double() / static_cast<double>(route.paths.size());
+      for (const auto& path : route.paths) {
+        flows.begin_flow(ByteAmount{share}, route.latency + params.per_op);
+        flows.links.insert(flows.links.end(), path.links.begin(), path.links.end());
         flows.after.insert(flows.after.end(), after.begin(), after.end());
         flows.end_flow();
         out.op_of_flow.push_back(static_cast<std::int64_t>(i));
@@ -118,8 +157,6 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   }
 
   // Framework overheads, after the last op (see schedule_sim.hpp).
-  if (!(options.overheads.value >= 0) || !std::isfinite(options.overheads.value))
-    throw model::ScheduleError("overheads must be >= 0 and finite, got " + model::format(options.overheads));
   out.overheads = options.overheads;
   if (out.overheads.value > 0) {
     flows.begin_flow(Bytes{0}, out.overheads);
@@ -147,7 +184,9 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   SimOptions sim_options;
   sim_options.symmetry_quotient = options.symmetry_quotient;
   if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
-  out.result = simulate_table(out.network, flows, sim_options);
+  // Per-flow timing only where the flows are kept; otherwise one row per cell of alike flows.
+  std::vector<std::int32_t> row_of_flow;
+  out.result = simulate_table(out.network, flows, sim_options, options.keep_flows ? nullptr : &row_of_flow);
   out.events = out.result.events;
   out.makespan = out.result.makespan;
 
@@ -156,7 +195,8 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   for (std::size_t i = 0; i < n_ops; ++i) {
     OpTiming& t = out.ops[i];
     for (auto f = first_flow[i]; f < end_flow[i]; ++f) {
-      const FlowTiming& ft = out.result.timing[static_cast<std::size_t>(f)];
+      const FlowTiming& ft =
+          out.result.timing[row_of_flow.empty() ? static_cast<std::size_t>(f) : static_cast<std::size_t>(row_of_flow[f])];
       if (f == first_flow[i]) {
         t.release = ft.release;
         t.start = ft.start;

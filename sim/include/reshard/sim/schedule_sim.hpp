@@ -79,6 +79,8 @@ struct ScheduleSimulation {
   std::size_t join_flows = 0;            // flows that join an op's sub-flows for its successors
   std::vector<std::int32_t> link_kind;   // per link: LinkKind index, 4 for a GPU memory resource
   std::vector<std::string> link_kind_names;  // nvlink, c2c, pcie, network, memory
+  // result.timing is per flow with keep_flows; without, it may hold one row per cell of alike flows
+  // (the symmetry quotient): `ops` has every op's times either way.
   FlowSimResult result;
 };
 
