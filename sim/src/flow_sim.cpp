@@ -155,6 +155,7 @@ struct LinkState {
   std::int64_t bottlenecked = 0;
   double level = 0;
   std::uint32_t level_kept = 0;  // pass stamp: frozen classes stayed bottlenecked here at `level`
+  std::uint32_t scanned = 0;     // refill stamp: its bottlenecked classes were brought in
   // Refill scratch, valid when stamp is the refill's pass stamp.
   std::uint32_t stamp = 0;
   double remaining = 0;          // capacity minus frozen classes and the refilled classes fixed so far
@@ -613,7 +614,8 @@ void Engine::refill(double t) {
     const RouteClass& rc = classes_[refilled_[i]];
     for (auto k = rc.link_begin; k < rc.link_end; ++k) {
       const std::int32_t l = class_links_[k];
-      if (links_[l].bottlenecked == 0) continue;
+      if (links_[l].bottlenecked == 0 || links_[l].scanned == refill_stamp_) continue;
+      links_[l].scanned = refill_stamp_;  // once per link, however many touched classes cross it
       for (auto c : links_[l].classes)
         if (classes_[c].bottleneck == l) add_to_refill(c, t);
     }
