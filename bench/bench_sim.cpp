@@ -1,6 +1,9 @@
 // The flow simulator against SimGrid 3.32 on the same random bursts (DESIGN.md §9, issue 5).
 //
 //   BM_FlowSim/<case>     reshard::sim::simulate (validation, route classes, the whole event loop)
+//   BM_FlowSimNoSymmetry/<case>  the same without the symmetry quotient (--no-symmetry): since
+//                         ECMP shares are equal, the sub-flows of one transfer are alike and the
+//                         quotient merges them; this is every flow simulated
 //   BM_SimGrid/<case>     SimGrid's engine.run() on the same flows (CM02, TCP-gamma 0, crosstraffic 0,
 //                         weight-S 0; platform building not counted; one forked process per run)
 // Each SimGrid run also checks that every finish time equals ours to 1e-6 relative and fails the
@@ -30,17 +33,23 @@ const simgrid_check::Burst& burst(int which) {
   return cache.emplace(which, std::move(b)).first->second;
 }
 
-void BM_FlowSim(benchmark::State& state) {
+void run_flow_sim(benchmark::State& state, bool symmetry_quotient) {
   const auto& b = burst(static_cast<int>(state.range(0)));
+  sim::SimOptions options;
+  options.symmetry_quotient = symmetry_quotient;
   sim::FlowSimResult r;
   for (auto _ : state) {
-    r = sim::simulate(b.network, b.flows);
+    r = sim::simulate(b.network, b.flows, options);
     benchmark::DoNotOptimize(r.makespan);
   }
   state.counters["flows"] = static_cast<double>(b.flows.size());
+  state.counters["simulated_flows"] = static_cast<double>(r.simulated_flows);
   state.counters["events"] = static_cast<double>(r.events);
   state.counters["makespan_s"] = r.makespan.value;
 }
+
+void BM_FlowSim(benchmark::State& state) { run_flow_sim(state, true); }
+void BM_FlowSimNoSymmetry(benchmark::State& state) { run_flow_sim(state, false); }
 
 void BM_SimGrid(benchmark::State& state) {
   const auto& b = burst(static_cast<int>(state.range(0)));
@@ -60,6 +69,7 @@ void BM_SimGrid(benchmark::State& state) {
 }
 
 BENCHMARK(BM_FlowSim)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FlowSimNoSymmetry)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SimGrid)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(2);
 
 }  // namespace

@@ -967,7 +967,7 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
   }
 
   Engine engine(qnet, qflows, validate_and_index(qnet, qflows), qoptions, &weights);
-  const FlowSimResult qr = engine.run();
+  FlowSimResult qr = engine.run();
 
   // A flow's times are its cell's; its bottleneck is its own link in the cell's bottleneck cell.
   auto timing_of = [&](std::size_t f) {
@@ -985,7 +985,7 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
   out.makespan = qr.makespan;
   out.rate_updates = qr.rate_updates;
   out.simulated_flows = q.flow_cells;
-  out.group_timeline = qr.group_timeline;
+  out.group_timeline = std::move(qr.group_timeline);
   // Every flow starts and finishes once; the quotient counted one start and one finish per cell.
   out.events = 2 * static_cast<std::int64_t>(n);
   out.links.assign(nl, LinkStats{});
@@ -1010,7 +1010,7 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
         {flows.id_of(static_cast<std::size_t>(f)), static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
   }
   if (row_of_flow) {  // one row per cell, its bottleneck a link cell: not a link, so none
-    out.timing = qr.timing;
+    out.timing = std::move(qr.timing);
     for (auto& t : out.timing) t.bottleneck = -1;
     *row_of_flow = std::move(q.flow_cell);
   } else {
