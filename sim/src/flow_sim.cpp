@@ -268,12 +268,7 @@ FlowTable flow_table(const std::vector<FlowSpec>& flows) {
     links += f.links.size();
     after += f.after.size();
   }
-  t.bytes.reserve(n);
-  t.latency.reserve(n);
-  t.link_begin.reserve(n + 1);
-  t.after_begin.reserve(n + 1);
-  t.links.reserve(links);
-  t.after.reserve(after);
+  t.reserve(n, links, after);
   if (!dense) t.id.reserve(n);
   for (const auto& f : flows) {
     if (!dense) t.id.push_back(f.id);

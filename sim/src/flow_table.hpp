@@ -27,6 +27,15 @@ struct FlowTable {
   const std::vector<FlowSpec>* specs = nullptr;  // where the flows came from, for their labels
 
   std::size_t size() const { return bytes.size(); }
+  // Room for `flows` flows with `links` link entries and `after` entries in all.
+  void reserve(std::size_t flows, std::size_t links_total, std::size_t after_total) {
+    bytes.reserve(flows);
+    latency.reserve(flows);
+    link_begin.reserve(flows + 1);
+    after_begin.reserve(flows + 1);
+    links.reserve(links_total);
+    after.reserve(after_total);
+  }
   std::int64_t id_of(std::size_t i) const { return id.empty() ? static_cast<std::int64_t>(i) : id[i]; }
   // Appends a flow: begin_flow, then its links and `after` entries pushed onto `links` and
   // `after`, then end_flow. Its id is its index unless `id` is filled alongside.

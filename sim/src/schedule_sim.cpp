@@ -98,12 +98,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   }
 
   FlowTable flows;  // built here, turned into FlowSpecs only when asked (ScheduleSimOptions::keep_flows)
-  flows.bytes.reserve(n_flows);
-  flows.latency.reserve(n_flows);
-  flows.link_begin.reserve(n_flows + 1);
-  flows.after_begin.reserve(n_flows + 1);
-  flows.links.reserve(n_links);
-  flows.after.reserve(n_after);
+  flows.reserve(n_flows, n_links, n_after);
   out.op_of_flow.reserve(n_flows);
 
   // Second pass: the flows.
