@@ -261,10 +261,11 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategySimulated, ::testing::ValuesIn
 
 // The same property on the production-scale scenarios, for every strategy whose simulation takes
 // seconds there (docs/performance.md, "Simulator" and "Symmetry quotient"): qwen3-235b-h100 (32 DGX
-// H100 nodes), deepseek-v3-h100 (including domain_grouped and the best schedule auto finds, 6.3 M
-// flows) and kimi-k3-gb200 (3.6-5.5 M flows, 1-2 GB each). Left to the command line (tens of
-// seconds or more): domain_grouped on qwen3-235b (51 s) and kimi-k3 (over 10 minutes), and on
-// kimi-k3 nemo_rl_reshard (16 M flows, 22 s, 3.9 GB) and the tuned best (52-55 s, 9.9 GB).
+// H100 nodes), deepseek-v3-h100 (including domain_grouped, the tuned hybrid, 6.3 M flows, and its
+// relay_egress variant that auto picks, 6.7 M flows) and kimi-k3-gb200 (3.6-5.5 M flows, 1-2 GB
+// each). Left to the command line (tens of seconds or more): domain_grouped on qwen3-235b (57 s)
+// and kimi-k3 (over 10 minutes), and on kimi-k3 nemo_rl_reshard (16 M flows, 22 s, 3.9 GB) and
+// the tuned best (52-55 s, 9.9 GB).
 struct ScenarioStrategy {
   const char* scenario;
   const char* strategy;
@@ -308,6 +309,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ScenarioStrategy{"deepseek-v3-h100.yaml", "nemo_rl_reshard"},
                       ScenarioStrategy{"deepseek-v3-h100.yaml", "direct"},
                       ScenarioStrategy{"deepseek-v3-h100.yaml", "domain_grouped"},
+                      ScenarioStrategy{"deepseek-v3-h100.yaml", "hybrid chunks=16 max_chain=2 relay_egress"},
                       ScenarioStrategy{"deepseek-v3-h100.yaml", "hybrid chunks=16 max_chain=2"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "domain_chain"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "gather_broadcast"},
