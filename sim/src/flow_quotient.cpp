@@ -302,6 +302,7 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
         Sum sum;
         for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k)
           sum.add(Sum::of(q.flow_cell[static_cast<std::size_t>(flows.after[k])], kPredSalt));
+        if (sum == flow_preds[f]) continue;  // signature unchanged: the flow keeps its cell's
         flow_preds[f] = sum;
         flow_side.mark(static_cast<std::int32_t>(f));
       }
