@@ -75,13 +75,10 @@ struct Sum {
   static std::uint64_t hb(std::int32_t colour, std::uint64_t salt) {
     return mix64((static_cast<std::uint64_t>(colour) << 32) + salt);
   }
-  void add(std::int32_t colour, std::uint64_t salt) {
-    a += ha(colour, salt);
-    b += hb(colour, salt);
-  }
+  // What a member of colour `colour` adds to a multiset under `salt`.
+  static Sum of(std::int32_t colour, std::uint64_t salt) { return {ha(colour, salt), hb(colour, salt)}; }
   // What a member moving from colour `from` to `to` adds (mod 2^64); the same for every multiset
   // it is in under one salt, so it is computed once per move.
-  static Sum of(std::int32_t colour, std::uint64_t salt) { return {ha(colour, salt), hb(colour, salt)}; }
   static Sum change(std::int32_t from, std::int32_t to, std::uint64_t salt) {
     return {ha(to, salt) - ha(from, salt), hb(to, salt) - hb(from, salt)};
   }
@@ -224,34 +221,36 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
 
   // The signatures: per flow the multisets of its links' colours and of its predecessors'
   // colours, per link the multiset of its flows' colours.
-  std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl), link_hash(nl), link_change(nl);
+  std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl), link_change(nl);
   std::vector<char> link_moved(nl, 0);
+  // Round 1 looks at everything; later rounds only at the elements next to one that moved. The
+  // first sums in one pass over the flows; the first colours are few (one per bytes and latency
+  // for flows, per capacity and group for links), so their hashes come from tables.
   {
-    // The first colours are few (one per bytes and latency): their hashes come from a table.
     std::vector<Sum> as_member(static_cast<std::size_t>(initial_flow_cells)), as_predecessor(as_member.size());
     for (std::int32_t c = 0; c < initial_flow_cells; ++c) {
       as_member[c] = Sum::of(c, kFlowSalt);
       as_predecessor[c] = Sum::of(c, kPredSalt);
     }
+    std::vector<Sum> link_hash(nl);
+    for (std::size_t l = 0; l < nl; ++l) {
+      link_side.mark(static_cast<std::int32_t>(l));
+      link_hash[l] = Sum::of(q.link_cell[l], kLinkSalt);
+    }
     for (std::size_t f = 0; f < n; ++f) {
       const Sum& member = as_member[q.flow_cell[f]];
-      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) link_sum[flows.links[k]].add(member);
+      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) {
+        link_sum[flows.links[k]].add(member);
+        flow_links[f].add(link_hash[flows.links[k]]);
+      }
       const Sum& predecessor = as_predecessor[q.flow_cell[f]];
       for (auto s = graph.succ_begin[f]; s < graph.succ_begin[f + 1]; ++s) flow_preds[graph.succ[s]].add(predecessor);
+      flow_side.mark(static_cast<std::int32_t>(f));
     }
   }
   auto flow_signature = [&](std::int32_t f) {
     return Sum{mix64(flow_links[f].a) ^ flow_preds[f].a, mix64(flow_links[f].b + kPredSalt) ^ flow_preds[f].b};
   };
-  // Round 1 looks at everything; later rounds only at the elements next to one that moved.
-  for (std::size_t l = 0; l < nl; ++l) {
-    link_side.mark(static_cast<std::int32_t>(l));
-    link_hash[l] = Sum::of(q.link_cell[l], kLinkSalt);
-  }
-  for (std::size_t f = 0; f < n; ++f) {
-    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) flow_links[f].add(link_hash[flows.links[k]]);
-    flow_side.mark(static_cast<std::int32_t>(f));
-  }
   while (true) {
     ++q.rounds;
     const auto& links_moved = link_side.split([&](std::int32_t l) { return link_sum[l]; });

@@ -993,11 +993,8 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
       f = first_flow[cell];
     } else {
       std::int32_t from = -1;
-      for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k)
-        if (q.flow_cell[index_of(flows.after[k])] == cell) {
-          from = index_of(flows.after[k]);
-          break;
-        }
+      for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1] && from < 0; ++k)
+        if (const std::int32_t p = index_of(flows.after[k]); q.flow_cell[p] == cell) from = p;
       f = from;
     }
     const FlowTiming ft = timing_of(static_cast<std::size_t>(f));

@@ -103,21 +103,22 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
 
   // Second pass: the flows.
   std::unordered_map<model::GpuId, std::int32_t> memory_link;  // GPU -> its memory resource link
-  std::vector<std::int64_t> first_flow(n_ops, 0), end_flow(n_ops, 0);  // op i's sub-flows: [first_flow[i], end_flow[i])
+  std::vector<std::int64_t> first_flow(n_ops, 0);  // op i's sub-flows: [first_flow[i], end_flow(i))
+  auto end_flow = [&](std::size_t i) { return first_flow[i] + static_cast<std::int64_t>(sub_flows(i)); };
   std::vector<std::int64_t> join_of(n_ops, -1);  // op i's join flow, made when a successor needs it
   std::vector<std::int64_t> after;
   for (std::size_t i = 0; i < n_ops; ++i) {
     const model::Op& op = schedule.ops[i];
     after.clear();
     for (auto a : op.after) {
-      if (end_flow[a] - first_flow[a] == 1) {
+      if (sub_flows(static_cast<std::size_t>(a)) == 1) {
         after.push_back(first_flow[a]);
         continue;
       }
       if (join_of[a] < 0) {  // the predecessor's sub-flows joined into one flow (schedule_sim.hpp)
         join_of[a] = static_cast<std::int64_t>(flows.size());
         flows.begin_flow(Bytes{0}, Seconds{0});
-        for (auto f = first_flow[a]; f < end_flow[a]; ++f) flows.after.push_back(f);
+        for (auto f = first_flow[a]; f < end_flow(static_cast<std::size_t>(a)); ++f) flows.after.push_back(f);
         flows.end_flow();
         out.op_of_flow.push_back(-1);
         ++out.join_flows;
@@ -148,7 +149,6 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
         out.op_of_flow.push_back(static_cast<std::int64_t>(i));
       }
     }
-    end_flow[i] = static_cast<std::int64_t>(flows.size());
   }
 
   // Framework overheads, after the last op (see schedule_sim.hpp).
@@ -157,7 +157,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
     flows.begin_flow(Bytes{0}, out.overheads);
     for (std::size_t i = 0; i < n_ops; ++i)
       if (!has_successor[i])
-        for (auto g = first_flow[i]; g < end_flow[i]; ++g) flows.after.push_back(g);
+        for (auto g = first_flow[i]; g < end_flow(i); ++g) flows.after.push_back(g);
     flows.end_flow();
     out.op_of_flow.push_back(-1);
   }
@@ -189,7 +189,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   out.ops.assign(n_ops, OpTiming{});
   for (std::size_t i = 0; i < n_ops; ++i) {
     OpTiming& t = out.ops[i];
-    for (auto f = first_flow[i]; f < end_flow[i]; ++f) {
+    for (auto f = first_flow[i]; f < end_flow(i); ++f) {
       const FlowTiming& ft =
           out.result.timing[row_of_flow.empty() ? static_cast<std::size_t>(f) : static_cast<std::size_t>(row_of_flow[f])];
       if (f == first_flow[i]) {
