@@ -9,14 +9,11 @@
 
 namespace reshard::sim {
 
-namespace {
-// Whole byte counts as JSON integers; an ECMP share that is not whole as a number that round-trips.
 nlohmann::json bytes_json(ByteAmount b) {
   const double whole = std::round(b.value);
   if (whole == b.value && std::fabs(whole) < 9e15) return static_cast<std::int64_t>(whole);
   return b.value;
 }
-}  // namespace
 
 nlohmann::json flows_to_json(const FlowNetwork& network, const std::vector<FlowSpec>& flows,
                              const FlowSimResult& result) {

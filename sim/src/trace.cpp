@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/sim/flow_io.hpp"
 
 namespace reshard::sim {
 
@@ -40,7 +41,7 @@ void write_chrome_trace(std::ostream& out, const FlowNetwork& network, const std
                          : !flows[i].label.empty()                                      ? flows[i].label
                                                                                        : "flow " + std::to_string(flows[i].id);
       nlohmann::json args = {{"id", flows[i].id},
-                             {"bytes", flows[i].bytes.value},
+                             {"bytes", bytes_json(flows[i].bytes)},
                              {"release_s", ft.release.value},
                              {"latency_s", flows[i].latency.value}};
       if (ft.bottleneck >= 0) args["bottleneck"] = network.link_name(ft.bottleneck);

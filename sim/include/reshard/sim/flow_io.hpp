@@ -20,6 +20,10 @@
 
 namespace reshard::sim {
 
+// A flow's bytes in JSON: whole counts as integers, an ECMP share that is not whole as a number
+// that reads back to the same double (the dump and the trace).
+nlohmann::json bytes_json(ByteAmount b);
+
 // The dump as a JSON value; `result` must come from simulate(network, flows).
 nlohmann::json flows_to_json(const FlowNetwork& network, const std::vector<FlowSpec>& flows,
                              const FlowSimResult& result);
