@@ -374,6 +374,7 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
     }
     throw FlowError(flows.name(static_cast<std::size_t>(f)) + ": dependency cycle through its 'after' list");
   }
+  graph.order = std::move(queue);
   return graph;
 }
 

@@ -57,6 +57,9 @@ struct FlowGraph {
   std::vector<std::int32_t> succ_begin, succ;  // CSR: successors of flow i in succ[succ_begin[i], succ_begin[i+1])
   std::vector<std::int32_t> waiting;           // number of predecessors per flow
   bool dense_ids = true;                       // flow i has id i
+  // A topological order of the flows (predecessors first); empty when the flows' own order is one
+  // (every flow waits only for flows before it, as simulate_schedule and traffic_flows make them).
+  std::vector<std::int32_t> order;
 };
 
 // Throws FlowError on invalid input (flow_sim.hpp).
