@@ -214,6 +214,10 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
     q.link_cell[l] = numbering.number(0, bits(net.capacity[l].value),
                                       link_group.empty() ? 0 : static_cast<std::uint64_t>(link_group[l]) + 1);
   const std::int32_t link_cells = numbering.count();
+  // The signatures: per flow the multisets of its links' colours and of its predecessors'
+  // colours, per link the multiset of its flows' colours.
+  std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl), link_change(nl);
+  std::vector<char> link_moved(nl, 0);
   // The flows' first colours: not just (bytes, latency) but a hash of everything a flow's chain of
   // predecessors is made of, computed in one pass in topological order:
   //   seed(f) = H(bytes, latency, {first colour of each link of f}, {seed(p) : p a predecessor}).
@@ -224,15 +228,16 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
   // refinement would find one dependency step at a time (the chunks of a pipeline) is there at
   // the start (deepseek-v3's best schedule: 31 rounds -> 8, docs/performance.md).
   {
-    std::vector<Sum> link_first(nl), preds(n);  // preds[f]: the sum over f's predecessors' seeds
-    for (std::size_t l = 0; l < nl; ++l) link_first[l] = Sum::of(q.link_cell[l], kLinkSalt);
+    std::vector<Sum> link_hash(nl);
+    for (std::size_t l = 0; l < nl; ++l) link_hash[l] = Sum::of(q.link_cell[l], kLinkSalt);
+    // flow_preds[f] gathers the seeds of f's predecessors here; flow_links[f] is final.
     auto visit = [&](std::size_t f) {
-      Sum links;
-      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) links.add(link_first[flows.links[k]]);
+      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) flow_links[f].add(link_hash[flows.links[k]]);
       const std::uint64_t own = mix64(bits(flows.bytes[f].value) ^ mix64(bits(flows.latency[f].value)));
-      const Sum seed{mix64(own ^ mix64(links.a)) + preds[f].a, mix64(own + kPredSalt + mix64(links.b)) + preds[f].b};
+      const Sum seed{mix64(own ^ mix64(flow_links[f].a)) + flow_preds[f].a,
+                     mix64(own + kPredSalt + mix64(flow_links[f].b)) + flow_preds[f].b};
       const Sum as_predecessor{mix64(seed.a ^ kPredSalt), mix64(seed.b + kFlowSalt)};
-      for (auto s = graph.succ_begin[f]; s < graph.succ_begin[f + 1]; ++s) preds[graph.succ[s]].add(as_predecessor);
+      for (auto s = graph.succ_begin[f]; s < graph.succ_begin[f + 1]; ++s) flow_preds[graph.succ[s]].add(as_predecessor);
       q.flow_cell[f] = numbering.number(0, seed.a, seed.b);
     };
     numbering.reset(1024);
@@ -243,31 +248,19 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
   }
   const std::int32_t initial_flow_cells = numbering.count();
   Side flow_side(q.flow_cell, initial_flow_cells), link_side(q.link_cell, link_cells);
-
-  // The signatures: per flow the multisets of its links' colours and of its predecessors'
-  // colours, per link the multiset of its flows' colours.
-  std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl), link_change(nl);
-  std::vector<char> link_moved(nl, 0);
   // Round 1 looks at everything; later rounds only at the elements next to one that moved. The
-  // first sums in one pass over the flows; the first colours are few (one per bytes and latency
-  // for flows, per capacity and group for links), so their hashes come from tables.
+  // first sums in one pass over the flows, the hashes of the first colours from tables.
   {
     std::vector<Sum> as_member(static_cast<std::size_t>(initial_flow_cells)), as_predecessor(as_member.size());
     for (std::int32_t c = 0; c < initial_flow_cells; ++c) {
       as_member[c] = Sum::of(c, kFlowSalt);
       as_predecessor[c] = Sum::of(c, kPredSalt);
     }
-    std::vector<Sum> link_hash(nl);
-    for (std::size_t l = 0; l < nl; ++l) {
-      link_side.mark(static_cast<std::int32_t>(l));
-      link_hash[l] = Sum::of(q.link_cell[l], kLinkSalt);
-    }
+    for (std::size_t l = 0; l < nl; ++l) link_side.mark(static_cast<std::int32_t>(l));
+    std::fill(flow_preds.begin(), flow_preds.end(), Sum{});
     for (std::size_t f = 0; f < n; ++f) {
       const Sum& member = as_member[q.flow_cell[f]];
-      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) {
-        link_sum[flows.links[k]].add(member);
-        flow_links[f].add(link_hash[flows.links[k]]);
-      }
+      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) link_sum[flows.links[k]].add(member);
       const Sum& predecessor = as_predecessor[q.flow_cell[f]];
       for (auto s = graph.succ_begin[f]; s < graph.succ_begin[f + 1]; ++s) flow_preds[graph.succ[s]].add(predecessor);
       flow_side.mark(static_cast<std::int32_t>(f));
