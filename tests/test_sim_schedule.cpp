@@ -199,6 +199,38 @@ TEST(ScheduleSim, BadOpsAreRefusedNamingTheOp) {
   EXPECT_THROW(sim::simulate_schedule(s, two_nodes(), model::CostParams{}), model::ScheduleError);
 }
 
+// Two simulations of one schedule give the same answer, bit for bit: op times, the critical path,
+// link statistics and counts.
+void expect_same_answer(const sim::ScheduleSimulation& a, const sim::ScheduleSimulation& b) {
+  ASSERT_EQ(a.ops.size(), b.ops.size());
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    EXPECT_EQ(a.ops[i].release.value, b.ops[i].release.value) << "op " << i;
+    EXPECT_EQ(a.ops[i].start.value, b.ops[i].start.value) << "op " << i;
+    EXPECT_EQ(a.ops[i].finish.value, b.ops[i].finish.value) << "op " << i;
+  }
+  EXPECT_EQ(a.critical_ops, b.critical_ops);
+  EXPECT_EQ(a.makespan.value, b.makespan.value);
+  EXPECT_EQ(a.result.simulated_flows, b.result.simulated_flows);
+  EXPECT_EQ(a.result.rate_updates, b.result.rate_updates);
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.op_of_flow, b.op_of_flow);
+  EXPECT_EQ(a.join_flows, b.join_flows);
+  ASSERT_EQ(a.result.critical_path.size(), b.result.critical_path.size());
+  for (std::size_t i = 0; i < a.result.critical_path.size(); ++i) {
+    const auto &x = a.result.critical_path[i], &y = b.result.critical_path[i];
+    EXPECT_EQ(x.flow_index, y.flow_index) << "step " << i;
+    EXPECT_EQ(x.release.value, y.release.value) << "step " << i;
+    EXPECT_EQ(x.finish.value, y.finish.value) << "step " << i;
+    EXPECT_EQ(x.bottleneck, y.bottleneck) << "step " << i;
+  }
+  ASSERT_EQ(a.result.links.size(), b.result.links.size());
+  for (std::size_t l = 0; l < a.result.links.size(); ++l) {
+    EXPECT_EQ(a.result.links[l].bytes.value, b.result.links[l].bytes.value) << "link " << l;
+    EXPECT_EQ(a.result.links[l].busy.value, b.result.links[l].busy.value) << "link " << l;
+    EXPECT_EQ(a.result.links[l].utilization, b.result.links[l].utilization) << "link " << l;
+  }
+}
+
 // Every strategy on the small shipped scenarios and qwen3-8b-colocated:
 //  - the simulated makespan is never below the planner's lower bound (raw bandwidths, the sim uses
 //    efficiency <= 1 of them);
@@ -240,8 +272,9 @@ TEST_P(EveryStrategySimulated, NeverBelowBoundsAndReplays) {
       }
       EXPECT_EQ(again.makespan.value, r.makespan.value);
 
-      // Without keep_flows the answer keeps one timing row per cell of alike flows: every op's
-      // times are the same, bit for bit.
+      // Without keep_flows no flow is built: the quotient is found on the ops (op_quotient.hpp).
+      // It is the flows' quotient, numbered the same way, so every answer is the same bit for bit:
+      // op times, the critical path, link statistics, counts.
       options.keep_flows = false;
       const auto compact = sim::simulate_schedule(s, sc.topology, cost, options);
       EXPECT_TRUE(compact.flows.empty());
@@ -251,8 +284,7 @@ TEST_P(EveryStrategySimulated, NeverBelowBoundsAndReplays) {
         EXPECT_EQ(compact.ops[i].start.value, r.ops[i].start.value) << "op " << i;
         EXPECT_EQ(compact.ops[i].finish.value, r.ops[i].finish.value) << "op " << i;
       }
-      EXPECT_EQ(compact.critical_ops, r.critical_ops);
-      EXPECT_EQ(compact.makespan.value, r.makespan.value);
+      expect_same_answer(compact, r);
     }
   }
 }
@@ -321,6 +353,28 @@ INSTANTIATE_TEST_SUITE_P(
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return n;
     });
+
+// The quotient found on the ops is the flows' quotient at production scale too: the same answer,
+// bit for bit, as the flow-level refinement of the kept flows (flow_quotient.hpp), with the quotient
+// paying in both.
+TEST(ScheduleSim, OpQuotientIsTheFlowQuotient) {
+  for (const auto& [file, strategy] : {ScenarioStrategy{"deepseek-v3-h100.yaml", "domain_chain"},
+                                       ScenarioStrategy{"qwen3-235b-h100.yaml", "direct"}}) {
+    SCOPED_TRACE(std::string(file) + " " + strategy);
+    const auto sc = model::load_scenario(kRoot + "/scenarios/" + file);
+    const auto ts = model::plan(sc.inventory, sc.source, sc.destination);
+    const auto s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology,
+                                         model::parse_strategy(strategy));
+    const auto cost = model::CostParams::profile_named("reshard");
+    sim::ScheduleSimOptions options;
+    options.overheads = model::estimate(s, ts, sc.inventory, sc.topology, cost).overheads;
+    const auto on_ops = sim::simulate_schedule(s, sc.topology, cost, options);
+    options.keep_flows = true;
+    const auto on_flows = sim::simulate_schedule(s, sc.topology, cost, options);
+    EXPECT_LT(on_ops.result.simulated_flows * 4, static_cast<std::int64_t>(on_ops.flow_count()));
+    expect_same_answer(on_ops, on_flows);
+  }
+}
 
 TEST(ScheduleSim, DomainStrategiesDifferFromTheEstimateByTheFanOutTail) {
   // qwen3-8b-colocated (dgx-h100-2n): the network ingress saturates the NICs for the whole

@@ -2,199 +2,18 @@
 #include "flow_quotient.hpp"
 
 #include <algorithm>
-#include <cstring>
+
+#include "refinement.hpp"
 
 namespace reshard::sim {
 
 namespace {
 
-std::uint64_t mix64(std::uint64_t x) {  // splitmix64's finalizer: a bijection that scatters bits
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-std::uint64_t bits(double x) {
-  std::uint64_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-
-// Dense numbers 0, 1, ... for distinct keys (previous colour, h1, h2), in order of first appearance:
-// open addressing with linear probing, doubled when half full.
-class Numbering {
- public:
-  void reset(std::size_t expected) {
-    std::size_t capacity = 1024;
-    while (capacity < 2 * expected) capacity *= 2;
-    slots_.assign(capacity, Slot{});
-    count_ = 0;
-  }
-  std::int32_t number(std::uint32_t colour, std::uint64_t h1, std::uint64_t h2) {
-    if (2 * (static_cast<std::size_t>(count_) + 1) > slots_.size()) grow();
-    const std::int32_t n = insert(Slot{h1, h2, colour, count_});
-    if (n == count_) ++count_;
-    return n;
-  }
-  std::int32_t count() const { return count_; }
-
- private:
-  struct Slot {
-    std::uint64_t h1 = 0, h2 = 0;
-    std::uint32_t colour = 0;
-    std::int32_t number = -1;  // -1: empty
-  };
-  std::int32_t insert(const Slot& s) {
-    const std::size_t mask = slots_.size() - 1;
-    for (std::size_t i = mix64(s.h1 ^ mix64(s.h2 + s.colour)) & mask;; i = (i + 1) & mask) {
-      Slot& at = slots_[i];
-      if (at.number < 0) {
-        at = s;
-        return s.number;
-      }
-      if (at.h1 == s.h1 && at.h2 == s.h2 && at.colour == s.colour) return at.number;
-    }
-  }
-  void grow() {
-    std::vector<Slot> old(slots_.size() * 2);
-    old.swap(slots_);
-    for (const Slot& s : old)
-      if (s.number >= 0) insert(s);
-  }
-  std::vector<Slot> slots_;
-  std::int32_t count_ = 0;
-};
-
-// A multiset of colours, summarized by two sums of salted colour hashes (kept up to date as
-// members change colour).
-struct Sum {
-  std::uint64_t a = 0, b = 0;
-  bool operator==(const Sum& o) const { return a == o.a && b == o.b; }
-  static std::uint64_t ha(std::int32_t colour, std::uint64_t salt) { return mix64(static_cast<std::uint64_t>(colour) ^ salt); }
-  static std::uint64_t hb(std::int32_t colour, std::uint64_t salt) {
-    return mix64((static_cast<std::uint64_t>(colour) << 32) + salt);
-  }
-  // What a member of colour `colour` adds to a multiset under `salt`.
-  static Sum of(std::int32_t colour, std::uint64_t salt) { return {ha(colour, salt), hb(colour, salt)}; }
-  // What a member moving from colour `from` to `to` adds (mod 2^64); the same for every multiset
-  // it is in under one salt, so it is computed once per move.
-  static Sum change(std::int32_t from, std::int32_t to, std::uint64_t salt) {
-    return {ha(to, salt) - ha(from, salt), hb(to, salt) - hb(from, salt)};
-  }
-  void add(const Sum& change) {
-    a += change.a;
-    b += change.b;
-  }
-};
-
-// One side of the refinement (flows or links): the colour of each element, the size of each cell,
-// and the signature its members had when the cell got them. An element whose signature may have
-// changed is marked; split() regroups the marked elements of each cell by signature.
-class Side {
- public:
-  Side(std::vector<std::int32_t>& colour, std::int32_t cells) : colour_(colour) {
-    size_.assign(static_cast<std::size_t>(cells), 0);
-    signature_.assign(static_cast<std::size_t>(cells), Sum{});
-    has_signature_.assign(static_cast<std::size_t>(cells), 0);
-    for (auto c : colour_) ++size_[c];
-    stamp_.assign(colour_.size(), 0);
-    // The first round marks every element: room for all of them up front, not by doubling.
-    marked_.reserve(colour_.size());
-    group_of_.reserve(colour_.size());
-    moved_.reserve(colour_.size());
-  }
-  std::size_t cells() const { return size_.size(); }
-  void mark(std::int32_t e) {
-    if (stamp_[e] != round_) {
-      stamp_[e] = round_;
-      marked_.push_back(e);
-    }
-  }
-  // Regroups the marked elements by (cell, signature). A group stays in its cell when its
-  // signature is the cell's (the unmarked members have that one), or when every member of the cell
-  // is marked, none has the cell's signature and it is the cell's largest group; any other group
-  // becomes a new cell. So a new cell is always a real split. Returns the elements that changed
-  // cell, each with its old cell.
-  template <class SignatureOf>
-  const std::vector<std::pair<std::int32_t, std::int32_t>>& split(SignatureOf&& signature_of) {
-    moved_.clear();
-    groups_.clear();
-    group_of_.clear();
-    numbering_.reset(std::min<std::size_t>(marked_.size(), 4096));  // grows with the groups, not the marked
-    for (auto e : marked_) {
-      const Sum s = signature_of(e);
-      const auto g = numbering_.number(static_cast<std::uint32_t>(colour_[e]), s.a, s.b);
-      if (g == static_cast<std::int32_t>(groups_.size())) groups_.push_back({colour_[e], s, 0, -1});
-      ++groups_[g].count;
-      group_of_.push_back(g);
-    }
-    marked_in_cell_.resize(size_.size(), 0);
-    largest_.resize(size_.size(), -1);
-    matched_.resize(size_.size(), 0);
-    for (std::size_t g = 0; g < groups_.size(); ++g) {
-      const Group& gr = groups_[g];
-      marked_in_cell_[gr.cell] += gr.count;
-      if (largest_[gr.cell] < 0 || groups_[largest_[gr.cell]].count < gr.count) largest_[gr.cell] = static_cast<std::int32_t>(g);
-      if (has_signature_[gr.cell] && signature_[gr.cell] == gr.signature) matched_[gr.cell] = 1;
-    }
-    for (std::size_t g = 0; g < groups_.size(); ++g) {
-      Group& gr = groups_[g];
-      const bool all_marked = marked_in_cell_[gr.cell] == size_[gr.cell];
-      const bool keeps = (has_signature_[gr.cell] && signature_[gr.cell] == gr.signature) ||
-                         (all_marked && !matched_[gr.cell] && largest_[gr.cell] == static_cast<std::int32_t>(g));
-      gr.target = keeps ? gr.cell : static_cast<std::int32_t>(size_.size());
-      if (!keeps) {
-        size_.push_back(0);
-        signature_.push_back(gr.signature);
-        has_signature_.push_back(1);
-      }
-    }
-    for (const Group& gr : groups_) {
-      if (gr.target == gr.cell) {
-        signature_[gr.cell] = gr.signature;
-        has_signature_[gr.cell] = 1;
-      }
-      marked_in_cell_[gr.cell] = 0;
-      largest_[gr.cell] = -1;
-      matched_[gr.cell] = 0;
-    }
-    for (std::size_t i = 0; i < marked_.size(); ++i) {
-      const std::int32_t e = marked_[i];
-      const Group& gr = groups_[group_of_[i]];
-      if (gr.target == gr.cell) continue;
-      --size_[gr.cell];
-      ++size_[gr.target];
-      colour_[e] = gr.target;
-      moved_.emplace_back(e, gr.cell);
-    }
-    marked_.clear();
-    ++round_;
-    return moved_;
-  }
-
- private:
-  struct Group {
-    std::int32_t cell;
-    Sum signature;
-    std::int64_t count;
-    std::int32_t target;
-  };
-  std::vector<std::int32_t>& colour_;
-  std::vector<std::int64_t> size_;
-  std::vector<Sum> signature_;
-  std::vector<char> has_signature_;
-  std::vector<std::uint32_t> stamp_;
-  std::uint32_t round_ = 1;
-  std::vector<std::int32_t> marked_;
-  std::vector<Group> groups_;
-  std::vector<std::int32_t> group_of_;
-  Numbering numbering_;
-  std::vector<std::int64_t> marked_in_cell_;
-  std::vector<std::int32_t> largest_;
-  std::vector<char> matched_;
-  std::vector<std::pair<std::int32_t, std::int32_t>> moved_;
-};
+using refinement::bits;
+using refinement::mix64;
+using refinement::Numbering;
+using refinement::Side;
+using refinement::Sum;
 
 constexpr std::uint64_t kFlowSalt = 0x243f6a8885a308d3ull, kLinkSalt = 0x13198a2e03707344ull,
                         kPredSalt = 0xa4093822299f31d0ull;
@@ -269,6 +88,7 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
   auto flow_signature = [&](std::int32_t f) {
     return Sum{mix64(flow_links[f].a) ^ flow_preds[f].a, mix64(flow_links[f].b + kPredSalt) ^ flow_preds[f].b};
   };
+
   while (true) {
     ++q.rounds;
     const auto& links_moved = link_side.split([&](std::int32_t l) { return link_sum[l]; });
@@ -339,6 +159,39 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
   q.flow_cells = compact(q.flow_cell);
   q.link_cells = compact(q.link_cell);
   return q;
+}
+
+QuotientProblem::QuotientProblem(const FlowNetwork& network, const std::vector<std::int32_t>& link_cell,
+                                 std::int32_t link_cells, const SimOptions& network_options)
+    : options(network_options) {
+  std::vector<std::int32_t> first_link(static_cast<std::size_t>(link_cells), -1);
+  weights.link_replicas.assign(static_cast<std::size_t>(link_cells), 0);
+  for (std::size_t l = 0; l < link_cell.size(); ++l) {
+    if (first_link[link_cell[l]] < 0) first_link[link_cell[l]] = static_cast<std::int32_t>(l);
+    ++weights.link_replicas[link_cell[l]];
+  }
+  options.link_group.clear();
+  for (auto l : first_link) {
+    net.capacity.push_back(network.capacity[l]);
+    if (!network_options.link_group.empty()) options.link_group.push_back(network_options.link_group[l]);
+  }
+}
+
+void QuotientProblem::add_cell(ByteAmount bytes, Seconds latency, std::int64_t cell_size,
+                               std::vector<std::int32_t>& link_cells, std::vector<std::int32_t>& pred_cells) {
+  flows.begin_flow(bytes, latency);
+  std::sort(link_cells.begin(), link_cells.end());
+  for (std::size_t i = 0; i < link_cells.size();) {
+    std::size_t j = i;
+    while (j < link_cells.size() && link_cells[j] == link_cells[i]) ++j;
+    flows.links.push_back(link_cells[i]);
+    weights.flow_link.push_back(cell_size * static_cast<std::int64_t>(j - i) / weights.link_replicas[link_cells[i]]);
+    i = j;
+  }
+  std::sort(pred_cells.begin(), pred_cells.end());
+  pred_cells.erase(std::unique(pred_cells.begin(), pred_cells.end()), pred_cells.end());
+  flows.after.insert(flows.after.end(), pred_cells.begin(), pred_cells.end());
+  flows.end_flow();
 }
 
 }  // namespace reshard::sim

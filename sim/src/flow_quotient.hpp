@@ -33,6 +33,25 @@ struct QuotientWeights {
   std::vector<std::int64_t> link_replicas;           // per quotient link: |L|
 };
 
+// The problem the engine runs for a quotient: one flow per flow cell, one link per link cell (link
+// cell L is its first link, with |L| replicas). Flow cell F on link cell L: its |F| flows cross L's
+// links |F| * (links of L per flow) times in all, equally spread, so n(L, F) = |F| * count / |L|.
+struct QuotientProblem {
+  FlowNetwork net;
+  FlowTable flows;
+  QuotientWeights weights;
+  SimOptions options;
+
+  QuotientProblem(const FlowNetwork& network, const std::vector<std::int32_t>& link_cell, std::int32_t link_cells,
+                  const SimOptions& network_options);
+  // Appends the flow of the next cell: `cell_size` alike flows of `bytes` and `latency`, each
+  // crossing links of the cells `link_cells` (one entry per link) and waiting for flows of the cells
+  // `pred_cells`. Sorts both lists.
+  void add_cell(ByteAmount bytes, Seconds latency, std::int64_t cell_size, std::vector<std::int32_t>& link_cells,
+                std::vector<std::int32_t>& pred_cells);
+  FlowSimResult run() const;  // the engine on it (flow_sim.cpp)
+};
+
 struct FlowQuotient {
   std::vector<std::int32_t> flow_cell;  // per flow
   std::vector<std::int32_t> link_cell;  // per link

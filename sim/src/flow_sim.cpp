@@ -909,61 +909,31 @@ FlowSimResult Engine::run() {
 FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, const FlowGraph& graph,
                                 FlowQuotient& q, const SimOptions& options, std::vector<std::int32_t>* row_of_flow) {
   const std::size_t n = flows.size(), nl = net.capacity.size();
-  std::vector<std::int32_t> first_flow(q.flow_cells, -1), first_link(q.link_cells, -1);
+  std::vector<std::int32_t> first_flow(q.flow_cells, -1);
   std::vector<std::int64_t> flow_cell_size(q.flow_cells, 0);
-  QuotientWeights weights;
-  weights.link_replicas.assign(q.link_cells, 0);
   for (std::size_t f = 0; f < n; ++f) {
     if (first_flow[q.flow_cell[f]] < 0) first_flow[q.flow_cell[f]] = static_cast<std::int32_t>(f);
     ++flow_cell_size[q.flow_cell[f]];
   }
-  for (std::size_t l = 0; l < nl; ++l) {
-    if (first_link[q.link_cell[l]] < 0) first_link[q.link_cell[l]] = static_cast<std::int32_t>(l);
-    ++weights.link_replicas[q.link_cell[l]];
-  }
-  FlowNetwork qnet;
-  SimOptions qoptions = options;
-  qoptions.link_group.clear();
-  for (auto l : first_link) {
-    qnet.capacity.push_back(net.capacity[l]);
-    if (!options.link_group.empty()) qoptions.link_group.push_back(options.link_group[l]);
-  }
-  // Flow cell F on link cell L: its flows cross L's links |F| * (links of L per flow) times in all,
-  // equally spread, so n(L, F) = |F| * count / |L| flows of F on each. Flow cell c waits for the
-  // cells of its first flow's predecessors (found through `after`: ids are indices when they are
-  // 0..n-1, else looked up once).
+  // Flow cell c waits for the cells of its first flow's predecessors (found through `after`: ids
+  // are indices when they are 0..n-1, else looked up once).
   std::unordered_map<std::int64_t, std::int32_t> index_of_id;
   if (!graph.dense_ids)
     for (std::size_t i = 0; i < n; ++i) index_of_id.emplace(flows.id_of(i), static_cast<std::int32_t>(i));
   auto index_of = [&](std::int64_t id) {
     return graph.dense_ids ? static_cast<std::int32_t>(id) : index_of_id.at(id);
   };
-  FlowTable qflows;
+  QuotientProblem problem(net, q.link_cell, q.link_cells, options);
   std::vector<std::int32_t> cells, preds;
   for (std::int32_t c = 0; c < q.flow_cells; ++c) {
     const auto f = static_cast<std::size_t>(first_flow[c]);
-    qflows.begin_flow(flows.bytes[f], flows.latency[f]);
     cells.clear();
     for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) cells.push_back(q.link_cell[flows.links[k]]);
-    std::sort(cells.begin(), cells.end());
-    for (std::size_t i = 0; i < cells.size();) {
-      std::size_t j = i;
-      while (j < cells.size() && cells[j] == cells[i]) ++j;
-      const std::int64_t incidences = flow_cell_size[c] * static_cast<std::int64_t>(j - i);
-      qflows.links.push_back(cells[i]);
-      weights.flow_link.push_back(incidences / weights.link_replicas[cells[i]]);
-      i = j;
-    }
     preds.clear();
     for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k) preds.push_back(q.flow_cell[index_of(flows.after[k])]);
-    std::sort(preds.begin(), preds.end());
-    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
-    qflows.after.insert(qflows.after.end(), preds.begin(), preds.end());
-    qflows.end_flow();
+    problem.add_cell(flows.bytes[f], flows.latency[f], flow_cell_size[c], cells, preds);
   }
-
-  Engine engine(qnet, qflows, validate_and_index(qnet, qflows), qoptions, &weights);
-  FlowSimResult qr = engine.run();
+  FlowSimResult qr = problem.run();
 
   // A flow's times are its cell's; its bottleneck is its own link in the cell's bottleneck cell.
   auto timing_of = [&](std::size_t f) {
@@ -1012,6 +982,14 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
   }
   return out;
 }
+
+}  // namespace
+
+FlowSimResult QuotientProblem::run() const {
+  return Engine(net, flows, validate_and_index(net, flows), options, &weights).run();
+}
+
+namespace {
 
 // Bytes over each link and its utilization (bytes / (capacity * makespan)), from the flows given.
 void add_link_traffic(FlowSimResult& result, const FlowNetwork& net, const FlowTable& flows) {

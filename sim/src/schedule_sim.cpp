@@ -9,6 +9,7 @@
 #include "reshard/model/errors.hpp"
 
 #include "flow_table.hpp"
+#include "op_quotient.hpp"
 
 namespace reshard::sim {
 
@@ -20,6 +21,26 @@ std::string op_label(const model::Op& op) {
   std::string s = "op " + std::to_string(op.id) + " " + model::to_string(op.phase) + " gpu" + std::to_string(op.src);
   if (op.src == op.dst) return s + " copy";
   return s + "->gpu" + std::to_string(op.dst);
+}
+
+// What both ways of simulating share once every op has its times: makespans, events, the
+// critical path by op, the wall time.
+ScheduleSimulation finish_schedule_simulation(ScheduleSimulation& out,
+                                              std::chrono::steady_clock::time_point wall_start) {
+  out.events = out.result.events;
+  out.makespan = out.result.makespan;
+  for (const OpTiming& t : out.ops) out.ops_makespan = std::max(out.ops_makespan, t.finish);
+  // An empty schedule without overheads has makespan 0; with overheads only, the overhead flow.
+  // Flows carry no labels (millions of strings at scale) but the overhead flow's; schedule_trace_layout
+  // names them by op.
+  for (const auto& step : out.result.critical_path) {
+    const auto op = out.op_of_flow[step.flow_index];
+    if (op < 0) continue;
+    if (out.critical_ops.empty() || out.critical_ops.back() != static_cast<std::size_t>(op))
+      out.critical_ops.push_back(static_cast<std::size_t>(op));
+  }
+  out.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
+  return std::move(out);
 }
 
 }  // namespace
@@ -45,12 +66,18 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   // First pass: check every op, find its route and count what the flow arrays will hold, so that
   // they are allocated once (growing them by doubling touched twice the memory and copied it:
   // a third of the page faults of the tuned kimi-k3 schedule, docs/performance.md).
-  // Routes by GPU pair: an op's route is looked up once per pair, not built once per op.
-  std::unordered_map<std::uint64_t, model::Route> routes;
-  std::vector<const model::Route*> route_of(n_ops, nullptr);  // nullptr: a local copy
+  // Routes by GPU pair: an op's route is looked up once per pair, not built once per op. A local
+  // copy's route is the pair (g, g): one path over GPU g's memory resource, no latency.
+  struct IndexedRoute {
+    model::Route route;
+    std::int32_t index;
+  };
+  std::unordered_map<std::uint64_t, IndexedRoute> routes;
+  std::vector<const IndexedRoute*> route_by_index;
+  std::vector<const IndexedRoute*> route_of(n_ops, nullptr);
   std::vector<char> has_successor(n_ops, 0);
   std::size_t n_flows = 0, n_links = 0, n_after = 0;
-  auto sub_flows = [&](std::size_t i) { return route_of[i] ? route_of[i]->paths.size() : std::size_t{1}; };
+  auto sub_flows = [&](std::size_t i) { return route_of[i]->route.paths.size(); };
   for (std::size_t i = 0; i < n_ops; ++i) {
     const model::Op& op = schedule.ops[i];
     auto where = [&] { return "schedule op " + std::to_string(op.id) + " (index " + std::to_string(i) + ")"; };
@@ -65,21 +92,28 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
                                    ", which is not the id of an earlier op");
       has_successor[static_cast<std::size_t>(a)] = 1;
     }
-    if (op.src == op.dst) {
-      n_flows += 1;
-      n_links += 1;
-    } else {
-      const std::uint64_t pair = static_cast<std::uint64_t>(static_cast<std::uint32_t>(op.src)) << 32 |
-                                 static_cast<std::uint32_t>(op.dst);
-      auto found = routes.find(pair);
-      if (found == routes.end()) found = routes.emplace(pair, topology.route(op.src, op.dst)).first;
-      if (found->second.paths.empty())
-        throw model::ScheduleError(where() + ": no route from GPU " + std::to_string(op.src) + " to GPU " +
-                                   std::to_string(op.dst) + " in topology " + topology.name());
-      route_of[i] = &found->second;
-      n_flows += found->second.paths.size();
-      for (const auto& path : found->second.paths) n_links += path.links.size();
+    const std::uint64_t pair = static_cast<std::uint64_t>(static_cast<std::uint32_t>(op.src)) << 32 |
+                               static_cast<std::uint32_t>(op.dst);
+    auto found = routes.find(pair);
+    if (found == routes.end()) {
+      IndexedRoute r{{}, static_cast<std::int32_t>(route_by_index.size())};
+      if (op.src == op.dst) {  // the GPU's memory resource, a link after the topology's
+        r.route.paths.push_back(model::Path{{static_cast<model::LinkId>(out.network.capacity.size())}});
+        out.network.capacity.push_back(params.memory_copy_rate);
+        out.network.link_names.push_back(topology.device(topology.gpu_device(op.src)).name + " memory");
+        out.link_kind.push_back(kMemoryKind);
+      } else {
+        r.route = topology.route(op.src, op.dst);
+        if (r.route.paths.empty())
+          throw model::ScheduleError(where() + ": no route from GPU " + std::to_string(op.src) + " to GPU " +
+                                     std::to_string(op.dst) + " in topology " + topology.name());
+      }
+      found = routes.emplace(pair, std::move(r)).first;
+      route_by_index.push_back(&found->second);
     }
+    route_of[i] = &found->second;
+    n_flows += found->second.route.paths.size();
+    for (const auto& path : found->second.route.paths) n_links += path.links.size();
     n_after += op.after.size() * sub_flows(i);
   }
   std::size_t n_terminal_flows = 0;  // sub-flows of the ops nothing waits for (the overhead flow's `after`)
@@ -97,12 +131,52 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
     n_after += n_terminal_flows;
   }
 
+  jitter_capacities(out.network, options.capacity_jitter, options.jitter_seed);
+  SimOptions sim_options;
+  sim_options.symmetry_quotient = options.symmetry_quotient;
+  if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
+  out.overheads = options.overheads;
+
+  // Without per-flow answers, the quotient found on the ops (op_quotient.hpp): no flow is built.
+  bool quotient_pays = true;
+  if (options.symmetry_quotient && !options.keep_flows) {
+    OpProblem problem;
+    for (const IndexedRoute* r : route_by_index) {
+      for (const auto& path : r->route.paths) {
+        problem.path_links.insert(problem.path_links.end(), path.links.begin(), path.links.end());
+        problem.path_link_begin.push_back(static_cast<std::int64_t>(problem.path_links.size()));
+      }
+      problem.route_path_begin.push_back(static_cast<std::int32_t>(problem.path_link_begin.size() - 1));
+    }
+    problem.route.reserve(n_ops);
+    problem.share.reserve(n_ops);
+    problem.latency.reserve(n_ops);
+    problem.after_begin.reserve(n_ops + 1);
+    for (std::size_t i = 0; i < n_ops; ++i) {
+      const model::Op& op = schedule.ops[i];
+      problem.route.push_back(route_of[i]->index);
+      problem.share.push_back(ByteAmount{op.bytes.as_double() / static_cast<double>(sub_flows(i))});
+      problem.latency.push_back(route_of[i]->route.latency + params.per_op);
+      for (auto a : op.after) problem.after.push_back(static_cast<std::int32_t>(a));
+      problem.after_begin.push_back(static_cast<std::int64_t>(problem.after.size()));
+    }
+    problem.overheads = out.overheads;
+    switch (simulate_op_quotient(out.network, problem, sim_options, n_flows, out)) {
+      case OpQuotientOutcome::simulated:
+        return finish_schedule_simulation(out, wall_start);
+      case OpQuotientOutcome::not_paying:
+        quotient_pays = false;
+        break;
+      case OpQuotientOutcome::unchecked:
+        break;
+    }
+  }
+
   FlowTable flows;  // built here, turned into FlowSpecs only when asked (ScheduleSimOptions::keep_flows)
   flows.reserve(n_flows, n_links, n_after);
   out.op_of_flow.reserve(n_flows);
 
   // Second pass: the flows.
-  std::unordered_map<model::GpuId, std::int32_t> memory_link;  // GPU -> its memory resource link
   std::vector<std::int64_t> first_flow(n_ops, 0);  // op i's sub-flows: [first_flow[i], end_flow(i))
   auto end_flow = [&](std::size_t i) { return first_flow[i] + static_cast<std::int64_t>(sub_flows(i)); };
   std::vector<std::int64_t> join_of(n_ops, -1);  // op i's join flow, made when a successor needs it
@@ -126,33 +200,18 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       after.push_back(join_of[a]);
     }
     first_flow[i] = static_cast<std::int64_t>(flows.size());
-    if (!route_of[i]) {
-      auto [it, inserted] = memory_link.emplace(op.src, static_cast<std::int32_t>(out.network.capacity.size()));
-      if (inserted) {
-        out.network.capacity.push_back(params.memory_copy_rate);
-        out.network.link_names.push_back(topology.device(topology.gpu_device(op.src)).name + " memory");
-        out.link_kind.push_back(kMemoryKind);
-      }
-      flows.begin_flow(op.bytes, params.per_op);
-      flows.links.push_back(it->second);
+    const model::Route& route = route_of[i]->route;
+    const double share = op.bytes.as_double() / static_cast<double>(route.paths.size());
+    for (const auto& path : route.paths) {
+      flows.begin_flow(ByteAmount{share}, route.latency + params.per_op);
+      flows.links.insert(flows.links.end(), path.links.begin(), path.links.end());
       flows.after.insert(flows.after.end(), after.begin(), after.end());
       flows.end_flow();
       out.op_of_flow.push_back(static_cast<std::int64_t>(i));
-    } else {
-      const model::Route& route = *route_of[i];
-      const double share = op.bytes.as_double() / static_cast<double>(route.paths.size());
-      for (const auto& path : route.paths) {
-        flows.begin_flow(ByteAmount{share}, route.latency + params.per_op);
-        flows.links.insert(flows.links.end(), path.links.begin(), path.links.end());
-        flows.after.insert(flows.after.end(), after.begin(), after.end());
-        flows.end_flow();
-        out.op_of_flow.push_back(static_cast<std::int64_t>(i));
-      }
     }
   }
 
   // Framework overheads, after the last op (see schedule_sim.hpp).
-  out.overheads = options.overheads;
   if (out.overheads.value > 0) {
     flows.begin_flow(Bytes{0}, out.overheads);
     for (std::size_t i = 0; i < n_ops; ++i)
@@ -175,16 +234,10 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
     flows.specs = &out.flows;
   }
 
-  jitter_capacities(out.network, options.capacity_jitter, options.jitter_seed);
-  SimOptions sim_options;
-  sim_options.symmetry_quotient = options.symmetry_quotient;
-  if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
+  sim_options.symmetry_quotient = options.symmetry_quotient && quotient_pays;
   // Per-flow timing only where the flows are kept; otherwise one row per cell of alike flows.
   std::vector<std::int32_t> row_of_flow;
   out.result = simulate_table(out.network, flows, sim_options, options.keep_flows ? nullptr : &row_of_flow);
-  out.events = out.result.events;
-  out.makespan = out.result.makespan;
-
   // Per op: release and start of its sub-flows (equal), finish of the last one.
   out.ops.assign(n_ops, OpTiming{});
   for (std::size_t i = 0; i < n_ops; ++i) {
@@ -198,19 +251,8 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       }
       t.finish = std::max(t.finish, ft.finish);
     }
-    out.ops_makespan = std::max(out.ops_makespan, t.finish);
   }
-  // An empty schedule without overheads has makespan 0; with overheads only, the overhead flow.
-  // Flows carry no labels (millions of strings at scale) but the overhead flow's; schedule_trace_layout
-  // names them by op.
-  for (const auto& step : out.result.critical_path) {
-    const auto op = out.op_of_flow[step.flow_index];
-    if (op < 0) continue;
-    if (out.critical_ops.empty() || out.critical_ops.back() != static_cast<std::size_t>(op))
-      out.critical_ops.push_back(static_cast<std::size_t>(op));
-  }
-  out.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
-  return out;
+  return finish_schedule_simulation(out, wall_start);
 }
 
 model::Seconds simulated_makespan(const model::Schedule& schedule, const model::Topology& topology,

@@ -1,0 +1,468 @@
+// The symmetry quotient of a schedule on its operations; the math is written on op_quotient.hpp.
+#include "op_quotient.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "flow_quotient.hpp"
+#include "refinement.hpp"
+
+namespace reshard::sim {
+
+namespace {
+
+using refinement::bits;
+using refinement::mix64;
+using refinement::Numbering;
+using refinement::Side;
+using refinement::Sum;
+
+constexpr std::uint64_t kLinkSalt = 0x13198a2e03707344ull, kPredSalt = 0xa4093822299f31d0ull,
+                        kOpSalt = 0x082efa98ec4e6c89ull, kPathSalt = 0x452821e638d01377ull,
+                        kSubFlowSalt = 0xbe5466cf34e90c6cull, kJoinSalt = 0xc0ac29b7c97c50ddull,
+                        kProductSalt = 0x3f84d5b5b5470917ull;
+
+Sum times(const Sum& x, const Sum& y) { return {x.a * y.a, x.b * y.b}; }
+Sum minus(const Sum& x, const Sum& y) { return {x.a - y.a, x.b - y.b}; }
+Sum scatter(const Sum& s, std::uint64_t salt) { return {mix64(s.a ^ salt), mix64(s.b + salt)}; }
+
+// CSR of `count` lists: begin[x] .. begin[x + 1] in `items`, filled by for_each(add(x, item)).
+struct Csr {
+  std::vector<std::int64_t> begin;
+  std::vector<std::int32_t> items;
+  template <class ForEach>
+  void build(std::size_t count, ForEach&& for_each) {
+    begin.assign(count + 1, 0);
+    for_each([&](std::int32_t x, std::int32_t) { ++begin[x + 1]; });
+    for (std::size_t x = 0; x < count; ++x) begin[x + 1] += begin[x];
+    items.resize(static_cast<std::size_t>(begin[count]));
+    std::vector<std::int64_t> fill(begin.begin(), begin.end() - 1);
+    for_each([&](std::int32_t x, std::int32_t item) { items[fill[x]++] = item; });
+  }
+};
+
+// The stable colours, or op_cells < 0 when the refinement gave up.
+struct OpColours {
+  std::vector<std::int32_t> op, path, route, link;  // path and route: their signatures, numbered
+  std::int64_t op_cells = -1;
+  std::int32_t rounds = 0;
+};
+
+OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector<std::int32_t>& link_group,
+                 std::size_t max_op_cells, std::int32_t max_rounds) {
+  const std::size_t n = ops.ops(), nl = net.capacity.size(), nr = ops.route_path_begin.size() - 1,
+                    np = ops.path_link_begin.size() - 1;
+  OpColours out;
+  std::vector<std::int32_t> path_route(np);
+  for (std::size_t r = 0; r < nr; ++r)
+    for (auto p = ops.route_path_begin[r]; p < ops.route_path_begin[r + 1]; ++p) path_route[p] = static_cast<std::int32_t>(r);
+  Csr paths_of_link, ops_of_route, successors;
+  paths_of_link.build(nl, [&](auto&& add) {
+    for (std::size_t p = 0; p < np; ++p)
+      for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) add(ops.path_links[k], static_cast<std::int32_t>(p));
+  });
+  ops_of_route.build(nr, [&](auto&& add) {
+    for (std::size_t i = 0; i < n; ++i) add(ops.route[i], static_cast<std::int32_t>(i));
+  });
+  successors.build(n, [&](auto&& add) {
+    for (std::size_t i = 0; i < n; ++i)
+      for (auto k = ops.after_begin[i]; k < ops.after_begin[i + 1]; ++k) add(ops.after[k], static_cast<std::int32_t>(i));
+  });
+
+  // Links: (capacity, group) first. Paths: the sum of their links' colour hashes.
+  auto& link_cell = out.link;
+  link_cell.resize(nl);
+  Numbering numbering;
+  numbering.reset(1024);
+  for (std::size_t l = 0; l < nl; ++l)
+    link_cell[l] = numbering.number(0, bits(net.capacity[l].value),
+                                    link_group.empty() ? 0 : static_cast<std::uint64_t>(link_group[l]) + 1);
+  Side link_side(link_cell, numbering.count());
+  std::vector<Sum> path_sum(np);
+  for (std::size_t p = 0; p < np; ++p)
+    for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k)
+      path_sum[p].add(Sum::of(link_cell[ops.path_links[k]], kLinkSalt));
+  // A route's identity as a predecessor: its one path's sum (the op's sub-flow), or the multiset of
+  // its paths' sums (the op's join flow).
+  auto identity_of = [&](std::size_t r) {
+    const auto first = ops.route_path_begin[r], last = ops.route_path_begin[r + 1];
+    if (last - first == 1) return scatter(path_sum[first], kSubFlowSalt);
+    Sum m;
+    for (auto p = first; p < last; ++p) m.add(scatter(path_sum[p], kPathSalt));
+    return scatter(m, kJoinSalt);
+  };
+  std::vector<Sum> identity(nr);
+  for (std::size_t r = 0; r < nr; ++r) identity[r] = identity_of(r);
+  auto as_predecessor = [&](std::int32_t colour, const Sum& id) {
+    return Sum{mix64(Sum::ha(colour, kPredSalt) ^ id.a), mix64(Sum::hb(colour, kPredSalt) + id.b)};
+  };
+
+  // Ops: seeded in order (predecessors come first) by (share, latency, predecessors as
+  // predecessors), so the seed colouring is already stable on the predecessor side (the seed of
+  // find_quotient, flow_quotient.cpp). pred[i] is the sum of op i's predecessors' hashes.
+  auto& colour = out.op;
+  colour.resize(n);
+  std::vector<Sum> pred(n);
+  numbering.reset(1024);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (auto k = ops.after_begin[i]; k < ops.after_begin[i + 1]; ++k) {
+      const auto a = static_cast<std::size_t>(ops.after[k]);
+      pred[i].add(as_predecessor(colour[a], identity[ops.route[a]]));
+    }
+    const std::uint64_t own = mix64(bits(ops.share[i].value) ^ mix64(bits(ops.latency[i].value) + kOpSalt));
+    colour[i] = numbering.number(0, own ^ pred[i].a, pred[i].b);
+  }
+  Side op_side(colour, numbering.count());
+  op_side.set_signatures([&](std::int32_t i) { return pred[i]; });
+
+  // Link sums: sum over routes r and their paths p through the link of C_r * B(p).
+  auto op_hash = [](std::int32_t c) { return Sum::of(c, kOpSalt); };
+  auto path_hash = [&](const Sum& s) { return scatter(s, kProductSalt); };
+  std::vector<Sum> route_ops(nr), link_sum(nl);  // C_r, and the links' sums
+  for (std::size_t i = 0; i < n; ++i) route_ops[ops.route[i]].add(op_hash(colour[i]));
+  auto add_to_route_links = [&](std::size_t r, const Sum& factor, bool with_path_hash) {
+    for (auto p = ops.route_path_begin[r]; p < ops.route_path_begin[r + 1]; ++p) {
+      const Sum delta = with_path_hash ? times(factor, path_hash(path_sum[p])) : factor;
+      for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) {
+        link_sum[ops.path_links[k]].add(delta);
+        link_side.mark(ops.path_links[k]);
+      }
+    }
+  };
+  for (std::size_t r = 0; r < nr; ++r) add_to_route_links(r, route_ops[r], true);
+  for (std::size_t l = 0; l < nl; ++l) link_side.mark(static_cast<std::int32_t>(l));
+
+  // Every op's predecessor sum afresh, marking the ops whose sum changed (when most ops are
+  // affected: cheaper in order than scattered updates).
+  auto recompute_preds = [&] {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (ops.after_begin[i] == ops.after_begin[i + 1]) continue;
+      Sum s;
+      for (auto k = ops.after_begin[i]; k < ops.after_begin[i + 1]; ++k) {
+        const auto a = static_cast<std::size_t>(ops.after[k]);
+        s.add(as_predecessor(colour[a], identity[ops.route[a]]));
+      }
+      if (s == pred[i]) continue;
+      pred[i] = s;
+      op_side.mark(static_cast<std::int32_t>(i));
+    }
+  };
+  auto add_to_successors = [&](std::size_t i, const Sum& delta) {
+    for (auto s = successors.begin[i]; s < successors.begin[i + 1]; ++s) {
+      pred[successors.items[s]].add(delta);
+      op_side.mark(successors.items[s]);
+    }
+  };
+
+  std::vector<Sum> link_change(nl), old_identity(nr), route_change(nr);
+  std::vector<char> link_moved(nl, 0);
+  std::vector<std::int32_t> path_stamp(np, 0), route_stamp(nr, 0), changed_paths, changed_routes;
+  while (true) {
+    ++out.rounds;
+    // Links that moved change their paths' sums, which change the links of those paths (through
+    // B(p)) and their routes' identities (through the successors of the routes' ops).
+    const auto& links_moved = link_side.split([&](std::int32_t l) { return link_sum[l]; });
+    const bool links_changed = !links_moved.empty();
+    if (links_changed) {
+      changed_paths.clear();
+      changed_routes.clear();
+      for (const auto& [l, old] : links_moved) {
+        link_change[l] = Sum::change(old, link_cell[l], kLinkSalt);
+        link_moved[l] = 1;
+        for (auto k = paths_of_link.begin[l]; k < paths_of_link.begin[l + 1]; ++k) {
+          const auto p = paths_of_link.items[k];
+          if (path_stamp[p] == out.rounds) continue;
+          path_stamp[p] = out.rounds;
+          changed_paths.push_back(p);
+        }
+      }
+      for (auto p : changed_paths) {
+        const Sum before = path_hash(path_sum[p]);
+        for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k)
+          if (link_moved[ops.path_links[k]]) path_sum[p].add(link_change[ops.path_links[k]]);
+        const auto r = path_route[p];
+        const Sum delta = times(route_ops[r], minus(path_hash(path_sum[p]), before));
+        for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) {
+          link_sum[ops.path_links[k]].add(delta);
+          link_side.mark(ops.path_links[k]);
+        }
+        if (route_stamp[r] != out.rounds) {
+          route_stamp[r] = out.rounds;
+          changed_routes.push_back(r);
+        }
+      }
+      for (const auto& [l, old] : links_moved) link_moved[l] = 0;
+      std::size_t affected = 0;
+      for (auto r : changed_routes) {
+        old_identity[r] = identity[r];
+        identity[r] = identity_of(static_cast<std::size_t>(r));
+        affected += static_cast<std::size_t>(ops_of_route.begin[r + 1] - ops_of_route.begin[r]);
+      }
+      if (4 * affected > n) {
+        recompute_preds();
+      } else {
+        for (auto r : changed_routes)
+          for (auto k = ops_of_route.begin[r]; k < ops_of_route.begin[r + 1]; ++k) {
+            const auto i = static_cast<std::size_t>(ops_of_route.items[k]);
+            if (successors.begin[i] == successors.begin[i + 1]) continue;
+            add_to_successors(i, minus(as_predecessor(colour[i], identity[r]), as_predecessor(colour[i], old_identity[r])));
+          }
+      }
+    }
+    // Ops split by their predecessor sums; one that moved changes its route's C_r and its
+    // successors' sums.
+    const auto& ops_moved = op_side.split([&](std::int32_t i) { return pred[i]; });
+    if (op_side.cells() > max_op_cells || out.rounds > max_rounds) return out;  // op_cells stays -1
+    changed_routes.clear();
+    for (const auto& [i, old] : ops_moved) {
+      const auto r = ops.route[i];
+      if (route_stamp[r] != -out.rounds) {
+        route_stamp[r] = -out.rounds;
+        route_change[r] = Sum{};
+        changed_routes.push_back(r);
+      }
+      route_change[r].add(minus(op_hash(colour[i]), op_hash(old)));
+    }
+    for (auto r : changed_routes) {
+      route_ops[r].add(route_change[r]);
+      add_to_route_links(static_cast<std::size_t>(r), route_change[r], true);
+    }
+    if (4 * ops_moved.size() > n) {
+      recompute_preds();
+    } else {
+      for (const auto& [i, old] : ops_moved) {
+        if (successors.begin[i] == successors.begin[i + 1]) continue;
+        const Sum& id = identity[ops.route[i]];
+        add_to_successors(static_cast<std::size_t>(i), minus(as_predecessor(colour[i], id), as_predecessor(old, id)));
+      }
+    }
+    if (!links_changed && ops_moved.empty()) break;
+  }
+
+  // Dense numbers: paths by their sums, routes by their identities, links and ops in order of
+  // first appearance (cells left empty by splits dropped).
+  out.path.resize(np);
+  numbering.reset(1024);
+  for (std::size_t p = 0; p < np; ++p) out.path[p] = numbering.number(0, path_sum[p].a, path_sum[p].b);
+  out.route.resize(nr);
+  numbering.reset(1024);
+  for (std::size_t r = 0; r < nr; ++r) out.route[r] = numbering.number(0, identity[r].a, identity[r].b);
+  auto compact = [](std::vector<std::int32_t>& c) {
+    std::vector<std::int32_t> renumber;
+    std::int32_t next = 0;
+    for (auto& x : c) {
+      if (static_cast<std::size_t>(x) >= renumber.size()) renumber.resize(static_cast<std::size_t>(x) + 1, -1);
+      if (renumber[x] < 0) renumber[x] = next++;
+      x = renumber[x];
+    }
+    return next;
+  };
+  compact(out.link);
+  out.op_cells = compact(out.op);
+  return out;
+}
+
+// What a flow of the expansion is: sub-flow `path` (0-based within the route) of op `op`, the join
+// flow of op `op`, or the overhead flow.
+struct FlowRef {
+  enum Kind : std::int8_t { sub_flow, join, overhead } kind = sub_flow;
+  std::int32_t op = -1, path = 0;
+};
+
+}  // namespace
+
+OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& ops, const SimOptions& options,
+                                       std::size_t flow_count, ScheduleSimulation& out) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const std::size_t n = ops.ops(), nl = net.capacity.size(), np = ops.path_link_begin.size() - 1;
+  // What validate_and_index would reject is left to it (it names the flow).
+  for (const auto& c : net.capacity)
+    if (!(c.value > 0) || !std::isfinite(c.value)) return OpQuotientOutcome::unchecked;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!(ops.latency[i].value >= 0) || !std::isfinite(ops.latency[i].value) || !std::isfinite(ops.share[i].value))
+      return OpQuotientOutcome::unchecked;
+  {
+    std::vector<std::size_t> seen(nl, SIZE_MAX);
+    for (std::size_t p = 0; p < np; ++p)
+      for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) {
+        if (seen[ops.path_links[k]] == p) return OpQuotientOutcome::unchecked;
+        seen[ops.path_links[k]] = p;
+      }
+  }
+
+  const OpColours colours = refine(net, ops, options.link_group, flow_count / 2, 48);
+  if (colours.op_cells < 0) return OpQuotientOutcome::not_paying;
+
+  // The flows in simulate_schedule's order (schedule_sim.cpp), each given its cell: cells numbered
+  // in order of their first flow, which stands for the cell. An op's sub-flow cells depend only on
+  // (op colour, route): looked up once per such pair ("entry").
+  std::vector<std::int64_t> first_flow(n), join_of(n, -1);
+  std::vector<std::int32_t> entry_of(n), join_cell(n, -1), entry_begin{0}, entry_cells;
+  std::vector<std::int64_t> cell_size;
+  std::vector<FlowRef> stands_for;
+  std::vector<std::int64_t> op_of_flow;
+  op_of_flow.reserve(flow_count);
+  Numbering cells, entries;
+  cells.reset(1024);
+  entries.reset(1024);
+  auto cell_of = [&](std::uint32_t colour, std::uint64_t what, std::uint64_t kind, FlowRef ref) {
+    const std::int32_t c = cells.number(colour, what, kind);
+    if (c == static_cast<std::int32_t>(cell_size.size())) {
+      cell_size.push_back(0);
+      stands_for.push_back(ref);
+    }
+    ++cell_size[c];
+    return c;
+  };
+  std::int64_t next_flow = 0;
+  std::size_t join_flows = 0;
+  std::vector<char> has_successor(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (auto k = ops.after_begin[i]; k < ops.after_begin[i + 1]; ++k) {
+      const auto a = static_cast<std::size_t>(ops.after[k]);
+      has_successor[a] = 1;
+      if (ops.sub_flows(a) == 1 || join_of[a] >= 0) continue;
+      join_of[a] = next_flow++;
+      op_of_flow.push_back(-1);
+      ++join_flows;
+      join_cell[a] = cell_of(static_cast<std::uint32_t>(colours.op[a]), static_cast<std::uint64_t>(colours.route[ops.route[a]]),
+                             1, FlowRef{FlowRef::join, static_cast<std::int32_t>(a), 0});
+    }
+    first_flow[i] = next_flow;
+    const auto route = ops.route[i];
+    const auto first_path = ops.route_path_begin[route], paths = ops.sub_flows(i);
+    next_flow += paths;
+    op_of_flow.insert(op_of_flow.end(), static_cast<std::size_t>(paths), static_cast<std::int64_t>(i));
+    const std::int32_t e = entries.number(static_cast<std::uint32_t>(colours.op[i]), static_cast<std::uint64_t>(route), 0);
+    entry_of[i] = e;
+    if (e + 1 == static_cast<std::int32_t>(entry_begin.size())) {  // a new entry: its cells
+      for (std::int32_t p = 0; p < paths; ++p)
+        entry_cells.push_back(cell_of(static_cast<std::uint32_t>(colours.op[i]),
+                                      static_cast<std::uint64_t>(colours.path[first_path + p]), 0,
+                                      FlowRef{FlowRef::sub_flow, static_cast<std::int32_t>(i), p}));
+      entry_begin.push_back(static_cast<std::int32_t>(entry_cells.size()));
+    } else {
+      for (auto k = entry_begin[e]; k < entry_begin[e + 1]; ++k) ++cell_size[entry_cells[k]];
+    }
+  }
+  std::int64_t overhead_flow = -1;
+  if (ops.overheads.value > 0) {
+    overhead_flow = next_flow++;
+    op_of_flow.push_back(-1);
+    cell_of(UINT32_MAX, 0, 2, FlowRef{FlowRef::overhead, -1, 0});
+  }
+  const auto n_cells = static_cast<std::int32_t>(cell_size.size());
+  if (static_cast<std::size_t>(n_cells) > flow_count / 2) return OpQuotientOutcome::not_paying;
+
+  // The quotient problem: each cell's flow from the flow that stands for it.
+  std::int32_t link_cells = 0;
+  for (auto c : colours.link) link_cells = std::max(link_cells, c + 1);
+  QuotientProblem problem(net, colours.link, link_cells, options);
+  auto sub_cell = [&](std::size_t i, std::int32_t p) { return entry_cells[entry_begin[entry_of[i]] + p]; };
+  auto as_predecessor_cell = [&](std::size_t a) { return ops.sub_flows(a) == 1 ? sub_cell(a, 0) : join_cell[a]; };
+  std::vector<std::int32_t> link_list, pred_list;
+  for (std::int32_t c = 0; c < n_cells; ++c) {
+    const FlowRef& f = stands_for[c];
+    link_list.clear();
+    pred_list.clear();
+    if (f.kind == FlowRef::sub_flow) {
+      const auto i = static_cast<std::size_t>(f.op);
+      const auto p = ops.route_path_begin[ops.route[i]] + f.path;
+      for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) link_list.push_back(colours.link[ops.path_links[k]]);
+      for (auto k = ops.after_begin[i]; k < ops.after_begin[i + 1]; ++k) pred_list.push_back(as_predecessor_cell(static_cast<std::size_t>(ops.after[k])));
+      problem.add_cell(ops.share[i], ops.latency[i], cell_size[c], link_list, pred_list);
+    } else if (f.kind == FlowRef::join) {
+      const auto i = static_cast<std::size_t>(f.op);
+      for (std::int32_t p = 0; p < ops.sub_flows(i); ++p) pred_list.push_back(sub_cell(i, p));
+      problem.add_cell(ByteAmount{0}, Seconds{0}, cell_size[c], link_list, pred_list);
+    } else {
+      for (std::size_t i = 0; i < n; ++i)
+        if (!has_successor[i])
+          for (std::int32_t p = 0; p < ops.sub_flows(i); ++p) pred_list.push_back(sub_cell(i, p));
+      problem.add_cell(ByteAmount{0}, ops.overheads, cell_size[c], link_list, pred_list);
+    }
+  }
+  FlowSimResult qr = problem.run();
+
+  FlowSimResult result;
+  result.makespan = qr.makespan;
+  result.rate_updates = qr.rate_updates;
+  result.simulated_flows = n_cells;
+  result.group_timeline = std::move(qr.group_timeline);
+  result.events = 2 * static_cast<std::int64_t>(flow_count);  // every flow starts and finishes once
+  // Link bytes in flow order (the sums of add_link_traffic, flow_sim.cpp), busy time from the cell.
+  result.links.assign(nl, LinkStats{});
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto route = ops.route[i];
+    for (auto p = ops.route_path_begin[route]; p < ops.route_path_begin[route + 1]; ++p)
+      for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) result.links[ops.path_links[k]].bytes += ops.share[i];
+  }
+  for (std::size_t l = 0; l < nl; ++l) {
+    LinkStats& s = result.links[l];
+    s.busy = qr.links[colours.link[l]].busy;
+    s.utilization = result.makespan.value > 0 ? s.bytes.as_double() / (net.capacity[l].value * result.makespan.value) : 0.0;
+  }
+  // Critical path: the quotient's, each cell's step taken by a predecessor of the flow after it;
+  // a step's bottleneck is the flow's own link in the cell's bottleneck link cell.
+  FlowRef at;
+  std::int64_t at_flow = -1;
+  auto flow_of = [&](const FlowRef& f) {
+    return f.kind == FlowRef::sub_flow ? first_flow[f.op] + f.path : f.kind == FlowRef::join ? join_of[f.op] : overhead_flow;
+  };
+  for (const CriticalStep& step : qr.critical_path) {
+    const auto cell = static_cast<std::int32_t>(step.flow_index);
+    if (at_flow < 0) {
+      at = stands_for[cell];
+    } else if (at.kind == FlowRef::sub_flow) {
+      for (auto k = ops.after_begin[at.op]; k < ops.after_begin[at.op + 1]; ++k) {
+        const auto a = ops.after[k];
+        if (as_predecessor_cell(static_cast<std::size_t>(a)) != cell) continue;
+        at = FlowRef{ops.sub_flows(a) == 1 ? FlowRef::sub_flow : FlowRef::join, a, 0};
+        break;
+      }
+    } else {  // a join or the overhead flow waits for sub-flows
+      FlowRef from;
+      for (std::size_t i = at.kind == FlowRef::join ? at.op : 0; i < n && from.op < 0; ++i) {
+        if (at.kind == FlowRef::overhead && has_successor[i]) continue;
+        for (std::int32_t p = 0; p < ops.sub_flows(i) && from.op < 0; ++p)
+          if (sub_cell(i, p) == cell) from = FlowRef{FlowRef::sub_flow, static_cast<std::int32_t>(i), p};
+        if (at.kind == FlowRef::join) break;
+      }
+      at = from;
+    }
+    at_flow = flow_of(at);
+    const FlowTiming& t = qr.timing[cell];
+    std::int32_t bottleneck = -1;
+    if (t.bottleneck >= 0 && at.kind == FlowRef::sub_flow) {
+      const auto p = ops.route_path_begin[ops.route[at.op]] + at.path;
+      for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1] && bottleneck < 0; ++k)
+        if (colours.link[ops.path_links[k]] == t.bottleneck) bottleneck = ops.path_links[k];
+    }
+    result.critical_path.push_back({at_flow, static_cast<std::size_t>(at_flow), t.release, t.start, t.finish, bottleneck});
+  }
+  // Per op: release and start of its sub-flows (equal), finish of the last one; per entry.
+  std::vector<OpTiming> entry_timing(entry_begin.size() - 1);
+  for (std::size_t e = 0; e + 1 < entry_begin.size(); ++e) {
+    OpTiming& t = entry_timing[e];
+    for (auto k = entry_begin[e]; k < entry_begin[e + 1]; ++k) {
+      const FlowTiming& ft = qr.timing[entry_cells[k]];
+      if (k == entry_begin[e]) {
+        t.release = ft.release;
+        t.start = ft.start;
+      }
+      t.finish = std::max(t.finish, ft.finish);
+    }
+  }
+  out.ops.resize(n);
+  for (std::size_t i = 0; i < n; ++i) out.ops[i] = entry_timing[entry_of[i]];
+  result.timing = std::move(qr.timing);
+  for (auto& t : result.timing) t.bottleneck = -1;  // a row per cell: its bottleneck is no one link
+  result.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
+  out.result = std::move(result);
+  out.op_of_flow = std::move(op_of_flow);
+  out.join_flows = join_flows;
+  return OpQuotientOutcome::simulated;
+}
+
+}  // namespace reshard::sim
