@@ -45,6 +45,7 @@ struct Csr {
 // The stable colours, or op_cells < 0 when the refinement gave up.
 struct OpColours {
   std::vector<std::int32_t> op, path, route, link;  // path and route: their signatures, numbered
+  std::vector<std::int32_t> shape;  // per route: the sequence of its paths' colours, numbered
   std::int64_t op_cells = -1;
   std::int32_t rounds = 0;
 };
@@ -248,6 +249,16 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
   out.route.resize(nr);
   numbering.reset(1024);
   for (std::size_t r = 0; r < nr; ++r) out.route[r] = numbering.number(0, identity[r].a, identity[r].b);
+  out.shape.resize(nr);
+  numbering.reset(1024);
+  for (std::size_t r = 0; r < nr; ++r) {
+    std::uint64_t h1 = 0, h2 = kPathSalt;
+    for (auto p = ops.route_path_begin[r]; p < ops.route_path_begin[r + 1]; ++p) {
+      h1 = mix64(h1 ^ static_cast<std::uint64_t>(out.path[p]));
+      h2 = mix64(h2 + static_cast<std::uint64_t>(out.path[p]));
+    }
+    out.shape[r] = numbering.number(static_cast<std::uint32_t>(ops.route_path_begin[r + 1] - ops.route_path_begin[r]), h1, h2);
+  }
   auto compact = [](std::vector<std::int32_t>& c) {
     std::vector<std::int32_t> renumber;
     std::int32_t next = 0;
@@ -296,24 +307,63 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
 
   // The flows in simulate_schedule's order (schedule_sim.cpp), each given its cell: cells numbered
   // in order of their first flow, which stands for the cell. An op's sub-flow cells depend only on
-  // (op colour, route): looked up once per such pair ("entry").
+  // (op colour, route shape): looked up once per such pair (an "entry"), and a join flow's on (op
+  // colour, route colour). Most op colours meet one shape and one route colour: those are kept per
+  // colour, the rest hashed.
+  const auto op_cells = static_cast<std::size_t>(colours.op_cells);
   std::vector<std::int64_t> first_flow(n), join_of(n, -1);
-  std::vector<std::int32_t> entry_of(n), join_cell(n, -1), entry_begin{0}, entry_cells;
+  std::vector<std::int32_t> entry_of(n), join_cell(n, -1), entry_begin{0}, entry_cells, entry_ops;
+  std::vector<std::int32_t> colour_shape(op_cells, -1), colour_entry(op_cells), colour_join_route(op_cells, -1),
+      colour_join_cell(op_cells), other_entry, other_join_cell, sub_flow_cell;
   std::vector<std::int64_t> cell_size;
   std::vector<FlowRef> stands_for;
-  std::vector<std::int64_t> op_of_flow;
-  op_of_flow.reserve(flow_count);
-  Numbering cells, entries;
-  cells.reset(1024);
-  entries.reset(1024);
-  auto cell_of = [&](std::uint32_t colour, std::uint64_t what, std::uint64_t kind, FlowRef ref) {
-    const std::int32_t c = cells.number(colour, what, kind);
-    if (c == static_cast<std::int32_t>(cell_size.size())) {
-      cell_size.push_back(0);
-      stands_for.push_back(ref);
+  std::vector<std::int64_t> op_of_flow(flow_count);
+  Numbering sub_flow_cells, other_entries, other_joins;
+  sub_flow_cells.reset(1024);
+  other_entries.reset(1024);
+  other_joins.reset(1024);
+  auto new_cell = [&](FlowRef ref) {
+    cell_size.push_back(0);
+    stands_for.push_back(ref);
+    return static_cast<std::int32_t>(cell_size.size() - 1);
+  };
+  auto join_cell_of = [&](std::size_t a) {
+    const auto c = static_cast<std::size_t>(colours.op[a]);
+    const std::int32_t route_colour = colours.route[ops.route[a]];
+    if (colour_join_route[c] == route_colour) return colour_join_cell[c];
+    const FlowRef ref{FlowRef::join, static_cast<std::int32_t>(a), 0};
+    if (colour_join_route[c] < 0) {
+      colour_join_route[c] = route_colour;
+      return colour_join_cell[c] = new_cell(ref);
     }
-    ++cell_size[c];
-    return c;
+    const auto k = other_joins.number(static_cast<std::uint32_t>(c), static_cast<std::uint64_t>(route_colour), 0);
+    if (k == static_cast<std::int32_t>(other_join_cell.size())) other_join_cell.push_back(new_cell(ref));
+    return other_join_cell[k];
+  };
+  auto new_entry = [&](std::size_t i) {
+    const auto first_path = ops.route_path_begin[ops.route[i]];
+    for (std::int32_t p = 0; p < ops.sub_flows(i); ++p) {
+      const auto k = sub_flow_cells.number(static_cast<std::uint32_t>(colours.op[i]),
+                                           static_cast<std::uint64_t>(colours.path[first_path + p]), 0);
+      if (k == static_cast<std::int32_t>(sub_flow_cell.size()))
+        sub_flow_cell.push_back(new_cell(FlowRef{FlowRef::sub_flow, static_cast<std::int32_t>(i), p}));
+      entry_cells.push_back(sub_flow_cell[k]);
+    }
+    entry_begin.push_back(static_cast<std::int32_t>(entry_cells.size()));
+    entry_ops.push_back(0);
+    return static_cast<std::int32_t>(entry_ops.size() - 1);
+  };
+  auto entry_of_op = [&](std::size_t i) {
+    const auto c = static_cast<std::size_t>(colours.op[i]);
+    const std::int32_t shape = colours.shape[ops.route[i]];
+    if (colour_shape[c] == shape) return colour_entry[c];
+    if (colour_shape[c] < 0) {
+      colour_shape[c] = shape;
+      return colour_entry[c] = new_entry(i);
+    }
+    const auto k = other_entries.number(static_cast<std::uint32_t>(c), static_cast<std::uint64_t>(shape), 0);
+    if (k == static_cast<std::int32_t>(other_entry.size())) other_entry.push_back(new_entry(i));
+    return other_entry[k];
   };
   std::int64_t next_flow = 0;
   std::size_t join_flows = 0;
@@ -323,34 +373,26 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
       const auto a = static_cast<std::size_t>(ops.after[k]);
       has_successor[a] = 1;
       if (ops.sub_flows(a) == 1 || join_of[a] >= 0) continue;
-      join_of[a] = next_flow++;
-      op_of_flow.push_back(-1);
+      join_of[a] = next_flow;
+      op_of_flow[next_flow++] = -1;
       ++join_flows;
-      join_cell[a] = cell_of(static_cast<std::uint32_t>(colours.op[a]), static_cast<std::uint64_t>(colours.route[ops.route[a]]),
-                             1, FlowRef{FlowRef::join, static_cast<std::int32_t>(a), 0});
+      join_cell[a] = join_cell_of(a);
+      ++cell_size[join_cell[a]];
     }
     first_flow[i] = next_flow;
-    const auto route = ops.route[i];
-    const auto first_path = ops.route_path_begin[route], paths = ops.sub_flows(i);
+    const auto paths = ops.sub_flows(i);
+    std::fill_n(op_of_flow.begin() + next_flow, paths, static_cast<std::int64_t>(i));
     next_flow += paths;
-    op_of_flow.insert(op_of_flow.end(), static_cast<std::size_t>(paths), static_cast<std::int64_t>(i));
-    const std::int32_t e = entries.number(static_cast<std::uint32_t>(colours.op[i]), static_cast<std::uint64_t>(route), 0);
-    entry_of[i] = e;
-    if (e + 1 == static_cast<std::int32_t>(entry_begin.size())) {  // a new entry: its cells
-      for (std::int32_t p = 0; p < paths; ++p)
-        entry_cells.push_back(cell_of(static_cast<std::uint32_t>(colours.op[i]),
-                                      static_cast<std::uint64_t>(colours.path[first_path + p]), 0,
-                                      FlowRef{FlowRef::sub_flow, static_cast<std::int32_t>(i), p}));
-      entry_begin.push_back(static_cast<std::int32_t>(entry_cells.size()));
-    } else {
-      for (auto k = entry_begin[e]; k < entry_begin[e + 1]; ++k) ++cell_size[entry_cells[k]];
-    }
+    entry_of[i] = entry_of_op(i);
+    ++entry_ops[entry_of[i]];
   }
+  for (std::size_t e = 0; e < entry_ops.size(); ++e)
+    for (auto k = entry_begin[e]; k < entry_begin[e + 1]; ++k) cell_size[entry_cells[k]] += entry_ops[e];
   std::int64_t overhead_flow = -1;
   if (ops.overheads.value > 0) {
-    overhead_flow = next_flow++;
-    op_of_flow.push_back(-1);
-    cell_of(UINT32_MAX, 0, 2, FlowRef{FlowRef::overhead, -1, 0});
+    overhead_flow = next_flow;
+    op_of_flow[next_flow++] = -1;
+    ++cell_size[new_cell(FlowRef{FlowRef::overhead, -1, 0})];
   }
   const auto n_cells = static_cast<std::int32_t>(cell_size.size());
   if (static_cast<std::size_t>(n_cells) > flow_count / 2) return OpQuotientOutcome::not_paying;
