@@ -124,30 +124,38 @@ struct ShareEntry {
 // `rate`, `bottleneck` and `committed` are what the link totals (LinkState::allocated,
 // bottlenecked) hold for this class; `multiplicity` moves with starts and finishes before the
 // refill that commits it.
-struct RouteClass {
+struct alignas(64) RouteClass {
+  // What a refill reads and writes, in the first cache line.
   std::int64_t multiplicity = 0;              // active flows
   std::int64_t committed = 0;                 // multiplicity as counted in the link totals
   double rate = 0;                            // per flow, bytes/s
+  double new_rate = 0;                        // filling result
   std::int32_t bottleneck = -1;               // link at which the rate was fixed
+  std::int32_t new_bottleneck = -1;
   std::int32_t link_begin = 0, link_end = 0;  // slice of Engine::class_links_
+  std::uint32_t in_refill = 0;  // member of the refilled set (stamp)
   std::uint32_t touched = 0;    // flows joined or left in this batch
+  double served = 0;            // bytes served per flow at time `updated`
+  // The rest.
+  double updated = 0;
+  double next_level = 0;        // finish_heap's smallest level (kept here: read at every rate change)
   std::uint32_t joined = 0;     // flows joined in this batch
   std::uint32_t left = 0;       // flows left in this batch
-  std::uint32_t in_refill = 0;  // member of the refilled set (stamp)
-  double new_rate = 0;          // filling result
-  std::int32_t new_bottleneck = -1;
-  double served = 0;            // bytes served per flow at time `updated`
-  double updated = 0;
   double contribution = 0;      // multiplicity * rate, for the group timeline
   std::vector<std::pair<double, std::int32_t>> finish_heap;  // (served level at finish, flow), min-heap
-  double next_level = 0;        // finish_heap's smallest level (kept here: read at every rate change)
 };
 
-struct LinkState {
+struct alignas(64) LinkState {
+  // Refill scratch, valid when stamp is the refill's pass stamp (the first cache line).
+  std::uint32_t stamp = 0;
+  std::int32_t refilled_active = 0;        // refilled classes in `classes`
+  double remaining = 0;          // capacity minus frozen classes and the refilled classes fixed so far
+  std::int64_t unfixed = 0;      // refilled flows not yet fixed
+  std::int64_t refilled_bottlenecked = 0;  // committed flows of refilled classes with this bottleneck
+  std::int32_t csr_begin = 0, csr_fill = 0;  // slice of Engine::link_members_
+  double fill_share = -1;        // share at which refilled classes were fixed here, -1 when none
   double capacity = 0;
-  std::vector<std::int32_t> classes;  // active classes crossing the link
-  std::vector<std::int64_t> class_weights;  // per entry of `classes`: that class's weight here
-  std::int64_t flows = 0;             // active flows crossing the link
+  double from_fixed = 0;         // 1 / to_fixed
   // Totals over the committed classes: sum of committed * rate, the committed flows whose
   // bottleneck this is, and the rate they were given. The sum is kept in fixed point, in units of
   // 1 / to_fixed (a power of two near capacity * 2^-60), each term truncated to a whole unit: a
@@ -155,20 +163,15 @@ struct LinkState {
   // updates leave no drift at all, and the sum holds 8 times the capacity. (A long double sum
   // drifted by up to 1e-13 relative and took 10 % of the event loop.)
   std::int64_t allocated = 0;
-  double to_fixed = 0, from_fixed = 0;
+  double to_fixed = 0;
   std::int64_t fixed(double load) const { return static_cast<std::int64_t>(load * to_fixed); }
   std::int64_t bottlenecked = 0;
   double level = 0;
   std::uint32_t level_kept = 0;  // pass stamp: frozen classes stayed bottlenecked here at `level`
   std::uint32_t scanned = 0;     // refill stamp: its bottlenecked classes were brought in
-  // Refill scratch, valid when stamp is the refill's pass stamp.
-  std::uint32_t stamp = 0;
-  double remaining = 0;          // capacity minus frozen classes and the refilled classes fixed so far
-  std::int64_t unfixed = 0;      // refilled flows not yet fixed
-  std::int64_t refilled_bottlenecked = 0;  // committed flows of refilled classes with this bottleneck
-  std::int32_t refilled_active = 0;        // refilled classes in `classes`
-  std::int32_t csr_begin = 0, csr_fill = 0;  // slice of Engine::link_members_
-  double fill_share = -1;        // share at which refilled classes were fixed here, -1 when none
+  std::int64_t flows = 0;             // active flows crossing the link
+  std::vector<std::int32_t> classes;  // active classes crossing the link
+  std::vector<std::int64_t> class_weights;  // per entry of `classes`: that class's weight here
   double busy_since = 0;
   double busy = 0;
 };

@@ -159,22 +159,28 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
   std::vector<Sum> link_change(nl), old_identity(nr), route_change(nr);
   std::vector<char> link_moved(nl, 0);
   std::vector<std::int32_t> path_stamp(np, 0), route_stamp(nr, 0), changed_paths, changed_routes;
+  std::int32_t path_round = 0;
   while (true) {
     ++out.rounds;
     // Links that moved change their paths' sums, which change the links of those paths (through
-    // B(p)) and their routes' identities (through the successors of the routes' ops).
-    const auto& links_moved = link_side.split([&](std::int32_t l) { return link_sum[l]; });
-    const bool links_changed = !links_moved.empty();
-    if (links_changed) {
+    // B(p)) and their routes' identities (through the successors of the routes' ops). The links
+    // and paths are refined until they settle (the op colours held), so that the ops see the
+    // routes' changes of several link rounds at once.
+    bool links_changed = false;
+    changed_routes.clear();
+    while (true) {
+      const auto& links_moved = link_side.split([&](std::int32_t l) { return link_sum[l]; });
+      if (links_moved.empty()) break;
+      links_changed = true;
+      ++path_round;
       changed_paths.clear();
-      changed_routes.clear();
       for (const auto& [l, old] : links_moved) {
         link_change[l] = Sum::change(old, link_cell[l], kLinkSalt);
         link_moved[l] = 1;
         for (auto k = paths_of_link.begin[l]; k < paths_of_link.begin[l + 1]; ++k) {
           const auto p = paths_of_link.items[k];
-          if (path_stamp[p] == out.rounds) continue;
-          path_stamp[p] = out.rounds;
+          if (path_stamp[p] == path_round) continue;
+          path_stamp[p] = path_round;
           changed_paths.push_back(p);
         }
       }
@@ -190,13 +196,15 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
         }
         if (route_stamp[r] != out.rounds) {
           route_stamp[r] = out.rounds;
+          old_identity[r] = identity[r];
           changed_routes.push_back(r);
         }
       }
       for (const auto& [l, old] : links_moved) link_moved[l] = 0;
+    }
+    if (links_changed) {
       std::size_t affected = 0;
       for (auto r : changed_routes) {
-        old_identity[r] = identity[r];
         identity[r] = identity_of(static_cast<std::size_t>(r));
         affected += static_cast<std::size_t>(ops_of_route.begin[r + 1] - ops_of_route.begin[r]);
       }
