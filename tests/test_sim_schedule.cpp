@@ -295,9 +295,9 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategySimulated, ::testing::ValuesIn
 // seconds there (docs/performance.md, "Simulator" and "Symmetry quotient"): qwen3-235b-h100 (32 DGX
 // H100 nodes), deepseek-v3-h100 (including domain_grouped, the tuned hybrid, 6.3 M flows, and its
 // relay_egress variant that auto picks, 6.7 M flows) and kimi-k3-gb200 (3.6-5.5 M flows, 1-2 GB
-// each). Left to the command line (tens of seconds or more): domain_grouped on qwen3-235b (57 s)
-// and kimi-k3 (over 10 minutes), and on kimi-k3 nemo_rl_reshard (16 M flows, 22 s, 3.9 GB) and
-// the tuned best (52-55 s, 9.9 GB).
+// each; nemo_rl_reshard, 16 M flows, 15 s and 3.5 GB; the tuned best, 51.5 M flows, 26 s and
+// 5.2 GB). Left to the command line (engine-bound, tens of seconds or more): domain_grouped on
+// qwen3-235b (51 s) and kimi-k3 (over 10 minutes).
 struct ScenarioStrategy {
   const char* scenario;
   const char* strategy;
@@ -346,7 +346,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "domain_chain"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "gather_broadcast"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "hybrid"},
-                      ScenarioStrategy{"kimi-k3-gb200.yaml", "direct"}),
+                      ScenarioStrategy{"kimi-k3-gb200.yaml", "direct"},
+                      ScenarioStrategy{"kimi-k3-gb200.yaml", "nemo_rl_reshard"},
+                      ScenarioStrategy{"kimi-k3-gb200.yaml", "hybrid chunks=16 max_chain=2 relay_ingress rail_blind"}),
     [](const ::testing::TestParamInfo<ScenarioStrategy>& info) {
       std::string n = std::string(info.param.scenario) + "_" + info.param.strategy;
       for (auto& ch : n)
