@@ -113,12 +113,12 @@ struct SimOptions {
   // level cut in one pass instead (Engine::fill_component). Both are exact; this only moves cost.
   std::size_t local_refill_limit = 16384;
   // Simulate one flow per class of alike flows (the symmetry quotient, written on
-  // sim/src/flow_quotient.hpp). Exact: every flow gets the times of its class. Used when the
-  // classes are at most half the flows and the colour refinement that finds them settles within 48
-  // rounds (the schedules where it pays settle in 5-32 rounds, a round per dependency hop, join flows
-  // counted). More rounds mean flows told apart only through long dependency chains: the serial
-  // schedules (gather_broadcast: hundreds of rounds on deepseek-v3) whose events move few rates
-  // each, where the refinement costs more than it saves (docs/performance.md, "Symmetry quotient").
+  // sim/src/flow_quotient.hpp; simulate_schedule finds it on the ops, sim/src/op_quotient.hpp).
+  // Exact: every flow gets the times of its class. Used when the classes are at most half the
+  // flows and the colour refinement that finds them settles within 48 rounds (the schedules where
+  // it pays settle in 3-8). Serial schedules (gather_broadcast), whose flows differ by their place
+  // on long dependency chains, have about as many classes as flows: the refinement's first pass, a
+  // hash along the dependency chains, shows it, and the plain engine runs.
   bool symmetry_quotient = true;
 };
 
