@@ -10,6 +10,7 @@ namespace reshard::sim {
 namespace {
 
 using refinement::bits;
+using refinement::compact;
 using refinement::mix64;
 using refinement::Numbering;
 using refinement::Side;
@@ -146,16 +147,6 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
     if (!links_changed && flows_moved.empty()) break;
   }
   // Cells that lost all their members are dropped: number the rest densely.
-  auto compact = [](std::vector<std::int32_t>& colour) {
-    std::vector<std::int32_t> renumber(colour.size() + 1, -1);
-    std::int32_t next = 0;
-    for (auto& c : colour) {
-      if (static_cast<std::size_t>(c) >= renumber.size()) renumber.resize(static_cast<std::size_t>(c) + 1, -1);
-      if (renumber[c] < 0) renumber[c] = next++;
-      c = renumber[c];
-    }
-    return next;
-  };
   q.flow_cells = compact(q.flow_cell);
   q.link_cells = compact(q.link_cell);
   return q;

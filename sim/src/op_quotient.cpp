@@ -13,6 +13,7 @@ namespace reshard::sim {
 namespace {
 
 using refinement::bits;
+using refinement::compact;
 using refinement::mix64;
 using refinement::Numbering;
 using refinement::Side;
@@ -122,16 +123,16 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
   auto path_hash = [&](const Sum& s) { return scatter(s, kProductSalt); };
   std::vector<Sum> route_ops(nr), link_sum(nl);  // C_r, and the links' sums
   for (std::size_t i = 0; i < n; ++i) route_ops[ops.route[i]].add(op_hash(colour[i]));
-  auto add_to_route_links = [&](std::size_t r, const Sum& factor, bool with_path_hash) {
+  auto add_to_route_links = [&](std::size_t r, const Sum& factor) {  // C_r grew by `factor`
     for (auto p = ops.route_path_begin[r]; p < ops.route_path_begin[r + 1]; ++p) {
-      const Sum delta = with_path_hash ? times(factor, path_hash(path_sum[p])) : factor;
+      const Sum delta = times(factor, path_hash(path_sum[p]));
       for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) {
         link_sum[ops.path_links[k]].add(delta);
         link_side.mark(ops.path_links[k]);
       }
     }
   };
-  for (std::size_t r = 0; r < nr; ++r) add_to_route_links(r, route_ops[r], true);
+  for (std::size_t r = 0; r < nr; ++r) add_to_route_links(r, route_ops[r]);
   for (std::size_t l = 0; l < nl; ++l) link_side.mark(static_cast<std::int32_t>(l));
 
   // Every op's predecessor sum afresh, marking the ops whose sum changed (when most ops are
@@ -235,7 +236,7 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
     }
     for (auto r : changed_routes) {
       route_ops[r].add(route_change[r]);
-      add_to_route_links(static_cast<std::size_t>(r), route_change[r], true);
+      add_to_route_links(static_cast<std::size_t>(r), route_change[r]);
     }
     if (4 * ops_moved.size() > n) {
       recompute_preds();
@@ -267,16 +268,6 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
     }
     out.shape[r] = numbering.number(static_cast<std::uint32_t>(ops.route_path_begin[r + 1] - ops.route_path_begin[r]), h1, h2);
   }
-  auto compact = [](std::vector<std::int32_t>& c) {
-    std::vector<std::int32_t> renumber;
-    std::int32_t next = 0;
-    for (auto& x : c) {
-      if (static_cast<std::size_t>(x) >= renumber.size()) renumber.resize(static_cast<std::size_t>(x) + 1, -1);
-      if (renumber[x] < 0) renumber[x] = next++;
-      x = renumber[x];
-    }
-    return next;
-  };
   compact(out.link);
   out.op_cells = compact(out.op);
   return out;

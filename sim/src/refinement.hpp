@@ -208,4 +208,17 @@ class Side {
 };
 
 
+// Renumbers colours densely in order of first appearance (cells that lost all their members to
+// splits drop out); returns how many there are.
+inline std::int32_t compact(std::vector<std::int32_t>& colour) {
+  std::vector<std::int32_t> renumber;
+  std::int32_t next = 0;
+  for (auto& c : colour) {
+    if (static_cast<std::size_t>(c) >= renumber.size()) renumber.resize(static_cast<std::size_t>(c) + 1, -1);
+    if (renumber[c] < 0) renumber[c] = next++;
+    c = renumber[c];
+  }
+  return next;
+}
+
 }  // namespace reshard::sim::refinement
