@@ -148,11 +148,10 @@ struct alignas(64) RouteClass {
 struct alignas(64) LinkState {
   // Refill scratch, valid when stamp is the refill's pass stamp (the first cache line).
   std::uint32_t stamp = 0;
-  std::int32_t refilled_active = 0;        // refilled classes in `classes`
   double remaining = 0;          // capacity minus frozen classes and the refilled classes fixed so far
   std::int64_t unfixed = 0;      // refilled flows not yet fixed
   std::int64_t refilled_bottlenecked = 0;  // committed flows of refilled classes with this bottleneck
-  std::int32_t csr_begin = 0, csr_fill = 0;  // slice of Engine::link_members_
+  std::vector<std::int32_t> members;  // the active refilled classes crossing it
   double fill_share = -1;        // share at which refilled classes were fixed here, -1 when none
   double capacity = 0;
   double from_fixed = 0;         // 1 / to_fixed
@@ -245,7 +244,6 @@ class Engine {
   std::uint32_t refill_stamp_ = 0, pass_stamp_ = 0;
   std::vector<std::int32_t> refilled_;      // classes refilled in this refill
   std::vector<std::int32_t> refill_links_;  // links they cross (this pass)
-  std::vector<std::int32_t> link_members_;  // active refilled classes per link (CSR, this pass)
   std::vector<std::int32_t> violated_;
   std::vector<std::int32_t> stack_;
   std::vector<ShareEntry> share_heap_;
@@ -634,9 +632,14 @@ void Engine::refill(double t) {
   while (true) {
     ++pass_stamp_;
     refill_links_.clear();
-    // Link totals for this pass: capacity minus frozen load, refilled flows, refilled classes.
+    // Link totals for this pass: capacity minus frozen load, refilled flows, and the active
+    // refilled classes (LinkState::members, in the order of refilled_).
+    std::size_t active = 0;
     for (auto c : refilled_) {
-      const RouteClass& rc = classes_[c];
+      RouteClass& rc = classes_[c];
+      rc.new_rate = 0;
+      rc.new_bottleneck = -1;
+      if (rc.multiplicity > 0) ++active;
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
         const std::int32_t l = class_links_[k];
         LinkState& ls = links_[l];
@@ -645,7 +648,7 @@ void Engine::refill(double t) {
           ls.remaining = ls.capacity - static_cast<double>(ls.allocated) * ls.from_fixed;
           ls.unfixed = 0;
           ls.refilled_bottlenecked = 0;
-          ls.refilled_active = 0;
+          ls.members.clear();
           ls.fill_share = -1;
           refill_links_.push_back(l);
         }
@@ -654,44 +657,28 @@ void Engine::refill(double t) {
         if (rc.bottleneck == l) ls.refilled_bottlenecked += rc.committed * w;
         if (rc.multiplicity > 0) {
           ls.unfixed += rc.multiplicity * w;
-          ++ls.refilled_active;
+          ls.members.push_back(c);
         }
       }
-    }
-    // The active refilled classes of each link, as CSR slices of link_members_.
-    std::int32_t offset = 0;
-    for (auto l : refill_links_) {
-      links_[l].csr_begin = links_[l].csr_fill = offset;
-      offset += links_[l].refilled_active;
-    }
-    link_members_.resize(offset);
-    std::size_t active = 0;
-    for (auto c : refilled_) {
-      RouteClass& rc = classes_[c];
-      rc.new_rate = 0;
-      rc.new_bottleneck = -1;
-      if (rc.multiplicity == 0) continue;
-      ++active;
-      for (auto k = rc.link_begin; k < rc.link_end; ++k) link_members_[links_[class_links_[k]].csr_fill++] = c;
     }
 
     share_heap_.clear();
     for (auto l : refill_links_) push_share(l);
     progressive_fill(active, [&](const LinkState& ls, auto&& fix) {
-      for (auto i = ls.csr_begin; i < ls.csr_fill; ++i) fix(link_members_[i]);
+      for (auto c : ls.members) fix(c);
     });
 
     // Conditions (a)-(c) on every link the refilled classes cross.
     violated_.clear();
     for (auto l : refill_links_) {
       LinkState& ls = links_[l];
-      if (static_cast<std::int32_t>(ls.classes.size()) == ls.refilled_active) continue;  // nothing frozen
+      if (ls.classes.size() == ls.members.size()) continue;  // nothing frozen
       const double slack = kTolerance * ls.capacity;
       bool ok = ls.remaining >= -slack;  // (a)
       if (ok && ls.bottlenecked > ls.refilled_bottlenecked) {  // (b)
         const double high = ls.level * (1 + kTolerance), low = ls.level * (1 - kTolerance);
         ok = ls.remaining <= slack && (ls.fill_share < 0 || ls.fill_share >= low);
-        for (auto i = ls.csr_begin; ok && i < ls.csr_fill; ++i) ok = classes_[link_members_[i]].new_rate <= high;
+        for (std::size_t i = 0; ok && i < ls.members.size(); ++i) ok = classes_[ls.members[i]].new_rate <= high;
         ls.level_kept = pass_stamp_;
       } else if (ok && ls.fill_share >= 0) {  // (c)
         const double high = ls.fill_share * (1 + kTolerance);
