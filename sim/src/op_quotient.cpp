@@ -316,7 +316,8 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
       colour_join_cell(op_cells), other_entry, other_join_cell, sub_flow_cell;
   std::vector<std::int64_t> cell_size;
   std::vector<FlowRef> stands_for;
-  std::vector<std::int64_t> op_of_flow(flow_count);
+  std::vector<std::int64_t> op_of_flow;
+  op_of_flow.reserve(flow_count);
   Numbering sub_flow_cells, other_entries, other_joins;
   sub_flow_cells.reset(1024);
   other_entries.reset(1024);
@@ -372,15 +373,15 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
       const auto a = static_cast<std::size_t>(ops.after[k]);
       has_successor[a] = 1;
       if (ops.sub_flows(a) == 1 || join_of[a] >= 0) continue;
-      join_of[a] = next_flow;
-      op_of_flow[next_flow++] = -1;
+      join_of[a] = next_flow++;
+      op_of_flow.push_back(-1);
       ++join_flows;
       join_cell[a] = join_cell_of(a);
       ++cell_size[join_cell[a]];
     }
     first_flow[i] = next_flow;
     const auto paths = ops.sub_flows(i);
-    std::fill_n(op_of_flow.begin() + next_flow, paths, static_cast<std::int64_t>(i));
+    op_of_flow.insert(op_of_flow.end(), static_cast<std::size_t>(paths), static_cast<std::int64_t>(i));
     next_flow += paths;
     entry_of[i] = entry_of_op(i);
     ++entry_ops[entry_of[i]];
@@ -389,8 +390,8 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
     for (auto k = entry_begin[e]; k < entry_begin[e + 1]; ++k) cell_size[entry_cells[k]] += entry_ops[e];
   std::int64_t overhead_flow = -1;
   if (ops.overheads.value > 0) {
-    overhead_flow = next_flow;
-    op_of_flow[next_flow++] = -1;
+    overhead_flow = next_flow++;
+    op_of_flow.push_back(-1);
     ++cell_size[new_cell(FlowRef{FlowRef::overhead, -1, 0})];
   }
   const auto n_cells = static_cast<std::int32_t>(cell_size.size());
