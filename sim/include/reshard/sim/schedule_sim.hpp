@@ -51,9 +51,11 @@ struct ScheduleSimOptions {
   // Every link capacity jittered by up to this fraction (jitter_capacities, flow_sim.hpp).
   double capacity_jitter = 0;
   std::uint64_t jitter_seed = 1;
-  // Fill ScheduleSimulation::flows (--dump-flows, traces). Off, the flows exist only in the
-  // simulator's flat arrays: a FlowSpec per flow is two heap vectors and a string, gigabytes for a
-  // tuned Kimi-K3 schedule (docs/performance.md).
+  // Fill ScheduleSimulation::flows (--dump-flows, traces). Off, no flow is built where the
+  // symmetry quotient pays (it is found on the ops, sim/src/op_quotient.hpp), and elsewhere the
+  // flows exist only in the simulator's flat arrays: a FlowSpec per flow is two heap vectors and a
+  // string, gigabytes for a tuned Kimi-K3 schedule (docs/performance.md). The answer is the same
+  // bit for bit either way.
   bool keep_flows = false;
 };
 
