@@ -197,6 +197,25 @@ TEST(ScheduleSim, BadOpsAreRefusedNamingTheOp) {
   }
   s.ops = {make_op(0, 0, 1, 10, {0})};
   EXPECT_THROW(sim::simulate_schedule(s, two_nodes(), model::CostParams{}), model::ScheduleError);
+  // A zero efficiency makes a zero capacity: refused naming the link, with or without kept flows
+  // (without, the quotient on the ops would pay here: four alike ops; it leaves the refusal to
+  // the flows' validation).
+  s.ops = {make_op(0, 0, 1, 10), make_op(1, 0, 1, 10), make_op(2, 0, 1, 10), make_op(3, 0, 1, 10)};
+  model::CostParams cost;
+  cost.efficiency[static_cast<int>(model::LinkKind::NVLink)] = 0;
+  for (bool keep : {false, true}) {
+    sim::ScheduleSimOptions options;
+    options.keep_flows = keep;
+    try {
+      sim::simulate_schedule(s, two_nodes(), cost, options);
+      FAIL() << "expected a FlowError";
+    } catch (const sim::FlowError& e) {
+      EXPECT_NE(std::string(e.what()).find("capacity must be positive"), std::string::npos) << e.what();
+    }
+  }
+  cost.efficiency[static_cast<int>(model::LinkKind::NVLink)] = 0.82;
+  const auto alike = sim::simulate_schedule(s, two_nodes(), cost);
+  EXPECT_EQ(alike.result.simulated_flows, 1);  // the four ops are one class
 }
 
 // Two simulations of one schedule give the same answer, bit for bit: op times, the critical path,
