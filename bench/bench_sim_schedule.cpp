@@ -10,7 +10,13 @@
 //   BM_SimulateSchedule/3   DeepSeek-V3, hybrid chunks=16 max_chain=2 (the estimate-only pick,
 //                           1.25 M operations; its quotient is 2.7x larger)
 // Loading the scenario, planning and building the schedule happen once, outside the timed loop.
+// The heap keeps freed memory for reuse, as the `reshard` command sets it (cli/main.cpp): with
+// glibc's defaults each run maps its arrays afresh and pays a page fault per 4 KiB (about 12 % of
+// /2: 2.0 s instead of 1.8 s, docs/performance.md).
 #include <benchmark/benchmark.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <map>
 #include <memory>
@@ -80,4 +86,14 @@ BENCHMARK(BM_SimulateSchedule)->Arg(3)->Unit(benchmark::kMillisecond)->Iteration
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);
+#endif
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
