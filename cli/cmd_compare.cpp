@@ -128,7 +128,7 @@ void run_compare(const std::string& path, const std::string& profile, const std:
   std::cout << "\nauto chose: " << describe(best.params) << " (" << format(best.pred.time) << ")\n"
             << "speedup is over gather_broadcast; x bound is the ratio of the estimate to the lower bound"
             << (simulate ? "; auto confirmed its best candidates by simulation.\n"
-                         : ". Add --simulate for simulated times (flow-level max-min; slow at scale).\n");
+                         : ". Add --simulate to simulate every schedule (flow-level max-min; auto's best candidates too).\n");
 }
 
 void add_compare_command(CLI::App& app) {
