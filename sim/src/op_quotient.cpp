@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 
 #include "flow_quotient.hpp"
@@ -287,6 +288,7 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
   const auto wall_start = std::chrono::steady_clock::now();
   const std::size_t n = ops.ops(), nl = net.capacity.size(), np = ops.path_link_begin.size() - 1;
   // What validate_and_index would reject is left to it (it names the flow).
+  if (flow_count >= static_cast<std::size_t>(INT32_MAX)) return OpQuotientOutcome::unchecked;
   for (const auto& c : net.capacity)
     if (!(c.value > 0) || !std::isfinite(c.value)) return OpQuotientOutcome::unchecked;
   for (std::size_t i = 0; i < n; ++i)
