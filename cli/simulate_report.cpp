@@ -26,7 +26,9 @@ nlohmann::json simulation_json(const sim::FlowSimResult& result, std::size_t tra
           {"events", result.events},
           {"rate_updates", result.rate_updates},
           {"simulated_flows", result.simulated_flows},
-          {"wall_s", result.wall.value}};
+          {"wall_s", result.wall.value},
+          {"wall_classes_s", result.classes_wall.value},
+          {"wall_event_loop_s", result.event_loop_wall.value}};
 }
 
 void print_simulation_report(std::ostream& out, const sim::FlowNetwork& network, const std::vector<sim::FlowSpec>& flows,
@@ -41,7 +43,9 @@ void print_simulation_report(std::ostream& out, const sim::FlowNetwork& network,
                      {"events", std::to_string(result.events)},
                      {"rate updates", std::to_string(result.rate_updates)},
                      {"simulated flows", std::to_string(result.simulated_flows) + " (one per class of alike flows)"},
-                     {"simulation wall time", model::format(result.wall)}});
+                     {"simulation wall time", model::format(result.wall) + " (finding the classes " +
+                                                  model::format(result.classes_wall) + ", event loop " +
+                                                  model::format(result.event_loop_wall) + ")"}});
 
   out << "\ncritical path (last finish first):\n";
   Table path({"flow", "release>", "start>", "finish>", "bytes>", "bottleneck"});
@@ -81,6 +85,9 @@ nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const s
           {"rate_updates", sim.result.rate_updates},
           {"simulated_flows", sim.result.simulated_flows},
           {"wall_s", sim.wall.value},
+          {"wall_build_s", sim.build_wall.value},
+          {"wall_classes_s", sim.result.classes_wall.value},
+          {"wall_event_loop_s", sim.result.event_loop_wall.value},
           {"ops_makespan_s", sim.ops_makespan.value},
           {"overheads_s", sim.overheads.value},
           {"estimate_s", ref.estimate.value},
@@ -112,7 +119,10 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
                      {"events", std::to_string(sim.events)},
                      {"rate updates", std::to_string(sim.result.rate_updates)},
                      {"simulated flows", std::to_string(sim.result.simulated_flows) + " (one per class of alike flows)"},
-                     {"simulation wall time", model::format(sim.wall)}});
+                     {"simulation wall time", model::format(sim.wall) + " (reading the ops " +
+                                                  model::format(sim.build_wall) + ", finding the classes " +
+                                                  model::format(sim.result.classes_wall) + ", event loop " +
+                                                  model::format(sim.result.event_loop_wall) + ")"}});
 
   out << "\ncritical path by operation (last finish first):\n";
   Table path({"op", "phase", "from", "to", "bytes>", "release>", "start>", "finish>", "bottleneck"});

@@ -35,7 +35,9 @@ TEST(SimulateCli, RawTrafficJsonAndDump) {
                        &status);
   ASSERT_EQ(status, 0) << out;
   const auto j = nlohmann::json::parse(out);
-  for (const char* key : {"makespan_s", "transfers", "events", "wall_s"}) EXPECT_TRUE(j.contains(key)) << key;
+  for (const char* key : {"makespan_s", "transfers", "events", "wall_s", "wall_classes_s", "wall_event_loop_s"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_LE(j["wall_classes_s"].get<double>() + j["wall_event_loop_s"].get<double>(), j["wall_s"].get<double>());
   EXPECT_EQ(j["transfers"], 3);
   EXPECT_NEAR(j["makespan_s"].get<double>(), 5e-3, 2e-5);
   const auto d = nlohmann::json::parse(std::ifstream(dump));

@@ -442,8 +442,13 @@ TEST(SimulateScheduleCli, ScenarioModeJson) {
   ASSERT_EQ(status, 0) << out;
   const auto j = nlohmann::json::parse(out);
   for (const char* key : {"makespan_s", "transfers", "events", "wall_s", "estimate_s", "lower_bound_s",
-                          "simulated_flows", "capacity_jitter"})
+                          "simulated_flows", "capacity_jitter", "wall_build_s", "wall_classes_s", "wall_event_loop_s"})
     EXPECT_TRUE(j.contains(key)) << key;
+  // The wall time's split: parts of it, each measured.
+  for (const char* part : {"wall_build_s", "wall_classes_s", "wall_event_loop_s"})
+    EXPECT_GE(j[part].get<double>(), 0.0) << part;
+  EXPECT_LE(j["wall_build_s"].get<double>() + j["wall_classes_s"].get<double>() + j["wall_event_loop_s"].get<double>(),
+            j["wall_s"].get<double>());
   EXPECT_GE(j["makespan_s"].get<double>(), j["lower_bound_s"].get<double>());
   EXPECT_LE(j["simulated_flows"].get<std::int64_t>(), j["flows"].get<std::int64_t>());
   // Every flow simulated, without the quotient: the same makespan (to rounding).

@@ -842,6 +842,7 @@ void Engine::fill_component(double t) {
 }
 
 FlowSimResult Engine::run() {
+  const auto loop_start = std::chrono::steady_clock::now();
   build_classes();
   finishes_.resize(classes_.size());
   if (!opt_.link_group.empty()) {
@@ -886,6 +887,7 @@ FlowSimResult Engine::run() {
     if (!touched_.empty()) refill(t);
   }
 
+  result_.event_loop_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count()};
   // Busy time per link; bytes and utilization come from the caller's flows (add_link_traffic).
   result_.links.assign(links_.size(), LinkStats{});
   for (std::size_t l = 0; l < links_.size(); ++l) result_.links[l].busy = Seconds{links_[l].busy};
@@ -951,6 +953,7 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
   FlowSimResult out;
   out.makespan = qr.makespan;
   out.rate_updates = qr.rate_updates;
+  out.event_loop_wall = qr.event_loop_wall;
   out.simulated_flows = q.flow_cells;
   out.group_timeline = std::move(qr.group_timeline);
   // Every flow starts and finishes once; the quotient counted one start and one finish per cell.
@@ -1016,15 +1019,19 @@ FlowSimResult simulate_table(const FlowNetwork& network, const FlowTable& flows,
     throw FlowError("link_group has " + std::to_string(options.link_group.size()) + " entries for " +
                     std::to_string(network.capacity.size()) + " links");
   FlowGraph graph = validate_and_index(network, flows);
+  Seconds classes_wall;
   FlowSimResult result = [&] {
     if (options.symmetry_quotient) {
       // The refinement gives up past half as many cells as flows, or past 48 rounds
       // (SimOptions::symmetry_quotient says why).
+      const auto classes_start = std::chrono::steady_clock::now();
       FlowQuotient q = find_quotient(network, flows, graph, options.link_group, flows.size() / 2, 48);
+      classes_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - classes_start).count()};
       if (q.flow_cells >= 0) return simulate_quotient(network, flows, graph, q, options, row_of_flow);
     }
     return Engine(network, flows, std::move(graph), options, nullptr).run();
   }();
+  result.classes_wall = classes_wall;
   add_link_traffic(result, network, flows);
   result.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
   return result;

@@ -305,6 +305,7 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
 
   const OpColours colours = refine(net, ops, options.link_group, flow_count / 2, 48);
   if (colours.op_cells < 0) return OpQuotientOutcome::not_paying;
+  const auto classes_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
 
   // The flows in simulate_schedule's order (schedule_sim.cpp), each given its cell: cells numbered
   // in order of their first flow, which stands for the cell. An op's sub-flow cells depend only on
@@ -432,6 +433,8 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
   FlowSimResult result;
   result.makespan = qr.makespan;
   result.rate_updates = qr.rate_updates;
+  result.classes_wall = classes_wall;
+  result.event_loop_wall = qr.event_loop_wall;
   result.simulated_flows = n_cells;
   result.group_timeline = std::move(qr.group_timeline);
   result.events = 2 * static_cast<std::int64_t>(flow_count);  // every flow starts and finishes once

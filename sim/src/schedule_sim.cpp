@@ -161,6 +161,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       problem.after_begin.push_back(static_cast<std::int64_t>(problem.after.size()));
     }
     problem.overheads = out.overheads;
+    out.build_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
     switch (simulate_op_quotient(out.network, problem, sim_options, n_flows, out)) {
       case OpQuotientOutcome::simulated:
         return finish_schedule_simulation(out, wall_start);
@@ -235,6 +236,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   }
 
   sim_options.symmetry_quotient = options.symmetry_quotient && quotient_pays;
+  out.build_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
   // Per-flow timing only where the flows are kept; otherwise one row per cell of alike flows.
   std::vector<std::int32_t> row_of_flow;
   out.result = simulate_table(out.network, flows, sim_options, options.keep_flows ? nullptr : &row_of_flow);

@@ -132,6 +132,8 @@ struct FlowSimResult {
   std::vector<CriticalStep> critical_path;  // last flow first
   std::vector<GroupSample> group_timeline;  // see SimOptions::link_group
   Seconds wall;                         // wall-clock time spent in simulate()
+  // Of `wall`: finding the symmetry classes (0 without a quotient), and the event loop.
+  Seconds classes_wall, event_loop_wall;
 };
 
 // Invalid input: an unknown link or `after` id, a duplicate flow id, a repeated link, negative

@@ -71,6 +71,7 @@ struct ScheduleSimulation {
   std::vector<std::size_t> critical_ops;  // op indices, the op that finished last first
   std::int64_t events = 0;
   Seconds wall;             // building the flows plus simulating
+  Seconds build_wall;       // of `wall`: checking the ops and building their routes (and flows)
 
   // The flow problem and its answer (for --dump-flows, traces and link statistics).
   FlowNetwork network;
