@@ -391,11 +391,20 @@ TEST(ScheduleSim, OpQuotientIsTheFlowQuotient) {
     const auto cost = model::CostParams::profile_named("reshard");
     sim::ScheduleSimOptions options;
     options.overheads = model::estimate(s, ts, sc.inventory, sc.topology, cost).overheads;
+    options.link_kind_timeline = true;  // link groups take part in the refinement, and the timeline must match
     const auto on_ops = sim::simulate_schedule(s, sc.topology, cost, options);
     options.keep_flows = true;
     const auto on_flows = sim::simulate_schedule(s, sc.topology, cost, options);
     EXPECT_LT(on_ops.result.simulated_flows * 4, static_cast<std::int64_t>(on_ops.flow_count()));
     expect_same_answer(on_ops, on_flows);
+    const auto &a = on_ops.result.group_timeline, &b = on_flows.result.group_timeline;
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].time.value, b[i].time.value) << "sample " << i;
+      EXPECT_EQ(a[i].group, b[i].group) << "sample " << i;
+      EXPECT_EQ(a[i].rate.value, b[i].rate.value) << "sample " << i;
+    }
   }
 }
 
