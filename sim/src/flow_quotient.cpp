@@ -27,13 +27,8 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
   const std::size_t n = flows.size(), nl = net.capacity.size();
   FlowQuotient q;
   q.flow_cell.resize(n);
-  q.link_cell.resize(nl);
+  const std::int32_t link_cells = refinement::first_link_colours(net, link_group, q.link_cell);
   Numbering numbering;
-  numbering.reset(1024);
-  for (std::size_t l = 0; l < nl; ++l)
-    q.link_cell[l] = numbering.number(0, bits(net.capacity[l].value),
-                                      link_group.empty() ? 0 : static_cast<std::uint64_t>(link_group[l]) + 1);
-  const std::int32_t link_cells = numbering.count();
   // The signatures: per flow the multisets of its links' colours and of its predecessors'
   // colours, per link the multiset of its flows' colours.
   std::vector<Sum> flow_links(n), flow_preds(n), link_sum(nl), link_change(nl);

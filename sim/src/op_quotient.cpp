@@ -48,6 +48,7 @@ struct Csr {
 struct OpColours {
   std::vector<std::int32_t> op, path, route, link;  // path and route: their signatures, numbered
   std::vector<std::int32_t> shape;  // per route: the sequence of its paths' colours, numbered
+  std::int32_t link_cells = 0;
   std::int64_t op_cells = -1;
   std::int32_t rounds = 0;
 };
@@ -75,13 +76,9 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
 
   // Links: (capacity, group) first. Paths: the sum of their links' colour hashes.
   auto& link_cell = out.link;
-  link_cell.resize(nl);
+  const std::int32_t first_link_cells = refinement::first_link_colours(net, link_group, link_cell);
+  Side link_side(link_cell, first_link_cells);
   Numbering numbering;
-  numbering.reset(1024);
-  for (std::size_t l = 0; l < nl; ++l)
-    link_cell[l] = numbering.number(0, bits(net.capacity[l].value),
-                                    link_group.empty() ? 0 : static_cast<std::uint64_t>(link_group[l]) + 1);
-  Side link_side(link_cell, numbering.count());
   std::vector<Sum> path_sum(np);
   for (std::size_t p = 0; p < np; ++p)
     for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k)
@@ -269,10 +266,33 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
     }
     out.shape[r] = numbering.number(static_cast<std::uint32_t>(ops.route_path_begin[r + 1] - ops.route_path_begin[r]), h1, h2);
   }
-  compact(out.link);
+  out.link_cells = compact(out.link);
   out.op_cells = compact(out.op);
   return out;
 }
+
+// A value per (colour, key), made once: the first key each colour meets is kept in arrays by
+// colour (most colours meet one), the others hashed.
+class PerColour {
+ public:
+  explicit PerColour(std::size_t colours) : first_key_(colours, -1), first_value_(colours) { others_.reset(1024); }
+  template <class Make>
+  std::int32_t get(std::int32_t colour, std::int32_t key, Make&& make) {
+    const auto c = static_cast<std::size_t>(colour);
+    if (first_key_[c] == key) return first_value_[c];
+    if (first_key_[c] < 0) {
+      first_key_[c] = key;
+      return first_value_[c] = make();
+    }
+    const auto k = others_.number(static_cast<std::uint32_t>(colour), static_cast<std::uint64_t>(key), 0);
+    if (k == static_cast<std::int32_t>(other_value_.size())) other_value_.push_back(make());
+    return other_value_[k];
+  }
+
+ private:
+  std::vector<std::int32_t> first_key_, first_value_, other_value_;
+  Numbering others_;
+};
 
 // What a flow of the expansion is: sub-flow `path` (0-based within the route) of op `op`, the join
 // flow of op `op`, or the overhead flow.
@@ -310,63 +330,36 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
   // The flows in simulate_schedule's order (schedule_sim.cpp), each given its cell: cells numbered
   // in order of their first flow, which stands for the cell. An op's sub-flow cells depend only on
   // (op colour, route shape): looked up once per such pair (an "entry"), and a join flow's on (op
-  // colour, route colour). Most op colours meet one shape and one route colour: those are kept per
-  // colour, the rest hashed.
+  // colour, route colour).
   const auto op_cells = static_cast<std::size_t>(colours.op_cells);
   std::vector<std::int64_t> first_flow(n), join_of(n, -1);
   std::vector<std::int32_t> entry_of(n), join_cell(n, -1), entry_begin{0}, entry_cells, entry_ops;
-  std::vector<std::int32_t> colour_shape(op_cells, -1), colour_entry(op_cells), colour_join_route(op_cells, -1),
-      colour_join_cell(op_cells), other_entry, other_join_cell, sub_flow_cell;
   std::vector<std::int64_t> cell_size;
   std::vector<FlowRef> stands_for;
   std::vector<std::int64_t> op_of_flow;
   op_of_flow.reserve(flow_count);
-  Numbering sub_flow_cells, other_entries, other_joins;
-  sub_flow_cells.reset(1024);
-  other_entries.reset(1024);
-  other_joins.reset(1024);
+  PerColour entries(op_cells), join_cells(op_cells), sub_flow_cells(op_cells);
   auto new_cell = [&](FlowRef ref) {
     cell_size.push_back(0);
     stands_for.push_back(ref);
     return static_cast<std::int32_t>(cell_size.size() - 1);
   };
   auto join_cell_of = [&](std::size_t a) {
-    const auto c = static_cast<std::size_t>(colours.op[a]);
-    const std::int32_t route_colour = colours.route[ops.route[a]];
-    if (colour_join_route[c] == route_colour) return colour_join_cell[c];
-    const FlowRef ref{FlowRef::join, static_cast<std::int32_t>(a), 0};
-    if (colour_join_route[c] < 0) {
-      colour_join_route[c] = route_colour;
-      return colour_join_cell[c] = new_cell(ref);
-    }
-    const auto k = other_joins.number(static_cast<std::uint32_t>(c), static_cast<std::uint64_t>(route_colour), 0);
-    if (k == static_cast<std::int32_t>(other_join_cell.size())) other_join_cell.push_back(new_cell(ref));
-    return other_join_cell[k];
+    return join_cells.get(colours.op[a], colours.route[ops.route[a]],
+                          [&] { return new_cell(FlowRef{FlowRef::join, static_cast<std::int32_t>(a), 0}); });
   };
   auto new_entry = [&](std::size_t i) {
     const auto first_path = ops.route_path_begin[ops.route[i]];
-    for (std::int32_t p = 0; p < ops.sub_flows(i); ++p) {
-      const auto k = sub_flow_cells.number(static_cast<std::uint32_t>(colours.op[i]),
-                                           static_cast<std::uint64_t>(colours.path[first_path + p]), 0);
-      if (k == static_cast<std::int32_t>(sub_flow_cell.size()))
-        sub_flow_cell.push_back(new_cell(FlowRef{FlowRef::sub_flow, static_cast<std::int32_t>(i), p}));
-      entry_cells.push_back(sub_flow_cell[k]);
-    }
+    for (std::int32_t p = 0; p < ops.sub_flows(i); ++p)
+      entry_cells.push_back(sub_flow_cells.get(colours.op[i], colours.path[first_path + p], [&] {
+        return new_cell(FlowRef{FlowRef::sub_flow, static_cast<std::int32_t>(i), p});
+      }));
     entry_begin.push_back(static_cast<std::int32_t>(entry_cells.size()));
     entry_ops.push_back(0);
     return static_cast<std::int32_t>(entry_ops.size() - 1);
   };
   auto entry_of_op = [&](std::size_t i) {
-    const auto c = static_cast<std::size_t>(colours.op[i]);
-    const std::int32_t shape = colours.shape[ops.route[i]];
-    if (colour_shape[c] == shape) return colour_entry[c];
-    if (colour_shape[c] < 0) {
-      colour_shape[c] = shape;
-      return colour_entry[c] = new_entry(i);
-    }
-    const auto k = other_entries.number(static_cast<std::uint32_t>(c), static_cast<std::uint64_t>(shape), 0);
-    if (k == static_cast<std::int32_t>(other_entry.size())) other_entry.push_back(new_entry(i));
-    return other_entry[k];
+    return entries.get(colours.op[i], colours.shape[ops.route[i]], [&] { return new_entry(i); });
   };
   std::int64_t next_flow = 0;
   std::size_t join_flows = 0;
@@ -401,9 +394,7 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
   if (static_cast<std::size_t>(n_cells) > flow_count / 2) return OpQuotientOutcome::not_paying;
 
   // The quotient problem: each cell's flow from the flow that stands for it.
-  std::int32_t link_cells = 0;
-  for (auto c : colours.link) link_cells = std::max(link_cells, c + 1);
-  QuotientProblem problem(net, colours.link, link_cells, options);
+  QuotientProblem problem(net, colours.link, colours.link_cells, options);
   auto sub_cell = [&](std::size_t i, std::int32_t p) { return entry_cells[entry_begin[entry_of[i]] + p]; };
   auto as_predecessor_cell = [&](std::size_t a) { return ops.sub_flows(a) == 1 ? sub_cell(a, 0) : join_cell[a]; };
   std::vector<std::int32_t> link_list, pred_list;

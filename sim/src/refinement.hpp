@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "reshard/sim/flow_sim.hpp"
+
 namespace reshard::sim::refinement {
 
 inline std::uint64_t mix64(std::uint64_t x) {  // splitmix64's finalizer: a bijection that scatters bits
@@ -236,6 +238,18 @@ class Side {
   std::vector<std::pair<std::int32_t, std::int32_t>> moved_;
 };
 
+
+// The links' first colours, by (capacity, link group); returns how many there are.
+inline std::int32_t first_link_colours(const FlowNetwork& net, const std::vector<std::int32_t>& link_group,
+                                       std::vector<std::int32_t>& colour) {
+  Numbering numbering;
+  numbering.reset(1024);
+  colour.resize(net.capacity.size());
+  for (std::size_t l = 0; l < colour.size(); ++l)
+    colour[l] = numbering.number(0, bits(net.capacity[l].value),
+                                 link_group.empty() ? 0 : static_cast<std::uint64_t>(link_group[l]) + 1);
+  return numbering.count();
+}
 
 // Renumbers colours densely in order of first appearance (cells that lost all their members to
 // splits drop out); returns how many there are.
