@@ -13,12 +13,7 @@ namespace reshard::sim {
 
 namespace {
 
-using refinement::bits;
-using refinement::compact;
-using refinement::mix64;
-using refinement::Numbering;
-using refinement::Side;
-using refinement::Sum;
+using namespace refinement;  // mix64, bits, Numbering, Sum, Side, compact
 
 constexpr std::uint64_t kLinkSalt = 0x13198a2e03707344ull, kPredSalt = 0xa4093822299f31d0ull,
                         kOpSalt = 0x082efa98ec4e6c89ull, kPathSalt = 0x452821e638d01377ull,
