@@ -132,7 +132,7 @@ struct alignas(64) RouteClass {
   double new_rate = 0;                        // filling result
   std::int32_t bottleneck = -1;               // link at which the rate was fixed
   std::int32_t new_bottleneck = -1;
-  std::int32_t link_begin = 0, link_end = 0;  // slice of Engine::class_links_
+  std::int32_t link_begin = 0, link_end = 0;  // slice of Engine::class_slots_
   std::uint32_t in_refill = 0;  // member of the refilled set (stamp)
   std::uint32_t touched = 0;    // flows joined or left in this batch
   double served = 0;            // bytes served per flow at time `updated`
@@ -231,8 +231,15 @@ class Engine {
   std::vector<std::int32_t> waiting_;            // unfinished predecessors
   std::vector<std::int32_t> released_by_;        // predecessor that finished last, -1 when none
   std::vector<std::int32_t> class_of_;
-  std::vector<std::int32_t> class_links_, class_link_pos_;  // link slots and the class's index in that link's list
-  std::vector<std::int64_t> class_weights_;  // per link slot: flows of the class counted there per flow (1 unless quotient)
+  // A link slot of a class: the link, and how many flows of the whole problem one flow of the
+  // class stands for there (1 unless a quotient is run). One array, so a class's slots are one
+  // read.
+  struct Slot {
+    std::int32_t link;
+    std::int32_t weight;
+  };
+  std::vector<Slot> class_slots_;
+  std::vector<std::int32_t> class_link_pos_;  // per slot: the class's index in that link's list
   std::vector<RouteClass> classes_;
   std::vector<LinkState> links_;
 
@@ -396,7 +403,13 @@ void Engine::build_classes() {
     const auto first = flows_.link_begin[i], last = flows_.link_begin[i + 1];
     if (first == last || flows_.bytes[i].value == 0) continue;  // finishes at its start, never active
     slots.clear();
-    for (auto k = first; k < last; ++k) slots.emplace_back(flows_.links[k], weights_ ? weights_->flow_link[k] : 1);
+    for (auto k = first; k < last; ++k) {
+      const std::int64_t w = weights_ ? weights_->flow_link[k] : 1;
+      if (w > INT32_MAX)
+        throw FlowError(flows_.name(i) + ": stands for " + std::to_string(w) + " flows on " +
+                        net_.link_name(flows_.links[k]) + ", more than the " + std::to_string(INT32_MAX) + " supported");
+      slots.emplace_back(flows_.links[k], w);
+    }
     std::sort(slots.begin(), slots.end());
     key.clear();
     for (const auto& [l, w] : slots) {
@@ -408,17 +421,14 @@ void Engine::build_classes() {
     if (inserted) it = by_links.emplace(key, static_cast<std::int32_t>(classes_.size())).first;
     if (inserted) {
       RouteClass c;
-      c.link_begin = static_cast<std::int32_t>(class_links_.size());
-      for (const auto& [l, w] : slots) {
-        class_links_.push_back(l);
-        class_weights_.push_back(w);
-      }
-      c.link_end = static_cast<std::int32_t>(class_links_.size());
+      c.link_begin = static_cast<std::int32_t>(class_slots_.size());
+      for (const auto& [l, w] : slots) class_slots_.push_back({l, static_cast<std::int32_t>(w)});
+      c.link_end = static_cast<std::int32_t>(class_slots_.size());
       classes_.push_back(std::move(c));
     }
     class_of_[i] = it->second;
   }
-  class_link_pos_.assign(class_links_.size(), -1);
+  class_link_pos_.assign(class_slots_.size(), -1);
   links_.resize(net_.capacity.size());
   for (std::size_t l = 0; l < links_.size(); ++l) {
     links_[l].capacity = net_.capacity[l].value;
@@ -454,7 +464,7 @@ void Engine::start(std::int32_t f, double t) {
   std::push_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
   rc.next_level = rc.finish_heap.front().first;
   if (rc.multiplicity++ == 0) join(c, t);
-  for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_links_[k]].flows += class_weights_[k];
+  for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_slots_[k].link].flows += std::int64_t{class_slots_[k].weight};
   rc.joined = batch_;
   touch(c);
 }
@@ -478,11 +488,11 @@ void Engine::finish(std::int32_t f, double t) {
 void Engine::join(std::int32_t c, double t) {
   const RouteClass& rc = classes_[c];
   for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-    LinkState& ls = links_[class_links_[k]];
+    LinkState& ls = links_[class_slots_[k].link];
     if (ls.classes.empty()) ls.busy_since = t;
     class_link_pos_[k] = static_cast<std::int32_t>(ls.classes.size());
     ls.classes.push_back(c);
-    ls.class_weights.push_back(class_weights_[k]);
+    ls.class_weights.push_back(std::int64_t{class_slots_[k].weight});
   }
 }
 
@@ -490,7 +500,7 @@ void Engine::join(std::int32_t c, double t) {
 void Engine::leave(std::int32_t c, double t) {
   const RouteClass& rc = classes_[c];
   for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-    const std::int32_t l = class_links_[k];
+    const std::int32_t l = class_slots_[k].link;
     LinkState& ls = links_[l];
     const std::int32_t pos = class_link_pos_[k];
     const std::int32_t moved = ls.classes.back();
@@ -501,7 +511,7 @@ void Engine::leave(std::int32_t c, double t) {
     if (moved != c) {
       const RouteClass& mc = classes_[moved];
       for (auto j = mc.link_begin; j < mc.link_end; ++j)
-        if (class_links_[j] == l) {
+        if (class_slots_[j].link == l) {
           class_link_pos_[j] = pos;
           break;
         }
@@ -524,7 +534,7 @@ void Engine::class_finish_event(std::int32_t c, double t) {
     std::pop_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
     rc.finish_heap.pop_back();
     if (level > rc.served) rc.served = level;
-    for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_links_[k]].flows -= class_weights_[k];
+    for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_slots_[k].link].flows -= std::int64_t{class_slots_[k].weight};
     rc.left = batch_;
     if (--rc.multiplicity == 0) leave(c, t);
     touch(c);
@@ -575,8 +585,8 @@ void Engine::progressive_fill(std::size_t to_fix, ForEachMember&& for_each_membe
       rc.new_rate = share;
       rc.new_bottleneck = top.link;
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        LinkState& other = links_[class_links_[k]];
-        const std::int64_t flows = rc.multiplicity * class_weights_[k];
+        LinkState& other = links_[class_slots_[k].link];
+        const std::int64_t flows = rc.multiplicity * std::int64_t{class_slots_[k].weight};
         other.remaining -= static_cast<double>(flows) * share;
         other.unfixed -= flows;
       }
@@ -621,7 +631,7 @@ void Engine::refill(double t) {
   for (std::size_t i = 0, n = refilled_.size(); i < n; ++i) {
     const RouteClass& rc = classes_[refilled_[i]];
     for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-      const std::int32_t l = class_links_[k];
+      const std::int32_t l = class_slots_[k].link;
       if (links_[l].bottlenecked == 0 || links_[l].scanned == refill_stamp_) continue;
       links_[l].scanned = refill_stamp_;  // once per link, however many touched classes cross it
       for (auto c : links_[l].classes)
@@ -635,13 +645,16 @@ void Engine::refill(double t) {
     // Link totals for this pass: capacity minus frozen load, refilled flows, and the active
     // refilled classes (LinkState::members, in the order of refilled_).
     std::size_t active = 0;
-    for (auto c : refilled_) {
+    for (std::size_t i = 0, n = refilled_.size(); i < n; ++i) {
+      if (i + 8 < n) __builtin_prefetch(&classes_[refilled_[i + 8]]);
+      if (i + 4 < n) __builtin_prefetch(&class_slots_[classes_[refilled_[i + 4]].link_begin]);
+      const std::int32_t c = refilled_[i];
       RouteClass& rc = classes_[c];
       rc.new_rate = 0;
       rc.new_bottleneck = -1;
       if (rc.multiplicity > 0) ++active;
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        const std::int32_t l = class_links_[k];
+        const std::int32_t l = class_slots_[k].link;
         LinkState& ls = links_[l];
         if (ls.stamp != pass_stamp_) {
           ls.stamp = pass_stamp_;
@@ -652,7 +665,7 @@ void Engine::refill(double t) {
           ls.fill_share = -1;
           refill_links_.push_back(l);
         }
-        const std::int64_t w = class_weights_[k];
+        const std::int64_t w = std::int64_t{class_slots_[k].weight};
         ls.remaining += static_cast<double>(rc.committed * w) * rc.rate;
         if (rc.bottleneck == l) ls.refilled_bottlenecked += rc.committed * w;
         if (rc.multiplicity > 0) {
@@ -720,8 +733,8 @@ void Engine::refill(double t) {
       if (rc.bottleneck >= 0 && links_[rc.bottleneck].level_kept != pass_stamp_) links_[rc.bottleneck].level = rc.rate;
     } else {
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        const std::int32_t l = class_links_[k];
-        const std::int64_t w = class_weights_[k];
+        const std::int32_t l = class_slots_[k].link;
+        const std::int64_t w = std::int64_t{class_slots_[k].weight};
         LinkState& ls = links_[l];
         ls.allocated += ls.fixed(static_cast<double>(rc.multiplicity * w) * rc.new_rate) -
                         ls.fixed(static_cast<double>(rc.committed * w) * rc.rate);
@@ -747,10 +760,10 @@ void Engine::refill(double t) {
       rc.contribution = now;
       if (delta == 0) continue;
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        const std::int32_t l = class_links_[k];
+        const std::int32_t l = class_slots_[k].link;
         const std::int32_t g = opt_.link_group[l];
         if (g < 0) continue;
-        group_rate_[g] += delta * static_cast<double>(class_weights_[k] * (weights_ ? weights_->link_replicas[l] : 1));
+        group_rate_[g] += delta * static_cast<double>(std::int64_t{class_slots_[k].weight} * (weights_ ? weights_->link_replicas[l] : 1));
         if (group_stamp_[g] != refill_stamp_) {
           group_stamp_[g] = refill_stamp_;
           groups_changed_.push_back(g);
@@ -784,7 +797,7 @@ void Engine::fill_component(double t) {
     if (rc.left == batch_) theta = std::min(theta, rc.rate);
     if (rc.joined == batch_)
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        const LinkState& ls = links_[class_links_[k]];
+        const LinkState& ls = links_[class_slots_[k].link];
         theta = std::min(theta, ls.capacity / static_cast<double>(std::max<std::int64_t>(1, ls.flows)));
       }
   }
@@ -796,12 +809,12 @@ void Engine::fill_component(double t) {
   auto visit_links = [&](std::int32_t c) {
     const RouteClass& rc = classes_[c];
     for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-      LinkState& ls = links_[class_links_[k]];
+      LinkState& ls = links_[class_slots_[k].link];
       if (ls.stamp != pass_stamp_) {
         ls.stamp = pass_stamp_;
         ls.remaining = ls.capacity;
         ls.unfixed = 0;
-        stack_.push_back(class_links_[k]);
+        stack_.push_back(class_slots_[k].link);
       }
     }
   };
