@@ -209,6 +209,7 @@ class Engine {
   void fill_component(double t);
   template <class ForEachMember>
   void progressive_fill(std::size_t to_fix, ForEachMember&& for_each_member);
+  static constexpr std::size_t kScanFillLinks = 128;  // up to this many links, fill by scans
   void push_share(std::int32_t l) {
     const LinkState& ls = links_[l];
     if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
@@ -564,6 +565,50 @@ void Engine::schedule_finish(std::int32_t c, double t) {
 // minimum.
 template <class ForEachMember>
 void Engine::progressive_fill(std::size_t to_fix, ForEachMember&& for_each_member) {
+  auto fix_at = [&](std::int32_t link, double share) {
+    links_[link].fill_share = share;
+    for_each_member(links_[link], [&](std::int32_t c) {
+      RouteClass& rc = classes_[c];
+      if (rc.new_bottleneck >= 0) return;
+      --to_fix;
+      rc.new_rate = share;
+      rc.new_bottleneck = link;
+      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
+        LinkState& other = links_[class_slots_[k].link];
+        const std::int64_t flows = rc.multiplicity * std::int64_t{class_slots_[k].weight};
+        other.remaining -= static_cast<double>(flows) * share;
+        other.unfixed -= flows;
+      }
+    });
+  };
+  if (share_heap_.size() <= kScanFillLinks) {
+    // Few links (a local refill): the smallest share by a scan, the links left without unfixed
+    // flows dropped as it goes; cheaper than a heap whose pops are mostly such links or stale.
+    while (to_fix > 0 && !share_heap_.empty()) {
+      std::size_t best = 0;
+      double best_share = INFINITY;
+      for (std::size_t i = 0; i < share_heap_.size();) {
+        const LinkState& ls = links_[share_heap_[i].link];
+        if (ls.unfixed == 0) {
+          share_heap_[i] = share_heap_.back();
+          share_heap_.pop_back();
+          continue;
+        }
+        const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
+        if (share < best_share) {
+          best_share = share;
+          best = i;
+        }
+        ++i;
+      }
+      if (share_heap_.empty()) break;
+      const std::int32_t link = share_heap_[best].link;
+      share_heap_[best] = share_heap_.back();
+      share_heap_.pop_back();
+      fix_at(link, best_share);
+    }
+    return;
+  }
   std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
   while (to_fix > 0 && !share_heap_.empty()) {
     const ShareEntry top = share_heap_.front();
@@ -577,20 +622,7 @@ void Engine::progressive_fill(std::size_t to_fix, ForEachMember&& for_each_membe
       std::push_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
       continue;
     }
-    ls.fill_share = share;
-    for_each_member(ls, [&](std::int32_t c) {
-      RouteClass& rc = classes_[c];
-      if (rc.new_bottleneck >= 0) return;
-      --to_fix;
-      rc.new_rate = share;
-      rc.new_bottleneck = top.link;
-      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        LinkState& other = links_[class_slots_[k].link];
-        const std::int64_t flows = rc.multiplicity * std::int64_t{class_slots_[k].weight};
-        other.remaining -= static_cast<double>(flows) * share;
-        other.unfixed -= flows;
-      }
-    });
+    fix_at(top.link, share);
   }
 }
 
