@@ -146,7 +146,7 @@ struct alignas(64) RouteClass {
 };
 
 struct alignas(64) LinkState {
-  // Refill scratch, valid when stamp is the refill's pass stamp (the first cache line).
+  // Refill scratch, valid when stamp is the refill's stamp (the first cache line).
   std::uint32_t stamp = 0;
   double remaining = 0;          // capacity minus frozen classes and the refilled classes fixed so far
   std::int64_t unfixed = 0;      // refilled flows not yet fixed
@@ -251,7 +251,9 @@ class Engine {
   double batch_window_ = 0;  // events up to this long after the batch time join the batch
   std::uint32_t refill_stamp_ = 0, pass_stamp_ = 0;
   std::vector<std::int32_t> refilled_;      // classes refilled in this refill
-  std::vector<std::int32_t> refill_links_;  // links they cross (this pass)
+  std::vector<std::int32_t> refill_links_;  // links they cross
+  std::vector<std::pair<double, std::int64_t>> pass_totals_;  // per refill link: remaining and unfixed before the filling
+  std::vector<std::uint32_t> component_stamp_;  // per link: pass stamp of fill_component's scratch
   std::vector<std::int32_t> violated_;
   std::vector<std::int32_t> stack_;
   std::vector<ShareEntry> share_heap_;
@@ -431,6 +433,7 @@ void Engine::build_classes() {
   }
   class_link_pos_.assign(class_slots_.size(), -1);
   links_.resize(net_.capacity.size());
+  component_stamp_.assign(net_.capacity.size(), 0);
   for (std::size_t l = 0; l < links_.size(); ++l) {
     links_[l].capacity = net_.capacity[l].value;
     int exponent = 0;  // capacity < 2^exponent
@@ -671,13 +674,25 @@ void Engine::refill(double t) {
     }
   }
 
+  // Link totals: capacity minus frozen load, refilled flows, and the active refilled classes
+  // (LinkState::members, in the order of refilled_). A pass after a failed one adds the classes
+  // that failure brought in to the totals the failed pass started from (pass_totals_): the same
+  // sums in the same order as adding every class again, at the cost of the new classes only.
+  refill_links_.clear();
+  std::size_t counted = 0, active = 0;  // classes of refilled_ in the totals, and the active ones
   while (true) {
     ++pass_stamp_;
-    refill_links_.clear();
-    // Link totals for this pass: capacity minus frozen load, refilled flows, and the active
-    // refilled classes (LinkState::members, in the order of refilled_).
-    std::size_t active = 0;
-    for (std::size_t i = 0, n = refilled_.size(); i < n; ++i) {
+    for (std::size_t j = 0; j < refill_links_.size(); ++j) {
+      LinkState& ls = links_[refill_links_[j]];
+      ls.remaining = pass_totals_[j].first;
+      ls.unfixed = pass_totals_[j].second;
+      ls.fill_share = -1;
+    }
+    for (std::size_t i = 0; i < counted; ++i) {
+      classes_[refilled_[i]].new_rate = 0;
+      classes_[refilled_[i]].new_bottleneck = -1;
+    }
+    for (std::size_t i = counted, n = refilled_.size(); i < n; ++i) {
       if (i + 8 < n) __builtin_prefetch(&classes_[refilled_[i + 8]]);
       if (i + 4 < n) __builtin_prefetch(&class_slots_[classes_[refilled_[i + 4]].link_begin]);
       const std::int32_t c = refilled_[i];
@@ -688,8 +703,8 @@ void Engine::refill(double t) {
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
         const std::int32_t l = class_slots_[k].link;
         LinkState& ls = links_[l];
-        if (ls.stamp != pass_stamp_) {
-          ls.stamp = pass_stamp_;
+        if (ls.stamp != refill_stamp_) {
+          ls.stamp = refill_stamp_;
           ls.remaining = ls.capacity - static_cast<double>(ls.allocated) * ls.from_fixed;
           ls.unfixed = 0;
           ls.refilled_bottlenecked = 0;
@@ -706,6 +721,10 @@ void Engine::refill(double t) {
         }
       }
     }
+    counted = refilled_.size();
+    pass_totals_.resize(refill_links_.size());
+    for (std::size_t j = 0; j < refill_links_.size(); ++j)
+      pass_totals_[j] = {links_[refill_links_[j]].remaining, links_[refill_links_[j]].unfixed};
 
     share_heap_.clear();
     for (auto l : refill_links_) push_share(l);
@@ -842,8 +861,8 @@ void Engine::fill_component(double t) {
     const RouteClass& rc = classes_[c];
     for (auto k = rc.link_begin; k < rc.link_end; ++k) {
       LinkState& ls = links_[class_slots_[k].link];
-      if (ls.stamp != pass_stamp_) {
-        ls.stamp = pass_stamp_;
+      if (component_stamp_[class_slots_[k].link] != pass_stamp_) {
+        component_stamp_[class_slots_[k].link] = pass_stamp_;
         ls.remaining = ls.capacity;
         ls.unfixed = 0;
         stack_.push_back(class_slots_[k].link);
