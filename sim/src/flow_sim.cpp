@@ -561,11 +561,13 @@ void Engine::schedule_finish(std::int32_t c, double t) {
 // Progressive filling (flow_sim.hpp) over the links in share_heap_, whose remaining capacity and
 // unfixed count are set: the link with the smallest share fixes its unfixed members at that share.
 // for_each_member(link, fix) calls fix(c) for the refilled classes on the link; `to_fix` counts
-// the active ones, and the filling stops once all are fixed (the links left in the heap then have
-// no unfixed member: popping them would change nothing). Heap keys are
-// lower bounds: a link's share only grows while the filling runs, so a popped link whose share
-// has grown is pushed back with its current share; a popped key equal to the current share is the
-// minimum.
+// the active ones, and the filling stops once all are fixed (the links left then have no unfixed
+// member: fixing at them would change nothing). Up to kScanFillLinks links the smallest share is
+// found by a scan; past that share_heap_ is a heap whose keys are lower bounds: a link's share
+// only grows while the filling runs, so a popped link whose share has grown is pushed back with
+// its current share, and a popped key equal to the current share is the minimum. (In a local
+// refill most links empty or grow before they would be popped: on the tuned deepseek-v3 schedule
+// a 64-link heap popped 26 keys for 8 links that fixed classes.)
 template <class ForEachMember>
 void Engine::progressive_fill(std::size_t to_fix, ForEachMember&& for_each_member) {
   auto fix_at = [&](std::int32_t link, double share) {
