@@ -406,13 +406,9 @@ void Engine::build_classes() {
     const auto first = flows_.link_begin[i], last = flows_.link_begin[i + 1];
     if (first == last || flows_.bytes[i].value == 0) continue;  // finishes at its start, never active
     slots.clear();
-    for (auto k = first; k < last; ++k) {
-      const std::int64_t w = weights_ ? weights_->flow_link[k] : 1;
-      if (w > INT32_MAX)
-        throw FlowError(flows_.name(i) + ": stands for " + std::to_string(w) + " flows on " +
-                        net_.link_name(flows_.links[k]) + ", more than the " + std::to_string(INT32_MAX) + " supported");
-      slots.emplace_back(flows_.links[k], w);
-    }
+    // A weight counts flows of the whole problem, fewer than INT32_MAX (validate_and_index and
+    // simulate_op_quotient refuse more), so it fits a Slot's int32.
+    for (auto k = first; k < last; ++k) slots.emplace_back(flows_.links[k], weights_ ? weights_->flow_link[k] : 1);
     std::sort(slots.begin(), slots.end());
     key.clear();
     for (const auto& [l, w] : slots) {
