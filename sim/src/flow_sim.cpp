@@ -212,7 +212,7 @@ class Engine {
   static constexpr std::size_t kScanFillLinks = 128;  // up to this many links, fill by scans
   void push_share(std::int32_t l) {
     const LinkState& ls = links_[l];
-    if (ls.unfixed > 0) share_heap_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
+    if (ls.unfixed > 0) fill_links_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
   }
   void add_to_refill(std::int32_t c, double t) {
     RouteClass& rc = classes_[c];
@@ -256,7 +256,7 @@ class Engine {
   std::vector<std::uint32_t> component_stamp_;  // per link: pass stamp of fill_component's scratch
   std::vector<std::int32_t> violated_;
   std::vector<std::int32_t> stack_;
-  std::vector<ShareEntry> share_heap_;
+  std::vector<ShareEntry> fill_links_;  // the filling's links, shares as pushed (a heap past kScanFillLinks)
 
   std::vector<double> group_rate_;
   std::vector<std::uint32_t> group_stamp_;
@@ -464,7 +464,7 @@ void Engine::start(std::int32_t f, double t) {
   std::push_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
   rc.next_level = rc.finish_heap.front().first;
   if (rc.multiplicity++ == 0) join(c, t);
-  for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_slots_[k].link].flows += std::int64_t{class_slots_[k].weight};
+  for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_slots_[k].link].flows += class_slots_[k].weight;
   rc.joined = batch_;
   touch(c);
 }
@@ -492,7 +492,7 @@ void Engine::join(std::int32_t c, double t) {
     if (ls.classes.empty()) ls.busy_since = t;
     class_link_pos_[k] = static_cast<std::int32_t>(ls.classes.size());
     ls.classes.push_back(c);
-    ls.class_weights.push_back(std::int64_t{class_slots_[k].weight});
+    ls.class_weights.push_back(class_slots_[k].weight);
   }
 }
 
@@ -534,7 +534,7 @@ void Engine::class_finish_event(std::int32_t c, double t) {
     std::pop_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
     rc.finish_heap.pop_back();
     if (level > rc.served) rc.served = level;
-    for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_slots_[k].link].flows -= std::int64_t{class_slots_[k].weight};
+    for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_slots_[k].link].flows -= class_slots_[k].weight;
     rc.left = batch_;
     if (--rc.multiplicity == 0) leave(c, t);
     touch(c);
@@ -554,12 +554,12 @@ void Engine::schedule_finish(std::int32_t c, double t) {
   finishes_.set(c, t + remaining / rc.rate);
 }
 
-// Progressive filling (flow_sim.hpp) over the links in share_heap_, whose remaining capacity and
+// Progressive filling (flow_sim.hpp) over the links in fill_links_, whose remaining capacity and
 // unfixed count are set: the link with the smallest share fixes its unfixed members at that share.
 // for_each_member(link, fix) calls fix(c) for the refilled classes on the link; `to_fix` counts
 // the active ones, and the filling stops once all are fixed (the links left then have no unfixed
 // member: fixing at them would change nothing). Up to kScanFillLinks links the smallest share is
-// found by a scan; past that share_heap_ is a heap whose keys are lower bounds: a link's share
+// found by a scan; past that fill_links_ is a heap whose keys are lower bounds: a link's share
 // only grows while the filling runs, so a popped link whose share has grown is pushed back with
 // its current share, and a popped key equal to the current share is the minimum. (In a local
 // refill most links empty or grow before they would be popped: on the tuned deepseek-v3 schedule
@@ -576,23 +576,23 @@ void Engine::progressive_fill(std::size_t to_fix, ForEachMember&& for_each_membe
       rc.new_bottleneck = link;
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
         LinkState& other = links_[class_slots_[k].link];
-        const std::int64_t flows = rc.multiplicity * std::int64_t{class_slots_[k].weight};
+        const std::int64_t flows = rc.multiplicity * class_slots_[k].weight;
         other.remaining -= static_cast<double>(flows) * share;
         other.unfixed -= flows;
       }
     });
   };
-  if (share_heap_.size() <= kScanFillLinks) {
+  if (fill_links_.size() <= kScanFillLinks) {
     // Few links (a local refill): the smallest share by a scan, the links left without unfixed
     // flows dropped as it goes; cheaper than a heap whose pops are mostly such links or stale.
-    while (to_fix > 0 && !share_heap_.empty()) {
+    while (to_fix > 0 && !fill_links_.empty()) {
       std::size_t best = 0;
       double best_share = INFINITY;
-      for (std::size_t i = 0; i < share_heap_.size();) {
-        const LinkState& ls = links_[share_heap_[i].link];
+      for (std::size_t i = 0; i < fill_links_.size();) {
+        const LinkState& ls = links_[fill_links_[i].link];
         if (ls.unfixed == 0) {
-          share_heap_[i] = share_heap_.back();
-          share_heap_.pop_back();
+          fill_links_[i] = fill_links_.back();
+          fill_links_.pop_back();
           continue;
         }
         const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
@@ -602,25 +602,25 @@ void Engine::progressive_fill(std::size_t to_fix, ForEachMember&& for_each_membe
         }
         ++i;
       }
-      if (share_heap_.empty()) break;
-      const std::int32_t link = share_heap_[best].link;
-      share_heap_[best] = share_heap_.back();
-      share_heap_.pop_back();
+      if (fill_links_.empty()) break;
+      const std::int32_t link = fill_links_[best].link;
+      fill_links_[best] = fill_links_.back();
+      fill_links_.pop_back();
       fix_at(link, best_share);
     }
     return;
   }
-  std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-  while (to_fix > 0 && !share_heap_.empty()) {
-    const ShareEntry top = share_heap_.front();
-    std::pop_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
-    share_heap_.pop_back();
+  std::make_heap(fill_links_.begin(), fill_links_.end(), std::greater<>());
+  while (to_fix > 0 && !fill_links_.empty()) {
+    const ShareEntry top = fill_links_.front();
+    std::pop_heap(fill_links_.begin(), fill_links_.end(), std::greater<>());
+    fill_links_.pop_back();
     LinkState& ls = links_[top.link];
     if (ls.unfixed == 0) continue;
     const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
     if (share > top.share) {
-      share_heap_.push_back({share, top.link});
-      std::push_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+      fill_links_.push_back({share, top.link});
+      std::push_heap(fill_links_.begin(), fill_links_.end(), std::greater<>());
       continue;
     }
     fix_at(top.link, share);
@@ -710,7 +710,7 @@ void Engine::refill(double t) {
           ls.fill_share = -1;
           refill_links_.push_back(l);
         }
-        const std::int64_t w = std::int64_t{class_slots_[k].weight};
+        const std::int64_t w = class_slots_[k].weight;
         ls.remaining += static_cast<double>(rc.committed * w) * rc.rate;
         if (rc.bottleneck == l) ls.refilled_bottlenecked += rc.committed * w;
         if (rc.multiplicity > 0) {
@@ -724,7 +724,7 @@ void Engine::refill(double t) {
     for (std::size_t j = 0; j < refill_links_.size(); ++j)
       pass_totals_[j] = {links_[refill_links_[j]].remaining, links_[refill_links_[j]].unfixed};
 
-    share_heap_.clear();
+    fill_links_.clear();
     for (auto l : refill_links_) push_share(l);
     progressive_fill(active, [&](const LinkState& ls, auto&& fix) {
       for (auto c : ls.members) fix(c);
@@ -783,7 +783,7 @@ void Engine::refill(double t) {
     } else {
       for (auto k = rc.link_begin; k < rc.link_end; ++k) {
         const std::int32_t l = class_slots_[k].link;
-        const std::int64_t w = std::int64_t{class_slots_[k].weight};
+        const std::int64_t w = class_slots_[k].weight;
         LinkState& ls = links_[l];
         ls.allocated += ls.fixed(static_cast<double>(rc.multiplicity * w) * rc.new_rate) -
                         ls.fixed(static_cast<double>(rc.committed * w) * rc.rate);
@@ -812,7 +812,7 @@ void Engine::refill(double t) {
         const std::int32_t l = class_slots_[k].link;
         const std::int32_t g = opt_.link_group[l];
         if (g < 0) continue;
-        group_rate_[g] += delta * static_cast<double>(std::int64_t{class_slots_[k].weight} * (weights_ ? weights_->link_replicas[l] : 1));
+        group_rate_[g] += delta * static_cast<double>(class_slots_[k].weight * (weights_ ? weights_->link_replicas[l] : 1));
         if (group_stamp_[g] != refill_stamp_) {
           group_stamp_[g] = refill_stamp_;
           groups_changed_.push_back(g);
@@ -870,7 +870,7 @@ void Engine::fill_component(double t) {
   for (auto c : refilled_) visit_links(c);
   // One pass per link: every member on a visited link is reached from it, so the remaining
   // capacity and the unfixed count are complete when the link is scanned.
-  share_heap_.clear();
+  fill_links_.clear();
   while (!stack_.empty()) {
     const std::int32_t l = stack_.back();
     stack_.pop_back();
