@@ -3,11 +3,11 @@
 //                           default StrategyParams
 //   BM_SimulateSchedule/1   the Kimi-K3-class scenario on 2 x 64 GB200 NVL72 racks
 //                           (scenarios/kimi-k3-gb200.yaml), domain_chain: target < 60 s
-//   BM_SimulateSchedule/2   DeepSeek-V3, the best schedule (hybrid chunks=16 max_chain=2
+//   BM_SimulateSchedule/2   DeepSeek-V3, the best schedule (hybrid max_chain=2
 //                           relay_egress, 1.7 M operations: what `compare --simulate` and `auto`
 //                           confirm by simulation among the three variants the estimate ties at
 //                           953 ms): target < 2 s
-//   BM_SimulateSchedule/3   DeepSeek-V3, hybrid chunks=16 max_chain=2 (the estimate-only pick,
+//   BM_SimulateSchedule/3   DeepSeek-V3, hybrid max_chain=2 (the estimate-only pick,
 //                           1.25 M operations; its quotient is 2.7x larger)
 // Loading the scenario, planning and building the schedule happen once, outside the timed loop.
 // The heap keeps freed memory for reuse, as the `reshard` command sets it (cli/main.cpp): with
@@ -44,8 +44,8 @@ const Case& get_case(int which) {
   const auto ts = model::plan(c->scenario.inventory, c->scenario.source, c->scenario.destination);
   model::StrategyParams p;
   p.strategy = "domain_chain";
-  if (which == 2) p = model::parse_strategy("hybrid chunks=16 max_chain=2 relay_egress");
-  if (which == 3) p = model::parse_strategy("hybrid chunks=16 max_chain=2");
+  if (which == 2) p = model::parse_strategy("hybrid max_chain=2 relay_egress");
+  if (which == 3) p = model::parse_strategy("hybrid max_chain=2");
   c->schedule = model::build_schedule(ts, c->scenario.inventory, c->scenario.source, c->scenario.destination,
                                       c->scenario.topology, p);
   return *cache.emplace(which, std::move(c)).first->second;

@@ -61,13 +61,13 @@ BENCHMARK_CAPTURE(build, deepseek_domain_chain, "deepseek-v3-h100.yaml", "domain
 BENCHMARK_CAPTURE(estimate_only, deepseek_domain_chain, "deepseek-v3-h100.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(3);
 // Tuned schedules (reshard compare; docs/performance.md): on DeepSeek-V3 domain_chain chunks=16
 // max_chain=2 estimates 953 ms, tied with auto's hybrid choice.
-BENCHMARK_CAPTURE(estimate_only, deepseek_best, "deepseek-v3-h100.yaml", "domain_chain chunks=16 max_chain=2")->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_CAPTURE(estimate_only, deepseek_best, "deepseek-v3-h100.yaml", "domain_chain max_chain=2")->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK_CAPTURE(build, deepseek_gather_broadcast, "deepseek-v3-h100.yaml", "gather_broadcast")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(estimate_only, deepseek_gather_broadcast, "deepseek-v3-h100.yaml", "gather_broadcast")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(build, kimi_k3_domain_chain, "kimi-k3-gb200.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(estimate_only, kimi_k3_domain_chain, "kimi-k3-gb200.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK_CAPTURE(build, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid chunks=16 max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK_CAPTURE(estimate_only, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid chunks=16 max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(build, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(estimate_only, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(build, kimi_k3_direct, "kimi-k3-gb200.yaml", "direct")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(tune_scenario, deepseek_v3_h100, "deepseek-v3-h100.yaml")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(tune_scenario, kimi_k3_gb200, "kimi-k3-gb200.yaml")->Unit(benchmark::kMillisecond)->Iterations(1);

@@ -74,7 +74,6 @@ void run_compare(const std::string& path, const std::string& profile, const std:
   for (const auto& name : strategy_names()) {
     StrategyParams p;
     p.strategy = name;
-    if (name == "direct") p.chunks = 1;
     rows.push_back(evaluate(p, false));
   }
   for (const auto& spec : extra)  // configured strategies the user asked about, by their description
@@ -145,7 +144,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--params", *params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_option("--strategy", *extra,
-                  "Also compare this configured strategy, written as auto prints it (\"domain_grouped chunks=1 relay_ingress\"); repeatable");
+                  "Also compare this configured strategy, written as auto prints it (\"domain_grouped relay_ingress\"); repeatable");
   cmd->callback([path, profile, params, simulate, json, extra] {
     run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *profile,
                 *params, *simulate, *json, *extra);

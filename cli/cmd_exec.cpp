@@ -26,7 +26,7 @@ namespace {
 
 struct ExecArgs {
   std::string input, scenario, strategy = "domain_chain", backend = "host", timeout = "30s", output, profile = "reshard";
-  int chunks = 0, max_chain = 0;  // 0: the strategy's own
+  int max_chain = 0;  // 0: the strategy's own
   bool json = false, dry_run = false;
   std::vector<std::string> inject;
 };
@@ -60,7 +60,6 @@ void run_exec(const ExecArgs& a) {
       p = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, CostParams::profile_named(a.profile)).best.params;
     } else {
       p = parse_strategy(a.strategy);
-      if (a.chunks > 0) p.chunks = a.chunks;
       if (a.max_chain > 0) p.max_chain = a.max_chain;
     }
     schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
@@ -184,8 +183,7 @@ void add_exec_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("exec", "Run a schedule for real and verify every destination byte (under mpirun for host/nccl)");
   cmd->add_option("input", a->input, "Scenario YAML file, or a schedule JSON file (then --scenario)")->required();
   cmd->add_option("--scenario", a->scenario, "The scenario a schedule file was built for");
-  cmd->add_option("--strategy", a->strategy, "Strategy as compare prints it (\"domain_grouped chunks=1 relay_ingress\") or auto");
-  cmd->add_option("--chunks", a->chunks, "Pipeline parts per buffer (overrides the strategy's)")->check(CLI::PositiveNumber);
+  cmd->add_option("--strategy", a->strategy, "Strategy as compare prints it (\"domain_grouped relay_ingress\") or auto");
   cmd->add_option("--max-chain", a->max_chain, "Domains per chain (overrides the strategy's)")->check(CLI::PositiveNumber);
   cmd->add_option("--backend", a->backend, "host (MPI), cuda (one GPU, virtual ranks), nccl (one process per GPU)");
   cmd->add_option("--timeout", a->timeout, "A peer that does not answer within this ends the run (e.g. 30s)");

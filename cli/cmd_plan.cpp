@@ -165,7 +165,7 @@ void add_plan_command(CLI::App& app) {
   auto strategy = std::make_shared<std::string>();
   auto output = std::make_shared<std::string>();
   cmd->add_option("scenario", *path, "Scenario YAML file")->required();
-  cmd->add_option("--strategy", *strategy, "Also build, validate and keep this strategy's schedule: auto, or a name with parameters as compare prints them (\"domain_grouped chunks=1 relay_ingress\")");
+  cmd->add_option("--strategy", *strategy, "Also build, validate and keep this strategy's schedule: auto, or a name with parameters as compare prints them (\"domain_grouped relay_ingress\")");
   cmd->add_option("-o,--output", *output, "Write the schedule as JSON (with --strategy)");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->callback([path, strategy, output, json] {

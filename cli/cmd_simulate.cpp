@@ -1,5 +1,5 @@
 // `reshard simulate`: the flow simulator (DESIGN.md §9) in three modes.
-//   simulate SCENARIO [--strategy S] [--chunks N] [--max-chain N] [--profile P]
+//   simulate SCENARIO [--strategy S] [--max-chain N] [--profile P]
 //       builds the strategy's schedule for the scenario and simulates it (sim::simulate_schedule);
 //   simulate SCHEDULE.json --scenario SCENARIO [--profile P]
 //       a schedule written by model::to_json, on the scenario's topology (refused when it was built
@@ -36,7 +36,6 @@ struct SimulateOptions {
   std::string input;  // scenario YAML or schedule JSON
   std::string scenario;
   std::string strategy = "domain_chain";
-  int chunks = 0;     // 0: the strategy's default (4; 1 for direct, as in `compare`)
   int max_chain = 0;  // 0: the default (8)
   std::string profile = "reshard";
   std::string topology;
@@ -120,7 +119,6 @@ void run_schedule(const SimulateOptions& o) {
     }
   } else {
     model::StrategyParams p = model::parse_strategy(o.strategy);
-    if (o.chunks > 0) p.chunks = o.chunks;
     if (o.max_chain > 0) p.max_chain = o.max_chain;
     schedule = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
   }
@@ -177,8 +175,7 @@ void add_simulate_command(CLI::App& app) {
   auto o = std::make_shared<SimulateOptions>();
   cmd->add_option("input", o->input, "Scenario YAML (with --strategy) or schedule JSON (with --scenario)");
   cmd->add_option("--scenario", o->scenario, "Scenario YAML a schedule JSON was built for (its topology and plan)");
-  cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate, with parameters as compare prints them: \"domain_grouped chunks=1 relay_ingress\" (default domain_chain)");
-  cmd->add_option("--chunks", o->chunks, "Pipeline parts per buffer (default 4; 1 for direct)")->check(CLI::PositiveNumber);
+  cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate, with parameters as compare prints them: \"domain_grouped relay_ingress\" (default domain_chain)");
   cmd->add_option("--max-chain", o->max_chain, "Domains per chain for domain_chain / hybrid (default 8)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--profile", o->profile, "Implementation profile for efficiencies and overheads: reshard or nemo_rl");

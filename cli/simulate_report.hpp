@@ -30,7 +30,7 @@ void print_busiest_links(std::ostream& out, const sim::FlowNetwork& network, con
 // What a simulated schedule is compared against (absent values are left out).
 struct ScheduleReference {
   std::string scenario;
-  std::string strategy;  // strategy and parameters, e.g. "domain_chain chunks=4 max_chain=8"
+  std::string strategy;  // strategy and parameters, e.g. "domain_chain chunk=512KiB max_chain=8"
   std::string profile;
   model::Seconds estimate;     // model::estimate(...).time
   model::LowerBound lower_bound;

@@ -4,7 +4,7 @@
     scripts/sim_vs_estimate.py [--reshard build/cli/reshard] [--timeout 600] SCENARIO:STRATEGY ...
 
 SCENARIO is a file under scenarios/ without .yaml; STRATEGY is written as `reshard compare` prints
-it ("domain_chain chunks=16 max_chain=2"). Runs `reshard simulate SCENARIO --strategy S --json` for
+it ("domain_chain max_chain=2"). Runs `reshard simulate SCENARIO --strategy S --json` for
 each and prints a Markdown table: lower bound, estimate, simulated makespan, their ratio, the
 simulator's wall time. A row that runs past --timeout says so instead of a time.
 """

@@ -155,13 +155,13 @@ TEST(ExecHost, MeasurementGoesThroughCheckAndCalibrate) {
                 (row["measured_s"].get<double>() - row["predicted_s"].get<double>()) / row["predicted_s"].get<double>(), 1e-9);
   }
   EXPECT_GT(j["total"]["measured_s"].get<double>(), 0);
-  // calibrate reads measured refit times as CSV rows (scenario,strategy,chunks,measured_s): the
-  // measurement's scenario, params and elapsed time are exactly such a row.
+  // calibrate reads measured refit times as CSV rows (scenario,strategy,measured_s): the
+  // measurement's scenario, strategy and elapsed time are exactly such a row.
   const auto mj = nlohmann::json::parse(std::ifstream(m));
   const auto csv = dir / "reshard_test_exec_measurements.csv";
-  std::ofstream(csv) << std::setprecision(17) << "scenario,strategy,chunks,measured_s\n"
+  std::ofstream(csv) << std::setprecision(17) << "scenario,strategy,measured_s\n"
                      << mj["scenario"].get<std::string>() << ',' << mj["params"]["strategy"].get<std::string>() << ','
-                     << mj["params"]["chunks"].get<int>() << ',' << mj["elapsed_s"].get<double>() << '\n';
+                     << mj["elapsed_s"].get<double>() << '\n';
   const auto cal = run(reshard() + " calibrate " + csv.string() + " --json", &st);
   ASSERT_EQ(st, 0) << cal;
   const auto cj = json_of(cal);

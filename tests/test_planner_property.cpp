@@ -185,7 +185,8 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     // lower bound.
     StrategyParams sp;
     sp.strategy = strategy_names()[static_cast<std::size_t>(pairs) % strategy_names().size()];
-    sp.chunks = 1 + static_cast<std::int32_t>(rng() % 4);
+    sp.chunk = Bytes{std::int64_t{1024} << (rng() % 12)};
+    sp.channels = static_cast<std::int32_t>(rng() % 3);
     sp.max_chain = 1 + static_cast<std::int32_t>(rng() % 3);
     sp.relay_ingress = rng() % 2;
     sp.relay_egress = rng() % 2;

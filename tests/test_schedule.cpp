@@ -13,6 +13,24 @@ using namespace reshard::model;
 
 namespace {
 const std::string kRoot = RESHARD_SOURCE_DIR;
+// dgx-h100-2n with one spine: a leaf-spine link (2 nodes x 50 GB/s) is wider than a NIC, so a chain
+// hop pinned to its one path across the spine is limited by the NICs (model/chain.hpp).
+Topology two_nodes_one_spine() {
+  return Topology::parse(R"(name: dgx-h100-2n-1spine
+cluster:
+  template: dgx-h100
+  nodes: 2
+fabric:
+  rail_optimized: true
+  nodes_per_leaf: 32
+  spines: 1
+latency:
+  nvlink: 0.3us
+  pcie: 0.25us
+  nic_leaf: 1us
+  leaf_spine: 0.15us
+)", "two-nodes.yaml");
+}
 }
 
 class EveryStrategy : public ::testing::TestWithParam<std::string> {};
@@ -45,49 +63,63 @@ TEST(Schedule, BrokenScheduleIsRejectedNamingThePiece) {
   StrategyParams p;
   p.strategy = "domain_grouped";
   auto s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
-  // Drop one operation's delivery: redirect it to its own sender.
-  auto broken = s;
-  broken.ops.back().dst = broken.ops.back().src;
-  try {
-    validate(broken, ts, sc.inventory, sc.source, sc.destination);
-    FAIL() << "accepted";
-  } catch (const ScheduleError& e) {
-    EXPECT_NE(std::string(e.what()).find("piece"), std::string::npos) << e.what();
-  }
-  // Forwarding before receiving: a fan-out that no longer waits for its ingress.
-  auto early = s;
-  for (auto& op : early.ops)
-    if (op.phase == OpPhase::FanOut && !op.after.empty()) {
-      op.after.clear();
-      break;
+  auto error_of = [&](const Schedule& broken) {
+    try {
+      validate(broken, ts, sc.inventory, sc.source, sc.destination);
+    } catch (const ScheduleError& e) {
+      return std::string(e.what());
     }
-  EXPECT_THROW(validate(early, ts, sc.inventory, sc.source, sc.destination), ScheduleError);
+    return std::string("accepted");
+  };
+  // A chain op with a fan-out hop (the ingress forwarding to another needer of its domain).
+  std::size_t k = 0;
+  while (k < s.ops.size() && (s.ops[k].chain < 0 || s.chains[static_cast<std::size_t>(s.ops[k].chain)].hops.size() < 2)) ++k;
+  ASSERT_LT(k, s.ops.size());
+  const auto chain = static_cast<std::size_t>(s.ops[k].chain);
+  // Drop the chain's last hop: a needer never gets the piece.
+  auto dropped = s;
+  dropped.chains[chain].hops.pop_back();
+  dropped.ops[k].dst = dropped.chains[chain].hops.back().to;
+  EXPECT_NE(error_of(dropped).find("never delivered"), std::string::npos) << error_of(dropped);
+  // Forwarding before receiving: a fan-out hop leaving a GPU that only a later hop reaches.
+  ASSERT_GE(s.chains[chain].hops.size(), 3u);
+  auto reordered = s;
+  reordered.chains[chain].hops[1].from = reordered.chains[chain].hops[2].to;
+  EXPECT_NE(error_of(reordered).find("has not reached yet"), std::string::npos) << error_of(reordered);
+  // A root that holds nothing: the chain moved to start at one of its own receivers' peers.
+  auto rootless = s;
+  const GpuId other = rootless.chains[chain].hops[1].to;  // a needer that is not a holder
+  rootless.chains[chain].hops.erase(rootless.chains[chain].hops.begin() + 1);
+  rootless.chains[chain].hops.front().from = other;
+  rootless.ops[k].src = other;
+  rootless.ops[k].dst = rootless.chains[chain].hops.back().to;
+  EXPECT_NE(error_of(rootless).find("neither holds nor received"), std::string::npos) << error_of(rootless);
+  // A chain op whose dst is not its last receiver.
+  auto misaddressed = s;
+  misaddressed.ops[k].dst = misaddressed.ops[k].src;
+  EXPECT_NE(error_of(misaddressed).find("last hop's receiver"), std::string::npos) << error_of(misaddressed);
   // An operation whose byte count disagrees with the part it carries.
   auto miscounted = s;
   miscounted.ops.front().bytes += Bytes{1};
-  try {
-    validate(miscounted, ts, sc.inventory, sc.source, sc.destination);
-    FAIL() << "accepted";
-  } catch (const ScheduleError& e) {
-    EXPECT_NE(std::string(e.what()).find("bytes"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(error_of(miscounted).find("bytes"), std::string::npos) << error_of(miscounted);
 }
 
 TEST(Estimate, HandWorkedTwoDomains) {
-  // One piece: 1 GiB held on GPU 0 (node 0), needed by GPUs 8..15 (node 1) on dgx-h100-2n.
+  // One piece: 1 GiB held on GPU 0 (node 0), needed by GPUs 8..15 (node 1) on two DGX H100 nodes
+  // (two_nodes_one_spine).
   // direct:          8 transfers over the network; GPU 0's NIC egress (50 GB/s x 0.94) carries
   //                  8 GiB -> 8 * 2^30 / 47e9 = 0.1828 s.
   // domain_grouped:  the piece crosses the network once, cut into 8 stripes (one per needer of the
-  //                  destination domain), stripe s entering at GPU 8+s and fanned out over NVLink
-  //                  to the 7 others. GPU 0's NIC still carries all B bytes: bandwidth bound
-  //                  B / 47e9 (the NVLink egress of each ingress GPU carries 7B/8 at 369e9: less).
-  //                  Network bytes B, NVLink bytes 7B. Critical path: with 4 parts per stripe sent
-  //                  in order over the network hop, the last part (B/32 each) arrives after
-  //                  4 x B/32/47e9, then its NVLink hop: 4 x B/32/47e9 + B/32/369e9 (+ route
-  //                  latencies and per-op overheads, tens of microseconds over 4 serial parts).
-  //                  Estimate: the bandwidth bound plus the latency path, the 4 network parts in
-  //                  order then one NVLink fan-out: 4 (lat_net + per_op) + (lat_nvl + per_op).
-  const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
+  //                  destination domain); stripe s is one chain op: GPU 0 -> ingress GPU 8+s, which
+  //                  fans it out over NVLink to the 7 others, chunk by chunk (depth H = 2, chunk c =
+  //                  512 KiB). GPU 0's NIC carries all B bytes: bandwidth bound B / 47e9 (each
+  //                  ingress's NVLink egress carries 7 fan-out hops of B/8: 7B/8 at 369e9, less).
+  //                  Network bytes B (one network hop per stripe), NVLink bytes 7B.
+  //                  A stripe alone runs at r = min(47e9 (NIC), 369e9 / 7 (the ingress's NVLink
+  //                  port, weight 7)) = 47e9, so t = per_op + L + (B/8 + (H - 1) c) / r, L = its
+  //                  network route's latency + the NVLink route's.
+  //                  Estimate: T_bw + T_fill + T_latency = B / 47e9 + c / 47e9 + per_op + max L.
+  const auto topo = two_nodes_one_spine();
   const auto inv = Inventory::parse(R"(name: one
 architecture: qwen3
 hidden_size: 32768
@@ -108,45 +140,48 @@ tie_word_embeddings: true
   const auto cost = CostParams::profile_named("reshard");
   StrategyParams p;
   p.strategy = "direct";
-  p.chunks = 1;
   const auto direct = estimate(build_schedule(ts, inv, src, dst, topo, p), ts, inv, topo, cost);
   const double model_bytes = static_cast<double>(inv.bytes().value);
   EXPECT_NEAR(direct.bandwidth_bound.value, 8 * model_bytes / 47e9, 1e-6);
   p.strategy = "domain_grouped";
-  p.chunks = 4;
-  const auto grouped = estimate(build_schedule(ts, inv, src, dst, topo, p), ts, inv, topo, cost);
+  const auto schedule = build_schedule(ts, inv, src, dst, topo, p);
+  ASSERT_EQ(schedule.ops.size(), 8u);  // one chain op per stripe
+  for (const auto& op : schedule.ops) {
+    ASSERT_GE(op.chain, 0);
+    EXPECT_EQ(schedule.chains[static_cast<std::size_t>(op.chain)].hops.size(), 8u);  // ingress + 7 fan-outs
+  }
+  const auto grouped = estimate(schedule, ts, inv, topo, cost);
   EXPECT_NEAR(grouped.bandwidth_bound.value, model_bytes / 47e9, 1e-6);
   EXPECT_EQ(grouped.network_bytes.value, inv.bytes().value);
   EXPECT_EQ(grouped.nvlink_bytes.value, 7 * inv.bytes().value);
-  const double net = 4 * model_bytes / 32 / 47e9, nvl = model_bytes / 32 / (450e9 * 0.82);
-  EXPECT_NEAR(grouped.critical_path.value, net + nvl, 60e-6);
-  // The longest latency path is the stripe whose ingress is farthest from GPU 0 (another rail:
-  // through a spine, 2 x 0.15 us more than GPU 8 on GPU 0's rail).
+  EXPECT_EQ(grouped.chain_depth, 2);
+  const double c = 512 << 10;
+  EXPECT_NEAR(grouped.fill.value, c / 47e9, 1e-12);
+  // The slowest root-to-leaf path: an ingress on another rail than GPU 0 (through the spine,
+  // 2 x 0.15 us more than GPU 8 on GPU 0's rail), then an NVLink hop.
   double slowest_ingress = 0;
   for (GpuId g = 8; g < 16; ++g) slowest_ingress = std::max(slowest_ingress, topo.route(0, g).latency.value);
   EXPECT_NEAR(slowest_ingress - topo.route(0, 8).latency.value, 0.3e-6, 1e-12);
-  const double latency_path = 4 * (slowest_ingress + cost.per_op.value) + topo.route(8, 9).latency.value + cost.per_op.value;
+  const double latency_path = slowest_ingress + topo.route(8, 9).latency.value + cost.per_op.value;
   EXPECT_NEAR(grouped.latency_path.value, latency_path, 1e-12);
-  EXPECT_NEAR(grouped.time.value, model_bytes / 47e9 + latency_path, 1e-9);
+  EXPECT_NEAR(grouped.critical_path.value, latency_path + (model_bytes / 8 + c) / 47e9, 1e-9);
+  EXPECT_NEAR(grouped.time.value, (model_bytes + c) / 47e9 + latency_path, 1e-9);
   EXPECT_LT(grouped.time, direct.time);
 }
 
 TEST(Estimate, HandWorkedBroadcastRing) {
   // gather_broadcast of one replicated model (B bytes) held on GPU 0 (node 0) to GPUs 8 and 9
-  // (node 1) of dgx-h100-2n, in one bucket cut into 4 parts (chunks 4 >= 2 rings). Part c travels
-  // its own ring: 0 -> 8 -> 9 for even c, 0 -> 9 -> 8 for odd c (each ring enters the domain on
-  // another GPU and rail). So:
-  //   network: GPU 0's NIC sends all 4 parts: B bytes at 50e9 x 0.94 -> T_bw = B / 47e9;
-  //            GPU 8's and 9's NICs each receive 2 parts (B/2);
-  //   NVLink:  each part makes one NVLink hop: B bytes in all;
-  //   critical path: one part, B/4 over the network, and the NVLink hop cuts through: it starts
-  //            when the first 512 KiB chunk has arrived and ends one chunk after the network hop,
-  //            so lat_net + per_op + B/4/47e9 + 512 KiB/369e9 (the NVLink hop's own B/4/369e9
-  //            after the first chunk is shorter) < T_bw;
-  //   latency path: one network hop then one NVLink hop, each with its route latency and per_op
-  //            (the longer of the two rings);
-  //   so the estimate is T_bw + latency path.
-  const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
+  // (node 1) of two DGX H100 nodes (two_nodes_one_spine), in one bucket over 2 channels (one per destination GPU of the
+  // domain). Channel c carries half the bucket along its own ring, one chain op each:
+  // 0 -> 8 -> 9 for c = 0, 0 -> 9 -> 8 for c = 1 (each ring enters the domain on another GPU and
+  // rail). So:
+  //   network: GPU 0's NIC sends both halves: B bytes at 50e9 x 0.94 -> T_bw = B / 47e9; GPU 8's
+  //            and 9's NICs each receive B/2;
+  //   NVLink:  each ring makes one NVLink hop: B bytes in all;
+  //   alone, a ring runs at r = 47e9 (its NIC hop), depth H = 2, so it takes
+  //            per_op + L_c + (B/2 + c) / r, L_c its network route's latency + the NVLink one's;
+  //   estimate: T_bw + T_fill + T_latency = B / 47e9 + c / 47e9 + per_op + max_c L_c.
+  const auto topo = two_nodes_one_spine();
   const auto inv = Inventory::parse(R"(name: ring
 architecture: qwen3
 hidden_size: 4096
@@ -165,41 +200,103 @@ tie_word_embeddings: true
   const auto ts = plan(inv, src, dst);
   StrategyParams p;
   p.strategy = "gather_broadcast";
-  p.chunks = 4;
   p.bucket = Bytes{1LL << 40};
   const auto s = build_schedule(ts, inv, src, dst, topo, p);
   EXPECT_NO_THROW(validate(s, ts, inv, src, dst));
-  ASSERT_EQ(s.ops.size(), 8u);  // 4 parts x 2 hops
+  ASSERT_EQ(s.ops.size(), 2u);  // 2 channels, one chain op each
+  ASSERT_EQ(s.chains.size(), 2u);
+  EXPECT_EQ(s.chains[0].hops, (std::vector<ChainHop>{{0, 8}, {8, 9}}));
+  EXPECT_EQ(s.chains[1].hops, (std::vector<ChainHop>{{0, 9}, {9, 8}}));
   const double B = static_cast<double>(inv.bytes().value);
-  const auto pr = estimate(s, ts, inv, topo, CostParams::profile_named("reshard"));
+  const auto cost = CostParams::profile_named("reshard");
+  const auto pr = estimate(s, ts, inv, topo, cost);
   EXPECT_EQ(pr.network_bytes.value, inv.bytes().value);
   EXPECT_EQ(pr.nvlink_bytes.value, inv.bytes().value);
   EXPECT_NEAR(pr.bandwidth_bound.value, B / 47e9, 1e-9);
-  const double chunk = 512 << 10;
-  const double network_hop = std::max(topo.route(0, 8).latency.value, topo.route(0, 9).latency.value) + 2.4e-6;
-  EXPECT_NEAR(pr.critical_path.value, network_hop + B / 4 / 47e9 + chunk / (450e9 * 0.82), 0.1e-6);
-  const auto cost = CostParams::profile_named("reshard");
-  // Odd parts enter at GPU 9, on another rail than GPU 0 (through a spine): the longer path.
-  const double hops = std::max(topo.route(0, 8).latency.value + topo.route(8, 9).latency.value,
-                               topo.route(0, 9).latency.value + topo.route(9, 8).latency.value) +
-                      2 * cost.per_op.value;
-  EXPECT_NEAR(pr.latency_path.value, hops, 1e-12);
-  EXPECT_NEAR(pr.time.value, B / 47e9 + hops, 1e-9);
+  const double c = 512 << 10;
+  // Channel 1 enters at GPU 9, on another rail than GPU 0 (through the spine): the longer path.
+  const double L = std::max(topo.route(0, 8).latency.value + topo.route(8, 9).latency.value,
+                            topo.route(0, 9).latency.value + topo.route(9, 8).latency.value);
+  EXPECT_NEAR(pr.latency_path.value, L + cost.per_op.value, 1e-12);
+  EXPECT_NEAR(pr.critical_path.value, cost.per_op.value + L + (B / 2 + c) / 47e9, 1e-9);
+  EXPECT_NEAR(pr.time.value, (B + c) / 47e9 + L + cost.per_op.value, 1e-9);
   EXPECT_EQ(pr.broadcast_buckets, 1);
+}
+
+namespace {
+// A ring over the 8 GPUs of node 0 of dgx-h100-2n, written by hand: chain 0 -> 1 -> ... -> 7 (depth
+// H = 7, every hop over NVLink, 0.3 us per link, so 0.6 us per hop; each GPU's NVLink port carries
+// the chain once at 450e9 x 0.82 = 369e9), one op of M = 64 MiB in chunks of c = 1 MiB.
+Schedule hand_ring(std::int32_t ops, std::int32_t piece_count) {
+  Schedule s;
+  s.piece_count = piece_count;
+  s.buffers.push_back({{}, Bytes{64 << 20}});
+  Chain ring;
+  for (GpuId g = 0; g < 7; ++g) ring.hops.push_back({g, g + 1});
+  ring.chunk = Bytes{1 << 20};
+  s.chains.push_back(ring);
+  for (std::int32_t i = 0; i < ops; ++i) {
+    Op op;
+    op.id = i;
+    op.src = 0;
+    op.dst = 7;
+    op.chain = 0;
+    op.buffer = 0;
+    op.bytes = Bytes{64 << 20};
+    s.ops.push_back(op);
+  }
+  return s;
+}
+}  // namespace
+
+TEST(Estimate, HandWorkedIdleRingAndChainOrder) {
+  // Alone:  t = per_op + 7 x 0.6 us + (M + 6 c) / 369e9.
+  // A second op on the same chain, waiting for nothing, leaves the root once the first has
+  // (chain ops on one chain run in order): it starts at per_op + L + M / r and ends M / r later
+  // plus its own fill: per_op + L + (2 M + 6 c) / r. T_bw = 2 M / r and T_fill = 6 c / r give
+  // the same T_pipeline, so that is the estimate.
+  const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
+  const auto inv = Inventory::parse(R"(name: ring
+architecture: qwen3
+hidden_size: 4096
+num_hidden_layers: 1
+num_attention_heads: 32
+num_key_value_heads: 8
+head_dim: 128
+intermediate_size: 12288
+vocab_size: 1024
+tie_word_embeddings: true
+)", "ring.yaml");
+  const DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
+  const auto ts = plan(inv, build_shard_map(inv, LayoutSpec{one, {0}}), build_shard_map(inv, LayoutSpec{one, {1}}));
+  const double M = 64 << 20, c = 1 << 20, r = 450e9 * 0.82, L = 7 * 0.6e-6;
+  const auto cost = CostParams::profile_named("reshard");
+  const auto piece_count = static_cast<std::int32_t>(ts.pieces.size());
+  const auto one_op = estimate(hand_ring(1, piece_count), ts, inv, topo, cost);
+  EXPECT_NEAR(one_op.latency_path.value, cost.per_op.value + L, 1e-12);
+  EXPECT_NEAR(one_op.critical_path.value, cost.per_op.value + L + (M + 6 * c) / r, 1e-12);
+  EXPECT_NEAR(one_op.time.value, cost.per_op.value + L + (M + 6 * c) / r, 1e-12);
+  EXPECT_EQ(one_op.chain_depth, 7);
+  EXPECT_EQ(one_op.nvlink_bytes.value, 7 * static_cast<std::int64_t>(M));
+  const auto two_ops = estimate(hand_ring(2, piece_count), ts, inv, topo, cost);
+  EXPECT_NEAR(two_ops.bandwidth_bound.value, 2 * M / r, 1e-12);
+  EXPECT_NEAR(two_ops.critical_path.value, cost.per_op.value + L + (2 * M + 6 * c) / r, 1e-12);
+  EXPECT_NEAR(two_ops.time.value, cost.per_op.value + L + (2 * M + 6 * c) / r, 1e-12);
 }
 
 TEST(StrategySpec, DescribeAndParseRoundTripAndBadTokensAreNamed) {
   // What the tuner prints is what every command reads back.
-  for (const char* spec : {"direct", "domain_grouped chunks=1 relay_ingress", "domain_chain chunks=16 max_chain=2",
-                           "hybrid chunks=8 max_chain=4 relay_ingress relay_egress rail_blind",
-                           "gather_broadcast chunks=4 bucket=1600000000", "nemo_rl_reshard chunks=16 bucket=5000000000"})
+  for (const char* spec : {"direct", "domain_grouped chunk=512KiB relay_ingress", "domain_chain chunk=256KiB max_chain=2",
+                           "hybrid chunk=1MiB max_chain=4 relay_ingress relay_egress rail_blind",
+                           "gather_broadcast chunk=512KiB channels=4 bucket=1600MB",
+                           "nemo_rl_reshard chunk=512KiB bucket=5GB"})
     EXPECT_EQ(describe(parse_strategy(spec)), spec);
   const StrategyParams p = parse_strategy("domain_chain max_chain=2 relay_egress");
-  EXPECT_EQ(p.chunks, 4);  // defaults for what the line leaves out
+  EXPECT_EQ(p.chunk, Bytes{512 << 10});  // defaults for what the line leaves out
   EXPECT_EQ(p.max_chain, 2);
   EXPECT_TRUE(p.relay_egress);
   EXPECT_FALSE(p.relay_ingress);
-  EXPECT_EQ(parse_strategy("direct").chunks, 1);
+  EXPECT_EQ(describe(parse_strategy("gather_broadcast bucket=1.6GB")), "gather_broadcast chunk=512KiB bucket=1600MB");
   auto error_of = [](const std::string& spec) {
     try {
       parse_strategy(spec);
@@ -208,9 +305,14 @@ TEST(StrategySpec, DescribeAndParseRoundTripAndBadTokensAreNamed) {
     }
     return std::string("accepted");
   };
-  EXPECT_NE(error_of("domain_chain chunks=0").find("'chunks=0' needs a positive integer"), std::string::npos);
-  EXPECT_NE(error_of("domain_chain chunks=4x").find("'chunks=4x'"), std::string::npos);
+  EXPECT_NE(error_of("domain_chain max_chain=0").find("'max_chain=0' needs an integer in 1.."), std::string::npos);
+  EXPECT_NE(error_of("domain_chain max_chain=4x").find("'max_chain=4x'"), std::string::npos);
+  EXPECT_NE(error_of("domain_chain chunk=4").find("'chunk=4'"), std::string::npos);
+  EXPECT_NE(error_of("domain_chain chunks=4").find("'chunks' is gone"), std::string::npos);
   EXPECT_NE(error_of("domain_chain depth=2").find("unknown parameter 'depth'"), std::string::npos);
   EXPECT_NE(error_of("domain_chain relay").find("unknown flag 'relay'"), std::string::npos);
+  EXPECT_NE(error_of("direct chunk=1MiB").find("direct takes no 'chunk'"), std::string::npos);
+  EXPECT_NE(error_of("domain_chain channels=2").find("domain_chain takes chunk=SIZE, max_chain=N"), std::string::npos);
+  EXPECT_NE(error_of("ring").find("unknown strategy 'ring'"), std::string::npos);
   EXPECT_NE(error_of("  ").find("empty strategy"), std::string::npos);
 }

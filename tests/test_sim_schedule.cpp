@@ -361,15 +361,15 @@ INSTANTIATE_TEST_SUITE_P(
                       ScenarioStrategy{"deepseek-v3-h100.yaml", "nemo_rl_reshard"},
                       ScenarioStrategy{"deepseek-v3-h100.yaml", "direct"},
                       ScenarioStrategy{"deepseek-v3-h100.yaml", "domain_grouped"},
-                      ScenarioStrategy{"deepseek-v3-h100.yaml", "hybrid chunks=16 max_chain=2 relay_egress"},
-                      ScenarioStrategy{"deepseek-v3-h100.yaml", "hybrid chunks=16 max_chain=2"},
+                      ScenarioStrategy{"deepseek-v3-h100.yaml", "hybrid max_chain=2 relay_egress"},
+                      ScenarioStrategy{"deepseek-v3-h100.yaml", "hybrid max_chain=2"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "domain_chain"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "gather_broadcast"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "hybrid"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "direct"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "nemo_rl_reshard"},
                       ScenarioStrategy{"kimi-k3-gb200.yaml", "domain_grouped"},
-                      ScenarioStrategy{"kimi-k3-gb200.yaml", "hybrid chunks=16 max_chain=2 relay_ingress rail_blind"}),
+                      ScenarioStrategy{"kimi-k3-gb200.yaml", "hybrid max_chain=2 relay_ingress rail_blind"}),
     [](const ::testing::TestParamInfo<ScenarioStrategy>& info) {
       std::string n = std::string(info.param.scenario) + "_" + info.param.strategy;
       for (auto& ch : n)

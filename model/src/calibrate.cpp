@@ -170,16 +170,15 @@ std::vector<Observation> observations_from_csv(const std::filesystem::path& csv,
     const auto& sc = it->second;
     const auto& ts = plans.at(scenario_path.string());
     StrategyParams p;
-    p.strategy = get("strategy");
-    if (column.count("chunks")) p.chunks = std::stoi(get("chunks"));
     const Schedule s = [&] {
       try {
+        p = parse_strategy(get("strategy"));
         return build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
       } catch (const PlanError& e) {
         throw ConfigError(csv.string(), lineno, "strategy", e.what());
       }
     }();
-    o = observe(sc.scenario.name + " " + p.strategy, o.measured, s, ts, sc, hw);
+    o = observe(sc.scenario.name + " " + describe(p), o.measured, s, ts, sc, hw);
     out.push_back(o);
   }
   return out;
@@ -203,7 +202,6 @@ void write_params(const std::filesystem::path& out, const Calibration& c, const 
   f << "per_broadcast_tensor: " << p.per_broadcast_tensor.value * 1e6 << "us\n";
   f << "per_bucket: " << p.per_bucket.value * 1e6 << "us\n";
   f << "per_stage: " << p.per_stage.value * 1e6 << "us\n";
-  f << "ring_chunk: " << p.ring_chunk.value << "B\n";
 }
 
 }  // namespace reshard::model

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "reshard/model/chain.hpp"
 #include "reshard/model/errors.hpp"
 #include "yaml_reader.hpp"
 
@@ -79,8 +80,7 @@ CostParams CostParams::profile_named(const std::string& name) {
 
 CostParams CostParams::load(const std::filesystem::path& path) {
   const auto root = yaml::load_file(path);
-  root.allow_only({"profile", "efficiency", "per_op", "per_tensor", "per_broadcast_tensor", "per_bucket", "per_stage",
-                   "ring_chunk"});
+  root.allow_only({"profile", "efficiency", "per_op", "per_tensor", "per_broadcast_tensor", "per_bucket", "per_stage"});
   CostParams p;
   if (auto n = root.get("profile")) p.profile = n->str();
   if (auto e = root.get("efficiency")) {
@@ -98,10 +98,6 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   if (auto n = root.get("per_broadcast_tensor")) p.per_broadcast_tensor = n->duration();
   if (auto n = root.get("per_bucket")) p.per_bucket = n->duration();
   if (auto n = root.get("per_stage")) p.per_stage = n->duration();
-  if (auto n = root.get("ring_chunk")) {
-    p.ring_chunk = n->size_bytes();
-    if (p.ring_chunk.value <= 0) n->fail("ring_chunk must be positive");
-  }
   return p;
 }
 
@@ -114,39 +110,61 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   for (std::size_t l = 0; l < links.size(); ++l)
     cap[l] = links[l].bandwidth.value * params.efficiency[static_cast<int>(links[l].kind)];
 
-  struct RouteInfo {
+  // A column of the routing matrix: the links an op loads, with its share of its bytes on each,
+  // and what the op pays alone on them.
+  struct Column {
     std::vector<std::pair<LinkId, double>> shares;
     double latency = 0, rate = 0;
-    bool network = false;
+    std::int32_t depth = 1;
+    Chain const* chain = nullptr;
+    std::int32_t network_hops = 0, local_hops = 0;
   };
-  auto route_info = [&](GpuId a, GpuId b) {
-    RouteInfo ri;
+  auto pair_column = [&](GpuId a, GpuId b) {
+    Column c;
     const Route r = topo.route(a, b);
     const double k = static_cast<double>(r.paths.size());
-    ri.latency = r.latency.value;
-    ri.network = r.kind == LinkKind::Network;
+    c.latency = r.latency.value;
+    (r.kind == LinkKind::Network ? c.network_hops : c.local_hops) = 1;
     // Share of the op's bytes on each link: 1/k per path through it (a GPU's NIC link is on all k
     // paths, a spine link on one). Alone on its route the op runs at min over links of cap / share.
     for (const auto& p : r.paths)
       for (auto l : p.links) {
-        auto it = std::find_if(ri.shares.begin(), ri.shares.end(), [&](const auto& sh) { return sh.first == l; });
-        if (it == ri.shares.end()) ri.shares.push_back({l, 1.0 / k});
+        auto it = std::find_if(c.shares.begin(), c.shares.end(), [&](const auto& sh) { return sh.first == l; });
+        if (it == c.shares.end()) c.shares.push_back({l, 1.0 / k});
         else it->second += 1.0 / k;
       }
-    ri.rate = std::numeric_limits<double>::infinity();
-    for (const auto& [l, share] : ri.shares) ri.rate = std::min(ri.rate, cap[static_cast<std::size_t>(l)] / share);
-    return ri;
+    c.rate = std::numeric_limits<double>::infinity();
+    for (const auto& [l, share] : c.shares) c.rate = std::min(c.rate, cap[static_cast<std::size_t>(l)] / share);
+    return c;
+  };
+  auto chain_column = [&](const Chain& chain, GpuId root, std::int64_t op_id) {
+    const ChainRoute cr = chain_route(chain, root, topo, "operation " + std::to_string(op_id));
+    Column c;
+    c.chain = &chain;
+    c.latency = cr.latency.value;
+    c.depth = cr.depth;
+    c.network_hops = cr.network_hops;
+    c.local_hops = cr.local_hops;
+    c.rate = chain_slot_rate(chain, cr.hop_latency).value;
+    for (std::size_t k = 0; k < cr.links.size(); ++k) {
+      c.shares.push_back({cr.links[k], static_cast<double>(cr.weights[k])});
+      c.rate = std::min(c.rate, cap[static_cast<std::size_t>(cr.links[k])] / cr.weights[k]);
+    }
+    return c;
   };
 
-  // Link loads = R * b, with R the routing matrix (links x GPU pairs; share 1/k on each of k ECMP
-  // paths) and b the bytes each ordered pair exchanges: operations between one pair share a column.
-  // One pass over the operations also gives the critical path and what the overheads count.
+  // Link loads = R * b, with R the routing matrix (links x columns: a column per ordered GPU pair,
+  // share 1/k on each of k ECMP paths, and one per chain, weight w_l on its links) and b the
+  // bytes of each column. One pass over the operations also gives the critical path and what the
+  // overheads count.
   PairIndex pair_index;
-  std::vector<RouteInfo> pair_route;
-  std::vector<double> pair_bytes;
-  // finish: when an op's last byte has arrived; first_chunk: when its first ring_chunk has (what a
-  // ring hop that follows it waits for).
-  std::vector<double> finish(s.ops.size(), 0), first_chunk(s.ops.size(), 0), latency_path(s.ops.size(), 0);
+  std::vector<Column> columns;
+  std::vector<std::int32_t> chain_column_of(s.chains.size(), -1);
+  std::vector<double> column_bytes;
+  // finish: when an op's last byte has arrived; sent: when a chain op's root has sent its last byte
+  // (the next op on the same chain starts then, model/chain.hpp).
+  std::vector<double> finish(s.ops.size(), 0), latency_path(s.ops.size(), 0);
+  std::vector<double> chain_sent(s.chains.size(), 0);
   std::vector<char> buffer_path(s.buffers.size(), 0);  // bit 1: reshard op, bit 2: gather/broadcast op
   std::vector<char> bucket(s.buffers.size(), 0);  // buffers that travel a broadcast ring
   std::vector<char> ring_member(static_cast<std::size_t>(topo.gpu_count()), 0), ring_sender(ring_member);
@@ -156,47 +174,66 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     buffer_path[static_cast<std::size_t>(op.buffer)] |= bcast ? 2 : 1;
     if (op.phase == OpPhase::Broadcast) {
       bucket[static_cast<std::size_t>(op.buffer)] = 1;
-      ring_member[static_cast<std::size_t>(op.dst)] = 1;
       ring_sender[static_cast<std::size_t>(op.src)] = 1;
-    }
-    if (op.src == op.dst) continue;
-    bool added = false;
-    const auto column = static_cast<std::size_t>(
-        pair_index.find_or_add(op.src, op.dst, static_cast<std::int32_t>(pair_route.size()), added));
-    if (added) {
-      pair_route.push_back(route_info(op.src, op.dst));
-      pair_bytes.push_back(0);
-    }
-    const RouteInfo& ri = pair_route[column];
-    pair_bytes[column] += op.bytes.as_double();
-    (ri.network ? pr.network_bytes : pr.nvlink_bytes) += op.bytes;
-    double start = 0, latency_start = 0;
-    for (auto a : op.after) {
-      start = std::max(start, finish[static_cast<std::size_t>(a)]);
-      latency_start = std::max(latency_start, latency_path[static_cast<std::size_t>(a)]);
-    }
-    const double hop = ri.latency + params.per_op.value, bytes = op.bytes.as_double();
-    const double chunk = std::min(bytes, params.ring_chunk.as_double());
-    finish[i] = start + hop + bytes / ri.rate;
-    first_chunk[i] = start + hop + chunk / ri.rate;
-    if (op.phase == OpPhase::Broadcast && op.after.size() == 1) {
-      const auto prev = static_cast<std::size_t>(op.after.front());
-      const Op& a = s.ops[prev];
-      if (a.phase == OpPhase::Broadcast && a.buffer == op.buffer && a.part == op.part && a.dst == op.src) {
-        first_chunk[i] = first_chunk[prev] + hop + chunk / ri.rate;
-        finish[i] = std::max(first_chunk[prev] + hop + bytes / ri.rate, finish[prev] + chunk / ri.rate);
+      if (op.chain < 0) {
+        ring_member[static_cast<std::size_t>(op.dst)] = 1;
+      } else {
+        for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) {
+          ring_member[static_cast<std::size_t>(h.to)] = 1;
+          ring_sender[static_cast<std::size_t>(h.from)] = 1;
+        }
       }
     }
+    if (op.src == op.dst && op.chain < 0) continue;
+    std::size_t column = 0;
+    if (op.chain >= 0) {
+      auto& cc = chain_column_of[static_cast<std::size_t>(op.chain)];
+      if (cc < 0) {
+        cc = static_cast<std::int32_t>(columns.size());
+        columns.push_back(chain_column(s.chains[static_cast<std::size_t>(op.chain)], op.src, op.id));
+        column_bytes.push_back(0);
+      }
+      column = static_cast<std::size_t>(cc);
+    } else {
+      bool added = false;
+      column = static_cast<std::size_t>(pair_index.find_or_add(op.src, op.dst, static_cast<std::int32_t>(columns.size()), added));
+      if (added) {
+        columns.push_back(pair_column(op.src, op.dst));
+        column_bytes.push_back(0);
+      }
+    }
+    const Column& c = columns[column];
+    const double bytes = op.bytes.as_double();
+    column_bytes[column] += bytes;
+    pr.network_bytes += op.bytes * c.network_hops;
+    pr.nvlink_bytes += op.bytes * c.local_hops;
+    double release = 0, latency_start = 0;
+    for (auto a : op.after) {
+      release = std::max(release, finish[static_cast<std::size_t>(a)]);
+      latency_start = std::max(latency_start, latency_path[static_cast<std::size_t>(a)]);
+    }
+    const double hop = c.latency + params.per_op.value;
+    double start = release + hop;
+    double fill = 0;
+    if (c.chain) {
+      double& sent = chain_sent[static_cast<std::size_t>(op.chain)];
+      start = std::max(start, sent);
+      sent = start + bytes / c.rate;
+      fill = chain_fill(*c.chain, c.depth, op.bytes).as_double() / c.rate;
+      pr.fill = Seconds{std::max(pr.fill.value, fill)};
+      pr.chain_depth = std::max(pr.chain_depth, c.depth);
+    }
+    finish[i] = start + bytes / c.rate + fill;
     latency_path[i] = latency_start + hop;
     pr.critical_path = Seconds{std::max(pr.critical_path.value, finish[i])};
     pr.latency_path = Seconds{std::max(pr.latency_path.value, latency_path[i])};
   }
   std::vector<Eigen::Triplet<double>> triplets;
-  for (std::size_t p = 0; p < pair_route.size(); ++p)
-    for (const auto& [l, share] : pair_route[p].shares) triplets.emplace_back(l, static_cast<int>(p), share);
-  Eigen::SparseMatrix<double> R(static_cast<Eigen::Index>(links.size()), static_cast<Eigen::Index>(pair_route.size()));
+  for (std::size_t p = 0; p < columns.size(); ++p)
+    for (const auto& [l, share] : columns[p].shares) triplets.emplace_back(l, static_cast<int>(p), share);
+  Eigen::SparseMatrix<double> R(static_cast<Eigen::Index>(links.size()), static_cast<Eigen::Index>(columns.size()));
   R.setFromTriplets(triplets.begin(), triplets.end());
-  const Eigen::VectorXd load = R * Eigen::Map<const Eigen::VectorXd>(pair_bytes.data(), static_cast<Eigen::Index>(pair_bytes.size()));
+  const Eigen::VectorXd load = R * Eigen::Map<const Eigen::VectorXd>(column_bytes.data(), static_cast<Eigen::Index>(column_bytes.size()));
   for (Eigen::Index l = 0; l < load.size(); ++l) {
     const double t = load[l] / cap[static_cast<std::size_t>(l)];
     if (t > pr.bandwidth_bound.value) {
@@ -222,10 +259,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
                  params.per_broadcast_tensor * static_cast<double>(pr.broadcast_tensors) +
                  params.per_bucket * static_cast<double>(pr.broadcast_buckets) +
                  params.per_stage * static_cast<double>(pr.broadcast_stages);
-  pr.chain_hops = std::max(1, s.chain_hops);
-  pr.chain_parts = std::max(1, s.chain_parts);
-  const double hops = pr.chain_hops, parts = pr.chain_parts;
-  pr.pipeline = pr.bandwidth_bound * ((parts + hops - 1) / parts) + pr.latency_path;
+  pr.pipeline = pr.bandwidth_bound + pr.fill + pr.latency_path;
   pr.time = Seconds{std::max(pr.pipeline.value, pr.critical_path.value)} + pr.overheads;
   return pr;
 }

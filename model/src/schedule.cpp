@@ -2,12 +2,16 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "reshard/model/chain.hpp"
 #include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/schedule.hpp"
 
 namespace reshard::model {
 
+namespace {
+constexpr const char* kScheduleFormat = "reshard-schedule-2";
+}  // namespace
 
 // The validator works on units: a unit is (buffer, part, parts), the exact element ranges one
 // operation moves. Its ranges are computed once per unit, however many operations move it (a ring
@@ -36,6 +40,12 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
     return "piece " + std::to_string(piece) + " ('" + inv.tensor(pc.tensor).name + "' " + to_string(pc.box) + ")";
   };
 
+  // Whether operation `o` leaves its data on GPU g: its dst, or any GPU its chain reaches.
+  auto delivers = [&](const Op& o, GpuId g) {
+    if (o.chain < 0) return o.dst == g;
+    const auto& hops = s.chains[static_cast<std::size_t>(o.chain)].hops;
+    return std::any_of(hops.begin(), hops.end(), [&](const ChainHop& h) { return h.to == g; });
+  };
   struct Range {
     std::int32_t piece;
     std::int64_t begin, end;
@@ -48,6 +58,14 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
     const std::string where = "operation " + std::to_string(op.id) + " (" + to_string(op.phase) + ", GPU " +
                               std::to_string(op.src) + " -> " + std::to_string(op.dst) + ")";
     if (op.id != static_cast<std::int64_t>(&op - s.ops.data())) throw ScheduleError(where + ": ids must be dense");
+    if (op.chain >= static_cast<std::int32_t>(s.chains.size()) || op.chain < -1)
+      throw ScheduleError(where + ": no chain " + std::to_string(op.chain));
+    if (op.chain >= 0) {
+      const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+      chain_depths(c, op.src, where);
+      if (c.hops.back().to != op.dst)
+        throw ScheduleError(where + ": a chain op's dst must be its last hop's receiver, GPU " + std::to_string(c.hops.back().to));
+    }
     if (op.buffer < 0 || op.buffer >= static_cast<std::int32_t>(s.buffers.size()))
       throw ScheduleError(where + ": no buffer " + std::to_string(op.buffer));
     if (op.parts < 1 || op.parts > (1 << 20) || op.part < 0 || op.part >= op.parts) throw ScheduleError(where + ": bad part");
@@ -81,14 +99,14 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
     // The sender holds every range as a source, or received it in an operation it waits for.
     bool whole_unit_received = false;
     for (auto a : op.after)
-      if (s.ops[static_cast<std::size_t>(a)].dst == op.src && op_unit[static_cast<std::size_t>(a)] == u)
+      if (delivers(s.ops[static_cast<std::size_t>(a)], op.src) && op_unit[static_cast<std::size_t>(a)] == u)
         whole_unit_received = true;
     if (whole_unit_received) continue;
     for (const auto& r : unit_ranges[static_cast<std::size_t>(u)]) {
       if (holds(op.src, r.piece)) continue;
       bool ok = false;
       for (auto a : op.after) {
-        if (s.ops[static_cast<std::size_t>(a)].dst != op.src) continue;
+        if (!delivers(s.ops[static_cast<std::size_t>(a)], op.src)) continue;
         for (const auto& q : unit_ranges[static_cast<std::size_t>(op_unit[static_cast<std::size_t>(a)])])
           if (q.piece == r.piece && q.begin <= r.begin && r.end <= q.end) ok = true;
         if (ok) break;
@@ -98,10 +116,17 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
                             " forwards elements it neither holds nor received before");
     }
   }
-  // How often each GPU receives each unit.
+  // How often each GPU receives each unit (every GPU a chain reaches receives its unit once).
   std::unordered_map<std::int64_t, std::int32_t> received;
   auto rkey = [](GpuId g, std::int32_t u) { return (static_cast<std::int64_t>(g) << 32) | static_cast<std::uint32_t>(u); };
-  for (const auto& op : s.ops) ++received[rkey(op.dst, op_unit[static_cast<std::size_t>(op.id)])];
+  for (const auto& op : s.ops) {
+    const std::int32_t u = op_unit[static_cast<std::size_t>(op.id)];
+    if (op.chain < 0) {
+      ++received[rkey(op.dst, u)];
+      continue;
+    }
+    for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) ++received[rkey(h.to, u)];
+  }
   // The units holding each piece.
   std::vector<std::vector<std::pair<std::int32_t, const Range*>>> piece_units(ts.pieces.size());
   for (std::size_t u = 0; u < unit_ranges.size(); ++u)
@@ -139,47 +164,64 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
 
 nlohmann::json to_json(const Schedule& s) {
   nlohmann::json j;
-  j["format"] = "reshard-schedule-1";
+  j["format"] = kScheduleFormat;
   j["scenario"] = s.scenario;
-  j["params"] = {{"strategy", s.params.strategy}, {"chunks", s.params.chunks}, {"max_chain", s.params.max_chain},
-                 {"bucket_bytes", s.params.bucket.value}, {"rail_aligned_ingress", s.params.rail_aligned_ingress},
-                 {"relay_ingress", s.params.relay_ingress}, {"relay_egress", s.params.relay_egress}};
+  j["params"] = {{"strategy", s.params.strategy}, {"chunk_bytes", s.params.chunk.value}, {"channels", s.params.channels},
+                 {"max_chain", s.params.max_chain}, {"bucket_bytes", s.params.bucket.value},
+                 {"rail_aligned_ingress", s.params.rail_aligned_ingress}, {"relay_ingress", s.params.relay_ingress},
+                 {"relay_egress", s.params.relay_egress}};
   j["piece_count"] = s.piece_count;
-  j["chain"] = {{"hops", s.chain_hops}, {"parts", s.chain_parts}};
   auto& buffers = j["buffers"] = nlohmann::json::array();
   for (const auto& b : s.buffers) {
     nlohmann::json sl = nlohmann::json::array();
     for (const auto& x : b.slices) sl.push_back({x.piece, x.offset, x.count});
     buffers.push_back({{"bytes", b.bytes.value}, {"slices", std::move(sl)}});
   }
+  auto& chains = j["chains"] = nlohmann::json::array();
+  for (const auto& c : s.chains) {
+    nlohmann::json hops = nlohmann::json::array();
+    for (const auto& h : c.hops) hops.push_back({h.from, h.to});
+    chains.push_back({{"chunk_bytes", c.chunk.value}, {"hops", std::move(hops)}});
+  }
   auto& ops = j["ops"] = nlohmann::json::array();
-  for (const auto& o : s.ops)
-    ops.push_back({{"id", o.id}, {"src", o.src}, {"dst", o.dst}, {"buffer", o.buffer}, {"part", o.part},
-                   {"parts", o.parts}, {"bytes", o.bytes.value}, {"phase", to_string(o.phase)}, {"after", o.after}});
+  for (const auto& o : s.ops) {
+    nlohmann::json op = {{"id", o.id},         {"src", o.src},     {"dst", o.dst},
+                         {"buffer", o.buffer}, {"part", o.part},   {"parts", o.parts},
+                         {"bytes", o.bytes.value}, {"phase", to_string(o.phase)}, {"after", o.after}};
+    if (o.chain >= 0) op["chain"] = o.chain;
+    ops.push_back(std::move(op));
+  }
   return j;
 }
 
 Schedule schedule_from_json(const nlohmann::json& j) {
   try {
-    if (j.at("format") != "reshard-schedule-1") throw ScheduleError("not a reshard schedule (format)");
+    if (j.at("format") != kScheduleFormat)
+      throw ScheduleError("not a " + std::string(kScheduleFormat) + " document (format " + j.at("format").dump() +
+                          "); schedules written by an older reshard must be planned again");
     Schedule s;
     s.scenario = j.at("scenario").get<std::string>();
     const auto& p = j.at("params");
     s.params.strategy = p.at("strategy").get<std::string>();
-    s.params.chunks = p.at("chunks").get<std::int32_t>();
+    s.params.chunk = Bytes{p.at("chunk_bytes").get<std::int64_t>()};
+    s.params.channels = p.at("channels").get<std::int32_t>();
     s.params.max_chain = p.at("max_chain").get<std::int32_t>();
     s.params.bucket = Bytes{p.at("bucket_bytes").get<std::int64_t>()};
     s.params.rail_aligned_ingress = p.at("rail_aligned_ingress").get<bool>();
     s.params.relay_ingress = p.at("relay_ingress").get<bool>();
     s.params.relay_egress = p.at("relay_egress").get<bool>();
     s.piece_count = j.at("piece_count").get<std::int32_t>();
-    s.chain_hops = j.at("chain").at("hops").get<std::int32_t>();
-    s.chain_parts = j.at("chain").at("parts").get<std::int32_t>();
     for (const auto& b : j.at("buffers")) {
       Buffer buf;
       buf.bytes = Bytes{b.at("bytes").get<std::int64_t>()};
       for (const auto& x : b.at("slices")) buf.slices.push_back({x.at(0).get<std::int32_t>(), x.at(1).get<std::int64_t>(), x.at(2).get<std::int64_t>()});
       s.buffers.push_back(std::move(buf));
+    }
+    for (const auto& c : j.at("chains")) {
+      Chain chain;
+      chain.chunk = Bytes{c.at("chunk_bytes").get<std::int64_t>()};
+      for (const auto& h : c.at("hops")) chain.hops.push_back({h.at(0).get<GpuId>(), h.at(1).get<GpuId>()});
+      s.chains.push_back(std::move(chain));
     }
     static const std::unordered_map<std::string, OpPhase> phases = {
         {"direct", OpPhase::Direct}, {"gather", OpPhase::Gather}, {"broadcast", OpPhase::Broadcast},
@@ -193,6 +235,11 @@ Schedule schedule_from_json(const nlohmann::json& j) {
       op.part = o.at("part").get<std::int32_t>();
       op.parts = o.at("parts").get<std::int32_t>();
       op.bytes = Bytes{o.at("bytes").get<std::int64_t>()};
+      if (auto c = o.find("chain"); c != o.end()) {
+        op.chain = c->get<std::int32_t>();
+        if (op.chain < 0 || op.chain >= static_cast<std::int32_t>(s.chains.size()))
+          throw ScheduleError("operation " + std::to_string(op.id) + ": no chain " + std::to_string(op.chain));
+      }
       const auto ph = phases.find(o.at("phase").get<std::string>());
       if (ph == phases.end()) throw ScheduleError("operation " + std::to_string(op.id) + ": unknown phase");
       op.phase = ph->second;

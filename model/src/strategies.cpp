@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <sstream>
 #include <map>
 #include <numeric>
@@ -22,18 +23,81 @@ const char* to_string(OpPhase p) {
   return "?";
 }
 
+namespace {
+// What each named strategy takes (describe() writes it, parse_strategy() accepts it).
+struct StrategyTraits {
+  const char* name;
+  bool chains;      // builds chain ops: takes chunk=
+  bool channels;    // broadcast rings per bucket
+  bool max_chain;   // domains per chain
+  bool bucket;      // broadcast buckets
+  bool relays;      // relay_ingress, relay_egress, rail_blind
+};
+constexpr StrategyTraits kStrategies[] = {
+    {"gather_broadcast", true, true, false, true, false}, {"direct", false, false, false, false, false},
+    {"domain_grouped", true, false, false, false, true},  {"domain_chain", true, false, true, false, true},
+    {"hybrid", true, false, true, false, true},           {"nemo_rl_reshard", true, true, false, true, true},
+};
+const StrategyTraits* traits_of(const std::string& name) {
+  for (const auto& t : kStrategies)
+    if (name == t.name) return &t;
+  return nullptr;
+}
+std::string strategy_list() {
+  std::string list;
+  for (const auto& t : kStrategies) list += std::string(list.empty() ? "" : ", ") + t.name;
+  return list;
+}
+// What a strategy's line may hold, for errors.
+std::string describe_usage(const StrategyTraits& t) {
+  std::string u = std::string(t.name) + " takes";
+  std::string keys;
+  auto add = [&](bool on, const char* k) {
+    if (on) keys += std::string(keys.empty() ? " " : ", ") + k;
+  };
+  add(t.chains, "chunk=SIZE");
+  add(t.channels, "channels=N");
+  add(t.max_chain, "max_chain=N");
+  add(t.bucket, "bucket=SIZE");
+  add(t.relays, "relay_ingress, relay_egress, rail_blind");
+  return keys.empty() ? u + " no parameters" : u + keys;
+}
+// A size as parse_size reads it back exactly: the largest binary or decimal unit that divides it.
+std::string format_size(Bytes b) {
+  static const std::pair<const char*, std::int64_t> units[] = {
+      {"TiB", 1LL << 40}, {"TB", 1'000'000'000'000LL}, {"GiB", 1LL << 30}, {"GB", 1'000'000'000LL},
+      {"MiB", 1LL << 20}, {"MB", 1'000'000LL},         {"KiB", 1LL << 10}, {"KB", 1'000LL}};
+  for (const auto& [name, size] : units)
+    if (b.value >= size && b.value % size == 0) return std::to_string(b.value / size) + name;
+  return std::to_string(b.value) + "B";
+}
+// Counts in a strategy line (channels, max_chain).
+constexpr std::int64_t kMaxCount = 1 << 20;
+// An ingress off the sender's rail detours over a spine: the choice counts it as this fraction of
+// the stripe's bytes of extra load, so rail alignment wins only between near-equal candidates.
+constexpr double kRailDetourWeight = 0.25;
+// NVIDIA's M2N reshard pipelines its hierarchical ring in 256 KB chunks (its default).
+constexpr Bytes kM2NRingChunk{256 << 10};
+}  // namespace
+
 const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names = {"gather_broadcast", "direct",  "domain_grouped", "domain_chain",
-                                                 "hybrid",           "nemo_rl_reshard"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& t : kStrategies) v.push_back(t.name);
+    return v;
+  }();
   return names;
 }
 
 std::string describe(const StrategyParams& p) {
   std::string s = p.strategy;
-  if (p.strategy != "direct") s += " chunks=" + std::to_string(p.chunks);
-  if (p.strategy == "domain_chain" || p.strategy == "hybrid") s += " max_chain=" + std::to_string(p.max_chain);
-  if (p.strategy == "gather_broadcast" || p.strategy == "nemo_rl_reshard") s += " bucket=" + std::to_string(p.bucket.value);
-  if (p.strategy != "direct" && p.strategy != "gather_broadcast") {
+  const StrategyTraits* t = traits_of(p.strategy);
+  if (!t) return s;
+  if (t->chains) s += " chunk=" + format_size(p.chunk);
+  if (t->channels && p.channels > 0) s += " channels=" + std::to_string(p.channels);
+  if (t->max_chain) s += " max_chain=" + std::to_string(p.max_chain);
+  if (t->bucket) s += " bucket=" + format_size(p.bucket);
+  if (t->relays) {
     if (p.relay_ingress) s += " relay_ingress";
     if (p.relay_egress) s += " relay_egress";
     if (!p.rail_aligned_ingress) s += " rail_blind";
@@ -44,27 +108,49 @@ std::string describe(const StrategyParams& p) {
 StrategyParams parse_strategy(const std::string& spec) {
   std::istringstream in(spec);
   StrategyParams p;
-  if (!(in >> p.strategy)) throw PlanError("empty strategy; expected NAME [chunks=N] [max_chain=N] [bucket=BYTES] [relay_ingress] [relay_egress] [rail_blind]");
-  if (p.strategy == "direct") p.chunks = 1;
+  const std::string usage = "NAME [chunk=SIZE] [channels=N] [max_chain=N] [bucket=SIZE] [relay_ingress] [relay_egress] [rail_blind]";
+  if (!(in >> p.strategy)) throw PlanError("empty strategy; expected " + usage);
+  const StrategyTraits* t = traits_of(p.strategy);
+  if (!t) throw PlanError("unknown strategy '" + p.strategy + "'; expected one of: " + strategy_list() + ", auto");
+  auto refuse = [&](const std::string& token) {
+    throw PlanError("strategy '" + spec + "': " + p.strategy + " takes no '" + token + "' (" + describe_usage(*t) + ")");
+  };
   for (std::string token; in >> token;) {
     const auto eq = token.find('=');
     const std::string key = token.substr(0, eq);
     if (eq == std::string::npos) {
+      if (key != "relay_ingress" && key != "relay_egress" && key != "rail_blind")
+        throw PlanError("strategy '" + spec + "': unknown flag '" + token + "' (relay_ingress, relay_egress, rail_blind)");
+      if (!t->relays) refuse(token);
       if (key == "relay_ingress") p.relay_ingress = true;
       else if (key == "relay_egress") p.relay_egress = true;
-      else if (key == "rail_blind") p.rail_aligned_ingress = false;
-      else throw PlanError("strategy '" + spec + "': unknown flag '" + token + "' (relay_ingress, relay_egress, rail_blind)");
+      else p.rail_aligned_ingress = false;
       continue;
     }
     const std::string value = token.substr(eq + 1);
+    if (key == "chunks")
+      throw PlanError("strategy '" + spec + "': 'chunks' is gone: every chain op pipelines in chunks of chunk=SIZE "
+                      "(default 512KiB), and gather_broadcast's parallel rings are channels=N");
+    if (key == "chunk" || key == "bucket") {
+      if (key == "chunk" ? !t->chains : !t->bucket) refuse(key);
+      Bytes b;
+      try {
+        b = parse_size(value);
+      } catch (const std::invalid_argument& e) {
+        throw PlanError("strategy '" + spec + "': '" + token + "': " + e.what());
+      }
+      if (b.value < 1) throw PlanError("strategy '" + spec + "': '" + token + "' must be positive");
+      (key == "chunk" ? p.chunk : p.bucket) = b;
+      continue;
+    }
+    if (key != "channels" && key != "max_chain")
+      throw PlanError("strategy '" + spec + "': unknown parameter '" + key + "' (chunk, channels, max_chain, bucket)");
+    if (key == "channels" ? !t->channels : !t->max_chain) refuse(key);
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || end != value.data() + value.size() || v < 1 || (key != "bucket" && v > (1 << 20)))
-      throw PlanError("strategy '" + spec + "': '" + token + "' needs a positive integer");
-    if (key == "chunks") p.chunks = static_cast<std::int32_t>(v);
-    else if (key == "max_chain") p.max_chain = static_cast<std::int32_t>(v);
-    else if (key == "bucket") p.bucket = Bytes{v};
-    else throw PlanError("strategy '" + spec + "': unknown parameter '" + key + "' (chunks, max_chain, bucket)");
+    if (ec != std::errc() || end != value.data() + value.size() || v < 1 || v > kMaxCount)
+      throw PlanError("strategy '" + spec + "': '" + token + "' needs an integer in 1.." + std::to_string(kMaxCount));
+    (key == "channels" ? p.channels : p.max_chain) = static_cast<std::int32_t>(v);
   }
   return p;
 }
@@ -142,6 +228,35 @@ class Builder {
     return s_.ops.back().id;
   }
 
+  // A chain (schedule.hpp) in the schedule's table; returns its index.
+  std::int32_t add_chain(std::vector<ChainHop> hops, Bytes chunk) {
+    s_.chains.push_back({std::move(hops), chunk});
+    return static_cast<std::int32_t>(s_.chains.size() - 1);
+  }
+  // An op moving part `part` of `parts` of `buffer` along chain `chain` from its root.
+  std::int64_t add_chain_op(std::int32_t chain, std::int32_t buffer, std::int32_t part, std::int32_t parts, OpPhase phase,
+                            std::vector<std::int64_t> after) {
+    const Chain& c = s_.chains[static_cast<std::size_t>(chain)];
+    Op op;
+    op.id = static_cast<std::int64_t>(s_.ops.size());
+    op.src = c.hops.front().from;
+    op.dst = c.hops.back().to;
+    op.chain = chain;
+    op.buffer = buffer;
+    op.part = part;
+    op.parts = parts;
+    op.phase = phase;
+    op.after = std::move(after);
+    op.bytes = part_bytes(buffer, part, parts);
+    for (const ChainHop& h : c.hops)
+      if (domain_of(h.from) != domain_of(h.to)) {
+        egress_[static_cast<std::size_t>(h.from)] += op.bytes.as_double();
+        ingress_[static_cast<std::size_t>(h.to)] += op.bytes.as_double();
+      }
+    s_.ops.push_back(std::move(op));
+    return s_.ops.back().id;
+  }
+
   // The bytes of part `part` of `parts` of a buffer: its elements (for_each_in_part) times their
   // dtype sizes. All parts of a buffer are computed at once and kept for the buffer's next operation.
   Bytes part_bytes(std::int32_t buffer, std::int32_t part, std::int32_t parts) {
@@ -175,11 +290,9 @@ class Builder {
     return best;
   }
 
-  // direct / domain_grouped (max_chain 1) / domain_chain over the given pieces.
-  // `chunks` overrides the parts per buffer; `ring_chunk` (when set) is the executor's finer
-  // pipelining unit, which sets the pipeline fill instead of the parts.
-  void reshard(const std::vector<std::int32_t>& pieces, bool direct, std::int32_t max_chain, std::int32_t chunks = 0,
-               Bytes ring_chunk = Bytes{0}) {
+  // direct / domain_grouped (max_chain 1) / domain_chain over the given pieces; chain ops
+  // pipeline in chunks of `chunk`.
+  void reshard(const std::vector<std::int32_t>& pieces, bool direct, std::int32_t max_chain, Bytes chunk) {
     for (const auto& cls : classes(pieces)) {
       const auto& first = ts_.pieces[static_cast<std::size_t>(cls[0])];
       const auto& H = holder_gpus(first.holders);
@@ -212,7 +325,7 @@ class Builder {
       // Stripes: the class cut into S equal element ranges; each stripe enters a domain at another
       // ingress GPU (the least loaded) and leaves from another holder, so the NICs of both sides
       // share the class. S = ceil(class bytes / stripe_target_), so that small classes travel whole
-      // (a replicated class cut into S stripes costs S x needers fan-out operations per domain) and
+      // (a replicated class cut into S stripes costs S x needers fan-out hops per domain) and
       // large ones in stripes small enough for the greedy choices to balance every NIC; at most the
       // number of GPUs on the wider side (holders, or the ingress candidates of a domain), beyond
       // which more stripes balance nothing.
@@ -220,68 +333,46 @@ class Builder {
       for (auto d : remote) wider_side = std::max<std::int64_t>(wider_side, static_cast<std::int64_t>(candidates(d, by_domain[d]).size()));
       const std::int64_t class_bytes = s_.buffers[static_cast<std::size_t>(buffer)].bytes.value;
       const std::int64_t stripes = std::clamp<std::int64_t>((class_bytes + stripe_target_ - 1) / stripe_target_, 1, wider_side);
-      const std::int32_t parts = std::max(1, chunks > 0 ? chunks : p_.chunks);
       for (const std::int32_t stripe : split(buffer, static_cast<std::int32_t>(stripes)))
         for (std::size_t seg = 0; seg < remote.size(); seg += static_cast<std::size_t>(max_chain)) {
+          const double stripe_bytes = s_.buffers[static_cast<std::size_t>(stripe)].bytes.as_double();
           // The sender: the least-loaded holder, or with relay_egress the least-loaded GPU of a
-          // holder's domain (a holder hands the stripe to it over NVLink first), so every NIC of the
-          // source domains can send.
+          // holder's domain (a holder hands the stripe to it over NVLink, the chain's first hop),
+          // so every NIC of the source domains can send.
           GpuId h = least_loaded(p_.relay_egress ? egress_candidates(H, N) : H, egress_, [](GpuId) { return false; });
-          GpuId handoff = -1;  // the holder that feeds a relay sender
+          std::vector<ChainHop> hops;
           if (!std::binary_search(H.begin(), H.end(), h)) {
             std::vector<GpuId> same_domain;
             for (auto g : H)
               if (domain_of(g) == domain_of(h)) same_domain.push_back(g);
-            handoff = least_loaded(same_domain, nvlink_out_, [](GpuId) { return false; });
-            nvlink_out_[static_cast<std::size_t>(handoff)] += s_.buffers[static_cast<std::size_t>(stripe)].bytes.as_double();
+            const GpuId handoff = least_loaded(same_domain, nvlink_out_, [](GpuId) { return false; });
+            nvlink_out_[static_cast<std::size_t>(handoff)] += stripe_bytes;
+            hops.push_back({handoff, h});
           }
+          // One ingress GPU per domain of the chain; each forwards to the next domain's ingress and
+          // fans out to the other needers of its own domain, chunk by chunk (one chain op).
           const auto end = std::min(remote.size(), seg + static_cast<std::size_t>(max_chain));
-          // Ingress GPUs, one per domain of the chain, chosen once for all parts.
-          std::vector<GpuId> ingress;
-          GpuId prev_gpu = h;
+          GpuId from = h;
           for (auto k = seg; k < end; ++k) {
-            // The least-loaded candidate; a rail change (a detour over a spine) counts as a quarter of
-            // this stripe's bytes of extra load, so rail alignment wins only between near equals.
-            const double detour = p_.rail_aligned_ingress ? 0.25 * s_.buffers[static_cast<std::size_t>(stripe)].bytes.as_double() : 0;
+            // The least-loaded candidate; a rail change (a detour over a spine) counts as
+            // kRailDetourWeight of this stripe's bytes of extra load, so rail alignment wins only
+            // between near equals.
+            const double detour = p_.rail_aligned_ingress ? kRailDetourWeight * stripe_bytes : 0;
             GpuId i = -1;
             double best = 0;
             for (auto g : candidates(remote[k], by_domain[remote[k]])) {
-              const double cost = ingress_[static_cast<std::size_t>(g)] + (rail_of(g) == rail_of(prev_gpu) ? 0 : detour);
+              const double cost = ingress_[static_cast<std::size_t>(g)] + (rail_of(g) == rail_of(from) ? 0 : detour);
               if (i < 0 || cost < best) {
                 i = g;
                 best = cost;
               }
             }
-            ingress.push_back(i);
-            prev_gpu = i;
+            hops.push_back({from, i});
+            for (auto n : by_domain[remote[k]])
+              if (n != i) hops.push_back({i, n});
+            from = i;
           }
-          // Part c of a hop follows part c-1 of the same hop: each hop sends its parts in order, so
-          // part c can move on to the next domain while part c+1 is still arriving (under fair
-          // sharing, parts in flight together would all arrive at the end and nothing would pipeline).
-          std::vector<std::int64_t> previous_part(ingress.size(), -1);
-          if (static_cast<std::int32_t>(ingress.size()) > s_.chain_hops) {
-            s_.chain_hops = static_cast<std::int32_t>(ingress.size());
-            const std::int64_t stripe_bytes = s_.buffers[static_cast<std::size_t>(stripe)].bytes.value;
-            s_.chain_parts = ring_chunk.value > 0
-                                 ? static_cast<std::int32_t>(std::clamp<std::int64_t>(stripe_bytes / ring_chunk.value, parts, 1 << 30))
-                                 : parts;
-          }
-          for (std::int32_t c = 0; c < parts; ++c) {
-            std::int64_t prev = -1;
-            if (handoff >= 0) prev = add_op(handoff, h, stripe, c, parts, OpPhase::Gather, {});
-            GpuId from = h;
-            for (std::size_t k = 0; k < ingress.size(); ++k) {
-              const GpuId i = ingress[k];
-              std::vector<std::int64_t> deps;
-              if (prev >= 0) deps.push_back(prev);
-              if (previous_part[k] >= 0) deps.push_back(previous_part[k]);
-              prev = add_op(from, i, stripe, c, parts, k == 0 ? OpPhase::Ingress : OpPhase::Forward, std::move(deps));
-              previous_part[k] = prev;
-              for (auto n : by_domain[remote[seg + k]])
-                if (n != i) add_op(i, n, stripe, c, parts, OpPhase::FanOut, {prev});
-              from = i;
-            }
-          }
+          add_chain_op(add_chain(std::move(hops), chunk), stripe, 0, 1, OpPhase::Ingress, {});
         }
     }
   }
@@ -403,16 +494,13 @@ class Builder {
     for (auto& [d, v] : dest_domains) std::sort(v.begin(), v.end());
     std::int32_t rings = 1;
     for (const auto& [d, v] : dest_domains) rings = std::max(rings, static_cast<std::int32_t>(v.size()));
-    const std::int32_t parts = std::max(std::max(1, p_.chunks), rings);
-    // A ring broadcast is buckets x parts x ring length operations. Past kMaxBroadcastOps (frontier
-    // scale: 5.6 TB in 1.6 GB buckets over a 4608-GPU ring would be 10^8) the buckets grow until the
-    // schedule fits; the schedule records the bucket size it really uses.
+    const std::int32_t channels = p_.channels > 0 ? p_.channels : rings;
+    // A ring broadcast is buckets x channels chain ops. Past kMaxBroadcastOps the buckets grow until
+    // the schedule fits; the schedule records the bucket size it really uses.
     constexpr double kMaxBroadcastOps = 4e6;
     double total = 0;
     for (auto i : pieces) total += ts_.pieces[static_cast<std::size_t>(i)].bytes.as_double();
-    const double ring_length = static_cast<double>(dst_.gpus().size());
-    const Bytes bucket{std::max(p_.bucket.value,
-                                static_cast<std::int64_t>(total * parts * ring_length / kMaxBroadcastOps))};
+    const Bytes bucket{std::max(p_.bucket.value, static_cast<std::int64_t>(total * channels / kMaxBroadcastOps))};
     s_.params.bucket = bucket;
     auto ring_for = [&](std::int32_t c, GpuId head) {
       std::vector<GpuId> ring;
@@ -440,8 +528,19 @@ class Builder {
         const auto op = add_op(h, head, add_buffer(g), 0, 1, OpPhase::Gather, {});
         for (auto i : g) gathered_by[i] = op;
       }
-      std::vector<std::vector<GpuId>> ring_of_part;
-      for (std::int32_t c = 0; c < parts; ++c) ring_of_part.push_back(ring_for(c, head));
+      // One chain per channel, shared by the head's buckets: chain ops on one chain run in order,
+      // each leaving the head once the previous one has (NCCL runs a communicator's collectives
+      // in order on its channels), which also keeps at most two buckets at the head.
+      std::vector<std::int32_t> ring_of_channel;
+      for (std::int32_t c = 0; c < channels; ++c) {
+        std::vector<ChainHop> hops;
+        GpuId from = head;
+        for (auto d : ring_for(c, head)) {
+          hops.push_back({from, d});
+          from = d;
+        }
+        ring_of_channel.push_back(add_chain(std::move(hops), p_.chunk));
+      }
       // Buckets of whole pieces (a piece larger than a bucket is a bucket of its own).
       std::vector<std::vector<std::int32_t>> buckets(1);
       Bytes fill{0};
@@ -454,26 +553,15 @@ class Builder {
         buckets.back().push_back(i);
         fill += b;
       }
-      std::vector<std::int64_t> last_first_hop;  // per bucket: the last part's first hop
-      for (std::size_t k = 0; k < buckets.size(); ++k) {
-        const auto buffer = add_buffer(buckets[k]);
+      for (const auto& pieces_of_bucket : buckets) {
+        const auto buffer = add_buffer(pieces_of_bucket);
         std::vector<std::int64_t> deps;
-        for (auto i : buckets[k])
+        for (auto i : pieces_of_bucket)
           if (auto it = gathered_by.find(i); it != gathered_by.end()) deps.push_back(it->second);
-        if (k >= 2) deps.push_back(last_first_hop[k - 2]);  // two buffers at the head
         std::sort(deps.begin(), deps.end());
         deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-        std::int64_t first_hop = -1;
-        for (std::int32_t c = 0; c < parts; ++c) {
-          std::int64_t prev = -1;
-          GpuId from = head;
-          for (auto d : ring_of_part[static_cast<std::size_t>(c)]) {
-            prev = add_op(from, d, buffer, c, parts, OpPhase::Broadcast, prev < 0 ? deps : std::vector<std::int64_t>{prev});
-            if (from == head) first_hop = prev;
-            from = d;
-          }
-        }
-        last_first_hop.push_back(first_hop);
+        for (std::int32_t c = 0; c < channels; ++c)
+          add_chain_op(ring_of_channel[static_cast<std::size_t>(c)], buffer, c, channels, OpPhase::Broadcast, deps);
       }
     }
   }
@@ -515,24 +603,21 @@ Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const Shard
   std::iota(all.begin(), all.end(), 0);
   for (auto i : all) (is_ffn(inv.tensor(ts.pieces[static_cast<std::size_t>(i)].tensor).cls) ? ffn : rest).push_back(i);
   const auto& name = params.strategy;
+  if (!traits_of(name)) throw PlanError("unknown strategy '" + name + "'; expected one of: " + strategy_list() + ", auto");
   b.set_stripe_target(name == "nemo_rl_reshard" ? ffn : all);
-  if (name == "direct") b.reshard(all, true, 1);
-  else if (name == "domain_grouped") b.reshard(all, false, 1);
-  else if (name == "domain_chain") b.reshard(all, false, std::max(1, params.max_chain));
+  const std::int32_t max_chain = std::max(1, params.max_chain);
+  if (name == "direct") b.reshard(all, true, 1, params.chunk);
+  else if (name == "domain_grouped") b.reshard(all, false, 1, params.chunk);
+  else if (name == "domain_chain") b.reshard(all, false, max_chain, params.chunk);
   else if (name == "gather_broadcast") b.gather_broadcast(all);
   else if (name == "hybrid") {
     // FFN by the chain, the rest (small, replicated or fused) by grouped reshard.
-    b.reshard(ffn, false, std::max(1, params.max_chain));
-    b.reshard(rest, false, 1);
-  } else if (name == "nemo_rl_reshard") {
-    // NeMo RL: FFN through the hierarchical ring over all destination domains (M2N pipelines it in
-    // 256 KB ring chunks, so its pipeline fill is that of 256 KB parts), the rest broadcast.
-    b.reshard(ffn, false, 1 << 30, std::max(16, params.chunks), Bytes{256 << 10});
+    b.reshard(ffn, false, max_chain, params.chunk);
+    b.reshard(rest, false, 1, params.chunk);
+  } else {  // nemo_rl_reshard
+    // NeMo RL: FFN through M2N's hierarchical ring over all destination domains, the rest broadcast.
+    b.reshard(ffn, false, std::numeric_limits<std::int32_t>::max(), kM2NRingChunk);
     b.gather_broadcast(rest);
-  } else {
-    std::string list;
-    for (const auto& n : strategy_names()) list += (list.empty() ? "" : ", ") + n;
-    throw PlanError("unknown strategy '" + name + "'; expected one of: " + list + ", auto");
   }
   return s;
 }

@@ -5,12 +5,7 @@
 namespace reshard::model {
 
 namespace {
-bool same(const StrategyParams& a, const StrategyParams& b) {
-  if (a.strategy == "direct" && b.strategy == "direct") return true;  // direct has no parameters
-  return a.strategy == b.strategy && a.chunks == b.chunks && a.max_chain == b.max_chain &&
-         a.relay_ingress == b.relay_ingress && a.relay_egress == b.relay_egress && a.rail_aligned_ingress == b.rail_aligned_ingress &&
-         a.bucket == b.bucket;
-}
+bool same(const StrategyParams& a, const StrategyParams& b) { return describe(a) == describe(b); }
 constexpr int kMaxPasses = 3;
 
 // a beats b: a clearly faster estimate, or the same within 10^-6 and fewer operations (less to
@@ -19,22 +14,6 @@ bool better(const Prediction& a, const Prediction& b) {
   constexpr double kTie = 1e-6;
   if (a.time.value < b.time.value * (1 - kTie)) return true;
   return a.time.value <= b.time.value * (1 + kTie) && a.operations < b.operations;
-}
-// Whether the domain strategy at `current` (cut into `from` parts) could be beaten by the same
-// strategy cut into `to` parts, judged without building it. Parts change neither the bytes on any
-// link (stripes, senders and ingress GPUs are chosen per stripe, before it is cut) nor the chain
-// length nor the overheads, so the candidate's estimate is at least
-//     bandwidth_bound * (to + H - 1) / to + overheads;
-// when that already exceeds the current estimate, or equals it while `to` means more operations,
-// the candidate cannot win and is skipped.
-bool chunks_can_beat(const TuneCandidate& current, std::int32_t from, std::int32_t to) {
-  const Prediction& p = current.prediction;
-  const double hops = p.chain_hops;
-  if (hops > 1 && p.chain_parts != from) return true;  // parts set otherwise (a ring chunk): build it
-  const double bound = p.bandwidth_bound.value * (to + hops - 1) / to + p.overheads.value;
-  constexpr double kTie = 1e-6;
-  if (bound > p.time.value * (1 + kTie)) return false;
-  return !(bound >= p.time.value * (1 - kTie) && to > from);
 }
 }  // namespace
 
@@ -84,10 +63,10 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
       }
     };
     // Passes over every coordinate until none improves: a move on one coordinate can make another
-    // worth changing (more chunks make longer chains affordable).
+    // worth changing (a relay changes which chain length balances the NICs).
     for (int pass = 0; moved && pass < kMaxPasses; ++pass) {
       moved = false;
-      // The toggles first: balance (relays) decides which chunking and chain length pay off.
+      // The toggles first: balance (relays) decides which chain length pays off.
       StrategyParams n = cur;
       n.relay_ingress = !n.relay_ingress;
       try_move(n);
@@ -97,12 +76,6 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
       n = cur;
       n.rail_aligned_ingress = !n.rail_aligned_ingress;
       try_move(n);
-      for (int chunks : {1, 2, 4, 8, 16}) {
-        StrategyParams n = cur;
-        n.chunks = chunks;
-        if (!chunks_can_beat(*evaluate(cur), cur.chunks, chunks)) continue;
-        try_move(n);
-      }
       if (cur.strategy == "domain_chain" || cur.strategy == "hybrid")
         for (int chain : {1, 2, 4, 8, 16, 64}) {
           StrategyParams n = cur;

@@ -48,7 +48,8 @@ struct Calibration {
 Calibration calibrate(const std::vector<Observation>& observations, const CostParams& base,
                       const std::vector<std::string>& free = {});
 
-// Reads measured times: a CSV with header `scenario,strategy,measured_s` (optional `chunks`; '#'
+// Reads measured times: a CSV with header `scenario,strategy,measured_s` (`strategy` a strategy line
+// as parse_strategy reads it, e.g. "domain_chain max_chain=2"; '#'
 // lines are comments; scenario paths relative to the CSV file), or a Measurement JSON written by
 // `reshard exec -o` (its scenario, the schedule it ran, elapsed_s). Each is planned, scheduled and
 // estimated with `base` (overheads zeroed) to make an Observation. ConfigError names file and line.

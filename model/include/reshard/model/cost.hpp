@@ -3,30 +3,33 @@
 // estimate() is a pure function of a schedule, the topology and the cost parameters:
 //
 //   load(l)      = sum over operations o of bytes(o) * share(o, l)     (R * b: the sparse routing
-//                  matrix R, links x operations, share = 1/k on each of k ECMP paths, times the byte
-//                  vector b; Eigen)
-//   T_bandwidth  = max over links l of load(l) / (bandwidth(l) * efficiency(kind(l)))
-//   t(o)         = latency(route(o)) + per_op + bytes(o) / min over l on o's route of
-//                  (bandwidth(l) * efficiency(kind(l)))                       (o alone on its route)
-//   T_critical   = longest path through the DAG with these t(o)    (pipeline fill and dependencies);
-//                  a broadcast ring hop (a Broadcast op waiting only for the previous hop of the
-//                  same part) cuts through: it starts when the previous hop's first ring_chunk has
-//                  arrived and ends no earlier than one chunk after the previous hop ends
-//   T_latency    = longest path through the DAG with t(o) = latency(route(o)) + per_op only
-//   T_pipeline   = T_bandwidth * (C + H - 1) / C + T_latency  for a schedule whose parts travel
-//                  chains of H network hops in C parts: while the links are shared by every chain,
-//                  each hop of a part takes about T_bandwidth / C, and the last part leaves the first
-//                  hop only after C of them, then crosses H - 1 more (pipeline fill); and each step
-//                  of a dependent sequence pays its latency and per-operation cost while its bytes
-//                  share the links with everything else, so those add up rather than hide (this is
-//                  what dominates schedules of kilobyte operations)
+//                  matrix R, links x columns, times the byte vector b; Eigen). A transfer's share
+//                  is 1/k on each of its route's k ECMP paths; a chain op's is w_l, the hops of its
+//                  chain crossing l (model/chain.hpp)
+//   C_l          = bandwidth(l) * efficiency(kind(l))
+//   T_bandwidth  = max over links l of load(l) / C_l
+//   r(o)         = o's rate alone: min over its links of C_l / share(o, l); for a chain op also
+//                  at most its slot rate (model/chain.hpp)
+//   t(o)         = per_op + latency(o) + bytes(o) / r(o) + fill(o) / r(o)     (o alone)
+//                  latency(o): its route's, or its chain's slowest root-to-leaf path; fill(o):
+//                  a chain op's pipeline fill, (H - 1) min(chunk, bytes), 0 for a transfer
+//   T_critical   = longest path through the DAG with these t(o) (dependencies), where an op on a
+//                  chain also starts no earlier than the previous op on the same chain has left
+//                  its root (chain ops on one chain run in order, model/chain.hpp)
+//   T_latency    = longest path through the DAG with t(o) = per_op + latency(o) only
+//   T_fill       = max over chain ops of fill(o) / r(o)
+//   T_pipeline   = T_bandwidth + T_fill + T_latency: the links busy for T_bandwidth, the last
+//                  chain's fill after it, and each step of a dependent sequence paying its latency
+//                  and per-operation cost while its bytes share the links with everything else
+//                  (what dominates schedules of kilobyte operations)
 //   estimate     = max(T_pipeline, T_critical) + overheads
 //   overheads    = per_tensor * tensors moved by reshard operations
 //                + per_broadcast_tensor * tensors moved by gather/broadcast operations
 //                + per_bucket * broadcast buckets + per_stage * broadcasting source stages
 //
-// The two terms bound the makespan from below in a fluid model with these capacities; the max of
-// them is exact for a single bottleneck with full overlap and is what the simulator refines.
+// Alone on an idle fabric an op's estimate is t(o), which is what the simulator gives it
+// (sim/schedule_sim.hpp); under contention the simulator shares links max-min, which the estimate
+// approximates by T_bandwidth.
 #pragma once
 
 #include <filesystem>
@@ -48,23 +51,20 @@ struct CostParams {
   Seconds per_broadcast_tensor{0};  // per tensor moved by the gather/broadcast path
   Seconds per_bucket{0};         // per broadcast bucket (packing, launch, synchronisation)
   Seconds per_stage{0};          // per source pipeline stage that broadcasts (group setup, sequencing)
-  BytesPerSecond memory_copy_rate{2.15e12};  // local GPU copy payload: H200 D2D ~4.3 TB/s read+write (hardware.md) / 2
-  // A ring broadcast forwards in chunks as they arrive (NCCL: a 4 MiB buffer in 8 steps, 512 KiB),
-  // so a ring hop's first bytes leave after one chunk, not after the whole operation.
-  Bytes ring_chunk{512 << 10};
+  BytesPerSecond memory_copy_rate{2.15e12};  // local GPU copy payload: H200 D2D ~4.3 TB/s read+write / 2
 
   // The built-in profiles: "reshard" (this project's executor) and "nemo_rl" (NeMo RL's Python
   // refit path, fitted to its published DGX H100 numbers). Throws ConfigError for other names.
   static CostParams profile_named(const std::string& name);
   // A YAML file with keys profile, efficiency {nvlink, c2c, pcie, network}, per_op, per_tensor,
-  // per_broadcast_tensor, per_bucket, per_stage (durations with units), ring_chunk (bytes with a unit).
+  // per_broadcast_tensor, per_bucket, per_stage (durations with units).
   static CostParams load(const std::filesystem::path& path);
 };
 
 struct Prediction {
   Seconds time;
   Seconds bandwidth_bound;
-  Seconds pipeline;        // bandwidth bound with the pipeline fill of chained hops, plus latency_path
+  Seconds pipeline;        // bandwidth bound + fill + latency_path
   Seconds latency_path;    // the DAG's longest path counting only route latency and per-op cost
   Seconds critical_path;
   Seconds overheads;
@@ -76,8 +76,8 @@ struct Prediction {
   std::int64_t broadcast_tensors = 0;  // tensors moved by gather/broadcast operations
   std::int64_t broadcast_buckets = 0;
   std::int64_t broadcast_stages = 0;   // distinct heads that start broadcast rings (source PP stages)
-  std::int32_t chain_hops = 1;         // Schedule::chain_hops and chain_parts: the pipeline fill is
-  std::int32_t chain_parts = 1;        // pipeline / bandwidth_bound = (parts + hops - 1) / parts
+  Seconds fill;                        // the largest pipeline fill of a chain op alone (T_fill)
+  std::int32_t chain_depth = 0;        // the deepest chain (hops from root to its farthest leaf)
 };
 
 Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,

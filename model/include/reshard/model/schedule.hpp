@@ -1,30 +1,38 @@
-// Schedules and the strategies that build them (DESIGN.md §7).
+// Schedules and the strategies that build them (docs/design.md, "Schedules").
 //
-// A Schedule is a DAG of operations. A Transfer moves bytes from one GPU to another (over the route
-// the topology gives for the pair); it carries slices of pieces: a slice is a run of elements of
-// the piece's box in row-major order, so a piece can be chunked for pipelining. Operations list the
-// ids of the operations they wait for in `after`; ids are dense and every `after` id is smaller
-// than the operation's own id, so the DAG is acyclic by construction and an executor can post
-// operations in id order. Transfers between the same pair in the same step are packed into one
-// operation (one buffer).
+// A Schedule is a DAG of operations. An operation moves one part of a packed buffer:
+//   transfer     from GPU `src` to GPU `dst` (src != dst), over the route the topology gives for
+//                the pair;
+//   local copy   src == dst, over the GPU's memory;
+//   chain        (`chain` >= 0) along a pipelined chain: a tree of hops rooted at `src` (a ring, a
+//                domain chain, a domain chain with NVLink fan-outs), moved in chunks, every GPU
+//                forwarding a chunk to its children as soon as it has it (Chain, below).
+// A buffer carries slices of pieces: a slice is a run of elements of the piece's box in row-major
+// order. Operations list the ids of the operations they wait for in `after`; ids are dense and
+// every `after` id is smaller than the operation's own id, so the DAG is acyclic by construction
+// and an executor can post operations in id order. Transfers between the same pair in the same
+// step are packed into one operation (one buffer).
 //
 // Strategies:
 //   direct            every needer GPU gets each piece straight from one holder; holders balanced
 //                     by bytes sent, a holder in the needer's own NVLink domain preferred.
 //   domain_grouped    each piece crosses the network once per destination NVLink domain, to an
 //                     ingress GPU of that domain (a needer, chosen to balance ingress bytes and to
-//                     match the holder's rail), which forwards it over NVLink to the other needers.
+//                     match the holder's rail), which forwards it over NVLink to the other needers:
+//                     one chain op per stripe, holder -> ingress -> fan-out, pipelined in chunks.
 //   domain_chain      as grouped, but the piece enters the first domain from a holder and each
-//                     domain's ingress forwards it to the next domain's ingress, chunk by chunk, so
-//                     the hops pipeline.
+//                     domain's ingress forwards it to the next domain's ingress (and fans it out
+//                     in its own domain), chunk by chunk: one chain op per stripe and chain.
 //   gather_broadcast  the NeMo RL / slime / verl baseline: per PP stage a head rank gathers full
-//                     tensors from their holders, then broadcasts them in buckets along a ring over
-//                     every destination GPU; each destination keeps its slice (it still receives
-//                     the whole bucket).
-//   hybrid            FFN and expert weights by domain_chain, everything else by gather_broadcast.
+//                     tensors from their holders, then broadcasts them in buckets along rings over
+//                     every destination GPU (one chain op per bucket and channel, as NCCL runs one
+//                     ring per channel); each destination keeps its slice (it still receives the
+//                     whole bucket).
+//   hybrid            FFN and expert weights by domain_chain, everything else by domain_grouped.
 //   nemo_rl_reshard   NeMo RL's nccl_reshard deployment: FFN (dense and experts) by the
-//                     hierarchical domain chain, attention/embeddings/norms/router/head/Mamba by
-//                     the packed broadcast.
+//                     hierarchical domain chain over every destination domain in 256 KB chunks
+//                     (M2N's ring), attention/embeddings/norms/router/head/Mamba by the packed
+//                     broadcast.
 #pragma once
 
 #include <cstdint>
@@ -51,14 +59,44 @@ struct Buffer {
 };
 
 enum class OpPhase : std::uint8_t { Direct, Gather, Broadcast, Ingress, FanOut, Forward };
+
+// One hop of a chain: `from` sends every chunk it has to `to`.
+struct ChainHop {
+  GpuId from = -1;
+  GpuId to = -1;
+  bool operator==(const ChainHop&) const = default;
+};
+
+// A pipelined chain: the tree of hops a buffer part travels from its root (the op's `src`), and the
+// chunk it is moved in.
+//   Shape: hops[0].from is the root; every other hop's `from` is the root or the `to` of an earlier
+//   hop; every `to` appears once and is not the root. Depth H: the hops on the longest
+//   root-to-leaf path (a ring over n GPUs: n - 1; holder -> ingress -> fan-out: 2).
+//   Chunks: the root packs the part (the buffer's elements of for_each_in_part, in order, each at
+//   its dtype's size) into B bytes; chunk k is bytes [k c, min((k + 1) c, B)) of that stream, c =
+//   `chunk`. A GPU forwards chunk k to its children once it has received it, with at most
+//   kChainSlots chunks in flight on a hop; every `to` ends up with all B bytes.
+//   Time (model/chain.hpp, the one definition the estimate, the simulator and the executors
+//   share): with r the rate of the tree's most loaded hop and c' = min(c, B),
+//       T = per_op + latency of its slowest root-to-leaf path + (B + (H - 1) c') / r,
+//   the last chunk leaving the root after B / r and crossing H - 1 more hops at c' / r each.
+struct Chain {
+  std::vector<ChainHop> hops;
+  Bytes chunk{512 << 10};
+};
+// NCCL's in-flight slots per connection (NCCL_STEPS): a hop keeps this many chunks in flight, so a
+// chunk's latency is hidden behind the transfer of the others (model/chain.hpp).
+inline constexpr std::int32_t kChainSlots = 8;
 const char* to_string(OpPhase p);
 
 // Moves part `part` of `parts` equal parts (by element, in slice order) of buffer `buffer` from GPU
-// `src` to GPU `dst` once every operation in `after` has finished.
+// `src` to GPU `dst`, or along chain `chain` from its root `src`, once every operation in `after`
+// has finished. A chain op's `dst` is its last hop's `to`.
 struct Op {
   std::int64_t id = -1;
   GpuId src = -1;
   GpuId dst = -1;
+  std::int32_t chain = -1;  // index into Schedule::chains; -1: a transfer or a local copy
   std::int32_t buffer = -1;
   std::int32_t part = 0;
   std::int32_t parts = 1;
@@ -69,7 +107,10 @@ struct Op {
 
 struct StrategyParams {
   std::string strategy = "domain_chain";
-  std::int32_t chunks = 4;           // pipeline parts per buffer (chain hops, broadcast ring hops)
+  Bytes chunk{512 << 10};            // the chunk chain ops pipeline in (NCCL's Simple protocol: a
+                                     // 4 MiB buffer in 8 steps of 512 KiB)
+  std::int32_t channels = 0;         // gather_broadcast rings per bucket; 0: one per GPU of a
+                                     // destination domain (a ring per rail, as NCCL's channels)
   std::int32_t max_chain = 8;        // domains per chain; longer lists split into chains fed by other holders
   // gather_broadcast bucket size, two buckets in flight per head. NeMo RL: 2 % of GPU memory capped
   // at 5 GB -> 1.6 GB on an 80 GB H100.
@@ -83,11 +124,8 @@ struct Schedule {
   std::string scenario;
   StrategyParams params;
   std::int32_t piece_count = 0;
-  // The longest chain of network hops one part travels and the parts a buffer is cut into on it:
-  // a chain of H hops in C parts takes (C + H - 1) / C of one hop's time once links are shared.
-  std::int32_t chain_hops = 1;
-  std::int32_t chain_parts = 1;
   std::vector<Buffer> buffers;
+  std::vector<Chain> chains;
   std::vector<Op> ops;
 };
 
@@ -112,7 +150,8 @@ void for_each_in_part(const Buffer& b, std::int32_t part, std::int32_t parts, F&
 const std::vector<std::string>& strategy_names();  // named strategies (not "auto")
 
 // A strategy with its parameters in one line, as the tuner prints it and the CLI reads it:
-// "NAME [chunks=N] [max_chain=N] [bucket=BYTES] [relay_ingress] [relay_egress] [rail_blind]".
+// "NAME [chunk=SIZE] [channels=N] [max_chain=N] [bucket=SIZE] [relay_ingress] [relay_egress]
+// [rail_blind]" (sizes with a unit: 512KiB, 1.6GB).
 // describe() writes only what the strategy uses; parse_strategy() starts from the defaults and
 // throws PlanError naming the token it cannot read (the name itself is checked by build_schedule).
 std::string describe(const StrategyParams& p);
@@ -124,8 +163,9 @@ Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const Shard
 
 // Checks a schedule against its transfer set: every needer GPU receives every element of every
 // piece it needs exactly once (unless it already holds it as a source), a GPU sends only what it
-// holds as a source or received in an operation it waits for, `after` ids precede, bytes match the
-// slices. Throws ScheduleError naming the operation, the piece and the GPU.
+// holds as a source or received in an operation it waits for (a chain's inner GPUs forward what
+// the chain brought them), chains are trees rooted at their op's src, `after` ids precede, bytes
+// match the slices. Throws ScheduleError naming the operation, the piece and the GPU.
 void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst);
 
 nlohmann::json to_json(const Schedule& s);

@@ -5,11 +5,10 @@
 //   1. the seeds, and every named reshard strategy (direct, domain_grouped, domain_chain, hybrid)
 //      with defaults not among them;
 //   2. coordinate descent from the best two: relay_ingress, relay_egress and rail_aligned_ingress
-//      toggled, then chunks in {1, 2, 4, 8, 16}, then max_chain in {1, 2, 4, 8, 16, 64}; a move
-//      is kept when it beats the current point (a lower estimate, or an equal one with fewer
-//      operations); passes repeat, at most three, until one moves nothing. A chunks move that cannot
-//      win (its bandwidth bound times the new pipeline fill already exceeds the current estimate)
-//      is skipped without building it;
+//      toggled, then max_chain in {1, 2, 4, 8, 16, 64}; a move is kept when it beats the current
+//      point (a lower estimate, or an equal one with fewer operations); passes repeat, at most
+//      three, until one moves nothing. (The chunk a chain pipelines in is not searched: the model's
+//      fill only shrinks with it, while a real executor pays per chunk; it stays the strategy's.)
 //   3. the `confirm` judge (if given) re-scores the best `confirm_top` candidates and the lowest
 //      confirmed time wins.
 // Full ties keep the earlier candidate, so the result depends only on the inputs.

@@ -1,0 +1,65 @@
+// The pipelined chain (model::Chain, schedule.hpp) on a topology: the one definition of its cost
+// that the estimate (cost.hpp), the simulator (sim/schedule_sim.hpp) and `reshard check` share.
+//
+// Route. Hop (a, b) follows Topology::route(a, b). Where that route has k equal-cost paths the hop
+// is pinned to one of them, path (a + b) mod k: a hop is one connection, and ECMP places a
+// connection on one path rather than spreading its bytes (the sum spreads the hops from one GPU to
+// consecutive GPUs of another node over consecutive paths). The chain then loads link l with w_l
+// times its rate, w_l being the number of hops whose path crosses l (an ingress GPU's NVLink port
+// carries every fan-out hop leaving it). On a generated fabric whose leaf-spine links are thinner
+// than a NIC (fewer nodes per leaf than spines' share, e.g. 2 nodes over 4 spines), a pinned
+// cross-rail hop is limited by one such link.
+//
+// Rate. Every hop moves the same bytes at the same rate r (a chunk is forwarded as it arrives, so
+// a hop runs as fast as its slowest upstream hop and no faster than its own links allow). Alone
+// on the fabric, with link capacities C_l,
+//     r = min( min over l of C_l / w_l ,  r_slots ),   r_slots = (S - 1) c / max hop latency,
+// S = kChainSlots. A hop with S chunks in flight and per-chunk latency ℓ sends S chunks every
+// ℓ + c / r, so it keeps the link busy while S c / (ℓ + c / r) >= r, that is r <= (S - 1) c / ℓ:
+// the latency of a chunk is overlapped with the others' transfer and costs nothing until chunks
+// are that small (256 KiB over a 3 us network hop: r_slots = 600 GB/s).
+//
+// Time. With B the part's bytes, c' = min(c, B) and H the depth,
+//     T = per_op + L + (B + (H - 1) c') / r,
+// L the latency of the slowest root-to-leaf path (the sum of its hops' route latencies): the root
+// sends its last chunk B / r after it starts, and that chunk crosses H - 1 more hops at c' / r
+// each (the pipeline fill). On a shared fabric the simulator runs the chain as one flow over
+// every link l, weighted w_l, at the rate max-min fairness gives it, and adds the fill at the
+// rate the chain had when its last byte left the root (sim/flow_sim.hpp, FlowSpec::fill).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reshard/model/schedule.hpp"
+#include "reshard/model/topology.hpp"
+
+namespace reshard::model {
+
+// The depth of each hop's `to` (hops from the root), after checking the shape written on Chain:
+// hops[0].from is `root`, every `from` is the root or an earlier `to`, every `to` appears once
+// and is not the root, no hop stays on one GPU. Throws ScheduleError prefixed with `where`.
+std::vector<std::int32_t> chain_depths(const Chain& chain, GpuId root, const std::string& where);
+
+struct ChainRoute {
+  std::vector<LinkId> links;          // sorted, distinct
+  std::vector<std::int32_t> weights;  // per entry of `links`: hops crossing it (w_l)
+  std::int32_t depth = 0;             // H
+  Seconds latency;                    // L: the slowest root-to-leaf path
+  Seconds hop_latency;                // the slowest single hop (what bounds r_slots)
+  std::int32_t network_hops = 0;      // hops whose route crosses the network
+  std::int32_t local_hops = 0;        // hops inside an NVLink domain
+};
+
+// The links, weights and latencies of `chain` rooted at `root`. Throws ScheduleError (prefixed
+// with `where`) for a malformed chain, a GPU outside the topology or a hop without a route.
+ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, const std::string& where);
+
+// The pipeline fill in bytes, (H - 1) min(chunk, part_bytes): the fill takes fill / r.
+Bytes chain_fill(const Chain& chain, std::int32_t depth, Bytes part_bytes);
+
+// r_slots of the chain (infinite when no hop has latency).
+BytesPerSecond chain_slot_rate(const Chain& chain, Seconds hop_latency);
+
+}  // namespace reshard::model

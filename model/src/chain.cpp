@@ -1,0 +1,93 @@
+// The pipelined chain on a topology; the math is written on model/chain.hpp.
+#include "reshard/model/chain.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "reshard/model/errors.hpp"
+
+namespace reshard::model {
+
+std::vector<std::int32_t> chain_depths(const Chain& chain, GpuId root, const std::string& where) {
+  if (chain.hops.empty()) throw ScheduleError(where + ": the chain has no hop");
+  if (chain.chunk.value <= 0) throw ScheduleError(where + ": the chain's chunk must be positive");
+  if (chain.hops.front().from != root)
+    throw ScheduleError(where + ": the chain's first hop leaves GPU " + std::to_string(chain.hops.front().from) +
+                        ", not its root GPU " + std::to_string(root));
+  // Depth by GPU: the root at 0, each `to` one more than its `from`.
+  std::unordered_map<GpuId, std::int32_t> depth_of{{root, 0}};
+  std::vector<std::int32_t> depths;
+  depths.reserve(chain.hops.size());
+  for (std::size_t k = 0; k < chain.hops.size(); ++k) {
+    const ChainHop& h = chain.hops[k];
+    const std::string hop = where + ": chain hop " + std::to_string(k) + " (GPU " + std::to_string(h.from) + " -> " +
+                            std::to_string(h.to) + ")";
+    const auto from = depth_of.find(h.from);
+    if (from == depth_of.end()) throw ScheduleError(hop + ": leaves a GPU the chain has not reached yet");
+    if (h.from == h.to) throw ScheduleError(hop + ": stays on one GPU");
+    const std::int32_t d = from->second + 1;
+    if (!depth_of.emplace(h.to, d).second) throw ScheduleError(hop + ": GPU " + std::to_string(h.to) + " is reached twice");
+    depths.push_back(d);
+  }
+  return depths;
+}
+
+namespace {
+// The path a hop is pinned to among k equal ones: (a + b) mod k, which spreads the hops between
+// one GPU and consecutive GPUs of another node over consecutive paths.
+std::size_t pinned_path(GpuId a, GpuId b, std::size_t k) {
+  return static_cast<std::size_t>(static_cast<std::int64_t>(a) + b) % k;
+}
+}  // namespace
+
+ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, const std::string& where) {
+  const std::vector<std::int32_t> depths = chain_depths(chain, root, where);
+  ChainRoute out;
+  std::vector<std::pair<LinkId, std::int32_t>> crossings;
+  // Latency of the path from the root to each GPU reached.
+  std::unordered_map<GpuId, double> reached{{root, 0.0}};
+  double slowest = 0, slowest_hop = 0;
+  for (std::size_t k = 0; k < chain.hops.size(); ++k) {
+    const ChainHop& h = chain.hops[k];
+    for (GpuId g : {h.from, h.to})
+      if (g < 0 || g >= topo.gpu_count())
+        throw ScheduleError(where + ": chain hop " + std::to_string(k) + ": GPU " + std::to_string(g) +
+                            " is not in topology " + topo.name() + " (0.." + std::to_string(topo.gpu_count() - 1) + ")");
+    const Route r = topo.route(h.from, h.to);
+    if (r.paths.empty())
+      throw ScheduleError(where + ": chain hop " + std::to_string(k) + ": no route from GPU " + std::to_string(h.from) +
+                          " to GPU " + std::to_string(h.to) + " in topology " + topo.name());
+    for (LinkId l : r.paths[pinned_path(h.from, h.to, r.paths.size())].links) crossings.push_back({l, 1});
+    (r.kind == LinkKind::Network ? out.network_hops : out.local_hops) += 1;
+    const double at = reached.at(h.from) + r.latency.value;
+    reached[h.to] = at;
+    slowest = std::max(slowest, at);
+    slowest_hop = std::max(slowest_hop, r.latency.value);
+    out.depth = std::max(out.depth, depths[k]);
+  }
+  std::sort(crossings.begin(), crossings.end());
+  for (const auto& [l, one] : crossings) {
+    if (!out.links.empty() && out.links.back() == l) {
+      ++out.weights.back();
+    } else {
+      out.links.push_back(l);
+      out.weights.push_back(one);
+    }
+  }
+  out.latency = Seconds{slowest};
+  out.hop_latency = Seconds{slowest_hop};
+  return out;
+}
+
+Bytes chain_fill(const Chain& chain, std::int32_t depth, Bytes part_bytes) {
+  return std::min(chain.chunk, part_bytes) * std::max<std::int64_t>(0, depth - 1);
+}
+
+BytesPerSecond chain_slot_rate(const Chain& chain, Seconds hop_latency) {
+  if (!(hop_latency.value > 0)) return BytesPerSecond{std::numeric_limits<double>::infinity()};
+  return BytesPerSecond{static_cast<double>(kChainSlots - 1) * chain.chunk.as_double() / hop_latency.value};
+}
+
+}  // namespace reshard::model
