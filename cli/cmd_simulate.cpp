@@ -5,7 +5,9 @@
 //       a schedule written by model::to_json, on the scenario's topology (refused when it was built
 //       for another plan: piece_count differs, or model::validate rejects it);
 //   simulate --topology T --flows F.csv
-//       raw GPU-to-GPU traffic (sim::traffic_flows).
+//       raw GPU-to-GPU traffic (sim::traffic_flows);
+//   simulate --topology T --collective broadcast|all_gather --ranks GPUS --size S [--channels N] [--chunk C]
+//       an NCCL ring collective (model/collective.hpp), reported as nccl-tests reports it.
 // Each with --json, --trace F (Chrome trace) and --dump-flows F (every simulated flow with its times).
 #include <fstream>
 #include <iostream>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "reshard/model/collective.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/planner.hpp"
@@ -40,6 +43,11 @@ struct SimulateOptions {
   std::string profile = "reshard";
   std::string topology;
   std::string flows;
+  std::string collective;
+  std::string ranks;
+  std::string size;
+  int channels = 8;
+  std::string chunk = "512KiB";
   std::string trace;
   std::string dump_flows;
   bool json = false;
@@ -86,6 +94,69 @@ void run_traffic(const SimulateOptions& o) {
   print_jitter(o);
   if (!o.dump_flows.empty()) std::cout << "\nflows written to " << o.dump_flows << '\n';
   if (!o.trace.empty()) std::cout << "trace written to " << o.trace << " (open in https://ui.perfetto.dev)\n";
+}
+
+// An NCCL ring collective, with nccl-tests' algbw and busbw.
+void run_collective(const SimulateOptions& o) {
+  if (o.topology.empty() || o.ranks.empty() || o.size.empty())
+    throw model::ConfigError("", 0, "--collective", "a collective needs --topology T, --ranks GPUS and --size S");
+  const auto topology = model::Topology::load(o.topology);
+  model::CollectiveSpec spec;
+  spec.kind = model::parse_collective(o.collective);
+  std::vector<std::string> items;
+  for (std::size_t at = 0; at <= o.ranks.size();) {
+    const auto comma = std::min(o.ranks.find(',', at), o.ranks.size());
+    items.push_back(o.ranks.substr(at, comma - at));
+    at = comma + 1;
+  }
+  try {
+    spec.gpus = model::parse_gpu_list(items);
+    spec.size = model::parse_size(o.size);
+    spec.chunk = model::parse_size(o.chunk);
+  } catch (const std::invalid_argument& e) {
+    throw model::ConfigError("", 0, "--collective", e.what());
+  }
+  spec.channels = o.channels;
+  const model::Schedule schedule = model::collective_schedule(spec, topology);
+  const model::CostParams cost = model::CostParams::profile_named(o.profile);
+  const model::Prediction prediction = model::estimate(schedule, model::TransferSet{}, model::Inventory{}, topology, cost);
+  sim::ScheduleSimOptions options;
+  options.symmetry_quotient = !o.no_symmetry;
+  options.capacity_jitter = o.jitter;
+  options.jitter_seed = o.seed;
+  const auto sim = sim::simulate_schedule(schedule, topology, cost, options);
+  const auto n = static_cast<std::int32_t>(spec.gpus.size());
+  const double factor = model::bus_bandwidth_factor(spec.kind, n);
+  const double bytes = spec.size.as_double();
+  auto algbw = [&](model::Seconds t) { return t.value > 0 ? bytes / t.value : 0.0; };
+  if (o.json) {
+    nlohmann::json j{{"collective", model::to_string(spec.kind)},
+                     {"topology", topology.name()},
+                     {"ranks", n},
+                     {"size_bytes", spec.size.value},
+                     {"channels", spec.channels},
+                     {"chunk_bytes", spec.chunk.value},
+                     {"profile", cost.profile},
+                     {"simulated_s", sim.makespan.value},
+                     {"estimate_s", prediction.time.value},
+                     {"algbw_Bps", algbw(sim.makespan)},
+                     {"busbw_Bps", algbw(sim.makespan) * factor},
+                     {"estimate_busbw_Bps", algbw(prediction.time) * factor},
+                     {"transfers", schedule.ops.size()},
+                     {"events", sim.events},
+                     {"wall_s", sim.wall.value}};
+    add_jitter(j, o);
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  std::cout << model::to_string(spec.kind) << " of " << model::format(spec.size) << " on " << n << " GPUs of "
+            << topology.name() << ", " << spec.channels << " channels, " << model::format(spec.chunk)
+            << " chunks, profile " << cost.profile << "\n"
+            << "simulated: " << model::format(sim.makespan) << "  algbw " << model::format(model::BytesPerSecond{algbw(sim.makespan)})
+            << "  busbw " << model::format(model::BytesPerSecond{algbw(sim.makespan) * factor}) << "\n"
+            << "estimate:  " << model::format(prediction.time) << "  busbw "
+            << model::format(model::BytesPerSecond{algbw(prediction.time) * factor}) << "\n";
+  print_jitter(o);
 }
 
 bool is_json_path(const std::string& path) {
@@ -155,6 +226,12 @@ void run_schedule(const SimulateOptions& o) {
 }
 
 void run_simulate(const SimulateOptions& o) {
+  if (!o.collective.empty()) {
+    if (!o.input.empty() || !o.flows.empty())
+      throw model::ConfigError(o.input, 0, "--collective", "a collective takes no scenario, schedule or --flows");
+    run_collective(o);
+    return;
+  }
   if (!o.flows.empty() || (o.input.empty() && !o.topology.empty())) {
     if (!o.input.empty())
       throw model::ConfigError(o.input, 0, "--flows", "raw traffic replay (--flows) takes no scenario or schedule argument");
@@ -181,6 +258,11 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--profile", o->profile, "Implementation profile for efficiencies and overheads: reshard or nemo_rl");
   cmd->add_option("--topology", o->topology, "Topology YAML (raw traffic replay)");
   cmd->add_option("--flows", o->flows, "Traffic CSV: id,src,dst,bytes[,after] with GPU indices; after = ids joined by ';'");
+  cmd->add_option("--collective", o->collective, "Simulate an NCCL ring collective: broadcast or all_gather (with --topology, --ranks, --size)");
+  cmd->add_option("--ranks", o->ranks, "The collective's GPUs in rank order, e.g. 0-15 or 0-7,16-23 (the first is a broadcast's root)");
+  cmd->add_option("--size", o->size, "The collective's size as nccl-tests counts it, e.g. 1GiB (all_gather: the gathered output)");
+  cmd->add_option("--channels", o->channels, "The collective's rings (NCCL channels; default 8)")->check(CLI::PositiveNumber);
+  cmd->add_option("--chunk", o->chunk, "The chunk the rings pipeline in (default 512KiB)");
   cmd->add_option("--trace", o->trace, "Write a Chrome trace (Perfetto) to this file");
   cmd->add_option("--dump-flows", o->dump_flows, "Write every simulated flow with its times as JSON to this file");
   cmd->add_flag("--json", o->json, "Print one JSON object");

@@ -250,11 +250,12 @@ Schedule hand_ring(std::int32_t ops, std::int32_t piece_count) {
 }  // namespace
 
 TEST(Estimate, HandWorkedIdleRingAndChainOrder) {
-  // Alone:  t = per_op + 7 x 0.6 us + (M + 6 c) / 369e9.
-  // A second op on the same chain, waiting for nothing, leaves the root once the first has
-  // (chain ops on one chain run in order): it starts at per_op + L + M / r and ends M / r later
-  // plus its own fill: per_op + L + (2 M + 6 c) / r. T_bw = 2 M / r and T_fill = 6 c / r give
-  // the same T_pipeline, so that is the estimate.
+  // Alone:  t = per_op + M / r + L + 6 c / r, r = 369e9, L = 7 x 0.6 us.
+  // A second op on the same chain, waiting for nothing, leaves the root once the first has been
+  // sent (chain ops on one chain run in order): it starts at per_op + M / r, pays its own per_op,
+  // is sent M / r later and ends L + 6 c / r after that: 2 per_op + 2 M / r + L + 6 c / r (the
+  // critical path). T_pipeline = T_bw + T_fill + T_latency = 2 M / r + 6 c / r + per_op + L is one
+  // per_op less, so the critical path is the estimate.
   const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
   const auto inv = Inventory::parse(R"(name: ring
 architecture: qwen3
@@ -280,8 +281,9 @@ tie_word_embeddings: true
   EXPECT_EQ(one_op.nvlink_bytes.value, 7 * static_cast<std::int64_t>(M));
   const auto two_ops = estimate(hand_ring(2, piece_count), ts, inv, topo, cost);
   EXPECT_NEAR(two_ops.bandwidth_bound.value, 2 * M / r, 1e-12);
-  EXPECT_NEAR(two_ops.critical_path.value, cost.per_op.value + L + (2 * M + 6 * c) / r, 1e-12);
-  EXPECT_NEAR(two_ops.time.value, cost.per_op.value + L + (2 * M + 6 * c) / r, 1e-12);
+  EXPECT_NEAR(two_ops.critical_path.value, 2 * cost.per_op.value + L + (2 * M + 6 * c) / r, 1e-12);
+  EXPECT_NEAR(two_ops.pipeline.value, cost.per_op.value + L + (2 * M + 6 * c) / r, 1e-12);
+  EXPECT_NEAR(two_ops.time.value, 2 * cost.per_op.value + L + (2 * M + 6 * c) / r, 1e-12);
 }
 
 TEST(StrategySpec, DescribeAndParseRoundTripAndBadTokensAreNamed) {

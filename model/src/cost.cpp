@@ -213,17 +213,18 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
       latency_start = std::max(latency_start, latency_path[static_cast<std::size_t>(a)]);
     }
     const double hop = c.latency + params.per_op.value;
-    double start = release + hop;
-    double fill = 0;
     if (c.chain) {
+      // The root starts once released and once the previous op on its chain has left it; the
+      // last chunk then crosses the chain's latency and fill (model/chain.hpp).
       double& sent = chain_sent[static_cast<std::size_t>(op.chain)];
-      start = std::max(start, sent);
-      sent = start + bytes / c.rate;
-      fill = chain_fill(*c.chain, c.depth, op.bytes).as_double() / c.rate;
+      sent = std::max(release, sent) + params.per_op.value + bytes / c.rate;
+      const double fill = chain_fill(*c.chain, c.depth, op.bytes).as_double() / c.rate;
+      finish[i] = sent + c.latency + fill;
       pr.fill = Seconds{std::max(pr.fill.value, fill)};
       pr.chain_depth = std::max(pr.chain_depth, c.depth);
+    } else {
+      finish[i] = release + hop + bytes / c.rate;
     }
-    finish[i] = start + bytes / c.rate + fill;
     latency_path[i] = latency_start + hop;
     pr.critical_path = Seconds{std::max(pr.critical_path.value, finish[i])};
     pr.latency_path = Seconds{std::max(pr.latency_path.value, latency_path[i])};

@@ -1,6 +1,7 @@
 #include "reshard/model/tuner.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace reshard::model {
 
@@ -91,11 +92,14 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
   });
   std::size_t winner = order.front();
   if (options.confirm) {
+    // The estimate's pick stays unless another candidate is confirmed clearly faster (by more than
+    // confirm_margin of the pick's confirmed time); then the fastest confirmed one wins.
     std::optional<Seconds> best;
     for (std::size_t k = 0; k < order.size() && k < static_cast<std::size_t>(options.confirm_top); ++k) {
       auto& c = result.evaluated[order[k]];
       c.confirmed = options.confirm(build_schedule(ts, inv, src, dst, topo, c.params));
-      if (!best || *c.confirmed < *best) {
+      const double bar = k == 0 ? INFINITY : best->value * (winner == order.front() ? 1 - options.confirm_margin : 1);
+      if (c.confirmed->value < bar) {
         best = c.confirmed;
         winner = order[k];
       }

@@ -20,12 +20,18 @@
 // are that small (256 KiB over a 3 us network hop: r_slots = 600 GB/s).
 //
 // Time. With B the part's bytes, c' = min(c, B) and H the depth,
-//     T = per_op + L + (B + (H - 1) c') / r,
-// L the latency of the slowest root-to-leaf path (the sum of its hops' route latencies): the root
-// sends its last chunk B / r after it starts, and that chunk crosses H - 1 more hops at c' / r
-// each (the pipeline fill). On a shared fabric the simulator runs the chain as one flow over
-// every link l, weighted w_l, at the rate max-min fairness gives it, and adds the fill at the
-// rate the chain had when its last byte left the root (sim/flow_sim.hpp, FlowSpec::fill).
+//     T = per_op + B / r  +  L + (H - 1) c' / r,
+// L the latency of the slowest root-to-leaf path (the sum of its hops' route latencies): after
+// per_op the root sends for B / r ("sent"); its last chunk then needs L to reach the farthest
+// leaf, plus H - 1 chunk times (the pipeline fill). The fill is taken at the rate alone: the
+// chunks still in flight when the root is done are one per hop, and links the chain shares carry
+// the other chains' chunks in between (a ring all-gather's n chains drain in n - 2 chunk times,
+// not n (n - 2)). Order: ops on one chain run in op-id order, each starting once released and
+// once the previous one has been sent (its chunks follow the previous op's through the chain, as
+// NCCL runs a communicator's collectives), so a stream of ops on one chain pays one fill.
+// On a shared fabric the simulator runs the data phase as one flow over every link l, weighted
+// w_l, at the rate max-min fairness gives it, followed by a tail of L + fill / r without links
+// (sim/schedule_sim.hpp).
 #pragma once
 
 #include <cstdint>

@@ -13,9 +13,10 @@
 //   t(o)         = per_op + latency(o) + bytes(o) / r(o) + fill(o) / r(o)     (o alone)
 //                  latency(o): its route's, or its chain's slowest root-to-leaf path; fill(o):
 //                  a chain op's pipeline fill, (H - 1) min(chunk, bytes), 0 for a transfer
-//   T_critical   = longest path through the DAG with these t(o) (dependencies), where an op on a
-//                  chain also starts no earlier than the previous op on the same chain has left
-//                  its root (chain ops on one chain run in order, model/chain.hpp)
+//   T_critical   = longest path through the DAG with these t(o) (dependencies), where a chain op
+//                  starts (pays per_op, then sends bytes / r) once released and once the previous
+//                  op on the same chain has left its root, and ends latency + fill / r after its
+//                  last byte left (chain ops on one chain run in order, model/chain.hpp)
 //   T_latency    = longest path through the DAG with t(o) = per_op + latency(o) only
 //   T_fill       = max over chain ops of fill(o) / r(o)
 //   T_pipeline   = T_bandwidth + T_fill + T_latency: the links busy for T_bandwidth, the last

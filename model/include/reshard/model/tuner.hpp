@@ -9,8 +9,9 @@
 //      point (a lower estimate, or an equal one with fewer operations); passes repeat, at most
 //      three, until one moves nothing. (The chunk a chain pipelines in is not searched: the model's
 //      fill only shrinks with it, while a real executor pays per chunk; it stays the strategy's.)
-//   3. the `confirm` judge (if given) re-scores the best `confirm_top` candidates and the lowest
-//      confirmed time wins.
+//   3. the `confirm` judge (if given) re-scores the best `confirm_top` candidates; the estimate's
+//      pick stays unless another is confirmed faster by more than confirm_margin, and then the
+//      lowest confirmed time wins.
 // Full ties keep the earlier candidate, so the result depends only on the inputs.
 #pragma once
 
@@ -37,6 +38,10 @@ struct TuneOptions {
   // so the result is never worse than any of them.
   std::vector<TuneCandidate> seeds;
   std::int32_t confirm_top = 3;   // candidates passed to `confirm`
+  // A confirmed candidate replaces the estimate's pick only when it is faster than the pick's
+  // confirmed time by more than this fraction: closer than that, the two models agree within
+  // their tolerance and the estimate's ranking (fewer operations on ties) stands.
+  double confirm_margin = 0.05;
   std::function<Seconds(const Schedule&)> confirm;  // e.g. the simulated makespan
   std::function<void(const StrategyParams&, const Prediction&)> progress;
 };
