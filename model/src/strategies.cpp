@@ -515,22 +515,9 @@ class Builder {
       return ring;
     };
     for (auto& [head, list] : by_head) {
-      // Gather: pieces the head lacks, packed per (holder, head) pair.
-      std::map<GpuId, std::vector<std::int32_t>> gather;
-      for (auto i : list) {
-        const auto& H = holder_gpus(ts_.pieces[static_cast<std::size_t>(i)].holders);
-        if (std::binary_search(H.begin(), H.end(), head)) continue;
-        gather[least_loaded(H, egress_, [&](GpuId g) { return domain_of(g) == domain_of(head); })]
-            .push_back(i);
-      }
-      std::unordered_map<std::int32_t, std::int64_t> gathered_by;
-      for (auto& [h, g] : gather) {
-        const auto op = add_op(h, head, add_buffer(g), 0, 1, OpPhase::Gather, {});
-        for (auto i : g) gathered_by[i] = op;
-      }
       // One chain per channel, shared by the head's buckets: chain ops on one chain run in order,
       // each leaving the head once the previous one has (NCCL runs a communicator's collectives
-      // in order on its channels), which also keeps at most two buckets at the head.
+      // in order on its channels).
       std::vector<std::int32_t> ring_of_channel;
       for (std::int32_t c = 0; c < channels; ++c) {
         std::vector<ChainHop> hops;
@@ -553,15 +540,25 @@ class Builder {
         buckets.back().push_back(i);
         fill += b;
       }
-      for (const auto& pieces_of_bucket : buckets) {
-        const auto buffer = add_buffer(pieces_of_bucket);
-        std::vector<std::int64_t> deps;
-        for (auto i : pieces_of_bucket)
-          if (auto it = gathered_by.find(i); it != gathered_by.end()) deps.push_back(it->second);
-        std::sort(deps.begin(), deps.end());
-        deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      // Bucket k: its pieces the head lacks are gathered (packed per holder) once the head's buffer
+      // of bucket k - 2 has been broadcast (two buffers: the head fills one while it broadcasts
+      // the other), then broadcast once gathered.
+      std::vector<std::vector<std::int64_t>> broadcast_of;
+      for (std::size_t k = 0; k < buckets.size(); ++k) {
+        const std::vector<std::int64_t> free_buffer = k >= 2 ? broadcast_of[k - 2] : std::vector<std::int64_t>{};
+        std::map<GpuId, std::vector<std::int32_t>> gather;
+        for (auto i : buckets[k]) {
+          const auto& H = holder_gpus(ts_.pieces[static_cast<std::size_t>(i)].holders);
+          if (std::binary_search(H.begin(), H.end(), head)) continue;
+          gather[least_loaded(H, egress_, [&](GpuId g) { return domain_of(g) == domain_of(head); })].push_back(i);
+        }
+        std::vector<std::int64_t> gathered;
+        for (auto& [h, g] : gather) gathered.push_back(add_op(h, head, add_buffer(g), 0, 1, OpPhase::Gather, free_buffer));
+        const auto buffer = add_buffer(buckets[k]);
+        broadcast_of.emplace_back();
         for (std::int32_t c = 0; c < channels; ++c)
-          add_chain_op(ring_of_channel[static_cast<std::size_t>(c)], buffer, c, channels, OpPhase::Broadcast, deps);
+          broadcast_of.back().push_back(
+              add_chain_op(ring_of_channel[static_cast<std::size_t>(c)], buffer, c, channels, OpPhase::Broadcast, gathered));
       }
     }
   }

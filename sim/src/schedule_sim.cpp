@@ -6,6 +6,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "reshard/model/chain.hpp"
 #include "reshard/model/errors.hpp"
 
 #include "flow_table.hpp"
@@ -16,6 +17,7 @@ namespace reshard::sim {
 namespace {
 
 constexpr std::int32_t kMemoryKind = 4;
+constexpr std::int32_t kSlotKind = 5;  // a chain's own link at its slot rate (model/chain.hpp)
 
 std::string op_label(const model::Op& op) {
   std::string s = "op " + std::to_string(op.id) + " " + model::to_string(op.phase) + " gpu" + std::to_string(op.src);
@@ -59,25 +61,58 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   for (auto k : {model::LinkKind::NVLink, model::LinkKind::C2C, model::LinkKind::PCIe, model::LinkKind::Network})
     out.link_kind_names.push_back(model::to_string(k));
   out.link_kind_names.push_back("memory");
+  out.link_kind_names.push_back("slots");
 
   const std::size_t n_ops = schedule.ops.size();
   const auto gpus = topology.gpu_count();
+  if (!(options.overheads.value >= 0) || !std::isfinite(options.overheads.value))
+    throw model::ScheduleError("overheads must be >= 0 and finite, got " + model::format(options.overheads));
 
-  // First pass: check every op, find its route and count what the flow arrays will hold, so that
-  // they are allocated once (growing them by doubling touched twice the memory and copied it:
-  // a third of the page faults of the tuned kimi-k3 schedule, docs/performance.md).
-  // Routes by GPU pair: an op's route is looked up once per pair, not built once per op. A local
-  // copy's route is the pair (g, g): one path over GPU g's memory resource, no latency.
-  struct IndexedRoute {
-    model::Route route;
-    std::int32_t index;
+  // First pass: check every op and turn it into flow ops (schedule_sim.hpp): a transfer or local
+  // copy is one flow op over its route; a chain op is its data flow op over the chain's links and
+  // its tail, a flow op without links that waits for it. Both ways of simulating (the quotient on
+  // ops, the flow table) read the flow ops, `problem`. Routes: one per GPU pair (looked up once
+  // per pair, not per op; a local copy's is one path over GPU g's memory resource, no latency),
+  // one per chain (one path listing each link as often as the chain's hops cross it), and one
+  // route of one empty path for every tail.
+  OpProblem problem;
+  std::vector<std::int64_t> op_of;                // per flow op: its schedule op
+  std::vector<std::int32_t> data_of(n_ops), finish_of(n_ops);  // per schedule op: its flow ops
+  std::unordered_map<std::uint64_t, std::int32_t> pair_route;
+  struct ChainFlows {
+    std::int32_t route = -1;      // its links (with repeats), made for the first op on it
+    std::int32_t last_data = -1;  // the data flow op of the latest op on it
+    Seconds latency;              // L
+    std::int32_t depth = 0;       // H
+    double alone = 0;             // its rate alone, B/s
   };
-  std::unordered_map<std::uint64_t, IndexedRoute> routes;
-  std::vector<const IndexedRoute*> route_by_index;
-  std::vector<const IndexedRoute*> route_of(n_ops, nullptr);
+  std::vector<ChainFlows> chain_flows(schedule.chains.size());
+  std::vector<Seconds> route_latency;
+  auto add_route = [&](const std::vector<const std::vector<model::LinkId>*>& paths, Seconds latency) {
+    for (const auto* links : paths) {
+      problem.path_links.insert(problem.path_links.end(), links->begin(), links->end());
+      problem.path_link_begin.push_back(static_cast<std::int64_t>(problem.path_links.size()));
+    }
+    problem.route_path_begin.push_back(static_cast<std::int32_t>(problem.path_link_begin.size() - 1));
+    route_latency.push_back(latency);
+    return static_cast<std::int32_t>(route_latency.size() - 1);
+  };
+  const std::vector<model::LinkId> no_links;
+  const std::int32_t tail_route = add_route({&no_links}, Seconds{0});
   std::vector<char> has_successor(n_ops, 0);
-  std::size_t n_flows = 0, n_links = 0, n_after = 0;
-  auto sub_flows = [&](std::size_t i) { return route_of[i]->route.paths.size(); };
+  for (std::size_t i = 0; i < n_ops; ++i)
+    for (auto a : schedule.ops[i].after)
+      if (a >= 0 && static_cast<std::size_t>(a) < i) has_successor[static_cast<std::size_t>(a)] = 1;
+  std::vector<std::int32_t> after;
+  auto add_flow_op = [&](std::int32_t route, ByteAmount share, Seconds latency, std::size_t sched_op) {
+    problem.route.push_back(route);
+    problem.share.push_back(share);
+    problem.latency.push_back(latency);
+    problem.after.insert(problem.after.end(), after.begin(), after.end());
+    problem.after_begin.push_back(static_cast<std::int64_t>(problem.after.size()));
+    op_of.push_back(static_cast<std::int64_t>(sched_op));
+    return static_cast<std::int32_t>(op_of.size() - 1);
+  };
   for (std::size_t i = 0; i < n_ops; ++i) {
     const model::Op& op = schedule.ops[i];
     auto where = [&] { return "schedule op " + std::to_string(op.id) + " (index " + std::to_string(i) + ")"; };
@@ -85,47 +120,97 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       throw model::ScheduleError(where() + ": GPU " + std::to_string(op.src < 0 || op.src >= gpus ? op.src : op.dst) +
                                  " is not in topology " + topology.name() + " (0.." + std::to_string(gpus - 1) + ")");
     if (op.bytes.value < 0) throw model::ScheduleError(where() + ": negative bytes");
+    if (op.chain < -1 || op.chain >= static_cast<std::int32_t>(schedule.chains.size()))
+      throw model::ScheduleError(where() + ": no chain " + std::to_string(op.chain));
+    after.clear();
     for (auto a : op.after) {
       // Ids are dense and point backwards (model/schedule.hpp); position == id for built schedules.
       if (a < 0 || static_cast<std::size_t>(a) >= i || schedule.ops[static_cast<std::size_t>(a)].id != a)
         throw model::ScheduleError(where() + ": 'after' names " + std::to_string(a) +
                                    ", which is not the id of an earlier op");
-      has_successor[static_cast<std::size_t>(a)] = 1;
+      after.push_back(finish_of[static_cast<std::size_t>(a)]);
+    }
+    if (op.chain >= 0) {
+      const model::Chain& chain = schedule.chains[static_cast<std::size_t>(op.chain)];
+      ChainFlows& cf = chain_flows[static_cast<std::size_t>(op.chain)];
+      if (cf.route < 0) {
+        // Each link as often as hops cross it; a chain whose chunks are too small to hide their
+        // latency behind kChainSlots in flight gets a link of its own at its slot rate
+        // (model/chain.hpp). The rate alone sets the fill, as in the estimate.
+        const model::ChainRoute cr = model::chain_route(chain, op.src, topology, where());
+        std::vector<model::LinkId> links;
+        cf.alone = INFINITY;
+        for (std::size_t k = 0; k < cr.links.size(); ++k) {
+          links.insert(links.end(), static_cast<std::size_t>(cr.weights[k]), cr.links[k]);
+          cf.alone = std::min(cf.alone, out.network.capacity[static_cast<std::size_t>(cr.links[k])].value / cr.weights[k]);
+        }
+        const double slots = model::chain_slot_rate(chain, cr.hop_latency).value;
+        if (slots < cf.alone) {
+          links.push_back(static_cast<model::LinkId>(out.network.capacity.size()));
+          out.network.capacity.push_back(BytesPerSecond{slots});
+          out.network.link_names.push_back("chain " + std::to_string(op.chain) + " slots");
+          out.link_kind.push_back(kSlotKind);
+          cf.alone = slots;
+        }
+        cf.route = add_route({&links}, cr.latency);
+        cf.latency = cr.latency;
+        cf.depth = cr.depth;
+      } else if (chain.hops.front().from != op.src) {
+        model::chain_depths(chain, op.src, where());  // throws: the chain is rooted elsewhere
+      }
+      const Seconds fill = model::chain_fill(chain, cf.depth, op.bytes) / BytesPerSecond{cf.alone};
+      // In order on its chain: after the previous op on it has been sent.
+      if (cf.last_data >= 0) after.push_back(cf.last_data);
+      data_of[i] = cf.last_data = add_flow_op(cf.route, ByteAmount{op.bytes.as_double()}, params.per_op, i);
+      after.assign(1, data_of[i]);
+      finish_of[i] = add_flow_op(tail_route, ByteAmount{}, cf.latency + fill, i);
+      continue;
     }
     const std::uint64_t pair = static_cast<std::uint64_t>(static_cast<std::uint32_t>(op.src)) << 32 |
                                static_cast<std::uint32_t>(op.dst);
-    auto found = routes.find(pair);
-    if (found == routes.end()) {
-      IndexedRoute r{{}, static_cast<std::int32_t>(route_by_index.size())};
+    auto found = pair_route.find(pair);
+    if (found == pair_route.end()) {
+      model::Route r;
       if (op.src == op.dst) {  // the GPU's memory resource, a link after the topology's
-        r.route.paths.push_back(model::Path{{static_cast<model::LinkId>(out.network.capacity.size())}});
+        r.paths.push_back(model::Path{{static_cast<model::LinkId>(out.network.capacity.size())}});
         out.network.capacity.push_back(params.memory_copy_rate);
         out.network.link_names.push_back(topology.device(topology.gpu_device(op.src)).name + " memory");
         out.link_kind.push_back(kMemoryKind);
       } else {
-        r.route = topology.route(op.src, op.dst);
-        if (r.route.paths.empty())
+        r = topology.route(op.src, op.dst);
+        if (r.paths.empty())
           throw model::ScheduleError(where() + ": no route from GPU " + std::to_string(op.src) + " to GPU " +
                                      std::to_string(op.dst) + " in topology " + topology.name());
       }
-      found = routes.emplace(pair, std::move(r)).first;
-      route_by_index.push_back(&found->second);
+      std::vector<const std::vector<model::LinkId>*> paths;
+      for (const auto& path : r.paths) paths.push_back(&path.links);
+      found = pair_route.emplace(pair, add_route(paths, r.latency)).first;
     }
-    route_of[i] = &found->second;
-    n_flows += found->second.route.paths.size();
-    for (const auto& path : found->second.route.paths) n_links += path.links.size();
-    n_after += op.after.size() * sub_flows(i);
+    const std::int32_t route = found->second;
+    const auto k = problem.route_path_begin[static_cast<std::size_t>(route) + 1] - problem.route_path_begin[static_cast<std::size_t>(route)];
+    data_of[i] = finish_of[i] = add_flow_op(route, ByteAmount{op.bytes.as_double() / static_cast<double>(k)},
+                                            route_latency[static_cast<std::size_t>(route)] + params.per_op, i);
   }
-  std::size_t n_terminal_flows = 0;  // sub-flows of the ops nothing waits for (the overhead flow's `after`)
-  for (std::size_t i = 0; i < n_ops; ++i) {
-    if (has_successor[i] && sub_flows(i) > 1) {  // its join flow
+  problem.overheads = options.overheads;
+  const std::size_t n_flow_ops = problem.ops();
+  // Sizes of the flow arrays: sub-flows, their link entries and `after` entries, and a join flow
+  // for each flow op with several sub-flows that another waits for.
+  std::vector<char> waited_for(n_flow_ops, 0);
+  for (auto a : problem.after) waited_for[static_cast<std::size_t>(a)] = 1;
+  std::size_t n_flows = 0, n_links = 0, n_after = 0, n_terminal_flows = 0;
+  for (std::size_t f = 0; f < n_flow_ops; ++f) {
+    const auto r = static_cast<std::size_t>(problem.route[f]);
+    const std::size_t k = static_cast<std::size_t>(problem.sub_flows(f));
+    n_flows += k;
+    n_links += static_cast<std::size_t>(problem.path_link_begin[static_cast<std::size_t>(problem.route_path_begin[r + 1])] -
+                                        problem.path_link_begin[static_cast<std::size_t>(problem.route_path_begin[r])]);
+    n_after += static_cast<std::size_t>(problem.after_begin[f + 1] - problem.after_begin[f]) * k;
+    if (waited_for[f] && k > 1) {
       n_flows += 1;
-      n_after += sub_flows(i);
+      n_after += k;
     }
-    if (!has_successor[i]) n_terminal_flows += sub_flows(i);
+    if (!waited_for[f]) n_terminal_flows += k;
   }
-  if (!(options.overheads.value >= 0) || !std::isfinite(options.overheads.value))
-    throw model::ScheduleError("overheads must be >= 0 and finite, got " + model::format(options.overheads));
   if (options.overheads.value > 0) {
     n_flows += 1;
     n_after += n_terminal_flows;
@@ -137,33 +222,25 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
   out.overheads = options.overheads;
 
+  // Flow op times to schedule op times: release and start of its data, finish of its last flow op.
+  auto schedule_times = [&] {
+    std::vector<OpTiming> per_flow_op = std::move(out.ops);
+    out.ops.assign(n_ops, OpTiming{});
+    for (std::size_t i = 0; i < n_ops; ++i)
+      out.ops[i] = {per_flow_op[static_cast<std::size_t>(data_of[i])].release,
+                    per_flow_op[static_cast<std::size_t>(data_of[i])].start,
+                    per_flow_op[static_cast<std::size_t>(finish_of[i])].finish};
+  };
+
   // Without per-flow answers, the quotient found on the ops (op_quotient.hpp): no flow is built.
   bool quotient_pays = true;
   if (options.symmetry_quotient && !options.keep_flows) {
-    OpProblem problem;
-    for (const IndexedRoute* r : route_by_index) {
-      for (const auto& path : r->route.paths) {
-        problem.path_links.insert(problem.path_links.end(), path.links.begin(), path.links.end());
-        problem.path_link_begin.push_back(static_cast<std::int64_t>(problem.path_links.size()));
-      }
-      problem.route_path_begin.push_back(static_cast<std::int32_t>(problem.path_link_begin.size() - 1));
-    }
-    problem.route.reserve(n_ops);
-    problem.share.reserve(n_ops);
-    problem.latency.reserve(n_ops);
-    problem.after_begin.reserve(n_ops + 1);
-    for (std::size_t i = 0; i < n_ops; ++i) {
-      const model::Op& op = schedule.ops[i];
-      problem.route.push_back(route_of[i]->index);
-      problem.share.push_back(ByteAmount{op.bytes.as_double() / static_cast<double>(sub_flows(i))});
-      problem.latency.push_back(route_of[i]->route.latency + params.per_op);
-      for (auto a : op.after) problem.after.push_back(static_cast<std::int32_t>(a));
-      problem.after_begin.push_back(static_cast<std::int64_t>(problem.after.size()));
-    }
-    problem.overheads = out.overheads;
     out.build_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
     switch (simulate_op_quotient(out.network, problem, sim_options, n_flows, out)) {
       case OpQuotientOutcome::simulated:
+        for (auto& o : out.op_of_flow)
+          if (o >= 0) o = op_of[static_cast<std::size_t>(o)];
+        schedule_times();
         return finish_schedule_simulation(out, wall_start);
       case OpQuotientOutcome::not_paying:
         quotient_pays = false;
@@ -178,46 +255,46 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   out.op_of_flow.reserve(n_flows);
 
   // Second pass: the flows.
-  std::vector<std::int64_t> first_flow(n_ops, 0);  // op i's sub-flows: [first_flow[i], end_flow(i))
-  auto end_flow = [&](std::size_t i) { return first_flow[i] + static_cast<std::int64_t>(sub_flows(i)); };
-  std::vector<std::int64_t> join_of(n_ops, -1);  // op i's join flow, made when a successor needs it
-  std::vector<std::int64_t> after;
-  for (std::size_t i = 0; i < n_ops; ++i) {
-    const model::Op& op = schedule.ops[i];
-    after.clear();
-    for (auto a : op.after) {
-      if (sub_flows(static_cast<std::size_t>(a)) == 1) {
-        after.push_back(first_flow[a]);
+  std::vector<std::int64_t> first_flow(n_flow_ops, 0);  // flow op f's sub-flows: [first_flow[f], end_flow(f))
+  auto end_flow = [&](std::size_t f) { return first_flow[f] + problem.sub_flows(f); };
+  std::vector<std::int64_t> join_of(n_flow_ops, -1);  // flow op f's join flow, made when a successor needs it
+  std::vector<std::int64_t> flow_after;
+  for (std::size_t f = 0; f < n_flow_ops; ++f) {
+    flow_after.clear();
+    for (auto k = problem.after_begin[f]; k < problem.after_begin[f + 1]; ++k) {
+      const auto a = static_cast<std::size_t>(problem.after[static_cast<std::size_t>(k)]);
+      if (problem.sub_flows(a) == 1) {
+        flow_after.push_back(first_flow[a]);
         continue;
       }
       if (join_of[a] < 0) {  // the predecessor's sub-flows joined into one flow (schedule_sim.hpp)
         join_of[a] = static_cast<std::int64_t>(flows.size());
         flows.begin_flow(Bytes{0}, Seconds{0});
-        for (auto f = first_flow[a]; f < end_flow(static_cast<std::size_t>(a)); ++f) flows.after.push_back(f);
+        for (auto g = first_flow[a]; g < end_flow(a); ++g) flows.after.push_back(g);
         flows.end_flow();
         out.op_of_flow.push_back(-1);
         ++out.join_flows;
       }
-      after.push_back(join_of[a]);
+      flow_after.push_back(join_of[a]);
     }
-    first_flow[i] = static_cast<std::int64_t>(flows.size());
-    const model::Route& route = route_of[i]->route;
-    const double share = op.bytes.as_double() / static_cast<double>(route.paths.size());
-    for (const auto& path : route.paths) {
-      flows.begin_flow(ByteAmount{share}, route.latency + params.per_op);
-      flows.links.insert(flows.links.end(), path.links.begin(), path.links.end());
-      flows.after.insert(flows.after.end(), after.begin(), after.end());
+    first_flow[f] = static_cast<std::int64_t>(flows.size());
+    const auto r = static_cast<std::size_t>(problem.route[f]);
+    for (auto p = problem.route_path_begin[r]; p < problem.route_path_begin[r + 1]; ++p) {
+      flows.begin_flow(problem.share[f], problem.latency[f]);
+      flows.links.insert(flows.links.end(), problem.path_links.begin() + problem.path_link_begin[static_cast<std::size_t>(p)],
+                         problem.path_links.begin() + problem.path_link_begin[static_cast<std::size_t>(p) + 1]);
+      flows.after.insert(flows.after.end(), flow_after.begin(), flow_after.end());
       flows.end_flow();
-      out.op_of_flow.push_back(static_cast<std::int64_t>(i));
+      out.op_of_flow.push_back(op_of[f]);
     }
   }
 
   // Framework overheads, after the last op (see schedule_sim.hpp).
   if (out.overheads.value > 0) {
     flows.begin_flow(Bytes{0}, out.overheads);
-    for (std::size_t i = 0; i < n_ops; ++i)
-      if (!has_successor[i])
-        for (auto g = first_flow[i]; g < end_flow(i); ++g) flows.after.push_back(g);
+    for (std::size_t f = 0; f < n_flow_ops; ++f)
+      if (!waited_for[f])
+        for (auto g = first_flow[f]; g < end_flow(f); ++g) flows.after.push_back(g);
     flows.end_flow();
     out.op_of_flow.push_back(-1);
   }
@@ -241,20 +318,21 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   // Per-flow timing only where the flows are kept; otherwise one row per cell of alike flows.
   std::vector<std::int32_t> row_of_flow;
   out.result = simulate_table(out.network, flows, sim_options, options.keep_flows ? nullptr : &row_of_flow);
-  // Per op: release and start of its sub-flows (equal), finish of the last one.
-  out.ops.assign(n_ops, OpTiming{});
-  for (std::size_t i = 0; i < n_ops; ++i) {
-    OpTiming& t = out.ops[i];
-    for (auto f = first_flow[i]; f < end_flow(i); ++f) {
+  // Per flow op: release and start of its sub-flows (equal), finish of the last one.
+  out.ops.assign(n_flow_ops, OpTiming{});
+  for (std::size_t f = 0; f < n_flow_ops; ++f) {
+    OpTiming& t = out.ops[f];
+    for (auto g = first_flow[f]; g < end_flow(f); ++g) {
       const FlowTiming& ft =
-          out.result.timing[row_of_flow.empty() ? static_cast<std::size_t>(f) : static_cast<std::size_t>(row_of_flow[f])];
-      if (f == first_flow[i]) {
+          out.result.timing[row_of_flow.empty() ? static_cast<std::size_t>(g) : static_cast<std::size_t>(row_of_flow[g])];
+      if (g == first_flow[f]) {
         t.release = ft.release;
         t.start = ft.start;
       }
       t.finish = std::max(t.finish, ft.finish);
     }
   }
+  schedule_times();
   return finish_schedule_simulation(out, wall_start);
 }
 
