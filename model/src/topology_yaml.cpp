@@ -2,6 +2,8 @@
 // fabric) and the explicit form (devices and links listed). Format reference: docs/topology.md.
 //
 // Generated fabric capacities (per direction):
+//   GPU <-> NIC             the host link (template, or cluster.host_link; kind PCIe unless
+//                           cluster.host_link_kind: c2c); a NIC faster than it draws a warning
 //   NIC <-> leaf            the NIC speed (template, or cluster.nic_speed)
 //   leaf <-> each spine     D_leaf / o / S,  D_leaf = NICs on the leaf x NIC speed (leaf downlink
 //                           total), o = fabric.oversubscription, S = spines (per pod)
