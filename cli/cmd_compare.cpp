@@ -11,6 +11,7 @@
 #include "reshard/model/tuner.hpp"
 #include "reshard/sim/schedule_sim.hpp"
 #include "table.hpp"
+#include "warnings.hpp"
 
 namespace reshard::cli {
 
@@ -49,6 +50,7 @@ std::string link_name(const Topology& topo, LinkId l) {
 void run_compare(const std::string& path, const std::string& profile, const std::string& params_file, bool simulate,
                  bool json, const std::vector<std::string>& extra) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path));
+  print_warnings(sc.topology);
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   const LowerBound lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
   const CostParams cost = params_file.empty() ? CostParams::profile_named(profile) : CostParams::load(params_file);

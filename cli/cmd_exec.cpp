@@ -5,6 +5,7 @@
 // exec runs a schedule for real (DESIGN.md §10): under mpirun for host and nccl (one process per GPU
 // of the scenario), in one process for cuda. Process 0 prints and writes the measurement; the other
 // processes stay quiet. check compares a measurement with the cost model's prediction, step by step.
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/tuner.hpp"
 #include "table.hpp"
+#include "warnings.hpp"
 
 namespace reshard::cli {
 
@@ -30,6 +32,14 @@ struct ExecArgs {
   bool json = false, dry_run = false;
   std::vector<std::string> inject;
 };
+
+// Whether this is process 0 of an MPI launch (or not under MPI at all), read from the launcher's
+// environment before MPI starts: warnings are printed by one process, not once per rank.
+bool first_process() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return std::string(v) == "0";
+  return true;
+}
 
 bool is_json_file(const std::string& path) {
   return path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
@@ -50,6 +60,7 @@ void run_exec(const ExecArgs& a) {
   const std::string scenario_path = std::filesystem::absolute(from_schedule ? a.scenario : a.input).string();
   opt.scenario_path = scenario_path;
   const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path));
+  if (a.dry_run || first_process()) print_warnings(sc.topology);  // once per run, not once per rank
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   Schedule schedule;
   if (from_schedule) {

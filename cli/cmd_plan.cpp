@@ -14,6 +14,7 @@
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/tuner.hpp"
 #include "table.hpp"
+#include "warnings.hpp"
 
 namespace reshard::cli {
 
@@ -40,6 +41,7 @@ Stats stats(const std::vector<Bytes>& v) {
 
 void run_plan(const std::string& path, const std::string& strategy, const std::string& output, bool json) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path));
+  print_warnings(sc.topology);
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   const LowerBound lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
   const GpuTraffic traffic = gpu_traffic(ts, sc.source, sc.destination);

@@ -30,6 +30,7 @@
 #include "reshard/sim/trace.hpp"
 #include "reshard/sim/traffic.hpp"
 #include "simulate_report.hpp"
+#include "warnings.hpp"
 
 namespace reshard::cli {
 
@@ -71,6 +72,7 @@ void run_traffic(const SimulateOptions& o) {
   if (o.topology.empty() || o.flows.empty())
     throw model::ConfigError("", 0, "--flows", "raw traffic replay needs both --topology T and --flows F.csv");
   const auto topology = model::Topology::load(o.topology);
+  print_warnings(topology);
   const auto transfers = sim::read_transfers_csv(o.flows);
   auto traffic = sim::traffic_flows(topology, transfers, o.flows);
   sim::jitter_capacities(traffic.network, o.jitter, o.seed);
@@ -173,6 +175,7 @@ void run_schedule(const SimulateOptions& o) {
   if (!o.topology.empty())
     throw model::ConfigError(o.input, 0, "--topology", "--topology is for raw traffic (--flows); the scenario names its topology");
   const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(from_file ? o.scenario : o.input));
+  print_warnings(sc.topology);
   const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
   const model::CostParams cost = model::CostParams::profile_named(o.profile);
   model::Schedule schedule;

@@ -2,12 +2,14 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "commands.hpp"
 #include "reshard/model/topology.hpp"
 #include "table.hpp"
+#include "warnings.hpp"
 
 namespace reshard::cli {
 
@@ -47,8 +49,25 @@ std::string lower(std::string s) {
 
 void run_topo(const std::string& file, bool json) {
   const Topology t = Topology::load(file);
+  print_warnings(t);
   const Range nvlink = over_gpus(t, [&](model::GpuId g) { return t.gpu_nvlink_bandwidth(g).value; });
   const Range nic = over_gpus(t, [&](model::GpuId g) { return t.gpu_nic_bandwidth(g).value; });
+  // The GPU <-> NIC host link and what it leaves of the NIC: min(NIC, host link) per GPU.
+  const Range host = over_gpus(t, [&](model::GpuId g) {
+    const auto h = t.host_link(g);
+    return h ? h->bandwidth.value : 0.0;
+  });
+  const Range network = over_gpus(t, [&](model::GpuId g) { return t.gpu_network_bandwidth(g).value; });
+  std::set<LinkKind> host_kinds;
+  bool capped = false;  // some GPU's host link is narrower than its NIC
+  for (model::GpuId g = 0; g < t.gpu_count(); ++g)
+    if (const auto h = t.host_link(g)) {
+      host_kinds.insert(h->kind);
+      capped = capped || t.gpu_network_bandwidth(g).value < t.gpu_nic_bandwidth(g).value;
+    }
+  std::string host_kind;
+  for (auto k : host_kinds) host_kind += (host_kind.empty() ? "" : "/") + std::string(model::to_string(k));
+  if (host_kind.empty()) host_kind = "none";
   const BytesPerSecond bisection = t.bisection_bandwidth();
 
   // Links by kind (count, total per-direction capacity), devices by kind, domain sizes.
@@ -86,6 +105,12 @@ void run_topo(const std::string& file, bool json) {
     j["gpu_nvlink_max_Bps"] = nvlink.max;
     j["gpu_nic_Bps"] = nic.min;
     j["gpu_nic_max_Bps"] = nic.max;
+    j["gpu_host_link_Bps"] = host.min;
+    j["gpu_host_link_max_Bps"] = host.max;
+    j["host_link_kind"] = lower(host_kind);
+    j["gpu_network_Bps"] = network.min;
+    j["gpu_network_max_Bps"] = network.max;
+    j["warnings"] = t.warnings();
     j["bisection_Bps"] = bisection.value;
     nlohmann::json lk = nlohmann::json::object();
     for (auto k : link_kinds)
@@ -108,7 +133,12 @@ void run_topo(const std::string& file, bool json) {
                               {"NVLink domains", std::to_string(t.domain_count()) + " (" + domain_sizes + ")"},
                               {"rails", std::to_string(t.rail_count())},
                               {"GPU NVLink", show(nvlink) + " per direction"},
-                              {"GPU NIC", show(nic) + " per direction"},
+                              {"GPU NIC", show(nic) + " per direction" +
+                                              (capped ? " (host link " + host_kind + " " + show(host) + ": " +
+                                                            show(network) + " usable)"
+                                                      : "")},
+                              {"GPU host link", host_kind + (host_kinds.empty() ? "" : " " + show(host)) +
+                                                    (host_kinds.empty() ? "" : " per direction")},
                               {"bisection", model::format(bisection) + " per direction"},
                               {"devices", std::to_string(t.device_count())},
                               {"links", std::to_string(t.link_count()) + " (directed)"},

@@ -7,14 +7,22 @@
 //   - bytes_needed equals the destination's total held bytes;
 //   - the lower bound is positive and finite when anything must move;
 //   - a schedule of each strategy in turn (random parameters) validates and does not beat the bound.
+// Then over random topologies (RandomTopologiesBoundNeverAboveAchievable): generated clusters of
+// every template with random NIC speeds, host links (many NICs faster than their host link) and
+// fabrics, and explicit clusters with 1:1 NICs, NICs shared behind PCIe switches, GPUs without NICs,
+// PCIe-only GPUs and switches joined across nodes. For random layout pairs on each, the lower bound
+// never exceeds the time of schedules constructed from the transfer set alone
+// (tests/achievable_traffic.hpp), which do not depend on the strategies or the cost model.
 #include <gtest/gtest.h>
 
 #include <map>
+#include <numeric>
 #include <random>
 
 #include "reshard/model/errors.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/planner.hpp"
+#include "achievable_traffic.hpp"
 
 using namespace reshard::model;
 
@@ -43,16 +51,18 @@ std::string random_model(std::mt19937& rng) {
   return y;
 }
 
-std::vector<GpuId> random_gpus(std::mt19937& rng, int n) {
-  EXPECT_LE(n, 16);
-  std::vector<GpuId> all(16);
+// n distinct GPUs out of the first `pool`.
+std::vector<GpuId> random_gpus(std::mt19937& rng, int n, int pool = 16) {
+  EXPECT_LE(n, pool);
+  std::vector<GpuId> all(static_cast<std::size_t>(pool));
   std::iota(all.begin(), all.end(), 0);
   std::shuffle(all.begin(), all.end(), rng);
   all.resize(static_cast<std::size_t>(n));
   return all;
 }
 
-LayoutSpec random_layout(std::mt19937& rng) {
+// A random layout on at most `pool` GPUs (the first `pool` of the topology).
+LayoutSpec random_layout(std::mt19937& rng, int pool = 16) {
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + std::uniform_int_distribution<int>(0, static_cast<int>(v.size()) - 1)(rng)); };
   switch (rng() % 3) {
     case 0: {
@@ -65,26 +75,26 @@ LayoutSpec random_layout(std::mt19937& rng) {
       m.etp = pick({1, 1, 2});
       m.vpp = pick({1, 1, 2});
       const int world = m.tp * m.pp * m.cp * m.dp;
-      return {m, random_gpus(rng, std::min(world, 16))};
+      return {m, random_gpus(rng, std::min(world, pool), pool)};
     }
     case 1: {
       VllmSpec v{.tp = pick({1, 2, 4, 8}), .pp = pick({1, 1, 2}), .dp = pick({1, 2, 3})};
       if (rng() % 2) v.ep = v.tp * pick({1, v.dp});
       if (v.ep && rng() % 2) v.redundant_experts = pick({1, 2, 4});
-      return {v, random_gpus(rng, std::min(v.tp * v.pp * v.dp, 16))};
+      return {v, random_gpus(rng, std::min(v.tp * v.pp * v.dp, pool), pool)};
     }
     default: {
       DTensorSpec d;
       const int ndim = pick({1, 2, 3});
       int world = 1;
-      do {  // a mesh that fits the 16 GPUs
+      do {  // a mesh that fits the pool
         d.mesh_shape.clear();
         world = 1;
         for (int i = 0; i < ndim; ++i) {
           d.mesh_shape.push_back(pick({1, 2, 3}));
           world *= d.mesh_shape.back();
         }
-      } while (world > 16);
+      } while (world > pool);
       auto random_placements = [&](int max_dim) {
         std::vector<Placement> p;
         for (int i = 0; i < ndim; ++i)
@@ -94,7 +104,7 @@ LayoutSpec random_layout(std::mt19937& rng) {
       d.placements.push_back({"*norm*", std::vector<Placement>(static_cast<std::size_t>(ndim))});
       d.placements.insert(d.placements.begin(), {"default", random_placements(0)});
       d.placements.push_back({"*proj.weight", random_placements(1)});
-      return {d, random_gpus(rng, world)};
+      return {d, random_gpus(rng, world, pool)};
     }
   }
 }
@@ -198,4 +208,164 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
   }
   // The random pairs cover every framework combination.
   EXPECT_EQ(seen.size(), 9u);
+}
+
+namespace {
+
+template <class T>
+const T& pick_of(std::mt19937& rng, std::initializer_list<T> v) {
+  return *(v.begin() + std::uniform_int_distribution<int>(0, static_cast<int>(v.size()) - 1)(rng));
+}
+
+// A generated cluster: any template, 2-4 nodes (2 racks for NVL72), random NIC speed and host link
+// (either may be the template's), random fabric shape and oversubscription.
+std::string random_generated(std::mt19937& rng) {
+  const std::string tmpl = pick_of<const char*>(rng, {"dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "gb300-nvl72"});
+  const bool racks = tmpl.find("nvl72") != std::string::npos;
+  const int nodes = racks ? 36 : 2 + static_cast<int>(rng() % 3);
+  std::string y = "name: random\ncluster:\n  template: " + tmpl + "\n";
+  y += racks ? "  racks: 2\n" : "  nodes: " + std::to_string(nodes) + "\n";
+  if (rng() % 4) y += std::string("  nic_speed: ") + pick_of<const char*>(rng, {"200Gbps", "400Gbps", "800Gbps", "1600Gbps", "3200Gbps"}) + "\n";
+  if (rng() % 4) y += std::string("  host_link: ") + pick_of<const char*>(rng, {"16GBps", "32GBps", "64GBps", "128GBps", "256GBps"}) + "\n";
+  if (rng() % 3 == 0) y += std::string("  host_link_kind: ") + pick_of<const char*>(rng, {"pcie", "c2c"}) + "\n";
+  y += std::string("fabric:\n  rail_optimized: ") + (rng() % 3 ? "true" : "false") + "\n";
+  y += "  nodes_per_leaf: " + std::to_string(1 + rng() % static_cast<unsigned>(nodes)) + "\n";
+  y += "  spines: " + std::to_string(1 + rng() % 4) + "\n";
+  y += std::string("  oversubscription: ") + pick_of<const char*>(rng, {"1", "1", "2", "4"}) + "\n";
+  return y;
+}
+
+// An explicit cluster of 2-4 nodes of 1-4 GPUs. A node has NVLink (an NVSwitch) or not (every GPU
+// its own domain), and either one NIC per GPU over its own PCIe link (one GPU of an NVLink node may
+// go without and reach the network through a peer) or 1-2 NICs shared behind a PCIe switch (kind
+// cpu), which may also be joined to the next node's switch. NICs hang off one leaf, or one leaf per
+// rail joined by 1-2 spines. Every bandwidth is random.
+std::string random_explicit(std::mt19937& rng) {
+  const int nodes = 2 + static_cast<int>(rng() % 3);
+  struct Node {
+    int gpus;
+    bool nvlink, shared;
+    int nics;
+  };
+  std::vector<Node> ns;
+  int rails = 1;
+  for (int n = 0; n < nodes; ++n) {
+    Node x{1 + static_cast<int>(rng() % 4), false, rng() % 2 == 0, 0};
+    x.nvlink = x.gpus > 1 && rng() % 4 != 0;
+    x.nics = x.shared ? 1 + static_cast<int>(rng() % 2) : x.gpus;
+    ns.push_back(x);
+    rails = std::max(rails, x.nics);
+  }
+  auto bw = [&](std::initializer_list<const char*> v) { return std::string(pick_of<const char*>(rng, v)); };
+  std::string dev = "devices:\n", links = "links:\n";
+  auto name = [](int n, const std::string& what) { return "n" + std::to_string(n) + "/" + what; };
+  for (int n = 0; n < nodes; ++n)
+    for (int i = 0; i < ns[static_cast<std::size_t>(n)].gpus; ++i)
+      dev += "  - {name: " + name(n, "gpu" + std::to_string(i)) + ", kind: gpu, node: n" + std::to_string(n) + "}\n";
+  const bool per_rail = rng() % 2 == 0;
+  const int leaves = per_rail ? rails : 1;
+  for (int l = 0; l < leaves; ++l) dev += "  - {name: leaf" + std::to_string(l) + ", kind: leaf}\n";
+  const int spines = leaves > 1 ? 1 + static_cast<int>(rng() % 2) : 0;
+  for (int s = 0; s < spines; ++s) {
+    dev += "  - {name: spine" + std::to_string(s) + ", kind: spine}\n";
+    for (int l = 0; l < leaves; ++l)
+      links += "  - {from: leaf" + std::to_string(l) + ", to: spine" + std::to_string(s) +
+               ", kind: network, bandwidth: " + bw({"50GBps", "100GBps", "400GBps"}) + "}\n";
+  }
+  auto nic_link = [&](int n, int r) {
+    const int leaf = per_rail ? r : 0;
+    links += "  - {from: " + name(n, "nic" + std::to_string(r)) + ", to: leaf" + std::to_string(leaf) +
+             ", kind: network, bandwidth: " + bw({"12.5GBps", "25GBps", "50GBps", "100GBps", "200GBps"}) + "}\n";
+  };
+  for (int n = 0; n < nodes; ++n) {
+    const auto& x = ns[static_cast<std::size_t>(n)];
+    if (x.nvlink) {
+      dev += "  - {name: " + name(n, "nvswitch") + ", kind: nvswitch}\n";
+      for (int i = 0; i < x.gpus; ++i)
+        links += "  - {from: " + name(n, "gpu" + std::to_string(i)) + ", to: " + name(n, "nvswitch") +
+                 ", kind: nvlink, bandwidth: " + bw({"100GBps", "450GBps", "900GBps"}) + "}\n";
+    }
+    if (x.shared) {
+      dev += "  - {name: " + name(n, "pcie") + ", kind: cpu, node: n" + std::to_string(n) + "}\n";
+      for (int i = 0; i < x.gpus; ++i)
+        links += "  - {from: " + name(n, "gpu" + std::to_string(i)) + ", to: " + name(n, "pcie") +
+                 ", kind: pcie, bandwidth: " + bw({"16GBps", "32GBps", "64GBps"}) + "}\n";
+      for (int r = 0; r < x.nics; ++r) {
+        dev += "  - {name: " + name(n, "nic" + std::to_string(r)) + ", kind: nic, node: n" + std::to_string(n) +
+               ", rail: " + std::to_string(r) + "}\n";
+        links += "  - {from: " + name(n, "pcie") + ", to: " + name(n, "nic" + std::to_string(r)) +
+                 ", kind: pcie, bandwidth: " + bw({"16GBps", "32GBps", "64GBps", "128GBps"}) + "}\n";
+        nic_link(n, r);
+      }
+      if (n > 0 && ns[static_cast<std::size_t>(n - 1)].shared && rng() % 3 == 0)  // switches joined across nodes
+        links += "  - {from: " + name(n - 1, "pcie") + ", to: " + name(n, "pcie") + ", kind: pcie, bandwidth: " +
+                 bw({"16GBps", "64GBps"}) + "}\n";
+    } else {
+      const int without = x.nvlink && rng() % 4 == 0 ? static_cast<int>(rng() % static_cast<unsigned>(x.gpus)) : -1;
+      for (int r = 0; r < x.gpus; ++r) {
+        if (r == without) continue;
+        dev += "  - {name: " + name(n, "nic" + std::to_string(r)) + ", kind: nic, node: n" + std::to_string(n) +
+               ", rail: " + std::to_string(r) + "}\n";
+        links += "  - {from: " + name(n, "gpu" + std::to_string(r)) + ", to: " + name(n, "nic" + std::to_string(r)) +
+                 ", kind: " + bw({"pcie", "pcie", "c2c"}) + ", bandwidth: " +
+                 bw({"16GBps", "32GBps", "64GBps", "128GBps"}) + "}\n";
+        nic_link(n, r);
+      }
+    }
+  }
+  return "name: random\n" + dev + links;
+}
+
+}  // namespace
+
+TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
+  std::mt19937 rng(20261130);
+  int topologies = 0, explicit_ones = 0, warned = 0, cases = 0, host_bound = 0, tight = 0;
+  while (topologies < 240) {
+    const bool explicit_form = topologies % 2 == 1;
+    const std::string yaml = explicit_form ? random_explicit(rng) : random_generated(rng);
+    SCOPED_TRACE(yaml);
+    const Topology topo = Topology::parse(yaml, "random.yaml");
+    ++topologies;
+    explicit_ones += explicit_form;
+    warned += !topo.warnings().empty();
+    const int pool = topo.gpu_count();
+    for (int pairs = 0, attempts = 0; pairs < 3 && attempts < 200; ++attempts) {
+      const auto inv = Inventory::parse(random_model(rng), "random.yaml");
+      const LayoutSpec a = random_layout(rng, pool), b = random_layout(rng, pool);
+      std::optional<ShardMap> src, dst;
+      try {
+        src.emplace(build_shard_map(inv, a));
+        dst.emplace(build_shard_map(inv, b));
+      } catch (const PlanError&) {
+        continue;
+      }
+      ++pairs;
+      ++cases;
+      SCOPED_TRACE(a.describe() + " -> " + b.describe());
+      const TransferSet ts = plan(inv, *src, *dst);
+      const LowerBound lb = lower_bound(ts, *src, *dst, topo);
+      if (ts.bytes_to_move.value > 0) {
+        EXPECT_GT(lb.time.value, 0);
+        EXPECT_TRUE(std::isfinite(lb.time.value));
+      }
+      const double achievable = reshard::testing::achievable_time(ts, *src, *dst, topo);
+      ASSERT_LE(lb.time.value, achievable * (1 + 1e-9))
+          << "bound " << lb.time.value << " s (" << lb.binding.cut << ", " << lb.binding.where << ") above an achievable "
+          << achievable << " s";
+      host_bound += lb.binding.where.find("host links") != std::string::npos;
+      tight += achievable <= lb.time.value * 1.01;
+    }
+  }
+  // Coverage: explicit and generated alike, many NICs faster than their host links, host links
+  // setting the bound, and cases where the constructed schedule meets the bound (so the check is
+  // sharp there: a bound a little too high would fail).
+  EXPECT_EQ(explicit_ones, 120);
+  EXPECT_GE(warned, 60);
+  EXPECT_GE(cases, 600);
+  EXPECT_GE(host_bound, 20);
+  EXPECT_GE(tight, 20);
+  std::cout << topologies << " topologies (" << warned << " with a NIC faster than its host link), " << cases
+            << " layout pairs; host links bind in " << host_bound << "; the constructed schedule meets the bound in "
+            << tight << "\n";
 }

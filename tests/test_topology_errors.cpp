@@ -190,3 +190,71 @@ TEST(TopologyCommand, JsonAcceptance) {
   EXPECT_NE(r.out.find("NVLink domains: 2 (8 GPUs each)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bisection:      400 GB/s per direction"), std::string::npos) << r.out;
 }
+
+// A NIC faster than its host link: the library returns the warning, each command prints it once on
+// stderr (and still succeeds); topo shows what the host link leaves usable, plan names the host
+// links in the binding cut.
+TEST(TopologyCommand, FastNicWarningAndHostLinkBound) {
+  const auto dir = std::filesystem::temp_directory_path() / ("reshard-topo-warn-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto topo = dir / "fast.yaml";
+  std::ofstream(topo) << "name: fast\ncluster:\n  template: dgx-h100\n  nodes: 2\n  nic_speed: 1600Gbps\n"
+                         "fabric:\n  spines: 4\n";
+  const std::string warning = "reshard: warning: " + topo.string() +
+                              ":5: cluster.nic_speed: 200 GB/s exceeds the GPU<->NIC host link (PCIe 64.0 GB/s of the "
+                              "dgx-h100 template): the host link caps each GPU's network bandwidth at 64.0 GB/s\n";
+  auto r = run_reshard("topo '" + topo.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, warning);
+  EXPECT_NE(r.out.find("GPU NIC:        200 GB/s per direction (host link PCIe 64.0 GB/s: 64.0 GB/s usable)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("GPU host link:  PCIe 64.0 GB/s per direction"), std::string::npos) << r.out;
+  // JSON on stdout stays parseable; the warning goes to stderr and into "warnings".
+  r = run_reshard("topo '" + topo.string() + "' --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, warning);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j.at("gpu_nic_Bps").get<double>(), 200e9);
+  EXPECT_DOUBLE_EQ(j.at("gpu_host_link_Bps").get<double>(), 64e9);
+  EXPECT_DOUBLE_EQ(j.at("gpu_network_Bps").get<double>(), 64e9);
+  EXPECT_DOUBLE_EQ(j.at("gpu_network_max_Bps").get<double>(), 64e9);
+  EXPECT_EQ(j.at("host_link_kind").get<std::string>(), "pcie");
+  ASSERT_EQ(j.at("warnings").size(), 1u);
+
+  // plan: node 0 holds the model 8 times (Megatron DP8), node 1 needs it 8 times (vLLM DP8). The
+  // model enters domain 1 through 8 host links of 64 GB/s.
+  const auto scenario = dir / "s.yaml";
+  std::ofstream(scenario) << "name: s\nmodel: " << RESHARD_SOURCE_DIR << "/models/tiny-gqa.yaml\ntopology: fast.yaml\n"
+                          << "source: {framework: megatron, tp: 1, gpus: 0-7}\n"
+                          << "destination: {framework: vllm, tp: 1, dp: 8, gpus: 8-15}\n";
+  r = run_reshard("plan '" + scenario.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, warning);
+  EXPECT_NE(r.out.find("(dest_domain_ingress, domain 1: host links PCIe 64.0 GB/s per GPU)"), std::string::npos) << r.out;
+  r = run_reshard("plan '" + scenario.string() + "' --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto p = nlohmann::json::parse(r.out);
+  EXPECT_EQ(p.at("lower_bound_cut").at("where").get<std::string>(), "domain 1: host links PCIe 64.0 GB/s per GPU");
+  std::filesystem::remove_all(dir);
+}
+
+// topo --json: the host link keys on shipped clusters. DGX H100: 64 GB/s PCIe, NIC 50 GB/s usable
+// in full. The irregular example: a GPU without a NIC (0), PCIe 32-64 GB/s, 25-50 GB/s usable.
+TEST(TopologyCommand, JsonHostLinkKeys) {
+  auto r = run_reshard(std::string("topo '") + RESHARD_SOURCE_DIR + "/topologies/dgx-h100-64n.yaml' --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j.at("gpu_host_link_Bps").get<double>(), 64e9);
+  EXPECT_DOUBLE_EQ(j.at("gpu_network_Bps").get<double>(), 50e9);
+  EXPECT_EQ(j.at("host_link_kind").get<std::string>(), "pcie");
+  EXPECT_TRUE(j.at("warnings").empty());
+  r = run_reshard(std::string("topo '") + RESHARD_SOURCE_DIR + "/topologies/irregular-example.yaml' --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j.at("gpu_host_link_Bps").get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j.at("gpu_host_link_max_Bps").get<double>(), 64e9);
+  EXPECT_DOUBLE_EQ(j.at("gpu_network_Bps").get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j.at("gpu_network_max_Bps").get<double>(), 50e9);
+}

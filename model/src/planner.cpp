@@ -63,8 +63,31 @@ std::vector<SetGeometry> geometry(const ShardMap& map, const Topology& topo) {
   return g;
 }
 
-BytesPerSecond link_bw(const Topology& topo, std::optional<LinkId> l) {
-  return l ? topo.link(*l).bandwidth : BytesPerSecond{0};
+// What a network cut of `gpus` GPUs is made of, for the `where` of a domain or side cut: nothing
+// when it is the NIC links alone (the usual case), otherwise the links that bind, e.g.
+// ": host links PCIe 64 GB/s per GPU" or ": cut 2 x PCIe 32 GB/s + 3 x network 50 GB/s".
+std::string cut_links(const Topology& topo, const std::vector<LinkId>& cut, std::size_t gpus) {
+  std::map<std::pair<LinkKind, double>, std::size_t> groups;  // (kind, bandwidth) -> links
+  bool host_only = true, network_only = true;
+  for (LinkId id : cut) {
+    const auto& l = topo.link(id);
+    ++groups[{l.kind, l.bandwidth.value}];
+    host_only = host_only && (l.kind == LinkKind::PCIe || l.kind == LinkKind::C2C);
+    network_only = network_only && l.kind == LinkKind::Network;
+  }
+  if (network_only) return "";
+  if (host_only && groups.size() == 1 && cut.size() == gpus) {
+    const auto& [kind, bw] = groups.begin()->first;
+    return std::string(": host links ") + to_string(kind) + " " + format(BytesPerSecond{bw}) + " per GPU";
+  }
+  std::string s = host_only ? ": host links " : ": cut ";
+  bool first = true;
+  for (const auto& [key, count] : groups) {
+    s += (first ? "" : " + ") + std::to_string(count) + " x " + to_string(key.first) + " " +
+         format(BytesPerSecond{key.second});
+    first = false;
+  }
+  return s;
 }
 
 }  // namespace
@@ -179,46 +202,70 @@ LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMa
       if (!std::binary_search(h.gpus.begin(), h.gpus.end(), g)) gpu_in[static_cast<std::size_t>(g)] += b;
   }
 
-  // Capacities.
-  std::vector<double> gpu_ingress(gpus, 0), gpu_egress(gpus, 0), dom_nic_in(domains, 0), dom_nic_out(domains, 0);
+  // Capacities. GPU cuts: every link into / out of the GPU. Domain cuts: the domain's network cut
+  // (Topology::domain_network_capacity: per GPU the narrower of its NIC link and its host link, or
+  // the minimum cut around the domain's host side in an explicit topology). The source side: the
+  // sum of its domains' egress cuts, whose union is a cut around the side.
+  std::vector<double> gpu_ingress(gpus, 0), gpu_egress(gpus, 0), dom_net_in(domains, 0), dom_net_out(domains, 0);
   for (const auto& l : topo.links()) {
     const auto& to = topo.device(l.to);
     const auto& from = topo.device(l.from);
     if (to.kind == DeviceKind::GPU) gpu_ingress[static_cast<std::size_t>(to.gpu)] += l.bandwidth.value;
     if (from.kind == DeviceKind::GPU) gpu_egress[static_cast<std::size_t>(from.gpu)] += l.bandwidth.value;
   }
-  double side_nic_out = 0;
-  for (GpuId g = 0; g < topo.gpu_count(); ++g) {
-    const auto d = static_cast<std::size_t>(topo.domain_of(g));
-    dom_nic_in[d] += link_bw(topo, topo.nic_ingress(g)).value;
-    const double out = link_bw(topo, topo.nic_egress(g)).value;
-    dom_nic_out[d] += out;
-    if (in_source_side[d]) side_nic_out += out;
+  double side_net_out = 0;
+  for (std::size_t d = 0; d < domains; ++d) {
+    const auto k = static_cast<std::int32_t>(d);
+    dom_net_in[d] = topo.domain_network_capacity(k, CutDirection::Ingress).value;
+    dom_net_out[d] = topo.domain_network_capacity(k, CutDirection::Egress).value;
+    if (in_source_side[d]) side_net_out += dom_net_out[d];
   }
+  // The links of a domain's cut, named in `where` when they are not NIC links alone.
+  auto domain_links = [&](std::size_t d, CutDirection dir) {
+    const auto k = static_cast<std::int32_t>(d);
+    return cut_links(topo, topo.domain_network_cut(k, dir).links, topo.gpus_in_domain(k).size());
+  };
 
   LowerBound lb;
   auto consider = [&](const char* cut, const std::vector<double>& bytes, const std::vector<double>& cap,
-                      const char* what) {
+                      const char* what, auto&& links) {
     CutBound best{cut, "", Bytes{0}, BytesPerSecond{0}};
     double worst = -1;
+    std::size_t at = 0;
     for (std::size_t i = 0; i < bytes.size(); ++i) {
       if (bytes[i] <= 0) continue;
       const double t = cap[i] > 0 ? bytes[i] / cap[i] : std::numeric_limits<double>::infinity();
       if (t > worst) {
         worst = t;
+        at = i;
         best = {cut, std::string(what) + " " + std::to_string(i), Bytes{static_cast<std::int64_t>(bytes[i])},
                 BytesPerSecond{cap[i]}};
       }
     }
-    if (worst >= 0) lb.cuts.push_back(best);
+    if (worst < 0) return;
+    best.where += links(at);
+    lb.cuts.push_back(best);
   };
-  consider("dest_gpu_ingress", gpu_in, gpu_ingress, "gpu");
-  consider("dest_domain_ingress", domain_in, dom_nic_in, "domain");
-  if (side_out > 0)
-    lb.cuts.push_back({"source_egress", "source side", Bytes{static_cast<std::int64_t>(side_out)},
-                       BytesPerSecond{side_nic_out}});
-  consider("source_domain_egress", domain_out, dom_nic_out, "domain");
-  consider("source_gpu_egress", gpu_out, gpu_egress, "gpu");
+  auto no_links = [](std::size_t) { return std::string(); };
+  consider("dest_gpu_ingress", gpu_in, gpu_ingress, "gpu", no_links);
+  consider("dest_domain_ingress", domain_in, dom_net_in, "domain",
+           [&](std::size_t d) { return domain_links(d, CutDirection::Ingress); });
+  if (side_out > 0) {
+    std::vector<LinkId> side_cut;
+    std::size_t side_gpus = 0;
+    for (std::size_t d = 0; d < domains; ++d) {
+      if (!in_source_side[d]) continue;
+      const auto k = static_cast<std::int32_t>(d);
+      const auto c = topo.domain_network_cut(k, CutDirection::Egress);
+      side_cut.insert(side_cut.end(), c.links.begin(), c.links.end());
+      side_gpus += topo.gpus_in_domain(k).size();
+    }
+    lb.cuts.push_back({"source_egress", "source side" + cut_links(topo, side_cut, side_gpus),
+                       Bytes{static_cast<std::int64_t>(side_out)}, BytesPerSecond{side_net_out}});
+  }
+  consider("source_domain_egress", domain_out, dom_net_out, "domain",
+           [&](std::size_t d) { return domain_links(d, CutDirection::Egress); });
+  consider("source_gpu_egress", gpu_out, gpu_egress, "gpu", no_links);
   for (const auto& c : lb.cuts) {
     const Seconds t = c.capacity.value > 0 ? c.time() : Seconds{std::numeric_limits<double>::infinity()};
     if (t > lb.time) {

@@ -250,12 +250,18 @@ void TopologyData::finish() {
   }
   if (generated) {
     cache->leaf_pairs.assign(static_cast<std::size_t>(fabric.leaves) * static_cast<std::size_t>(fabric.leaves), nullptr);
+    compute_cuts();
     return;
   }
 
   // Explicit form: every GPU must reach every other. GPU 0 reaching all and all reaching GPU 0
   // (a forward and a backward search) is equivalent to that.
-  if (gpus < 2) return;
+  if (gpus >= 2) check_reachability();
+  compute_cuts();
+}
+
+void TopologyData::check_reachability() const {
+  const std::size_t gpus = gpu_devices.size();
   const auto fwd = bfs_distances(*this, gpu_devices[0], std::nullopt);
   for (std::size_t g = 1; g < gpus; ++g)
     if (fwd[static_cast<std::size_t>(gpu_devices[g])] < 0) {
@@ -404,10 +410,6 @@ Route TopologyData::search_route(GpuId a, GpuId b) const {
 }
 
 }  // namespace detail
-
-struct Topology::Impl {
-  detail::TopologyData d;
-};
 
 Topology::Topology(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Topology::Topology(Topology&&) noexcept = default;

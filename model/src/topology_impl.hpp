@@ -77,6 +77,11 @@ struct TopologyData {
   std::vector<std::vector<GpuId>> domain_gpus;
   std::vector<LinkId> nvl_out, nvl_in, nic_out, nic_in;  // per GPU; -1 when absent
   std::vector<DeviceId> gpu_nic;                         // per GPU; -1 when it has none
+  // Host links and network cuts (topology_cuts.cpp), filled by finish() through compute_cuts().
+  std::vector<double> host_bw;                           // per GPU, GPU -> NIC; 0 without a NIC
+  std::vector<LinkKind> host_kind;                       // per GPU
+  std::vector<double> domain_in_cap, domain_out_cap;     // per domain, see Topology::domain_network_cut
+  std::vector<std::string> warnings;                     // see Topology::warnings
   std::shared_ptr<RouteCache> cache = std::make_shared<RouteCache>();
 
   DeviceId add_device(DeviceKind kind, std::string name, std::int32_t node, std::int32_t rail, int line = 0);
@@ -89,6 +94,15 @@ struct TopologyData {
   // Throws ConfigError naming the file, the device's line and the two devices when a GPU cannot
   // reach another.
   void finish();
+  // Explicit form: every GPU reaches every other (ConfigError otherwise, as finish() says).
+  void check_reachability() const;
+
+  // Host links, domain network cuts and, for the explicit form, the warnings about NICs faster
+  // than their host links (topology_cuts.cpp). Called by finish().
+  void compute_cuts();
+  // The domain's network cut: closed form for generated clusters, maximum flow otherwise
+  // (`search` forces the maximum flow).
+  NetworkCut domain_cut(std::int32_t domain, CutDirection dir, bool search) const;
 
   // Routes.
   Route structural_route(GpuId a, GpuId b) const;
@@ -109,6 +123,7 @@ struct NodeTemplate {
   BytesPerSecond gpu_nvlink;     // per GPU, per direction, to the domain's NVLink fabric
   BytesPerSecond nic;            // per NIC, per direction; one NIC per GPU
   BytesPerSecond gpu_nic_pcie;   // GPU <-> NIC host link, per direction
+  LinkKind host_link_kind;       // kind of that host link (PCIe, or C2C)
 };
 const std::vector<NodeTemplate>& node_templates();
 const NodeTemplate* find_template(const std::string& name);
@@ -122,3 +137,8 @@ namespace reshard::model::detail {
 TopologyData build_generated(const yaml::Node& root);
 TopologyData build_explicit(const yaml::Node& root);
 }  // namespace reshard::model::detail
+
+// The Topology's private state (declared in topology.hpp; shared by the topology*.cpp files).
+struct reshard::model::Topology::Impl {
+  detail::TopologyData d;
+};

@@ -2,6 +2,8 @@
 // fabric) and the explicit form (devices and links listed). Format reference: docs/topology.md.
 //
 // Generated fabric capacities (per direction):
+//   GPU <-> NIC             the host link (template, or cluster.host_link; kind PCIe unless
+//                           cluster.host_link_kind: c2c); a NIC faster than it draws a warning
 //   NIC <-> leaf            the NIC speed (template, or cluster.nic_speed)
 //   leaf <-> each spine     D_leaf / o / S,  D_leaf = NICs on the leaf x NIC speed (leaf downlink
 //                           total), o = fabric.oversubscription, S = spines (per pod)
@@ -43,8 +45,9 @@ Latencies read_generator_latencies(const yaml::Node& root) {
   Latencies lat;
   auto node = root.get("latency");
   if (!node) return lat;
-  node->allow_only({"nvlink", "pcie", "nic_leaf", "leaf_spine", "spine_core"});
+  node->allow_only({"nvlink", "c2c", "pcie", "nic_leaf", "leaf_spine", "spine_core"});
   if (auto v = node->get("nvlink")) lat.nvlink = v->duration();
+  if (auto v = node->get("c2c")) lat.c2c = v->duration();
   if (auto v = node->get("pcie")) lat.pcie = v->duration();
   if (auto v = node->get("nic_leaf")) lat.nic_leaf = v->duration();
   if (auto v = node->get("leaf_spine")) lat.leaf_spine = v->duration();
@@ -81,7 +84,7 @@ TopologyData build_generated(const yaml::Node& root) {
 
   // ---- cluster: template and size
   const auto cluster = root.at("cluster");
-  cluster.allow_only({"template", "nodes", "racks", "nic_speed"});
+  cluster.allow_only({"template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind"});
   const auto tnode = cluster.at("template");
   const NodeTemplate* tmpl = find_template(tnode.str());
   if (!tmpl) {
@@ -101,7 +104,18 @@ TopologyData build_generated(const yaml::Node& root) {
       n->fail(std::string(tmpl->name) + " is counted in nodes ('nodes: N'), not racks");
     nodes = positive_int32(cluster.at("nodes"), 1'000'000);
   }
-  const BytesPerSecond nic_bw = cluster.get("nic_speed") ? positive_bandwidth(cluster.at("nic_speed")) : tmpl->nic;
+  const auto nic_node = cluster.get("nic_speed");
+  const BytesPerSecond nic_bw = nic_node ? positive_bandwidth(*nic_node) : tmpl->nic;
+  // The GPU <-> NIC host link: the template's unless cluster.host_link / host_link_kind say otherwise.
+  const auto host_node = cluster.get("host_link");
+  const BytesPerSecond host_bw = host_node ? positive_bandwidth(*host_node) : tmpl->gpu_nic_pcie;
+  LinkKind host_kind = tmpl->host_link_kind;
+  if (auto k = cluster.get("host_link_kind")) {
+    const std::string v = k->str();
+    if (v == "pcie") host_kind = LinkKind::PCIe;
+    else if (v == "c2c") host_kind = LinkKind::C2C;
+    else k->fail("unknown host link kind '" + v + "'; expected one of: pcie, c2c");
+  }
   const std::int32_t G = tmpl->gpus_per_node;
   const std::int32_t R = G;  // one NIC per GPU: rail r = the r-th GPU/NIC of a node
   if (static_cast<std::int64_t>(nodes) * G > 4'000'000)
@@ -218,7 +232,8 @@ TopologyData build_generated(const yaml::Node& root) {
       const std::int32_t leaf = rail_optimized ? group * R + i : group;
       f.gpu_leaf[g] = leaf;
       ++leaf_nics[static_cast<std::size_t>(leaf)];
-      f.gpu_to_nic[g] = d.add_duplex(gpu, nic_dev[g], tmpl->gpu_nic_pcie, lat.pcie, LinkKind::PCIe);
+      f.gpu_to_nic[g] = d.add_duplex(gpu, nic_dev[g], host_bw, host_kind == LinkKind::C2C ? lat.c2c : lat.pcie,
+                                     host_kind);
       f.nic_to_gpu[g] = f.gpu_to_nic[g] + 1;
       f.nic_to_leaf[g] = d.add_duplex(nic_dev[g], leaf_dev[static_cast<std::size_t>(leaf)], nic_bw, lat.nic_leaf,
                                       LinkKind::Network);
@@ -261,6 +276,25 @@ TopologyData build_generated(const yaml::Node& root) {
   d.node_count = nodes;
   d.rail_count = rail_optimized ? R : 1;
   d.finish();
+
+  // A NIC faster than its host link cannot be filled: every byte a GPU sends or receives over the
+  // network crosses the host link first. Named after the key that set the faster side.
+  if (nic_bw.value > host_bw.value) {
+    const std::string host = std::string(to_string(host_kind)) + " " + format(host_bw);
+    const std::string tmpl_name(tmpl->name);
+    std::string where, what;
+    if (nic_node) {
+      where = d.file + ":" + std::to_string(nic_node->line()) + ": cluster.nic_speed: ";
+      what = format(nic_bw) + " exceeds the GPU<->NIC host link (" + host +
+             (host_node ? ", cluster.host_link" : " of the " + tmpl_name + " template") + ")";
+    } else {
+      where = d.file + ":" + std::to_string(host_node ? host_node->line() : tnode.line()) +
+              (host_node ? ": cluster.host_link: " : ": cluster.template: ");
+      what = "the GPU<->NIC host link (" + host + ") is slower than the " + tmpl_name + " template's NIC (" +
+             format(nic_bw) + ")";
+    }
+    d.warnings.push_back(where + what + ": the host link caps each GPU's network bandwidth at " + format(host_bw));
+  }
   return d;
 }
 

@@ -13,11 +13,17 @@
 //                       a source) / the bandwidth of all links entering that GPU
 //   dest_domain_ingress bytes that must enter a destination NVLink domain (pieces some GPU in it
 //                       needs, held by no GPU in it; each counted once, as it can be fanned out
-//                       over NVLink) / the NIC ingress bandwidth of the domain's GPUs
+//                       over NVLink) / the domain's network ingress cut
 //   source_egress       bytes that must leave the union of the source GPUs' domains (pieces some
-//                       needer outside it needs, once) / the NIC egress of that union
-//   source_domain_egress bytes only one source domain holds that must leave it / its NIC egress
+//                       needer outside it needs, once) / the sum of those domains' egress cuts
+//   source_domain_egress bytes only one source domain holds that must leave it / its egress cut
 //   source_gpu_egress   bytes only one source GPU holds that another GPU needs / its egress links
+// A domain's network cut (Topology::domain_network_cut) counts, per GPU, the narrower of its NIC
+// link and its GPU <-> NIC host link (PCIe, C2C): every byte a GPU exchanges with the network
+// crosses both, so a 200 GB/s NIC behind 64 GB/s PCIe gives 64 GB/s. In explicit topologies it is
+// the minimum cut around the domain's host side (shared NICs, PCIe switches, CPUs). When links
+// other than NIC links form the worst cut, its `where` names them: "domain 9: host links PCIe
+// 64 GB/s per GPU"; see docs/strategies.md, "The lower bound".
 #pragma once
 
 #include <string>
@@ -37,7 +43,8 @@ struct Piece {
 
 struct CutBound {
   std::string cut;    // "dest_domain_ingress", ...
-  std::string where;  // "domain 9", "gpu 300", "source side"
+  std::string where;  // "domain 9", "gpu 300", "source side"; domain and side cuts formed by links
+                      // other than NIC links add them: "domain 9: host links PCIe 64 GB/s per GPU"
   Bytes bytes;
   BytesPerSecond capacity;
   Seconds time() const { return capacity.value > 0 ? bytes / capacity : Seconds{0}; }

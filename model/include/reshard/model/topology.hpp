@@ -63,6 +63,21 @@ struct Path {
   std::vector<LinkId> links;
 };
 
+// A GPU's host link to its NIC: the PCIe (or C2C) connection every byte it sends to or receives
+// from the network crosses. Per direction, GPU -> NIC.
+struct HostLink {
+  LinkKind kind = LinkKind::PCIe;  // the worst kind among the links of its narrowest cut
+  BytesPerSecond bandwidth;        // per direction
+};
+
+enum class CutDirection : std::uint8_t { Ingress, Egress };
+
+// The links separating an NVLink domain from the rest of the cluster (see domain_network_cut).
+struct NetworkCut {
+  BytesPerSecond capacity;    // total per-direction bandwidth of `links`
+  std::vector<LinkId> links;  // the cut: links entering (ingress) or leaving (egress) the domain's side
+};
+
 // All equal-cost paths between two GPUs. A flow is split evenly over `paths` (ECMP).
 struct Route {
   std::vector<Path> paths;
@@ -122,6 +137,38 @@ class Topology {
   // Per-direction bandwidth of those links (0 when absent).
   BytesPerSecond gpu_nvlink_bandwidth(GpuId g) const;
   BytesPerSecond gpu_nic_bandwidth(GpuId g) const;
+
+  // The GPU's host link to its NIC, GPU -> NIC. Generated clusters: the GPU -> NIC link (the
+  // template's, or cluster.host_link / host_link_kind). Explicit topologies: the maximum flow from
+  // the GPU alone to its NIC over the links of its host side (not through other GPUs, no network
+  // links), with the worst link kind of the narrowest cut. nullopt when the GPU has no NIC.
+  std::optional<HostLink> host_link(GpuId g) const;
+  // What the GPU can put on the network through its own NIC, per direction:
+  // min(gpu_nic_bandwidth, host link bandwidth); 0 when it has no NIC.
+  BytesPerSecond gpu_network_bandwidth(GpuId g) const;
+
+  // The network boundary of NVLink domain `domain`: a set of links whose removal separates the
+  // domain's GPUs from every other GPU (ingress: the links into the domain's side; egress: the links
+  // out of it), of least total capacity among the cuts around the domain's host side. The host
+  // side is the domain's GPUs and every device they reach over non-network links without entering
+  // another GPU (NVSwitch, PCIe switches and CPUs, NICs). The cut is the minimum cut between the
+  // domain's GPUs and everything outside its host side taken as one vertex, so it never exceeds
+  // a cut that the whole cluster needs (every byte entering the domain crosses it), yet it is at
+  // least the true minimum cut (a leaf or spine layer thinner than the domain's NICs is not seen).
+  // Generated clusters: per GPU the narrower of its NIC link and its host link (the NIC link on a
+  // tie), i.e. capacity = sum over the domain's GPUs of min(NIC, host link). Explicit topologies:
+  // a maximum flow over the host side (Boost.Graph), the cut taken nearest the network.
+  // domain_network_capacity is the capacity alone, precomputed (O(1)).
+  BytesPerSecond domain_network_capacity(std::int32_t domain, CutDirection dir) const;
+  NetworkCut domain_network_cut(std::int32_t domain, CutDirection dir) const;
+  // The same by maximum flow on any topology, uncached (tests compare it with the closed form of
+  // generated clusters).
+  NetworkCut search_domain_network_cut(std::int32_t domain, CutDirection dir) const;
+
+  // Warnings about the file that do not stop it loading, each a full sentence starting with
+  // "FILE:LINE: key:" like an error; for now: a NIC faster than its GPU <-> NIC host link. The
+  // library never prints them; the command line prints each once on stderr.
+  const std::vector<std::string>& warnings() const;
 
   // All equal-cost paths from GPU a to GPU b. Computed from the structure (NIC, leaf, the
   // cached set of equal switch paths between two leaves), so it is cheap; thread-safe. For explicit
