@@ -63,32 +63,80 @@ struct Loopback {
   std::map<GpuId, detail::HostMemory> mem;
 };
 
+const Transfer* find_transfer(const std::vector<Transfer>& list, std::int64_t op) {
+  auto it = std::find_if(list.begin(), list.end(), [&](const Transfer& t) { return t.op == op; });
+  return it == list.end() ? nullptr : &*it;
+}
+
 // Runs every GPU's program in this process: operations in id order, a send's region copied into
-// the receiver's region. `corrupt` flips the first unpacked byte of that operation.
+// the receiver's region; a chain op chunk by chunk, each hop copying chunk k from its `from`'s
+// region (the root's send region, or what `from` received) into its `to`'s. `corrupt` flips the
+// first unpacked byte of that operation at its dst, before dst forwards it.
 Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1) {
   Loopback lb;
   const auto& inv = rp.scenario->inventory;
+  const Schedule& s = *rp.schedule;
   for (GpuId g : rp.gpus) {
     lb.progs[g] = build_program(rp, g);
     detail::allocate(lb.progs[g], lb.mem[g]);
     detail::fill_sources(lb.progs[g], inv, lb.mem[g]);
     detail::run_copies(lb.progs[g].local, lb.mem[g]);
   }
-  for (const Op& op : rp.schedule->ops) {
+  for (const Op& op : s.ops) {
     auto& sp = lb.progs[op.src];
-    auto& rp_ = lb.progs[op.dst];
-    auto st = std::find_if(sp.sends.begin(), sp.sends.end(), [&](const Transfer& t) { return t.op == op.id; });
-    auto rt = std::find_if(rp_.receives.begin(), rp_.receives.end(), [&](const Transfer& t) { return t.op == op.id; });
-    EXPECT_NE(st, sp.sends.end());
-    EXPECT_NE(rt, rp_.receives.end());
+    const Transfer* st = find_transfer(sp.sends, op.id);
+    EXPECT_NE(st, nullptr) << "op " << op.id;
+    if (!st) continue;
     detail::run_copies(st->copies, lb.mem[op.src]);
-    auto& from = lb.mem[op.src].regions[static_cast<std::size_t>(st->region)];
-    auto& to = lb.mem[op.dst].regions[static_cast<std::size_t>(rt->region)];
-    EXPECT_EQ(from.size(), to.size());
-    EXPECT_EQ(static_cast<std::int64_t>(to.size()), op.bytes.value) << "op " << op.id;
-    to = from;
-    if (op.id == corrupt && !rt->copies.empty()) to[static_cast<std::size_t>(rt->copies.front().src_offset)] ^= 0x5a;
-    detail::run_copies(rt->copies, lb.mem[op.dst]);
+    auto region = [&](GpuId g, const Transfer* t) -> std::vector<unsigned char>& {
+      return lb.mem[g].regions[static_cast<std::size_t>(t->region)];
+    };
+    auto flip = [&](GpuId g, const Transfer* t, std::int64_t lo, std::int64_t hi) {
+      if (op.id != corrupt || g != op.dst || t->copies.empty()) return;
+      const std::int64_t at = t->copies.front().src_offset;
+      if (at >= lo && at < hi) region(g, t)[static_cast<std::size_t>(at)] ^= 0x5a;
+    };
+    if (op.chain < 0) {
+      const Transfer* rt = find_transfer(lb.progs[op.dst].receives, op.id);
+      EXPECT_NE(rt, nullptr) << "op " << op.id;
+      if (!rt) continue;
+      auto& from = region(op.src, st);
+      auto& to = region(op.dst, rt);
+      EXPECT_EQ(from.size(), to.size());
+      EXPECT_EQ(static_cast<std::int64_t>(to.size()), op.bytes.value) << "op " << op.id;
+      to = from;
+      flip(op.dst, rt, 0, op.bytes.value);
+      detail::run_copies(rt->copies, lb.mem[op.dst]);
+      continue;
+    }
+    const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+    EXPECT_EQ(st->chain, op.chain);
+    EXPECT_EQ(st->peer, -1);
+    std::map<GpuId, const Transfer*> held{{op.src, st}};
+    for (const ChainHop& h : c.hops) {
+      const Transfer* rt = find_transfer(lb.progs[h.to].receives, op.id);
+      EXPECT_NE(rt, nullptr) << "op " << op.id << " GPU " << h.to;
+      if (!rt) return lb;
+      EXPECT_EQ(rt->peer, h.from);
+      EXPECT_EQ(static_cast<std::int64_t>(region(h.to, rt).size()), op.bytes.value) << "op " << op.id;
+      const auto& kids = held.at(h.from)->children;
+      EXPECT_NE(std::find(kids.begin(), kids.end(), h.to), kids.end()) << "op " << op.id;
+      held[h.to] = rt;
+    }
+    // Chunk-major, hops in order: chunk k reaches a GPU before that GPU forwards it.
+    const std::int64_t n = chain_chunks(op.bytes.value, c.chunk.value);
+    for (std::int64_t k = 0; k < n; ++k) {
+      const ChunkRange r = chain_chunk(op.bytes.value, c.chunk.value, k);
+      EXPECT_GT(r.bytes, 0);
+      EXPECT_LE(r.bytes, c.chunk.value);
+      for (const ChainHop& h : c.hops) {
+        const auto& from = region(h.from, held.at(h.from));
+        auto& to = region(h.to, held.at(h.to));
+        std::copy(from.begin() + r.begin, from.begin() + r.begin + r.bytes, to.begin() + r.begin);
+        flip(h.to, held.at(h.to), r.begin, r.begin + r.bytes);
+      }
+    }
+    for (const ChainHop& h : c.hops) detail::run_copies(held.at(h.to)->copies, lb.mem[h.to]);
   }
   return lb;
 }
@@ -195,9 +243,12 @@ TEST(MeasurementFile, RoundTripsAndComparesStepByStep) {
   const std::string path = scenario_path("small-moe-ep.yaml");
   const LoadedScenario sc = load_scenario(std::filesystem::path(path));
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
-  const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, StrategyParams{});
+  StrategyParams p;
+  p.strategy = "gather_broadcast";
+  const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
   const RunPlan rp = make_run_plan(sc, ts, s);
-  ASSERT_GE(rp.steps, 2);  // domain_chain: ingress, then forwards
+  ASSERT_GE(rp.steps, 2);  // gather_broadcast: gathers, then chain ops (broadcast rings) after them
+  ASSERT_FALSE(s.chains.empty());
   Measurement m;
   m.scenario_path = path;
   m.backend = "host";
@@ -210,7 +261,14 @@ TEST(MeasurementFile, RoundTripsAndComparesStepByStep) {
   m.bytes_verified = ts.bytes_needed.value;
   m.verified = true;
   const auto file = std::filesystem::temp_directory_path() / "reshard_test_exec_measurement.json";
-  std::ofstream(file) << to_json(m, rp).dump();
+  const nlohmann::json written = to_json(m, rp);
+  std::ofstream(file) << written.dump();
+  for (const auto& o : written["ops"])  // chain ops say which chain, how many hops, in which chunk
+    if (s.ops[o["id"].get<std::size_t>()].chain >= 0) {
+      EXPECT_EQ(o["chain"].get<int>(), s.ops[o["id"].get<std::size_t>()].chain);
+      EXPECT_GT(o["hops"].get<int>(), 0);
+      EXPECT_GT(o["chunk_bytes"].get<std::int64_t>(), 0);
+    }
   const Measurement back = load_measurement(file);
   EXPECT_EQ(back.schedule.ops.size(), s.ops.size());
   EXPECT_EQ(back.bytes_verified, ts.bytes_needed.value);
