@@ -1,5 +1,7 @@
 // The executor core without MPI or a GPU: the pattern, the row walk, programs run in one process
-// ("loopback": every GPU's program in host memory, operations in id order), verification, faults,
+// ("loopback": every GPU's program in host memory, operations in id order; chain ops chunk by
+// chunk, and in the nccl backend's waves), hand-made chain ops (a ring with a short last chunk, a
+// tree with fan-outs, a part smaller than a chunk, two ops on one chain), verification, faults,
 // refusal of a schedule built for another scenario, and the Measurement round trip through check.
 #include <gtest/gtest.h>
 
@@ -9,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "chain_fixtures.hpp"
 #include "host_memory.hpp"
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/scenario.hpp"
@@ -155,6 +158,262 @@ TEST(Loopback, EveryStrategyDeliversEveryByteOfEverySmallScenario) {
     EXPECT_EQ(bytes, ts.bytes_needed.value) << name << " " << strategy;
     EXPECT_EQ(destination, ts.bytes_needed.value) << name << " " << strategy;
   });
+}
+
+// Runs every GPU's program as the nccl backend orders it: step by step, each step in the waves of
+// step_waves, every transfer of a wave reading what its sender held before the wave (a group runs
+// its sends and receives together). Checks that a GPU only forwards chunks it already has, gets
+// each chunk once, and that every GPU of a chain ends up with all of them.
+Loopback run_waves(const RunPlan& rp) {
+  Loopback lb;
+  const auto& inv = rp.scenario->inventory;
+  const Schedule& s = *rp.schedule;
+  for (GpuId g : rp.gpus) {
+    lb.progs[g] = build_program(rp, g);
+    detail::allocate(lb.progs[g], lb.mem[g]);
+    detail::fill_sources(lb.progs[g], inv, lb.mem[g]);
+    detail::run_copies(lb.progs[g].local, lb.mem[g]);
+  }
+  auto region = [&](GpuId g, const Transfer* t) -> std::vector<unsigned char>& {
+    return lb.mem[g].regions[static_cast<std::size_t>(t->region)];
+  };
+  std::vector<std::vector<std::int64_t>> steps(static_cast<std::size_t>(rp.steps));
+  for (const Op& op : s.ops) steps[static_cast<std::size_t>(rp.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
+  for (const auto& ops : steps) {
+    const StepWaves sw = step_waves(s, ops);
+    // The region of each (op, GPU) and the chunks it holds.
+    std::map<std::pair<std::int64_t, GpuId>, const Transfer*> at;
+    std::map<std::pair<std::int64_t, GpuId>, std::vector<char>> holds;
+    for (auto id : ops) {
+      const Op& op = s.ops[static_cast<std::size_t>(id)];
+      const Transfer* st = find_transfer(lb.progs[op.src].sends, id);
+      EXPECT_NE(st, nullptr);
+      if (!st) return lb;
+      detail::run_copies(st->copies, lb.mem[op.src]);
+      at[{id, op.src}] = st;
+      if (op.chain < 0) {
+        at[{id, op.dst}] = find_transfer(lb.progs[op.dst].receives, id);
+        continue;
+      }
+      const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+      const auto n = static_cast<std::size_t>(chain_chunks(op.bytes.value, c.chunk.value));
+      holds[{id, op.src}].assign(n, 1);
+      for (const ChainHop& h : c.hops) {
+        at[{id, h.to}] = find_transfer(lb.progs[h.to].receives, id);
+        holds[{id, h.to}].assign(n, 0);
+      }
+    }
+    for (std::int64_t wave = 0; wave < sw.waves; ++wave) {
+      struct Move {
+        GpuId from, to;
+        std::int64_t op, chunk, begin, bytes;
+      };
+      std::vector<Move> moves;
+      std::size_t q = 0;
+      for (auto id : ops) {
+        const Op& op = s.ops[static_cast<std::size_t>(id)];
+        if (op.chain < 0) {
+          if (wave == 0) moves.push_back({op.src, op.dst, id, -1, 0, op.bytes.value});
+          continue;
+        }
+        const ChainWaves& cw = sw.chains[q++];
+        EXPECT_EQ(cw.op, id);
+        const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+        for (std::size_t h = 0; h < c.hops.size(); ++h) {
+          const std::int64_t k = cw.chunk_in(h, wave);
+          if (k < 0) continue;
+          const ChainHop& hop = c.hops[h];
+          const auto has = [&](GpuId g) { return holds[std::make_pair(id, g)][static_cast<std::size_t>(k)] != 0; };
+          EXPECT_TRUE(has(hop.from)) << "op " << id << " wave " << wave << ": GPU " << hop.from << " forwards chunk " << k
+                                     << " before it has it";
+          EXPECT_FALSE(has(hop.to)) << "op " << id << ": chunk " << k << " twice";
+          const ChunkRange r = chain_chunk(op.bytes.value, c.chunk.value, k);
+          moves.push_back({hop.from, hop.to, id, k, r.begin, r.bytes});
+        }
+      }
+      for (const Move& m : moves) {
+        const auto& from = region(m.from, at.at({m.op, m.from}));
+        auto& to = region(m.to, at.at({m.op, m.to}));
+        std::copy(from.begin() + m.begin, from.begin() + m.begin + m.bytes, to.begin() + m.begin);
+        if (m.chunk >= 0) holds[{m.op, m.to}][static_cast<std::size_t>(m.chunk)] = 1;
+      }
+    }
+    for (const auto& [key, h] : holds)
+      EXPECT_EQ(std::count(h.begin(), h.end(), 0), 0) << "op " << key.first << " GPU " << key.second << " misses chunks";
+    for (auto id : ops) {
+      const Op& op = s.ops[static_cast<std::size_t>(id)];
+      if (op.chain < 0) {
+        detail::run_copies(at.at({id, op.dst})->copies, lb.mem[op.dst]);
+        continue;
+      }
+      for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops)
+        detail::run_copies(at.at({id, h.to})->copies, lb.mem[h.to]);
+    }
+  }
+  return lb;
+}
+
+// Every destination byte of every GPU checks out, and they add up to the plan's bytes_needed.
+void expect_every_byte(Loopback& lb, const LoadedScenario& sc, const TransferSet& ts, const std::string& what) {
+  std::int64_t bytes = 0;
+  for (auto& [g, prog] : lb.progs) EXPECT_EQ(detail::check_destinations(prog, sc.inventory, lb.mem[g], 0, bytes), "") << what;
+  EXPECT_EQ(bytes, ts.bytes_needed.value) << what;
+}
+
+TEST(Loopback, EveryStrategyDeliversEveryByteInTheNcclBackendsWaves) {
+  reshard::test::for_each_small_run([](const std::string& name, const std::string& strategy, const LoadedScenario& sc,
+                                       const TransferSet& ts, const Schedule& s, const RunPlan& rp) {
+    Loopback lb = run_waves(rp);
+    expect_every_byte(lb, sc, ts, name + " " + strategy);
+    // A process computes the waves of the ops it takes part in: the same as the whole step's.
+    for (int world : {2, 3, 5}) {
+      std::vector<std::vector<std::int64_t>> steps(static_cast<std::size_t>(rp.steps));
+      for (const Op& op : s.ops) steps[static_cast<std::size_t>(rp.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
+      for (const auto& ops : steps) {
+        const StepWaves all = step_waves(s, ops);
+        std::map<std::int64_t, const ChainWaves*> by_op;
+        for (const auto& cw : all.chains) by_op[cw.op] = &cw;
+        for (int rank = 0; rank < world; ++rank) {
+          std::vector<std::int64_t> mine;
+          for (auto id : ops) {
+            const Op& op = s.ops[static_cast<std::size_t>(id)];
+            std::vector<GpuId> gpus{op.src, op.dst};
+            if (op.chain >= 0)
+              for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) gpus.push_back(h.to);
+            if (std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return rp.gpu_index(g) % world == rank; })) mine.push_back(id);
+          }
+          for (const auto& cw : step_waves(s, mine).chains) {
+            EXPECT_EQ(cw.offset, by_op.at(cw.op)->offset) << name << " " << strategy << " op " << cw.op;
+            EXPECT_EQ(cw.chunks, by_op.at(cw.op)->chunks);
+          }
+        }
+      }
+    }
+  });
+}
+
+// The hand-made chains: programs, loopback (chunk by chunk) and waves all deliver every byte.
+struct HandMade {
+  LoadedScenario sc;
+  TransferSet ts;
+  Schedule s;
+  RunPlan rp;
+  HandMade(int dp, std::vector<ChainHop> hops, std::int64_t chunk, std::int32_t parts = 1)
+      : sc(reshard::test::chain_scenario(dp)), ts(plan(sc.inventory, sc.source, sc.destination)) {
+    s = reshard::test::chain_schedule(sc, ts, std::move(hops), chunk, parts);
+    rp = make_run_plan(sc, ts, s);
+  }
+  HandMade(const HandMade&) = delete;
+};
+
+void expect_delivered(HandMade& h, const std::string& what) {
+  Loopback lb = run_loopback(h.rp);
+  expect_every_byte(lb, h.sc, h.ts, what + " (chunk by chunk)");
+  Loopback waves = run_waves(h.rp);
+  expect_every_byte(waves, h.sc, h.ts, what + " (waves)");
+}
+
+TEST(ExecChain, RingOfFourGpusWithAShortLastChunk) {
+  HandMade h(2, reshard::test::ring4(), 10007);
+  const std::int64_t bytes = h.s.ops[0].bytes.value;
+  ASSERT_NE(bytes % 10007, 0);                            // the last chunk is short
+  ASSERT_GT(chain_chunks(bytes, 10007), 2 * kChainSlots);  // more chunks than a hop keeps in flight
+  EXPECT_EQ(chain_chunk(bytes, 10007, chain_chunks(bytes, 10007) - 1).bytes, bytes % 10007);
+  EXPECT_EQ(h.rp.gpus, (std::vector<GpuId>{0, 1, 2, 3}));
+  // Roles: GPU 0 the root (a send to GPU 1), 1 and 2 inner (receive, forward), 3 a leaf; every GPU
+  // holds the whole part in one region.
+  const GpuProgram root = build_program(h.rp, 0);
+  ASSERT_EQ(root.sends.size(), 1u);
+  EXPECT_TRUE(root.receives.empty());
+  EXPECT_EQ(root.sends[0].peer, -1);
+  EXPECT_EQ(root.sends[0].children, std::vector<GpuId>{1});
+  EXPECT_EQ(root.sends[0].chunk, 10007);
+  for (GpuId g : {1, 2, 3}) {
+    const GpuProgram p = build_program(h.rp, g);
+    ASSERT_EQ(p.receives.size(), 1u) << g;
+    EXPECT_TRUE(p.sends.empty());
+    EXPECT_EQ(p.receives[0].peer, g - 1);
+    EXPECT_EQ(p.receives[0].children, g < 3 ? std::vector<GpuId>{g + 1} : std::vector<GpuId>{});
+    EXPECT_EQ(p.regions[static_cast<std::size_t>(p.receives[0].region)].bytes, bytes);
+    EXPECT_FALSE(p.receives[0].copies.empty());  // each keeps its TP half
+  }
+  expect_delivered(h, "ring");
+}
+
+TEST(ExecChain, TreeWithFanOuts) {
+  HandMade h(3, reshard::test::fan_out_tree6(), 64 << 10);
+  EXPECT_EQ(build_program(h.rp, 0).sends[0].children, (std::vector<GpuId>{1, 4}));
+  EXPECT_EQ(build_program(h.rp, 1).receives[0].children, (std::vector<GpuId>{2, 3}));
+  EXPECT_EQ(build_program(h.rp, 4).receives[0].children, std::vector<GpuId>{5});
+  EXPECT_EQ(build_program(h.rp, 5).receives[0].peer, 4);
+  // Depth 2: the last chunk reaches the leaves one wave after it left the root.
+  const StepWaves sw = step_waves(h.s, {0});
+  ASSERT_EQ(sw.chains.size(), 1u);
+  EXPECT_EQ(sw.chains[0].depth, (std::vector<std::int32_t>{1, 1, 2, 2, 2}));
+  EXPECT_EQ(sw.waves, sw.chains[0].chunks + 1);
+  expect_delivered(h, "tree");
+}
+
+TEST(ExecChain, PartSmallerThanOneChunk) {
+  HandMade h(2, reshard::test::ring4(), 64 << 20);
+  ASSERT_LT(h.s.ops[0].bytes.value, 64 << 20);
+  EXPECT_EQ(chain_chunks(h.s.ops[0].bytes.value, 64 << 20), 1);
+  EXPECT_EQ(chain_chunk(h.s.ops[0].bytes.value, 64 << 20, 0).bytes, h.s.ops[0].bytes.value);
+  EXPECT_EQ(step_waves(h.s, {0}).waves, 3);  // one chunk over three hops
+  expect_delivered(h, "one chunk");
+}
+
+TEST(ExecChain, TwoOpsOnOneChainRunInOrder) {
+  HandMade h(2, reshard::test::ring4(), 100003, 2);
+  // No `after` between them: the chain orders them. They share a step, op 1 after op 0.
+  EXPECT_TRUE(h.s.ops[1].after.empty());
+  EXPECT_EQ(h.rp.step_of, (std::vector<std::int32_t>{0, 0}));
+  EXPECT_EQ(h.rp.chain_prev, (std::vector<std::int64_t>{-1, 0}));
+  const StepWaves sw = step_waves(h.s, {0, 1});
+  ASSERT_EQ(sw.chains.size(), 2u);
+  EXPECT_EQ(sw.chains[1].offset, sw.chains[0].chunks);  // op 1 leaves the root after op 0's last chunk
+  EXPECT_EQ(sw.waves, sw.chains[0].chunks + sw.chains[1].chunks + 2);
+  // An op whose own dependencies are shallower than the previous op on its chain still runs in
+  // that op's step: op 2 waits for nothing, but follows op 1 (after op 0) on chain 0.
+  Schedule deps;
+  deps.chains.resize(1);
+  deps.ops.resize(3);
+  deps.ops[1].chain = deps.ops[2].chain = 0;
+  deps.ops[1].after = {0};
+  std::int32_t count = 0;
+  EXPECT_EQ(op_steps(deps, count), (std::vector<std::int32_t>{0, 1, 1}));
+  EXPECT_EQ(count, 2);
+  expect_delivered(h, "two ops");
+}
+
+TEST(ExecChain, CorruptedByteInAForwardedChunkIsNamedAtTheRightRankTensorAndOffset) {
+  HandMade h(2, reshard::test::ring4(), 10007);
+  Loopback lb = run_loopback(h.rp, 0);  // op 0 reaches GPU 3 (its dst) through GPUs 1 and 2
+  const GpuProgram& victim = lb.progs[3];
+  const CopyRun& first = victim.receives[0].copies.front();  // the byte flipped: the first one GPU 3 keeps
+  const Region& shard = victim.regions[static_cast<std::size_t>(first.dst)];
+  const auto es = dtype_size(h.sc.inventory.tensor(shard.tensor).dtype);
+  std::int64_t bytes = 0;
+  const std::string msg = detail::check_destinations(victim, h.sc.inventory, lb.mem[3], 3, bytes);
+  EXPECT_NE(msg.find("rank 3 (GPU 3): tensor '" + h.sc.inventory.tensor(shard.tensor).name + "' box " + to_string(shard.box)),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("wrong value at element offset " + std::to_string(first.dst_offset / es) + " "), std::string::npos) << msg;
+  for (GpuId g : {0, 1, 2}) EXPECT_EQ(detail::check_destinations(lb.progs[g], h.sc.inventory, lb.mem[g], g, bytes), "") << g;
+}
+
+TEST(RunPlan, ChainThroughAGpuOutsideTheTopologyIsRefused) {
+  const LoadedScenario sc = reshard::test::chain_scenario(2);
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  Schedule s = reshard::test::chain_schedule(sc, ts, {{0, 1}, {1, 2}, {2, 3}, {3, 16}}, 1 << 20);
+  s.ops[0].dst = 16;
+  try {
+    make_run_plan(sc, ts, s);
+    FAIL() << "accepted a chain through GPU 16 of a 16-GPU topology";
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("chain 0 hop 3: GPU 16 is not in the scenario's topology (16 GPUs)"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Loopback, ColocatedPiecesAreCopiedInPlace) {

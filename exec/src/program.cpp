@@ -5,6 +5,7 @@
 
 #include "pattern.hpp"
 #include "reshard/exec/executor.hpp"
+#include "reshard/model/chain.hpp"
 
 namespace reshard::exec {
 
@@ -302,6 +303,26 @@ GpuProgram build_program(const RunPlan& rp, GpuId gpu) {
     }
   }
   return prog;
+}
+
+StepWaves step_waves(const Schedule& s, const std::vector<std::int64_t>& ops) {
+  StepWaves out;
+  std::map<std::int32_t, std::int64_t> next_offset;  // per chain: the wave its next op starts in
+  for (auto id : ops) {
+    const Op& op = s.ops[static_cast<std::size_t>(id)];
+    if (op.chain < 0) continue;
+    const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+    ChainWaves cw;
+    cw.op = id;
+    cw.chunks = chain_chunks(op.bytes.value, c.chunk.value);
+    cw.offset = next_offset[op.chain];
+    next_offset[op.chain] = cw.offset + cw.chunks;
+    cw.depth = chain_depths(c, op.src, "operation " + std::to_string(id));
+    if (cw.chunks > 0)
+      out.waves = std::max(out.waves, cw.offset + cw.chunks + *std::max_element(cw.depth.begin(), cw.depth.end()) - 1);
+    out.chains.push_back(std::move(cw));
+  }
+  return out;
 }
 
 Fault parse_fault(const std::string& text) {

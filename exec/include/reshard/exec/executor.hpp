@@ -155,6 +155,34 @@ std::vector<std::int32_t> op_steps(const model::Schedule& s, std::int32_t& count
 RunPlan make_run_plan(const model::LoadedScenario& sc, const model::TransferSet& ts, const model::Schedule& s);
 GpuProgram build_program(const RunPlan& plan, model::GpuId gpu);
 
+// The waves of one step of the nccl backend: each wave is one grouped send/receive. Plain
+// operations move in wave 0. A chain op moves chunk c over hop h in wave offset + c + depth[h] - 1
+// (depth: hops from the root to the hop's `to`), so a GPU receives a chunk in one wave and forwards
+// it in the next, and no wave both receives and sends the same bytes of a GPU. The ops of one chain
+// follow each other: the next one's offset is the wave after the previous one's last chunk left the
+// root. `ops` are the step's operations (or the ones a process takes part in), ascending; the
+// waves of a chain op depend only on the ops of its chain, so every process computes the same.
+struct ChainWaves {
+  std::int64_t op = -1;
+  std::int64_t offset = 0;          // the wave chunk 0 leaves the root in
+  std::int64_t chunks = 0;
+  std::vector<std::int32_t> depth;  // per hop
+  // The chunk hop h moves in `wave`, or -1.
+  std::int64_t chunk_in(std::size_t hop, std::int64_t wave) const {
+    const std::int64_t c = wave - offset - (depth[hop] - 1);
+    return c >= 0 && c < chunks ? c : -1;
+  }
+  // The wave hop h's chunk c arrives in (chunk 0's wave when the op has no chunk).
+  std::int64_t wave_of(std::size_t hop, std::int64_t chunk) const {
+    return chunks == 0 ? 0 : offset + chunk + depth[hop] - 1;
+  }
+};
+struct StepWaves {
+  std::int64_t waves = 1;
+  std::vector<ChainWaves> chains;  // the chain ops among `ops`, in id order
+};
+StepWaves step_waves(const model::Schedule& s, const std::vector<std::int64_t>& ops);
+
 // ---- Faults (test-only injection) --------------------------------------------------------------
 
 struct Fault {
