@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "chain_fixtures.hpp"
 #include "host_memory.hpp"
 #include "reshard/exec/executor.hpp"
+#include "staging.hpp"
 #include "reshard/model/scenario.hpp"
 #include "small_runs.hpp"
 
@@ -413,6 +415,90 @@ TEST(RunPlan, ChainThroughAGpuOutsideTheTopologyIsRefused) {
   } catch (const ScheduleError& e) {
     EXPECT_NE(std::string(e.what()).find("chain 0 hop 3: GPU 16 is not in the scenario's topology (16 GPUs)"), std::string::npos)
         << e.what();
+  }
+}
+
+// Regions that share memory are never live together; without `ordered`, a fence lies between them.
+void expect_sound(const std::vector<detail::StagingRequest>& r, const detail::StagingPlan& plan, bool ordered) {
+  for (std::size_t a = 0; a < r.size(); ++a)
+    for (std::size_t b = 0; b < r.size(); ++b) {
+      if (a == b || r[a].bytes == 0 || r[b].bytes == 0) continue;
+      const std::int64_t a_end = plan.offset[a] + (r[a].bytes + 255) / 256 * 256;
+      if (plan.offset[a] >= plan.offset[b] + r[b].bytes || plan.offset[b] >= a_end) continue;  // apart in memory
+      ASSERT_TRUE(r[a].last < r[b].first || r[b].last < r[a].first) << "regions " << a << " and " << b << " live together";
+      if (ordered || r[b].last < r[a].first) continue;
+      const bool fenced = std::any_of(plan.fences.begin(), plan.fences.end(),
+                                      [&](std::int64_t f) { return r[a].last < f && f <= r[b].first; });
+      ASSERT_TRUE(fenced) << "region " << b << " reuses region " << a << "'s memory without a fence";
+    }
+  ASSERT_LE(plan.offset.size(), r.size());
+}
+
+TEST(ExecStaging, BumpLayoutAndNoFenceWhenTheRunFits) {
+  const std::vector<detail::StagingRequest> r{{1000, 0, 0}, {256, 0, 3}, {10, 1, 1}, {0, 2, 2}, {512, 2, 2}};
+  const auto plan = detail::plan_staging(r, 1 << 20, false);
+  EXPECT_EQ(plan.offset, (std::vector<std::int64_t>{0, 1024, 1280, 0, 1536}));
+  EXPECT_EQ(plan.bytes, 2048);
+  EXPECT_TRUE(plan.fences.empty());
+}
+
+TEST(ExecStaging, RegionsSharingMemoryAreNeverLiveTogether) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<detail::StagingRequest> r;
+    const int n = 1 + static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      const std::int64_t first = rng() % 20, last = first + rng() % 6;
+      r.push_back({static_cast<std::int64_t>(rng() % 5000), first, last});
+    }
+    std::int64_t total = 0;
+    for (const auto& q : r) total += (q.bytes + 255) / 256 * 256;
+    for (bool ordered : {false, true}) {
+      const auto plan = detail::plan_staging(r, total / 3, ordered);
+      expect_sound(r, plan, ordered);
+      if (ordered) {
+        EXPECT_TRUE(plan.fences.empty());
+      }
+      EXPECT_LE(plan.bytes, total);
+    }
+  }
+}
+
+TEST(ExecStaging, GatherBroadcastOnTheGpuCheckScenarioFitsOneGpu) {
+  // All 16 GPUs of gpu-check-qwen3-8b as virtual ranks on one 139 GiB GPU (the cuda backend; the
+  // nccl backend at world size 1): gather_broadcast's chain ops hold 172 GB of staging in all,
+  // never more than a few GB at a time. The cuda backend reuses it after fences, nccl in wave order.
+  const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path("gpu-check-qwen3-8b.yaml")));
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  for (const char* strategy : {"gather_broadcast", "nemo_rl_reshard"}) {
+    const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, parse_strategy(strategy));
+    const RunPlan rp = make_run_plan(sc, ts, s);
+    std::vector<GpuProgram> progs;
+    std::int64_t shards = 0;
+    for (GpuId g : rp.gpus) {
+      progs.push_back(build_program(rp, g));
+      for (const Region& r : progs.back().regions)
+        if (r.kind == Region::Kind::Source || r.kind == Region::Kind::Destination) shards += (r.bytes + 255) / 256 * 256;
+    }
+    const std::int64_t free = 139LL << 30, budget = free - shards - (free / 32 + (1LL << 30));
+    for (bool ordered : {false, true}) {
+      std::vector<std::vector<std::int64_t>> request_of;
+      const auto requests =
+          ordered ? detail::staging_requests_in_waves(rp, progs, request_of) : detail::staging_requests_by_op(progs, request_of);
+      std::int64_t total = 0;
+      for (const auto& q : requests) total += q.bytes;
+      const auto plan = detail::plan_staging(requests, budget, ordered);
+      EXPECT_LE(plan.bytes, budget) << strategy << (ordered ? " (nccl)" : " (cuda)") << " fences " << plan.fences.size() << " total " << total;
+      expect_sound(requests, plan, ordered);
+      if (std::string(strategy) == "gather_broadcast") {
+        EXPECT_GT(total, budget);  // it would not fit without reuse
+        if (!ordered) {
+          EXPECT_FALSE(plan.fences.empty());
+        }
+      } else if (!ordered) {
+        EXPECT_TRUE(plan.fences.empty());  // it fits as laid out before: no fence
+      }
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "host_memory.hpp"
 #include "kernels.hpp"
+#include "staging.hpp"
 #endif
 #if defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_MPI)
 #include <mpi.h>
@@ -76,6 +77,7 @@ struct DeviceRun {
   std::vector<GpuProgram> progs;
   std::vector<std::vector<std::int64_t>> offset;  // per program, per region: byte offset in the arena
   std::int64_t bytes = 0;
+  std::vector<std::int64_t> fences;  // positions (plan_staging) before which all earlier work must be done
   unsigned char* arena = nullptr;
   std::vector<DeviceShard> sources, destinations;
   std::vector<std::pair<std::size_t, std::int32_t>> destination_region;  // (program, region)
@@ -151,18 +153,34 @@ void add_work(std::vector<ShardWork>& work, std::int32_t shard, std::int64_t ele
 }
 
 // Lays out and uploads the programs of `gpus`; fills the sources and makes the local copies.
-void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, cudaStream_t stream) {
+// Shards first, then the staging regions (staging.hpp), placed by the order the backend enqueues
+// its work: `in_waves` for the nccl backend (one stream, waves in order), else op by op on many
+// streams (the cuda backend, which then needs the fences).
+void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, cudaStream_t stream, bool in_waves) {
   const Inventory& inv = plan.scenario->inventory;
   for (GpuId g : gpus) d.progs.push_back(build_program(plan, g));
   for (std::size_t p = 0; p < d.progs.size(); ++p) {
-    d.offset.emplace_back();
-    for (const Region& r : d.progs[p].regions) {
-      d.offset.back().push_back(d.bytes);
+    d.offset.emplace_back(d.progs[p].regions.size(), 0);
+    for (std::size_t i = 0; i < d.progs[p].regions.size(); ++i) {
+      const Region& r = d.progs[p].regions[i];
+      if (r.kind != Region::Kind::Source && r.kind != Region::Kind::Destination) continue;
+      d.offset[p][i] = d.bytes;
       d.bytes += (r.bytes + 255) / 256 * 256;
     }
   }
+  std::vector<std::vector<std::int64_t>> request_of;
+  const std::vector<StagingRequest> requests =
+      in_waves ? staging_requests_in_waves(plan, d.progs, request_of) : staging_requests_by_op(d.progs, request_of);
   std::size_t free_bytes = 0, total_bytes = 0;
   cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo", d.rank);
+  // Room for the copy and work lists, and NCCL's own buffers.
+  const auto reserve = static_cast<std::int64_t>(free_bytes / 32) + (std::int64_t{1} << 30);
+  const StagingPlan staging = plan_staging(requests, static_cast<std::int64_t>(free_bytes) - d.bytes - reserve, in_waves);
+  for (std::size_t p = 0; p < d.progs.size(); ++p)
+    for (std::size_t i = 0; i < d.progs[p].regions.size(); ++i)
+      if (const std::int64_t q = request_of[p][i]; q >= 0) d.offset[p][i] = d.bytes + staging.offset[static_cast<std::size_t>(q)];
+  d.bytes += staging.bytes;
+  d.fences = staging.fences;
   if (static_cast<std::size_t>(d.bytes) > free_bytes)
     throw ExecError("the run needs " + format(Bytes{d.bytes}) + " of GPU memory, " + format(Bytes{static_cast<std::int64_t>(free_bytes)}) +
                         " are free",
@@ -272,7 +290,7 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
   std::vector<cudaStream_t> streams(n_streams);
   for (auto& st : streams) cuda_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate", 0);
   DeviceRun d;
-  prepare(d, plan, plan.gpus, streams[0]);
+  prepare(d, plan, plan.gpus, streams[0], false);
   // The timeout covers the operations (not the allocation and the fill before them).
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s));
@@ -292,8 +310,20 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
   cudaEvent_t t0 = new_event(), all_done = new_event();
   cuda_check(cudaEventRecord(t0, streams[0]), "cudaEventRecord", 0);
   for (auto& st : streams) cuda_check(cudaStreamWaitEvent(st, t0, 0), "cudaStreamWaitEvent", 0);
+  std::size_t next_fence = 0;
   for (const Op& op : s.ops) {
     const auto i = static_cast<std::size_t>(op.id);
+    if (next_fence < d.fences.size() && d.fences[next_fence] == op.id) {
+      // Staging memory of earlier ops is reused from here: every stream waits for all earlier work.
+      ++next_fence;
+      std::vector<cudaEvent_t> now(n_streams);
+      for (std::size_t k = 0; k < n_streams; ++k) {
+        now[k] = new_event();
+        cuda_check(cudaEventRecord(now[k], streams[k]), "cudaEventRecord", 0);
+      }
+      for (auto& st : streams)
+        for (cudaEvent_t e : now) cuda_check(cudaStreamWaitEvent(st, e, 0), "cudaStreamWaitEvent", 0);
+    }
     cudaStream_t st = stream_of(op.src);
     for (auto a : op.after)
       for (cudaEvent_t e : done[static_cast<std::size_t>(a)]) cuda_check(cudaStreamWaitEvent(st, e, 0), "cudaStreamWaitEvent", 0);
@@ -423,7 +453,7 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
 
   DeviceRun d;
   d.rank = w.rank;
-  prepare(d, plan, gpus_of_process(plan, w.rank, w.world), stream);
+  prepare(d, plan, gpus_of_process(plan, w.rank, w.world), stream, true);
   // My sends and receives per step, in op id order.
   std::vector<std::vector<std::int64_t>> step_ops(static_cast<std::size_t>(plan.steps));
   for (const Op& op : s.ops)
@@ -451,6 +481,8 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
     // Waves (step_waves): one grouped send/receive each; a chain op's chunk c crosses a hop of
     // depth d in wave offset + c + d - 1. Every process of a chain computes the same waves and
     // issues its sends and receives in (op, hop) order in each, so NCCL matches them pair by pair.
+    // A send is packed just before its first wave, a receive unpacked just after its last chunk's
+    // (the waves staging_requests_in_waves lays the staging memory out by).
     const StepWaves sw = step_waves(s, step_ops[k]);
     const std::int64_t waves = sw.waves;
     struct ChainHere {
@@ -458,33 +490,43 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
       std::int64_t flip_at = -1;             // corrupt:OP: byte of dst's region, dst local
     };
     std::vector<ChainHere> local(sw.chains.size());
+    std::map<std::int64_t, const ChainWaves*> waves_of;
+    for (const ChainWaves& cw : sw.chains) waves_of[cw.op] = &cw;
     std::map<std::int64_t, cudaEvent_t> before, after;  // waves whose start or end times an op
     auto mark = [&](std::map<std::int64_t, cudaEvent_t>& at, std::int64_t wave) {
       auto& e = at[wave];
       if (!e) e = new_event();
       return e;
     };
+    std::map<std::int64_t, std::vector<const DeviceRun::Local*>> pack_in, unpack_after;  // per wave
     for (auto op : step_ops[k]) {
       const Op& o = s.ops[static_cast<std::size_t>(op)];
-      if (o.chain >= 0) continue;
-      if (d.send_of.count(op)) op_start[static_cast<std::size_t>(op)] = mark(before, 0);
-      if (d.receive_of.count(op)) op_end[static_cast<std::size_t>(op)].push_back(mark(after, 0));
+      const auto cw = waves_of.find(op);
+      const Chain* chain = o.chain >= 0 ? &s.chains[static_cast<std::size_t>(o.chain)] : nullptr;
+      const std::int64_t last_chunk = cw == waves_of.end() ? 0 : std::max<std::int64_t>(cw->second->chunks - 1, 0);
+      if (auto it = d.send_of.find(op); it != d.send_of.end()) {
+        const std::int64_t wave = chain ? cw->second->wave_of(0, 0) : 0;
+        pack_in[wave].push_back(&it->second);
+        op_start[static_cast<std::size_t>(op)] = mark(before, wave);
+      }
+      if (auto it = d.receive_of.find(op); it != d.receive_of.end())
+        for (const auto& l : it->second) {
+          std::int64_t wave = 0;
+          if (chain)
+            for (std::size_t h = 0; h < chain->hops.size(); ++h)
+              if (chain->hops[h].to == d.gpu_of(l)) wave = cw->second->wave_of(h, last_chunk);
+          unpack_after[wave].push_back(&l);
+          op_end[static_cast<std::size_t>(op)].push_back(mark(after, wave));
+        }
     }
     for (std::size_t q = 0; q < sw.chains.size(); ++q) {
       const ChainWaves& cw = sw.chains[q];
       const Op& o = s.ops[static_cast<std::size_t>(cw.op)];
-      const Chain& chain = s.chains[static_cast<std::size_t>(o.chain)];
       local[q].region = d.regions_of(cw.op);
-      if (d.send_of.count(cw.op)) op_start[static_cast<std::size_t>(cw.op)] = mark(before, cw.wave_of(0, 0));
-      for (std::size_t h = 0; h < chain.hops.size(); ++h)
-        if (is_local(chain.hops[h].to))
-          op_end[static_cast<std::size_t>(cw.op)].push_back(mark(after, cw.wave_of(h, std::max<std::int64_t>(cw.chunks - 1, 0))));
       if (has_fault(options, Fault::Kind::Corrupt, cw.op) && o.bytes.value > 0)
         for (const auto& l : d.receive_of.at(cw.op))
           if (d.gpu_of(l) == o.dst) local[q].flip_at = l.t->copies.empty() ? 0 : l.t->copies.front().src_offset;
     }
-    for (auto op : step_ops[k])
-      if (auto it = d.send_of.find(op); it != d.send_of.end()) run_range(d, it->second.copies, stream);
     // The processes this one receives from in this step, for the timeout's message.
     std::vector<int> peers;
     for (auto op : step_ops[k])
@@ -509,6 +551,8 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
     constexpr std::int64_t kCheckpoint = 128;
     std::vector<std::pair<cudaEvent_t, std::int64_t>> checkpoints;  // (event, waves before it)
     for (std::int64_t wave = 0; wave < waves; ++wave) {
+      if (auto it = pack_in.find(wave); it != pack_in.end())
+        for (const auto* l : it->second) run_range(d, l->copies, stream);
       if (auto it = before.find(wave); it != before.end()) cuda_check(cudaEventRecord(it->second, stream), "cudaEventRecord", w.rank);
       bool grouped = false;
       auto group = [&] {
@@ -560,6 +604,7 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
         }
       }
       if (grouped) nccl_check(ncclGroupEnd(), "ncclGroupEnd", w.rank);
+      if (auto it = after.find(wave); it != after.end()) cuda_check(cudaEventRecord(it->second, stream), "cudaEventRecord", w.rank);
       // corrupt:OP on a chain: flipped at dst in the wave its chunk arrives, before dst forwards it.
       for (std::size_t q = 0; q < sw.chains.size(); ++q) {
         if (local[q].flip_at < 0) continue;
@@ -570,7 +615,13 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
           if (chain.hops[h].to == o.dst && wave == cw.wave_of(h, local[q].flip_at / chain.chunk.value))
             launch_flip(d.arena, local[q].region.at(o.dst) + local[q].flip_at, stream);
       }
-      if (auto it = after.find(wave); it != after.end()) cuda_check(cudaEventRecord(it->second, stream), "cudaEventRecord", w.rank);
+      if (auto it = unpack_after.find(wave); it != unpack_after.end())
+        for (const auto* l : it->second) {
+          if (s.ops[static_cast<std::size_t>(l->t->op)].chain < 0 && has_fault(options, Fault::Kind::Corrupt, l->t->op) &&
+              d.bytes_of(*l) > 0)  // corrupt:OP on a plain op: flipped before the unpack
+            launch_flip(d.arena, d.offset_of(*l) + (l->t->copies.empty() ? 0 : l->t->copies.front().src_offset), stream);
+          run_range(d, l->copies, stream);
+        }
       if ((wave + 1) % kCheckpoint == 0 && wave + 1 < waves) {
         checkpoints.emplace_back(new_event(), wave + 1);
         cuda_check(cudaEventRecord(checkpoints.back().first, stream), "cudaEventRecord", w.rank);
@@ -580,16 +631,9 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
         }
       }
     }
+    // Wait per step so a peer that never answers is named by the step it left unfinished.
     cudaEvent_t step_end = new_event();
     cuda_check(cudaEventRecord(step_end, stream), "cudaEventRecord", w.rank);
-    for (auto op : step_ops[k])
-      if (auto it = d.receive_of.find(op); it != d.receive_of.end())
-        for (const auto& l : it->second) {
-          if (s.ops[static_cast<std::size_t>(op)].chain < 0 && has_fault(options, Fault::Kind::Corrupt, op) && d.bytes_of(l) > 0)
-            launch_flip(d.arena, d.offset_of(l) + (l.t->copies.empty() ? 0 : l.t->copies.front().src_offset), stream);
-          run_range(d, l.copies, stream);
-        }
-    // Wait per step so a peer that never answers is named by the step it left unfinished.
     wait_or_abort(step_end, "");
   }
   cuda_check(cudaEventRecord(all_done, stream), "cudaEventRecord", w.rank);
