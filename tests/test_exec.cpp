@@ -63,9 +63,51 @@ TEST(RowWalk, HandWorkedBox) {
   EXPECT_EQ(rows[1][1], 19);
 }
 
+// Every GPU's program in this process. Shards live in `mem`; staging regions in `mem` too, or
+// (Staging::ByOp, Staging::InWaves) in one arena shared by every GPU, laid out as the cuda or the
+// nccl backend lays out its device arena (staging.hpp) with a budget so small that every region
+// reuses memory as soon as the plan lets it: a region reused too early corrupts what is run.
 struct Loopback {
+  enum class Staging { Own, ByOp, InWaves };
   std::map<GpuId, GpuProgram> progs;
   std::map<GpuId, detail::HostMemory> mem;
+  std::vector<unsigned char> arena;
+  std::map<GpuId, std::vector<unsigned char*>> at;  // per region: where its bytes are
+  detail::StagingPlan plan;
+
+  Loopback(const RunPlan& rp, Staging staging) {
+    const auto& inv = rp.scenario->inventory;
+    std::vector<GpuProgram> list;
+    for (GpuId g : rp.gpus) list.push_back(build_program(rp, g));
+    std::vector<std::vector<std::int64_t>> request_of;
+    if (staging != Staging::Own) {
+      const auto requests = staging == Staging::ByOp ? detail::staging_requests_by_op(list, request_of)
+                                                     : detail::staging_requests_in_waves(rp, list, request_of);
+      plan = detail::plan_staging(requests, 0, staging == Staging::InWaves);
+      arena.assign(static_cast<std::size_t>(plan.bytes), 0);
+    }
+    for (std::size_t p = 0; p < list.size(); ++p) {
+      const GpuId g = list[p].gpu;
+      progs[g] = list[p];
+      detail::allocate(progs[g], mem[g], staging == Staging::Own);
+      auto& where = at[g];
+      for (std::size_t i = 0; i < progs[g].regions.size(); ++i)
+        where.push_back(staging != Staging::Own && request_of[p][i] >= 0
+                            ? arena.data() + plan.offset[static_cast<std::size_t>(request_of[p][i])]
+                            : mem[g].regions[i].data());
+      detail::fill_sources(progs[g], inv, mem[g]);
+      copy(g, progs[g].local);
+    }
+  }
+  Loopback(const Loopback&) = delete;
+  Loopback(Loopback&&) = default;
+  void copy(GpuId g, const std::vector<CopyRun>& runs) {
+    for (const CopyRun& c : runs)
+      std::memcpy(at[g][static_cast<std::size_t>(c.dst)] + c.dst_offset, at[g][static_cast<std::size_t>(c.src)] + c.src_offset,
+                  static_cast<std::size_t>(c.bytes));
+  }
+  unsigned char* region(GpuId g, const Transfer* t) { return at[g][static_cast<std::size_t>(t->region)]; }
+  std::int64_t bytes(GpuId g, const Transfer* t) { return progs[g].regions[static_cast<std::size_t>(t->region)].bytes; }
 };
 
 const Transfer* find_transfer(const std::vector<Transfer>& list, std::int64_t op) {
@@ -73,45 +115,33 @@ const Transfer* find_transfer(const std::vector<Transfer>& list, std::int64_t op
   return it == list.end() ? nullptr : &*it;
 }
 
-// Runs every GPU's program in this process: operations in id order, a send's region copied into
-// the receiver's region; a chain op chunk by chunk, each hop copying chunk k from its `from`'s
-// region (the root's send region, or what `from` received) into its `to`'s. `corrupt` flips the
-// first unpacked byte of that operation at its dst, before dst forwards it.
-Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1) {
-  Loopback lb;
-  const auto& inv = rp.scenario->inventory;
+// Runs every GPU's program in this process as the cuda backend orders it: operations in id order,
+// a send's region copied into the receiver's region; a chain op chunk by chunk, each hop copying
+// chunk k from its `from`'s region (the root's send region, or what `from` received) into its
+// `to`'s. `corrupt` flips the first unpacked byte of that operation at its dst, before dst
+// forwards it.
+Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1, Loopback::Staging staging = Loopback::Staging::Own) {
+  Loopback lb(rp, staging);
   const Schedule& s = *rp.schedule;
-  for (GpuId g : rp.gpus) {
-    lb.progs[g] = build_program(rp, g);
-    detail::allocate(lb.progs[g], lb.mem[g]);
-    detail::fill_sources(lb.progs[g], inv, lb.mem[g]);
-    detail::run_copies(lb.progs[g].local, lb.mem[g]);
-  }
   for (const Op& op : s.ops) {
-    auto& sp = lb.progs[op.src];
-    const Transfer* st = find_transfer(sp.sends, op.id);
+    const Transfer* st = find_transfer(lb.progs[op.src].sends, op.id);
     EXPECT_NE(st, nullptr) << "op " << op.id;
     if (!st) continue;
-    detail::run_copies(st->copies, lb.mem[op.src]);
-    auto region = [&](GpuId g, const Transfer* t) -> std::vector<unsigned char>& {
-      return lb.mem[g].regions[static_cast<std::size_t>(t->region)];
-    };
+    lb.copy(op.src, st->copies);
     auto flip = [&](GpuId g, const Transfer* t, std::int64_t lo, std::int64_t hi) {
       if (op.id != corrupt || g != op.dst || t->copies.empty()) return;
       const std::int64_t at = t->copies.front().src_offset;
-      if (at >= lo && at < hi) region(g, t)[static_cast<std::size_t>(at)] ^= 0x5a;
+      if (at >= lo && at < hi) lb.region(g, t)[at] ^= 0x5a;
     };
     if (op.chain < 0) {
       const Transfer* rt = find_transfer(lb.progs[op.dst].receives, op.id);
       EXPECT_NE(rt, nullptr) << "op " << op.id;
       if (!rt) continue;
-      auto& from = region(op.src, st);
-      auto& to = region(op.dst, rt);
-      EXPECT_EQ(from.size(), to.size());
-      EXPECT_EQ(static_cast<std::int64_t>(to.size()), op.bytes.value) << "op " << op.id;
-      to = from;
+      EXPECT_EQ(lb.bytes(op.src, st), lb.bytes(op.dst, rt));
+      EXPECT_EQ(lb.bytes(op.dst, rt), op.bytes.value) << "op " << op.id;
+      std::memmove(lb.region(op.dst, rt), lb.region(op.src, st), static_cast<std::size_t>(op.bytes.value));
       flip(op.dst, rt, 0, op.bytes.value);
-      detail::run_copies(rt->copies, lb.mem[op.dst]);
+      lb.copy(op.dst, rt->copies);
       continue;
     }
     const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
@@ -123,7 +153,7 @@ Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1) {
       EXPECT_NE(rt, nullptr) << "op " << op.id << " GPU " << h.to;
       if (!rt) return lb;
       EXPECT_EQ(rt->peer, h.from);
-      EXPECT_EQ(static_cast<std::int64_t>(region(h.to, rt).size()), op.bytes.value) << "op " << op.id;
+      EXPECT_EQ(lb.bytes(h.to, rt), op.bytes.value) << "op " << op.id;
       const auto& kids = held.at(h.from)->children;
       EXPECT_NE(std::find(kids.begin(), kids.end(), h.to), kids.end()) << "op " << op.id;
       held[h.to] = rt;
@@ -135,13 +165,12 @@ Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1) {
       EXPECT_GT(r.bytes, 0);
       EXPECT_LE(r.bytes, c.chunk.value);
       for (const ChainHop& h : c.hops) {
-        const auto& from = region(h.from, held.at(h.from));
-        auto& to = region(h.to, held.at(h.to));
-        std::copy(from.begin() + r.begin, from.begin() + r.begin + r.bytes, to.begin() + r.begin);
+        std::memcpy(lb.region(h.to, held.at(h.to)) + r.begin, lb.region(h.from, held.at(h.from)) + r.begin,
+                    static_cast<std::size_t>(r.bytes));
         flip(h.to, held.at(h.to), r.begin, r.begin + r.bytes);
       }
     }
-    for (const ChainHop& h : c.hops) detail::run_copies(held.at(h.to)->copies, lb.mem[h.to]);
+    for (const ChainHop& h : c.hops) lb.copy(h.to, held.at(h.to)->copies);
   }
   return lb;
 }
@@ -149,6 +178,13 @@ Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1) {
 TEST(Loopback, EveryStrategyDeliversEveryByteOfEverySmallScenario) {
   reshard::test::for_each_small_run([](const std::string& name, const std::string& strategy, const LoadedScenario& sc,
                                        const TransferSet& ts, const Schedule&, const RunPlan& rp) {
+    {  // staging memory reused as the cuda backend plans it (fences between ops), as tightly as it lets it
+      Loopback tight = run_loopback(rp, -1, Loopback::Staging::ByOp);
+      std::int64_t bytes = 0;
+      for (auto& [g, prog] : tight.progs)
+        EXPECT_EQ(detail::check_destinations(prog, sc.inventory, tight.mem[g], 0, bytes), "") << name << " " << strategy << " (reused)";
+      EXPECT_EQ(bytes, ts.bytes_needed.value) << name << " " << strategy;
+    }
     Loopback lb = run_loopback(rp);
     std::int64_t bytes = 0, destination = 0;
     for (auto& [g, prog] : lb.progs) {
@@ -163,55 +199,55 @@ TEST(Loopback, EveryStrategyDeliversEveryByteOfEverySmallScenario) {
 }
 
 // Runs every GPU's program as the nccl backend orders it: step by step, each step in the waves of
-// step_waves, every transfer of a wave reading what its sender held before the wave (a group runs
-// its sends and receives together). Checks that a GPU only forwards chunks it already has, gets
-// each chunk once, and that every GPU of a chain ends up with all of them.
-Loopback run_waves(const RunPlan& rp) {
-  Loopback lb;
-  const auto& inv = rp.scenario->inventory;
+// step_waves, a send packed just before its first wave, a receive unpacked just after its last
+// chunk's, every transfer of a wave reading what its sender held before the wave (a group runs its
+// sends and receives together). Checks that a GPU only forwards chunks it already has, gets each
+// chunk once, and that every GPU of a chain ends up with all of them.
+Loopback run_waves(const RunPlan& rp, Loopback::Staging staging = Loopback::Staging::Own) {
+  Loopback lb(rp, staging);
   const Schedule& s = *rp.schedule;
-  for (GpuId g : rp.gpus) {
-    lb.progs[g] = build_program(rp, g);
-    detail::allocate(lb.progs[g], lb.mem[g]);
-    detail::fill_sources(lb.progs[g], inv, lb.mem[g]);
-    detail::run_copies(lb.progs[g].local, lb.mem[g]);
-  }
-  auto region = [&](GpuId g, const Transfer* t) -> std::vector<unsigned char>& {
-    return lb.mem[g].regions[static_cast<std::size_t>(t->region)];
-  };
   std::vector<std::vector<std::int64_t>> steps(static_cast<std::size_t>(rp.steps));
   for (const Op& op : s.ops) steps[static_cast<std::size_t>(rp.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
   for (const auto& ops : steps) {
     const StepWaves sw = step_waves(s, ops);
-    // The region of each (op, GPU) and the chunks it holds.
+    // The transfer of each (op, GPU), the chunks it holds, the waves it packs before and unpacks after.
     std::map<std::pair<std::int64_t, GpuId>, const Transfer*> at;
     std::map<std::pair<std::int64_t, GpuId>, std::vector<char>> holds;
+    std::map<std::int64_t, std::vector<std::pair<GpuId, const Transfer*>>> pack_in, unpack_after;
+    std::size_t q = 0;
     for (auto id : ops) {
       const Op& op = s.ops[static_cast<std::size_t>(id)];
       const Transfer* st = find_transfer(lb.progs[op.src].sends, id);
       EXPECT_NE(st, nullptr);
       if (!st) return lb;
-      detail::run_copies(st->copies, lb.mem[op.src]);
       at[{id, op.src}] = st;
       if (op.chain < 0) {
         at[{id, op.dst}] = find_transfer(lb.progs[op.dst].receives, id);
+        pack_in[0].emplace_back(op.src, st);
+        unpack_after[0].emplace_back(op.dst, at[{id, op.dst}]);
         continue;
       }
+      const ChainWaves& cw = sw.chains[q++];
+      EXPECT_EQ(cw.op, id);
+      pack_in[cw.wave_of(0, 0)].emplace_back(op.src, st);
       const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
       const auto n = static_cast<std::size_t>(chain_chunks(op.bytes.value, c.chunk.value));
       holds[{id, op.src}].assign(n, 1);
-      for (const ChainHop& h : c.hops) {
-        at[{id, h.to}] = find_transfer(lb.progs[h.to].receives, id);
-        holds[{id, h.to}].assign(n, 0);
+      for (std::size_t h = 0; h < c.hops.size(); ++h) {
+        const GpuId to = c.hops[h].to;
+        at[{id, to}] = find_transfer(lb.progs[to].receives, id);
+        holds[{id, to}].assign(n, 0);
+        unpack_after[cw.wave_of(h, std::max<std::int64_t>(cw.chunks - 1, 0))].emplace_back(to, at[{id, to}]);
       }
     }
     for (std::int64_t wave = 0; wave < sw.waves; ++wave) {
+      for (const auto& [g, t] : pack_in[wave]) lb.copy(g, t->copies);
       struct Move {
         GpuId from, to;
         std::int64_t op, chunk, begin, bytes;
       };
       std::vector<Move> moves;
-      std::size_t q = 0;
+      q = 0;
       for (auto id : ops) {
         const Op& op = s.ops[static_cast<std::size_t>(id)];
         if (op.chain < 0) {
@@ -219,7 +255,6 @@ Loopback run_waves(const RunPlan& rp) {
           continue;
         }
         const ChainWaves& cw = sw.chains[q++];
-        EXPECT_EQ(cw.op, id);
         const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
         for (std::size_t h = 0; h < c.hops.size(); ++h) {
           const std::int64_t k = cw.chunk_in(h, wave);
@@ -233,24 +268,21 @@ Loopback run_waves(const RunPlan& rp) {
           moves.push_back({hop.from, hop.to, id, k, r.begin, r.bytes});
         }
       }
+      // A group's transfers run together: read everything first, then write.
+      std::vector<std::vector<unsigned char>> read;
       for (const Move& m : moves) {
-        const auto& from = region(m.from, at.at({m.op, m.from}));
-        auto& to = region(m.to, at.at({m.op, m.to}));
-        std::copy(from.begin() + m.begin, from.begin() + m.begin + m.bytes, to.begin() + m.begin);
+        const unsigned char* from = lb.region(m.from, at.at({m.op, m.from})) + m.begin;
+        read.emplace_back(from, from + m.bytes);
+      }
+      for (std::size_t i = 0; i < moves.size(); ++i) {
+        const Move& m = moves[i];
+        std::copy(read[i].begin(), read[i].end(), lb.region(m.to, at.at({m.op, m.to})) + m.begin);
         if (m.chunk >= 0) holds[{m.op, m.to}][static_cast<std::size_t>(m.chunk)] = 1;
       }
+      for (const auto& [g, t] : unpack_after[wave]) lb.copy(g, t->copies);
     }
     for (const auto& [key, h] : holds)
       EXPECT_EQ(std::count(h.begin(), h.end(), 0), 0) << "op " << key.first << " GPU " << key.second << " misses chunks";
-    for (auto id : ops) {
-      const Op& op = s.ops[static_cast<std::size_t>(id)];
-      if (op.chain < 0) {
-        detail::run_copies(at.at({id, op.dst})->copies, lb.mem[op.dst]);
-        continue;
-      }
-      for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops)
-        detail::run_copies(at.at({id, h.to})->copies, lb.mem[h.to]);
-    }
   }
   return lb;
 }
@@ -267,6 +299,9 @@ TEST(Loopback, EveryStrategyDeliversEveryByteInTheNcclBackendsWaves) {
                                        const TransferSet& ts, const Schedule& s, const RunPlan& rp) {
     Loopback lb = run_waves(rp);
     expect_every_byte(lb, sc, ts, name + " " + strategy);
+    // Staging memory reused as the nccl backend plans it, as tightly as the plan lets it.
+    Loopback tight = run_waves(rp, Loopback::Staging::InWaves);
+    expect_every_byte(tight, sc, ts, name + " " + strategy + " (staging reused in waves)");
     // A process computes the waves of the ops it takes part in: the same as the whole step's.
     for (int world : {2, 3, 5}) {
       std::vector<std::vector<std::int64_t>> steps(static_cast<std::size_t>(rp.steps));
@@ -309,10 +344,14 @@ struct HandMade {
 };
 
 void expect_delivered(HandMade& h, const std::string& what) {
-  Loopback lb = run_loopback(h.rp);
-  expect_every_byte(lb, h.sc, h.ts, what + " (chunk by chunk)");
-  Loopback waves = run_waves(h.rp);
-  expect_every_byte(waves, h.sc, h.ts, what + " (waves)");
+  for (auto staging : {Loopback::Staging::Own, Loopback::Staging::ByOp}) {
+    Loopback lb = run_loopback(h.rp, -1, staging);
+    expect_every_byte(lb, h.sc, h.ts, what + " (chunk by chunk)");
+  }
+  for (auto staging : {Loopback::Staging::Own, Loopback::Staging::InWaves}) {
+    Loopback waves = run_waves(h.rp, staging);
+    expect_every_byte(waves, h.sc, h.ts, what + " (waves)");
+  }
 }
 
 TEST(ExecChain, RingOfFourGpusWithAShortLastChunk) {
@@ -375,6 +414,22 @@ TEST(ExecChain, TwoOpsOnOneChainRunInOrder) {
   ASSERT_EQ(sw.chains.size(), 2u);
   EXPECT_EQ(sw.chains[1].offset, sw.chains[0].chunks);  // op 1 leaves the root after op 0's last chunk
   EXPECT_EQ(sw.waves, sw.chains[0].chunks + sw.chains[1].chunks + 2);
+  // The nccl backend's staging spans (in waves): a root from its first chunk's wave to its last's,
+  // a receiver from its first chunk's arrival to its last's, one wave more where it forwards.
+  {
+    const std::int64_t n0 = sw.chains[0].chunks, n1 = sw.chains[1].chunks;
+    std::vector<GpuProgram> progs;
+    for (GpuId g : h.rp.gpus) progs.push_back(build_program(h.rp, g));
+    std::vector<std::vector<std::int64_t>> request_of;
+    const auto r = detail::staging_requests_in_waves(h.rp, progs, request_of);
+    std::vector<std::pair<std::int64_t, std::int64_t>> spans;
+    for (const auto& q : r) spans.emplace_back(q.first, q.last);
+    using P = std::pair<std::int64_t, std::int64_t>;
+    EXPECT_EQ(spans, (std::vector<P>{{0, n0 - 1}, {n0, n0 + n1 - 1},          // GPU 0, the root
+                                     {0, n0}, {n0, n0 + n1},                  // GPU 1
+                                     {1, n0 + 1}, {n0 + 1, n0 + n1 + 1},      // GPU 2
+                                     {2, n0 + 1}, {n0 + 2, n0 + n1 + 1}}));   // GPU 3, a leaf
+  }
   // An op whose own dependencies are shallower than the previous op on its chain still runs in
   // that op's step: op 2 waits for nothing, but follows op 1 (after op 0) on chain 0.
   Schedule deps;
