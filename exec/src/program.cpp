@@ -117,7 +117,6 @@ RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Sch
       throw ScheduleError(where + ": GPU " + std::to_string(g) + " is not in the scenario's topology (" +
                           std::to_string(sc.topology.gpu_count()) +
                           " GPUs); a schedule that does not match its scenario is refused");
-    gpus.insert(g);
   };
   for (std::size_t c = 0; c < s.chains.size(); ++c) {
     const Chain& chain = s.chains[c];
@@ -131,13 +130,18 @@ RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Sch
     const Op& op = s.ops[i];
     const std::string where = who + ": operation " + std::to_string(op.id);
     if (op.id != static_cast<std::int64_t>(i)) throw ScheduleError(where + ": ids must be dense and ascending");
-    for (GpuId g : {op.src, op.dst}) in_topology(g, where);
+    for (GpuId g : {op.src, op.dst}) {
+      in_topology(g, where);
+      gpus.insert(g);
+    }
     if (op.buffer < 0 || op.buffer >= static_cast<std::int32_t>(s.buffers.size()) || op.parts < 1 || op.part < 0 ||
         op.part >= op.parts)
       throw ScheduleError(where + ": buffer or part out of range");
     if (op.chain < -1 || op.chain >= static_cast<std::int32_t>(s.chains.size()))
       throw ScheduleError(where + ": chain " + std::to_string(op.chain) + " out of range (" +
                           std::to_string(s.chains.size()) + " chains)");
+    if (op.chain >= 0)  // every GPU the chain passes through runs the op
+      for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) gpus.insert(h.to);
   }
   rp.gpus.assign(gpus.begin(), gpus.end());
   validate(s, ts, sc.inventory, sc.source, sc.destination);
