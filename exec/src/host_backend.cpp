@@ -61,26 +61,40 @@ RunResult run_host(const RunPlan& plan, const ExecOptions& options) {
   }
   // The operations' messages travel on their own communicator: no tag of theirs can meet the
   // messages of the finish (mpi_common.cpp). A message is one plain operation, or one chunk on one
-  // hop of a chain op; messages are numbered in (operation, hop, chunk) order and the number,
-  // modulo MPI_TAG_UB + 1 (at least 32768, 2^31 with OpenMPI's ob1), is the tag.
+  // hop of a chain op. MPI matches a message by its source and tag, so tags need only tell apart
+  // the messages between one pair of processes: those are numbered in (operation, hop, chunk)
+  // order, and the number modulo MPI_TAG_UB + 1 (at least 32768; 2^31 with OpenMPI) is the tag.
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   void* attr = nullptr;
   int has_attr = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &has_attr);
   const std::int64_t tag_ub = has_attr ? *static_cast<int*>(attr) : 32767;
-  std::vector<std::int64_t> first_message(s.ops.size() + 1, 0);
-  for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    const Op& op = s.ops[i];
-    std::int64_t n = 1;
-    if (op.chain >= 0) {
+  // first_tag[op][hop]: the number of the op's first message on that hop (a plain op: hop 0), for
+  // the hops from or to this process.
+  std::vector<std::vector<std::int64_t>> first_tag(s.ops.size());
+  {
+    std::unordered_map<std::int64_t, std::int64_t> sent;  // (from process, to process) -> messages so far
+    auto number = [&](GpuId from, GpuId to, std::int64_t messages) -> std::int64_t {
+      const int a = process_of(plan, from, w.world), b = process_of(plan, to, w.world);
+      if (a != w.rank && b != w.rank) return -1;
+      std::int64_t& n = sent[static_cast<std::int64_t>(a) * w.world + b];
+      n += messages;
+      return n - messages;
+    };
+    for (std::size_t i = 0; i < s.ops.size(); ++i) {
+      const Op& op = s.ops[i];
+      if (op.chain < 0) {
+        first_tag[i].push_back(number(op.src, op.dst, 1));
+        continue;
+      }
       const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
-      n = static_cast<std::int64_t>(c.hops.size()) * chain_chunks(op.bytes.value, c.chunk.value);
+      const std::int64_t chunks = chain_chunks(op.bytes.value, c.chunk.value);
+      for (const ChainHop& h : c.hops) first_tag[i].push_back(number(h.from, h.to, chunks));
     }
-    first_message[i + 1] = first_message[i] + n;
   }
-  auto tag_of = [&](std::int64_t op, std::int64_t hop = 0, std::int64_t chunks = 0, std::int64_t chunk = 0) {
-    return static_cast<int>((first_message[static_cast<std::size_t>(op)] + hop * chunks + chunk) % (tag_ub + 1));
+  auto tag_of = [&](std::int64_t op, std::int64_t hop = 0, std::int64_t chunk = 0) {
+    return static_cast<int>((first_tag[static_cast<std::size_t>(op)][static_cast<std::size_t>(hop)] + chunk) % (tag_ub + 1));
   };
 
   // Programs and memory for the GPUs this process runs.
@@ -239,7 +253,7 @@ RunResult run_host(const RunPlan& plan, const ExecOptions& options) {
       const ChunkRange c = chain_chunk(j.bytes, j.t->chunk, j.next_receive);
       requests.emplace_back();
       pending.push_back({Msg::ChunkReceive, k, j.next_receive, 0});
-      MPI_Irecv(region_data(j) + c.begin, static_cast<int>(c.bytes), MPI_BYTE, from, tag_of(j.t->op, j.in_hop, j.chunks, j.next_receive),
+      MPI_Irecv(region_data(j) + c.begin, static_cast<int>(c.bytes), MPI_BYTE, from, tag_of(j.t->op, j.in_hop, j.next_receive),
                 comm, &requests.back());
       ++j.receiving;
       ++j.next_receive;
@@ -251,7 +265,7 @@ RunResult run_host(const RunPlan& plan, const ExecOptions& options) {
         requests.emplace_back();
         pending.push_back({Msg::ChunkSend, k, chunk, ch});
         MPI_Isend(region_data(j) + c.begin, static_cast<int>(c.bytes), MPI_BYTE, proc_of(j.t->children[ch]),
-                  tag_of(j.t->op, j.out_hop[ch], j.chunks, chunk), comm, &requests.back());
+                  tag_of(j.t->op, j.out_hop[ch], chunk), comm, &requests.back());
         ++j.in_flight[ch];
       }
   };
