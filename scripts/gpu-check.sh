@@ -2,8 +2,12 @@
 # The executor on a machine with one GPU (DESIGN.md §10): builds, runs the `gpu`-labelled tests,
 # runs `reshard exec --backend cuda` on a 16 GB scenario (every GPU of it a virtual rank on this one
 # device) and `--backend nccl` at world size 1, and prints measured against predicted (reshard
-# check). Measurements are kept in $RESHARD_GPU_OUT (default: build-gpu/measurements).
-#   scripts/gpu-check.sh [SCENARIO]      default scenarios/gpu-check-qwen3-8b.yaml (about 66 GB of GPU memory)
+# check). Besides plain transfers (direct) it runs chain ops: domain trees (domain_chain,
+# nemo_rl_reshard, in 512 and 256 KiB chunks) and broadcast rings over every destination GPU
+# (gather_broadcast), on both backends. Measurements are kept in $RESHARD_GPU_OUT (default:
+# build-gpu/measurements).
+#   scripts/gpu-check.sh [SCENARIO]      default scenarios/gpu-check-qwen3-8b.yaml (33 GB of shards;
+#                                        staging up to the GPU's free memory, reused once it is spent)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${RESHARD_GPU_BUILD_DIR:-$ROOT/build-gpu}
@@ -25,12 +29,14 @@ echo "== gpu-labelled tests"
 (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout 600)
 
 echo "== cuda backend: $(basename "$SCENARIO"), every GPU a virtual rank on device 0"
-for strategy in direct domain_chain; do
+for strategy in direct domain_chain gather_broadcast nemo_rl_reshard; do
   "$BIN" exec "$SCENARIO" --backend cuda --strategy "$strategy" --timeout 300s -o "$OUT/cuda-$strategy.json"
   "$BIN" check "$OUT/cuda-$strategy.json"
 done
 
-echo "== nccl backend at world size 1 (operations are NCCL sends to the same rank)"
-mpirun -np 1 "$BIN" exec "$SCENARIO" --backend nccl --strategy domain_chain --timeout 300s -o "$OUT/nccl-domain_chain.json"
-"$BIN" check "$OUT/nccl-domain_chain.json"
+echo "== nccl backend at world size 1 (operations are NCCL sends to the same rank; chain ops in waves of chunks)"
+for strategy in domain_chain gather_broadcast nemo_rl_reshard; do
+  mpirun -np 1 "$BIN" exec "$SCENARIO" --backend nccl --strategy "$strategy" --timeout 300s -o "$OUT/nccl-$strategy.json"
+  "$BIN" check "$OUT/nccl-$strategy.json"
+done
 echo "gpu-check: done; measurements in $OUT"

@@ -1,7 +1,11 @@
 // `mpirun -np N reshard exec … --backend host`: every small scenario with every strategy (and auto)
 // verifies every byte; faults end the run with the right message; a schedule of another scenario
 // is refused before anything runs; a measurement goes through `reshard check` and `reshard
-// calibrate`. N is what `reshard exec --dry-run` says the schedule needs (one process per GPU).
+// calibrate`; hand-made chain ops (a ring with a short last chunk, a tree with fan-outs, a part
+// smaller than a chunk, two ops on one chain) deliver every byte, with GPUs folded into fewer
+// processes too, and their faults (a corrupted forwarded chunk, a dead GPU inside the chain, a
+// root that never sends) are named. N is what `reshard exec --dry-run` says the schedule needs
+// (one process per GPU).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -11,8 +15,11 @@
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
+#include "chain_fixtures.hpp"
+#include "reshard/exec/executor.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 
@@ -167,6 +174,119 @@ TEST(ExecHost, MeasurementGoesThroughCheckAndCalibrate) {
   const auto cj = json_of(cal);
   ASSERT_EQ(cj["rows"].size(), 1u);
   EXPECT_NEAR(cj["rows"][0]["measured_s"].get<double>(), mj["elapsed_s"].get<double>(), 1e-12);
+}
+
+// A hand-made chain schedule (chain_fixtures.hpp) as a file, with its scenario file and what it
+// must deliver.
+struct ChainRun {
+  std::string schedule, scenario;
+  std::int64_t needed = 0;
+  ChainRun(const std::string& name, int dp, std::vector<reshard::model::ChainHop> hops, std::int64_t chunk, int parts = 1) {
+    using namespace reshard::model;
+    const LoadedScenario sc = reshard::test::chain_scenario(dp);
+    const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+    const Schedule s = reshard::test::chain_schedule(sc, ts, std::move(hops), chunk, parts);
+    schedule = (std::filesystem::temp_directory_path() / ("reshard_test_chain_" + name + ".json")).string();
+    std::ofstream(schedule) << to_json(s).dump();
+    scenario = reshard::test::chain_scenario_file(dp);
+    needed = ts.bytes_needed.value;
+  }
+  std::string command(int processes, const std::string& extra) const {
+    return mpirun(processes) + reshard() + " exec " + schedule + " --scenario " + scenario + " --backend host " + extra;
+  }
+};
+
+// Runs `chain` on `processes` processes; expects every byte verified; returns the measurement.
+nlohmann::json expect_verified(const ChainRun& chain, int processes, const std::string& what) {
+  const auto m = std::filesystem::temp_directory_path() / "reshard_test_chain_measurement.json";
+  int st = 0;
+  const auto out = run(chain.command(processes, "--json --timeout 60s -o " + m.string()), &st);
+  EXPECT_EQ(st, 0) << what << "\n" << out;
+  const auto j = json_of(out);
+  EXPECT_TRUE(j.is_object()) << what << "\n" << out;
+  if (!j.is_object()) return nullptr;
+  EXPECT_TRUE(j["verified"].get<bool>()) << what << "\n" << out;
+  EXPECT_EQ(j["bytes_verified"].get<std::int64_t>(), chain.needed) << what;
+  EXPECT_EQ(j["ranks"].get<int>(), processes) << what;
+  const auto mj = nlohmann::json::parse(std::ifstream(m));
+  for (const auto& o : mj["ops"]) {  // the root's first send, the last GPU's last chunk
+    EXPECT_GE(o["start_s"].get<double>(), 0) << what;
+    EXPECT_GT(o["end_s"].get<double>(), o["start_s"].get<double>()) << what;
+  }
+  return mj;
+}
+
+TEST(ExecHostChain, RingOfFourGpusWithAShortLastChunk) {
+  // 7 MB in chunks of 10007 bytes (the last one short), more chunks than a hop keeps in flight; on
+  // 4 processes (one per GPU), on 2 (GPUs 0 and 2 share one, 1 and 3 the other: every hop crosses
+  // between them) and on 1 (every hop a message to itself).
+  const ChainRun chain("ring", 2, reshard::test::ring4(), 10007);
+  for (int processes : {4, 2, 1}) expect_verified(chain, processes, "ring on " + std::to_string(processes) + " processes");
+}
+
+TEST(ExecHostChain, TreeWithFanOuts) {
+  const ChainRun chain("tree", 3, reshard::test::fan_out_tree6(), 64 << 10);
+  for (int processes : {6, 4}) expect_verified(chain, processes, "tree on " + std::to_string(processes) + " processes");
+}
+
+TEST(ExecHostChain, PartSmallerThanOneChunk) {
+  const ChainRun chain("one_chunk", 2, reshard::test::ring4(), 64 << 20);
+  expect_verified(chain, 4, "one chunk");
+}
+
+TEST(ExecHostChain, TwoOpsOnOneChainRunInOrder) {
+  const ChainRun chain("two_ops", 2, reshard::test::ring4(), 100003, 2);
+  const auto m = expect_verified(chain, 4, "two ops");
+  ASSERT_TRUE(m.is_object());
+  // Op 1 leaves the root after op 0 has, and every GPU has all of op 0 before any of op 1.
+  EXPECT_GE(m["ops"][1]["start_s"].get<double>(), m["ops"][0]["start_s"].get<double>());
+  EXPECT_GE(m["ops"][1]["end_s"].get<double>(), m["ops"][0]["end_s"].get<double>());
+  EXPECT_EQ(m["ops"][1]["step"].get<int>(), 0);  // one step: the chain orders them
+}
+
+TEST(ExecHostChainFaults, CorruptedByteInAForwardedChunkIsNamed) {
+  // corrupt:0 flips, at op 0's dst (GPU 3, the end of the ring), the first byte GPU 3 keeps, as
+  // its chunk arrives through GPUs 1 and 2.
+  using namespace reshard::model;
+  const ChainRun chain("corrupt", 2, reshard::test::ring4(), 10007);
+  const LoadedScenario sc = reshard::test::chain_scenario(2);
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  const Schedule s = reshard::test::chain_schedule(sc, ts, reshard::test::ring4(), 10007);
+  const reshard::exec::RunPlan rp = reshard::exec::make_run_plan(sc, ts, s);
+  const reshard::exec::GpuProgram victim = reshard::exec::build_program(rp, 3);
+  const auto& first = victim.receives.at(0).copies.at(0);
+  const auto& shard = victim.regions.at(static_cast<std::size_t>(first.dst));
+  const std::string expected = "verification failed: rank 3 (GPU 3): tensor '" + sc.inventory.tensor(shard.tensor).name +
+                               "' box " + to_string(shard.box) + ": wrong value at element offset " +
+                               std::to_string(first.dst_offset / dtype_size(sc.inventory.tensor(shard.tensor).dtype)) + " ";
+  int st = 0;
+  const auto out = run(chain.command(4, "--inject corrupt:0"), &st);
+  EXPECT_NE(st, 0) << out;
+  EXPECT_NE(out.find(expected), std::string::npos) << expected << "\n" << out;
+  EXPECT_EQ(out.find("more ranks found wrong bytes"), std::string::npos) << out;  // GPU 3 ends the ring
+}
+
+TEST(ExecHostChainFaults, DeadGpuInsideAChainIsReportedWithTimeout) {
+  // GPU 2 (rank 2) goes silent: GPU 1 cannot hand it chunks, GPU 3 gets none; both name rank 2.
+  const ChainRun chain("dead", 2, reshard::test::ring4(), 10007);
+  int st = 0;
+  const auto out = run(chain.command(4, "--inject die:2 --timeout 4s"), &st);
+  EXPECT_NE(st, 0) << out;
+  EXPECT_NE(out.find("waited for rank 2 (GPU 2): operation 0 (chain "), std::string::npos) << out;
+  EXPECT_NE(out.find("within 4"), std::string::npos) << out;
+}
+
+TEST(ExecHostChainFaults, DroppedChainNeverLeavesItsRoot) {
+  // drop:0: no chunk of op 0 leaves GPU 0; GPU 1 waits for it, GPU 2 for GPU 1, GPU 3 for GPU 2.
+  const ChainRun chain("drop", 2, reshard::test::ring4(), 10007);
+  int st = 0;
+  const auto out = run(chain.command(4, "--inject drop:0 --timeout 4s"), &st);
+  EXPECT_NE(st, 0) << out;
+  // Every GPU of the ring waits for its parent's chunk 0; whichever times out first names it.
+  const std::regex waited(R"(rank ([0-3]) \(GPU \1\) waited for rank ([0-3]) \(GPU \2\): operation 0 \(chain receive of [^,]*, chunk 0 of 706\) had no answer within 4)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, waited)) << out;
+  EXPECT_EQ(std::stoi(m[2].str()), std::stoi(m[1].str()) - 1) << out;
 }
 
 }  // namespace

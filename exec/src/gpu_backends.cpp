@@ -1,7 +1,9 @@
 // The GPU backends: `cuda` (every GPU of the scenario a virtual rank in this process, on one
-// device; each operation a device-to-device cudaMemcpyAsync on the sender's stream, `after` as
-// events) and `nccl` (one process per GPU under mpirun; a grouped ncclSend/ncclRecv per step).
-// Both pack, unpack, fill and check with kernels (kernels.cu) in one device arena per process.
+// device; each operation a device-to-device cudaMemcpyAsync on the sender's stream, a chain op one
+// copy per chunk and hop on the stream of the hop's sender, `after` and chunk arrivals as events)
+// and `nccl` (one process per GPU under mpirun; a grouped ncclSend/ncclRecv per step, a step with
+// chain ops in waves of chunks). Both pack, unpack, fill and check with kernels (kernels.cu) in one
+// device arena per process.
 #include "backend_impl.hpp"
 
 #ifdef RESHARD_HAVE_CUDA
@@ -15,6 +17,7 @@
 
 #include "host_memory.hpp"
 #include "kernels.hpp"
+#include "staging.hpp"
 #endif
 #if defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_MPI)
 #include <mpi.h>
@@ -74,14 +77,21 @@ struct DeviceRun {
   std::vector<GpuProgram> progs;
   std::vector<std::vector<std::int64_t>> offset;  // per program, per region: byte offset in the arena
   std::int64_t bytes = 0;
+  std::vector<std::int64_t> fences;  // positions (plan_staging) before which all earlier work must be done
   unsigned char* arena = nullptr;
   std::vector<DeviceShard> sources, destinations;
   std::vector<std::pair<std::size_t, std::int32_t>> destination_region;  // (program, region)
   std::vector<ShardWork> fill_work, check_work;
   std::vector<DeviceCopy> copies;  // local copies first, then each transfer's pack or unpack
   std::int64_t local_copies = 0;
-  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> pack, unpack;  // op -> [first, count) in copies
-  std::map<std::int64_t, std::pair<std::size_t, const Transfer*>> send_of, receive_of;  // op -> (program, transfer)
+  // One send or receive of a local GPU: its program, its transfer, its pack or unpack in `copies`.
+  struct Local {
+    std::size_t prog = 0;
+    const Transfer* t = nullptr;
+    std::pair<std::int64_t, std::int64_t> copies;  // [first, count)
+  };
+  std::map<std::int64_t, Local> send_of;                  // op -> its sender here (plain sender or chain root)
+  std::map<std::int64_t, std::vector<Local>> receive_of;  // op -> its receivers here (a chain op: every GPU of the tree)
   DeviceShard* d_sources = nullptr;
   DeviceShard* d_destinations = nullptr;
   ShardWork* d_fill = nullptr;
@@ -97,9 +107,16 @@ struct DeviceRun {
   }
 
   std::int64_t at(std::size_t prog, std::int32_t region) const { return offset[prog][static_cast<std::size_t>(region)]; }
-  std::int64_t transfer_offset(std::size_t prog, const Transfer& t) const { return at(prog, t.region); }
-  std::int64_t transfer_bytes(std::size_t prog, const Transfer& t) const {
-    return progs[prog].regions[static_cast<std::size_t>(t.region)].bytes;
+  std::int64_t offset_of(const Local& l) const { return at(l.prog, l.t->region); }
+  std::int64_t bytes_of(const Local& l) const { return progs[l.prog].regions[static_cast<std::size_t>(l.t->region)].bytes; }
+  model::GpuId gpu_of(const Local& l) const { return progs[l.prog].gpu; }
+  // Arena offset of each local GPU's region of op `op` (a chain op: the root's and the receivers').
+  std::map<model::GpuId, std::int64_t> regions_of(std::int64_t op) const {
+    std::map<model::GpuId, std::int64_t> out;
+    if (auto it = send_of.find(op); it != send_of.end()) out[gpu_of(it->second)] = offset_of(it->second);
+    if (auto it = receive_of.find(op); it != receive_of.end())
+      for (const Local& l : it->second) out[gpu_of(l)] = offset_of(l);
+    return out;
   }
 };
 
@@ -136,18 +153,34 @@ void add_work(std::vector<ShardWork>& work, std::int32_t shard, std::int64_t ele
 }
 
 // Lays out and uploads the programs of `gpus`; fills the sources and makes the local copies.
-void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, cudaStream_t stream) {
+// Shards first, then the staging regions (staging.hpp), placed by the order the backend enqueues
+// its work: `in_waves` for the nccl backend (one stream, waves in order), else op by op on many
+// streams (the cuda backend, which then needs the fences).
+void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, cudaStream_t stream, bool in_waves) {
   const Inventory& inv = plan.scenario->inventory;
   for (GpuId g : gpus) d.progs.push_back(build_program(plan, g));
   for (std::size_t p = 0; p < d.progs.size(); ++p) {
-    d.offset.emplace_back();
-    for (const Region& r : d.progs[p].regions) {
-      d.offset.back().push_back(d.bytes);
+    d.offset.emplace_back(d.progs[p].regions.size(), 0);
+    for (std::size_t i = 0; i < d.progs[p].regions.size(); ++i) {
+      const Region& r = d.progs[p].regions[i];
+      if (r.kind != Region::Kind::Source && r.kind != Region::Kind::Destination) continue;
+      d.offset[p][i] = d.bytes;
       d.bytes += (r.bytes + 255) / 256 * 256;
     }
   }
+  std::vector<std::vector<std::int64_t>> request_of;
+  const std::vector<StagingRequest> requests =
+      in_waves ? staging_requests_in_waves(plan, d.progs, request_of) : staging_requests_by_op(d.progs, request_of);
   std::size_t free_bytes = 0, total_bytes = 0;
   cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo", d.rank);
+  // Room for the copy and work lists, and NCCL's own buffers.
+  const auto reserve = static_cast<std::int64_t>(free_bytes / 32) + (std::int64_t{1} << 30);
+  const StagingPlan staging = plan_staging(requests, static_cast<std::int64_t>(free_bytes) - d.bytes - reserve, in_waves);
+  for (std::size_t p = 0; p < d.progs.size(); ++p)
+    for (std::size_t i = 0; i < d.progs[p].regions.size(); ++i)
+      if (const std::int64_t q = request_of[p][i]; q >= 0) d.offset[p][i] = d.bytes + staging.offset[static_cast<std::size_t>(q)];
+  d.bytes += staging.bytes;
+  d.fences = staging.fences;
   if (static_cast<std::size_t>(d.bytes) > free_bytes)
     throw ExecError("the run needs " + format(Bytes{d.bytes}) + " of GPU memory, " + format(Bytes{static_cast<std::int64_t>(free_bytes)}) +
                         " are free",
@@ -175,14 +208,12 @@ void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, 
     for (const Transfer& t : d.progs[p].sends) {
       const auto first = static_cast<std::int64_t>(d.copies.size());
       add_copies(d, p, t.copies);
-      d.pack[t.op] = {first, static_cast<std::int64_t>(d.copies.size()) - first};
-      d.send_of[t.op] = {p, &t};
+      d.send_of[t.op] = {p, &t, {first, static_cast<std::int64_t>(d.copies.size()) - first}};
     }
     for (const Transfer& t : d.progs[p].receives) {
       const auto first = static_cast<std::int64_t>(d.copies.size());
       add_copies(d, p, t.copies);
-      d.unpack[t.op] = {first, static_cast<std::int64_t>(d.copies.size()) - first};
-      d.receive_of[t.op] = {p, &t};
+      d.receive_of[t.op].push_back({p, &t, {first, static_cast<std::int64_t>(d.copies.size()) - first}});
     }
   }
   d.d_sources = to_device(d.sources, d.rank);
@@ -259,44 +290,111 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
   std::vector<cudaStream_t> streams(n_streams);
   for (auto& st : streams) cuda_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate", 0);
   DeviceRun d;
-  prepare(d, plan, plan.gpus, streams[0]);
+  prepare(d, plan, plan.gpus, streams[0], false);
   // The timeout covers the operations (not the allocation and the fill before them).
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s));
-  std::vector<cudaEvent_t> start(s.ops.size()), end(s.ops.size()), done(s.ops.size());
-  for (std::size_t i = 0; i < s.ops.size(); ++i)
-    for (cudaEvent_t* e : {&start[i], &end[i], &done[i]}) cuda_check(cudaEventCreate(e), "cudaEventCreate", 0);
-  cudaEvent_t t0 = nullptr, all_done = nullptr;
-  cuda_check(cudaEventCreate(&t0), "cudaEventCreate", 0);
-  cuda_check(cudaEventCreate(&all_done), "cudaEventCreate", 0);
+  std::vector<cudaEvent_t> events;  // every event made below, destroyed at the end
+  auto new_event = [&] {
+    cudaEvent_t e = nullptr;
+    cuda_check(cudaEventCreate(&e), "cudaEventCreate", 0);
+    events.push_back(e);
+    return e;
+  };
+  auto stream_of = [&](GpuId g) { return streams[static_cast<std::size_t>(plan.gpu_index(g)) % n_streams]; };
+  // Per op: `start` (after the pack), the events whose latest records end it (a plain op: one; a
+  // chain op: one per hop, recorded after each chunk it moves) and those that say it is done
+  // (after the unpack at every receiver).
+  std::vector<cudaEvent_t> start(s.ops.size(), nullptr);
+  std::vector<std::vector<cudaEvent_t>> end(s.ops.size()), done(s.ops.size());
+  cudaEvent_t t0 = new_event(), all_done = new_event();
   cuda_check(cudaEventRecord(t0, streams[0]), "cudaEventRecord", 0);
   for (auto& st : streams) cuda_check(cudaStreamWaitEvent(st, t0, 0), "cudaStreamWaitEvent", 0);
+  std::size_t next_fence = 0;
   for (const Op& op : s.ops) {
     const auto i = static_cast<std::size_t>(op.id);
-    cudaStream_t st = streams[static_cast<std::size_t>(plan.gpu_index(op.src)) % n_streams];
-    for (auto a : op.after) cuda_check(cudaStreamWaitEvent(st, done[static_cast<std::size_t>(a)], 0), "cudaStreamWaitEvent", 0);
-    run_range(d, d.pack.at(op.id), st);
-    cuda_check(cudaEventRecord(start[i], st), "cudaEventRecord", 0);
-    const auto& [sp, sender] = d.send_of.at(op.id);
-    const auto& [rp, receiver] = d.receive_of.at(op.id);
-    const std::int64_t bytes = d.transfer_bytes(sp, *sender);
-    if (!has_fault(options, Fault::Kind::Drop, op.id) && bytes > 0)
-      cuda_check(cudaMemcpyAsync(d.arena + d.transfer_offset(rp, *receiver), d.arena + d.transfer_offset(sp, *sender),
-                                 static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, st),
-                 "cudaMemcpyAsync", 0);
-    cuda_check(cudaEventRecord(end[i], st), "cudaEventRecord", 0);
-    if (has_fault(options, Fault::Kind::Corrupt, op.id) && bytes > 0) {
-      const auto& un = receiver->copies;
-      launch_flip(d.arena, d.transfer_offset(rp, *receiver) + (un.empty() ? 0 : un.front().src_offset), st);
+    if (next_fence < d.fences.size() && d.fences[next_fence] == op.id) {
+      // Staging memory of earlier ops is reused from here: every stream waits for all earlier work.
+      ++next_fence;
+      std::vector<cudaEvent_t> now(n_streams);
+      for (std::size_t k = 0; k < n_streams; ++k) {
+        now[k] = new_event();
+        cuda_check(cudaEventRecord(now[k], streams[k]), "cudaEventRecord", 0);
+      }
+      for (auto& st : streams)
+        for (cudaEvent_t e : now) cuda_check(cudaStreamWaitEvent(st, e, 0), "cudaStreamWaitEvent", 0);
     }
-    run_range(d, d.unpack.at(op.id), st);
-    cuda_check(cudaEventRecord(done[i], st), "cudaEventRecord", 0);
+    cudaStream_t st = stream_of(op.src);
+    for (auto a : op.after)
+      for (cudaEvent_t e : done[static_cast<std::size_t>(a)]) cuda_check(cudaStreamWaitEvent(st, e, 0), "cudaStreamWaitEvent", 0);
+    const DeviceRun::Local& sender = d.send_of.at(op.id);
+    run_range(d, sender.copies, st);
+    start[i] = new_event();
+    cuda_check(cudaEventRecord(start[i], st), "cudaEventRecord", 0);
+    const std::int64_t bytes = d.bytes_of(sender);
+    const bool drop = has_fault(options, Fault::Kind::Drop, op.id), corrupt = has_fault(options, Fault::Kind::Corrupt, op.id);
+    if (op.chain < 0) {
+      const DeviceRun::Local& receiver = d.receive_of.at(op.id).front();
+      if (!drop && bytes > 0)
+        cuda_check(cudaMemcpyAsync(d.arena + d.offset_of(receiver), d.arena + d.offset_of(sender), static_cast<std::size_t>(bytes),
+                                   cudaMemcpyDeviceToDevice, st),
+                   "cudaMemcpyAsync", 0);
+      end[i].push_back(new_event());
+      cuda_check(cudaEventRecord(end[i].back(), st), "cudaEventRecord", 0);
+      if (corrupt && bytes > 0) {
+        const auto& un = receiver.t->copies;
+        launch_flip(d.arena, d.offset_of(receiver) + (un.empty() ? 0 : un.front().src_offset), st);
+      }
+      run_range(d, receiver.copies, st);
+      done[i].push_back(new_event());
+      cuda_check(cudaEventRecord(done[i].back(), st), "cudaEventRecord", 0);
+      continue;
+    }
+    // A chain op: chunk by chunk, every hop in order (a hop's `from` has chunk k before it sends it),
+    // each copy on the stream of the hop's sender after the event of the hop that brought it the
+    // chunk. Every GPU holds the whole part, so a hop never waits for a free slot; a GPU's stream
+    // runs its chunks in order, so ops on one chain run in order on every GPU of it.
+    const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+    const auto region = d.regions_of(op.id);
+    std::map<GpuId, std::size_t> hop_into;
+    for (std::size_t h = 0; h < c.hops.size(); ++h) {
+      hop_into[c.hops[h].to] = h;
+      end[i].push_back(new_event());
+    }
+    const DeviceRun::Local* at_dst = nullptr;
+    for (const auto& l : d.receive_of.at(op.id))
+      if (d.gpu_of(l) == op.dst) at_dst = &l;
+    const std::int64_t flip_at =
+        corrupt && bytes > 0 && at_dst ? (at_dst->t->copies.empty() ? 0 : at_dst->t->copies.front().src_offset) : -1;
+    const std::int64_t chunks = chain_chunks(bytes, c.chunk.value);
+    for (std::int64_t k = 0; k < std::max<std::int64_t>(chunks, 1); ++k) {
+      const ChunkRange r = chunks > 0 ? chain_chunk(bytes, c.chunk.value, k) : ChunkRange{};
+      for (std::size_t h = 0; h < c.hops.size(); ++h) {
+        const ChainHop& hop = c.hops[h];
+        cudaStream_t hs = stream_of(hop.from);
+        if (hop.from != op.src)
+          cuda_check(cudaStreamWaitEvent(hs, end[i][hop_into.at(hop.from)], 0), "cudaStreamWaitEvent", 0);
+        if (r.bytes > 0 && !(drop && hop.from == op.src))  // drop: nothing leaves the root
+          cuda_check(cudaMemcpyAsync(d.arena + region.at(hop.to) + r.begin, d.arena + region.at(hop.from) + r.begin,
+                                     static_cast<std::size_t>(r.bytes), cudaMemcpyDeviceToDevice, hs),
+                     "cudaMemcpyAsync", 0);
+        if (hop.to == op.dst && flip_at >= r.begin && flip_at < r.begin + r.bytes)  // before dst forwards it
+          launch_flip(d.arena, region.at(hop.to) + flip_at, hs);
+        cuda_check(cudaEventRecord(end[i][h], hs), "cudaEventRecord", 0);
+      }
+    }
+    for (const auto& l : d.receive_of.at(op.id)) {
+      cudaStream_t rs = stream_of(d.gpu_of(l));
+      cuda_check(cudaStreamWaitEvent(rs, end[i][hop_into.at(d.gpu_of(l))], 0), "cudaStreamWaitEvent", 0);
+      run_range(d, l.copies, rs);
+      done[i].push_back(new_event());
+      cuda_check(cudaEventRecord(done[i].back(), rs), "cudaEventRecord", 0);
+    }
   }
-  std::vector<cudaEvent_t> stream_done(n_streams);
   for (std::size_t k = 0; k < n_streams; ++k) {
-    cuda_check(cudaEventCreate(&stream_done[k]), "cudaEventCreate", 0);
-    cuda_check(cudaEventRecord(stream_done[k], streams[k]), "cudaEventRecord", 0);
-    cuda_check(cudaStreamWaitEvent(streams[0], stream_done[k], 0), "cudaStreamWaitEvent", 0);
+    cudaEvent_t e = new_event();
+    cuda_check(cudaEventRecord(e, streams[k]), "cudaEventRecord", 0);
+    cuda_check(cudaStreamWaitEvent(streams[0], e, 0), "cudaStreamWaitEvent", 0);
   }
   cuda_check(cudaEventRecord(all_done, streams[0]), "cudaEventRecord", 0);
   cuda_check(cudaGetLastError(), "kernel launch", 0);
@@ -306,15 +404,16 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
   res.reporter = true;
   res.measurement = new_measurement(plan, options, 1);
   auto& m = res.measurement;
-  for (std::size_t i = 0; i < s.ops.size(); ++i) m.ops[i] = {seconds_between(t0, start[i]), seconds_between(t0, end[i])};
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    double last = -1;
+    for (cudaEvent_t e : end[i]) last = std::max(last, seconds_between(t0, e));
+    m.ops[i] = {seconds_between(t0, start[i]), last};
+  }
   m.elapsed_s = seconds_between(t0, all_done);
   const std::string err = check(d, plan.scenario->inventory, m.bytes_verified, streams[0]);
   if (!err.empty()) throw ExecError("verification failed: " + err, 0, -1);
   m.verified = true;
-  for (std::size_t i = 0; i < s.ops.size(); ++i)
-    for (cudaEvent_t e : {start[i], end[i], done[i]}) cudaEventDestroy(e);
-  for (cudaEvent_t e : stream_done) cudaEventDestroy(e);
-  for (cudaEvent_t e : {t0, all_done}) cudaEventDestroy(e);
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
   for (auto& st : streams) cudaStreamDestroy(st);
   return res;
 }
@@ -354,81 +453,201 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
 
   DeviceRun d;
   d.rank = w.rank;
-  prepare(d, plan, gpus_of_process(plan, w.rank, w.world), stream);
-  // My sends and receives per step.
+  prepare(d, plan, gpus_of_process(plan, w.rank, w.world), stream, true);
+  // My sends and receives per step, in op id order.
   std::vector<std::vector<std::int64_t>> step_ops(static_cast<std::size_t>(plan.steps));
   for (const Op& op : s.ops)
     if (d.send_of.count(op.id) || d.receive_of.count(op.id))
       step_ops[static_cast<std::size_t>(plan.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
-  std::vector<cudaEvent_t> step_start(step_ops.size()), step_end(step_ops.size());
-  for (std::size_t k = 0; k < step_ops.size(); ++k) {
-    cuda_check(cudaEventCreate(&step_start[k]), "cudaEventCreate", w.rank);
-    cuda_check(cudaEventCreate(&step_end[k]), "cudaEventCreate", w.rank);
-  }
-  cudaEvent_t t0 = nullptr, all_done = nullptr;
-  cuda_check(cudaEventCreate(&t0), "cudaEventCreate", w.rank);
-  cuda_check(cudaEventCreate(&all_done), "cudaEventCreate", w.rank);
+  std::vector<cudaEvent_t> events;  // every event made below, destroyed at the end
+  auto new_event = [&] {
+    cudaEvent_t e = nullptr;
+    cuda_check(cudaEventCreate(&e), "cudaEventCreate", w.rank);
+    events.push_back(e);
+    return e;
+  };
+  auto is_local = [&](GpuId g) { return process_of(plan, g, w.world) == w.rank; };
+  cudaEvent_t t0 = new_event(), all_done = new_event();
   MPI_Barrier(MPI_COMM_WORLD);
   if (has_fault(options, Fault::Kind::Kill, w.rank)) std::raise(SIGKILL);  // test-only: a rank killed before its sends
   if (has_fault(options, Fault::Kind::Die, w.rank)) go_silent(w, options.timeout_s);  // test-only: a silent peer
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s));
+  const auto timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s));
+  auto deadline = std::chrono::steady_clock::now() + timeout;  // moves on with every wait that ends: the limit is on silence
   cuda_check(cudaEventRecord(t0, stream), "cudaEventRecord", w.rank);
+  // Per op: the events its start and end are read from (-1 time where none is local).
+  std::vector<cudaEvent_t> op_start(s.ops.size(), nullptr);
+  std::vector<std::vector<cudaEvent_t>> op_end(s.ops.size());
   for (std::size_t k = 0; k < step_ops.size(); ++k) {
-    for (auto op : step_ops[k])
-      if (d.send_of.count(op)) run_range(d, d.pack.at(op), stream);
-    cuda_check(cudaEventRecord(step_start[k], stream), "cudaEventRecord", w.rank);
-    nccl_check(ncclGroupStart(), "ncclGroupStart", w.rank);
+    // Waves (step_waves): one grouped send/receive each; a chain op's chunk c crosses a hop of
+    // depth d in wave offset + c + d - 1. Every process of a chain computes the same waves and
+    // issues its sends and receives in (op, hop) order in each, so NCCL matches them pair by pair.
+    // A send is packed just before its first wave, a receive unpacked just after its last chunk's
+    // (the waves staging_requests_in_waves lays the staging memory out by).
+    const StepWaves sw = step_waves(s, step_ops[k]);
+    const std::int64_t waves = sw.waves;
+    struct ChainHere {
+      std::map<GpuId, std::int64_t> region;  // local GPUs' regions
+      std::int64_t flip_at = -1;             // corrupt:OP: byte of dst's region, dst local
+    };
+    std::vector<ChainHere> local(sw.chains.size());
+    std::map<std::int64_t, const ChainWaves*> waves_of;
+    for (const ChainWaves& cw : sw.chains) waves_of[cw.op] = &cw;
+    std::map<std::int64_t, cudaEvent_t> before, after;  // waves whose start or end times an op
+    auto mark = [&](std::map<std::int64_t, cudaEvent_t>& at, std::int64_t wave) {
+      auto& e = at[wave];
+      if (!e) e = new_event();
+      return e;
+    };
+    std::map<std::int64_t, std::vector<const DeviceRun::Local*>> pack_in, unpack_after;  // per wave
     for (auto op : step_ops[k]) {
       const Op& o = s.ops[static_cast<std::size_t>(op)];
-      // Both sides know an operation's size; empty ones are skipped on both.
-      if (auto it = d.send_of.find(op);
-          it != d.send_of.end() && !has_fault(options, Fault::Kind::Drop, op) && d.transfer_bytes(it->second.first, *it->second.second) > 0) {
-        const auto& [p, t] = it->second;
-        nccl_check(ncclSend(d.arena + d.transfer_offset(p, *t), static_cast<std::size_t>(d.transfer_bytes(p, *t)), ncclUint8,
-                            process_of(plan, o.dst, w.world), comm, stream),
-                   "ncclSend", w.rank);
+      const auto cw = waves_of.find(op);
+      const Chain* chain = o.chain >= 0 ? &s.chains[static_cast<std::size_t>(o.chain)] : nullptr;
+      const std::int64_t last_chunk = cw == waves_of.end() ? 0 : std::max<std::int64_t>(cw->second->chunks - 1, 0);
+      if (auto it = d.send_of.find(op); it != d.send_of.end()) {
+        const std::int64_t wave = chain ? cw->second->wave_of(0, 0) : 0;
+        pack_in[wave].push_back(&it->second);
+        op_start[static_cast<std::size_t>(op)] = mark(before, wave);
       }
-      if (auto it = d.receive_of.find(op); it != d.receive_of.end() && d.transfer_bytes(it->second.first, *it->second.second) > 0) {
-        const auto& [p, t] = it->second;
-        nccl_check(ncclRecv(d.arena + d.transfer_offset(p, *t), static_cast<std::size_t>(d.transfer_bytes(p, *t)), ncclUint8,
-                            process_of(plan, o.src, w.world), comm, stream),
-                   "ncclRecv", w.rank);
-      }
+      if (auto it = d.receive_of.find(op); it != d.receive_of.end())
+        for (const auto& l : it->second) {
+          std::int64_t wave = 0;
+          if (chain)
+            for (std::size_t h = 0; h < chain->hops.size(); ++h)
+              if (chain->hops[h].to == d.gpu_of(l)) wave = cw->second->wave_of(h, last_chunk);
+          unpack_after[wave].push_back(&l);
+          op_end[static_cast<std::size_t>(op)].push_back(mark(after, wave));
+        }
     }
-    nccl_check(ncclGroupEnd(), "ncclGroupEnd", w.rank);
-    cuda_check(cudaEventRecord(step_end[k], stream), "cudaEventRecord", w.rank);
+    for (std::size_t q = 0; q < sw.chains.size(); ++q) {
+      const ChainWaves& cw = sw.chains[q];
+      const Op& o = s.ops[static_cast<std::size_t>(cw.op)];
+      local[q].region = d.regions_of(cw.op);
+      if (has_fault(options, Fault::Kind::Corrupt, cw.op) && o.bytes.value > 0)
+        for (const auto& l : d.receive_of.at(cw.op))
+          if (d.gpu_of(l) == o.dst) local[q].flip_at = l.t->copies.empty() ? 0 : l.t->copies.front().src_offset;
+    }
+    // The processes this one receives from in this step, for the timeout's message.
+    std::vector<int> peers;
     for (auto op : step_ops[k])
-      if (auto it = d.receive_of.find(op); it != d.receive_of.end()) {
-        const auto& [p, t] = it->second;
-        if (has_fault(options, Fault::Kind::Corrupt, op) && d.transfer_bytes(p, *t) > 0)
-          launch_flip(d.arena, d.transfer_offset(p, *t) + (t->copies.empty() ? 0 : t->copies.front().src_offset), stream);
-        run_range(d, d.unpack.at(op), stream);
+      if (auto it = d.receive_of.find(op); it != d.receive_of.end())
+        for (const auto& l : it->second) peers.push_back(process_of(plan, l.t->peer, w.world));
+    std::sort(peers.begin(), peers.end());
+    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+    auto wait_or_abort = [&](cudaEvent_t e, const std::string& where) {
+      if (wait_event(e, deadline, w.rank)) {
+        deadline = std::chrono::steady_clock::now() + timeout;
+        return;
       }
-    // Wait per step so a peer that never answers is named by the step it left unfinished.
-    if (!wait_event(step_end[k], deadline, w.rank)) {
-      std::string peers;
-      for (auto op : step_ops[k])
-        if (d.receive_of.count(op))
-          peers += (peers.empty() ? "" : ", ") + std::to_string(process_of(plan, s.ops[static_cast<std::size_t>(op)].src, w.world));
-      const int first_peer = peers.empty() ? -1 : std::stoi(peers.substr(0, peers.find(',')));
+      std::string list;
+      for (int p : peers) list += (list.empty() ? "" : ", ") + std::to_string(p);
       ncclCommAbort(comm);
-      throw ExecError("rank " + std::to_string(w.rank) + " waited in step " + std::to_string(k) + " for rank(s) " + peers +
+      throw ExecError("rank " + std::to_string(w.rank) + " waited in step " + std::to_string(k) + where + " for rank(s) " + list +
                           ": no answer within " + format(Seconds{options.timeout_s}),
-                      w.rank, first_peer, true);
+                      w.rank, peers.empty() ? -1 : peers.front(), true);
+    };
+    // At most a few hundred waves queued: a peer that never answers is found before the launch
+    // queue fills (a full queue blocks the next launch, and the timeout with it).
+    constexpr std::int64_t kCheckpoint = 128;
+    std::vector<std::pair<cudaEvent_t, std::int64_t>> checkpoints;  // (event, waves before it)
+    for (std::int64_t wave = 0; wave < waves; ++wave) {
+      if (auto it = pack_in.find(wave); it != pack_in.end())
+        for (const auto* l : it->second) run_range(d, l->copies, stream);
+      if (auto it = before.find(wave); it != before.end()) cuda_check(cudaEventRecord(it->second, stream), "cudaEventRecord", w.rank);
+      bool grouped = false;
+      auto group = [&] {
+        if (!grouped) nccl_check(ncclGroupStart(), "ncclGroupStart", w.rank);
+        grouped = true;
+      };
+      std::size_t next_chain = 0;
+      for (auto op : step_ops[k]) {
+        const Op& o = s.ops[static_cast<std::size_t>(op)];
+        const bool drop = has_fault(options, Fault::Kind::Drop, op);
+        if (o.chain < 0) {
+          if (wave != 0) continue;
+          // Both sides know an operation's size; empty ones are skipped on both.
+          if (auto it = d.send_of.find(op); it != d.send_of.end() && !drop && d.bytes_of(it->second) > 0) {
+            group();
+            nccl_check(ncclSend(d.arena + d.offset_of(it->second), static_cast<std::size_t>(d.bytes_of(it->second)), ncclUint8,
+                                process_of(plan, o.dst, w.world), comm, stream),
+                       "ncclSend", w.rank);
+          }
+          if (auto it = d.receive_of.find(op); it != d.receive_of.end() && d.bytes_of(it->second.front()) > 0) {
+            const auto& l = it->second.front();
+            group();
+            nccl_check(ncclRecv(d.arena + d.offset_of(l), static_cast<std::size_t>(d.bytes_of(l)), ncclUint8,
+                                process_of(plan, o.src, w.world), comm, stream),
+                       "ncclRecv", w.rank);
+          }
+          continue;
+        }
+        const std::size_t q = next_chain++;
+        const ChainWaves& cw = sw.chains[q];
+        const Chain& chain = s.chains[static_cast<std::size_t>(o.chain)];
+        for (std::size_t h = 0; h < chain.hops.size(); ++h) {
+          const std::int64_t c = cw.chunk_in(h, wave);
+          if (c < 0) continue;
+          const ChainHop& hop = chain.hops[h];
+          const ChunkRange r = chain_chunk(o.bytes.value, chain.chunk.value, c);
+          if (is_local(hop.from) && !(drop && hop.from == o.src)) {  // drop: nothing leaves the root
+            group();
+            nccl_check(ncclSend(d.arena + local[q].region.at(hop.from) + r.begin, static_cast<std::size_t>(r.bytes), ncclUint8,
+                                process_of(plan, hop.to, w.world), comm, stream),
+                       "ncclSend", w.rank);
+          }
+          if (is_local(hop.to)) {
+            group();
+            nccl_check(ncclRecv(d.arena + local[q].region.at(hop.to) + r.begin, static_cast<std::size_t>(r.bytes), ncclUint8,
+                                process_of(plan, hop.from, w.world), comm, stream),
+                       "ncclRecv", w.rank);
+          }
+        }
+      }
+      if (grouped) nccl_check(ncclGroupEnd(), "ncclGroupEnd", w.rank);
+      if (auto it = after.find(wave); it != after.end()) cuda_check(cudaEventRecord(it->second, stream), "cudaEventRecord", w.rank);
+      // corrupt:OP on a chain: flipped at dst in the wave its chunk arrives, before dst forwards it.
+      for (std::size_t q = 0; q < sw.chains.size(); ++q) {
+        if (local[q].flip_at < 0) continue;
+        const ChainWaves& cw = sw.chains[q];
+        const Op& o = s.ops[static_cast<std::size_t>(cw.op)];
+        const Chain& chain = s.chains[static_cast<std::size_t>(o.chain)];
+        for (std::size_t h = 0; h < chain.hops.size(); ++h)
+          if (chain.hops[h].to == o.dst && wave == cw.wave_of(h, local[q].flip_at / chain.chunk.value))
+            launch_flip(d.arena, local[q].region.at(o.dst) + local[q].flip_at, stream);
+      }
+      if (auto it = unpack_after.find(wave); it != unpack_after.end())
+        for (const auto* l : it->second) {
+          if (s.ops[static_cast<std::size_t>(l->t->op)].chain < 0 && has_fault(options, Fault::Kind::Corrupt, l->t->op) &&
+              d.bytes_of(*l) > 0)  // corrupt:OP on a plain op: flipped before the unpack
+            launch_flip(d.arena, d.offset_of(*l) + (l->t->copies.empty() ? 0 : l->t->copies.front().src_offset), stream);
+          run_range(d, l->copies, stream);
+        }
+      if ((wave + 1) % kCheckpoint == 0 && wave + 1 < waves) {
+        checkpoints.emplace_back(new_event(), wave + 1);
+        cuda_check(cudaEventRecord(checkpoints.back().first, stream), "cudaEventRecord", w.rank);
+        if (checkpoints.size() >= 3) {
+          const auto& [e, done] = checkpoints[checkpoints.size() - 3];
+          wait_or_abort(e, " (before wave " + std::to_string(done) + " of " + std::to_string(waves) + ")");
+        }
+      }
     }
+    // Wait per step so a peer that never answers is named by the step it left unfinished.
+    cudaEvent_t step_end = new_event();
+    cuda_check(cudaEventRecord(step_end, stream), "cudaEventRecord", w.rank);
+    wait_or_abort(step_end, "");
   }
   cuda_check(cudaEventRecord(all_done, stream), "cudaEventRecord", w.rank);
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", w.rank);
   LocalOutcome out;
   out.start.assign(s.ops.size(), -1);
   out.end.assign(s.ops.size(), -1);
-  for (std::size_t k = 0; k < step_ops.size(); ++k)
-    for (auto op : step_ops[k]) {
-      if (d.send_of.count(op)) out.start[static_cast<std::size_t>(op)] = seconds_between(t0, step_start[k]);
-      if (d.receive_of.count(op)) out.end[static_cast<std::size_t>(op)] = seconds_between(t0, step_end[k]);
-    }
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    if (op_start[i]) out.start[i] = seconds_between(t0, op_start[i]);
+    for (cudaEvent_t e : op_end[i]) out.end[i] = std::max(out.end[i], seconds_between(t0, e));
+  }
   out.elapsed = seconds_between(t0, all_done);
   out.error = check(d, plan.scenario->inventory, out.bytes_verified, stream);
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
   ncclCommDestroy(comm);
   cudaStreamDestroy(stream);
   return mpi_finish(plan, options, w, out);

@@ -16,16 +16,6 @@ struct StepSpan {
   std::int64_t ops = 0, bytes = 0;
 };
 
-std::vector<std::int32_t> steps_of(const Schedule& s, std::int32_t& count) {
-  std::vector<std::int32_t> step(s.ops.size(), 0);
-  count = 0;
-  for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    for (auto a : s.ops[i].after) step[i] = std::max(step[i], step[static_cast<std::size_t>(a)] + 1);
-    count = std::max(count, step[i] + 1);
-  }
-  return step;
-}
-
 std::vector<StepSpan> spans(const Measurement& m, const std::vector<std::int32_t>& step, std::int32_t count) {
   std::vector<StepSpan> out(static_cast<std::size_t>(count));
   for (std::size_t i = 0; i < m.schedule.ops.size(); ++i) {
@@ -58,10 +48,25 @@ nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
   for (std::size_t i = 0; i < m.schedule.ops.size(); ++i) {
     const Op& o = m.schedule.ops[i];
     const OpTiming& t = m.ops[i];
-    ops.push_back({{"id", o.id}, {"src", o.src}, {"dst", o.dst}, {"bytes", o.bytes.value},
-                   {"route", to_string(topo.route(o.src, o.dst).kind)}, {"phase", to_string(o.phase)},
-                   {"step", plan.step_of[i]}, {"start_s", t.start_s}, {"end_s", t.end_s},
-                   {"seconds", t.end_s >= 0 && t.start_s >= 0 ? t.end_s - t.start_s : -1.0}});
+    // A chain op's route is the worst link kind over its hops.
+    LinkKind kind = LinkKind::NVLink;
+    if (o.chain >= 0) {
+      for (const ChainHop& h : m.schedule.chains[static_cast<std::size_t>(o.chain)].hops)
+        kind = std::max(kind, topo.route(h.from, h.to).kind);
+    } else {
+      kind = topo.route(o.src, o.dst).kind;
+    }
+    nlohmann::json op = {{"id", o.id}, {"src", o.src}, {"dst", o.dst}, {"bytes", o.bytes.value},
+                         {"route", to_string(kind)}, {"phase", to_string(o.phase)},
+                         {"step", plan.step_of[i]}, {"start_s", t.start_s}, {"end_s", t.end_s},
+                         {"seconds", t.end_s >= 0 && t.start_s >= 0 ? t.end_s - t.start_s : -1.0}};
+    if (o.chain >= 0) {
+      const Chain& c = m.schedule.chains[static_cast<std::size_t>(o.chain)];
+      op["chain"] = o.chain;
+      op["hops"] = c.hops.size();
+      op["chunk_bytes"] = c.chunk.value;
+    }
+    ops.push_back(std::move(op));
   }
   auto& steps = j["steps"] = nlohmann::json::array();
   const auto sp = spans(m, plan.step_of, plan.steps);
@@ -118,16 +123,18 @@ std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
                         m.scenario_path + "' plans " + std::to_string(ts.pieces.size()));
   const CostParams cost = CostParams::profile_named(m.profile);
   std::int32_t count = 0;
-  const auto step = steps_of(m.schedule, count);
+  const auto step = op_steps(m.schedule, count);
   const auto sp = spans(m, step, count);
   std::vector<StepComparison> out;
-  // Each step alone: its operations without dependencies (they all wait only for earlier steps).
+  // Each step alone: its operations without dependencies (they all wait only for earlier steps),
+  // with every chain (indices kept): ops of one chain in the step still run in order.
   for (std::int32_t k = 0; k < count; ++k) {
     Schedule sub;
     sub.scenario = m.schedule.scenario;
     sub.params = m.schedule.params;
     sub.piece_count = m.schedule.piece_count;
     sub.buffers = m.schedule.buffers;
+    sub.chains = m.schedule.chains;
     for (std::size_t i = 0; i < m.schedule.ops.size(); ++i) {
       if (step[i] != k) continue;
       Op o = m.schedule.ops[i];

@@ -43,7 +43,7 @@ bool wait_until(MPI_Request& req, double timeout_s) {
 // Every process tells rank 0 it finished; rank 0 then releases them all. Nobody blocks for longer
 // than the timeout on a process that is gone.
 void finish_barrier(const MpiWorld& w, double timeout_s) {
-  constexpr int kTag = 0x7ffe;  // below the smallest MPI_TAG_UB (32767); op tags never collide: distinct phase
+  constexpr int kTag = 0x7ffe;  // below the smallest MPI_TAG_UB (32767); the host backend's operations use another communicator
   int go = 1;
   if (w.rank == 0) {
     std::vector<int> done(static_cast<std::size_t>(w.world), 0);

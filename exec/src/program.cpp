@@ -5,6 +5,7 @@
 
 #include "pattern.hpp"
 #include "reshard/exec/executor.hpp"
+#include "reshard/model/chain.hpp"
 
 namespace reshard::exec {
 
@@ -81,6 +82,23 @@ void push_run(std::vector<CopyRun>& runs, const CopyRun& r) {
 
 }  // namespace
 
+std::vector<std::int32_t> op_steps(const Schedule& s, std::int32_t& count) {
+  std::vector<std::int32_t> step(s.ops.size(), 0);
+  std::vector<std::int64_t> last_on_chain(s.chains.size(), -1);
+  count = 0;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const Op& op = s.ops[i];
+    for (auto a : op.after) step[i] = std::max(step[i], step[static_cast<std::size_t>(a)] + 1);
+    if (op.chain >= 0 && static_cast<std::size_t>(op.chain) < s.chains.size()) {
+      auto& prev = last_on_chain[static_cast<std::size_t>(op.chain)];
+      if (prev >= 0) step[i] = std::max(step[i], step[static_cast<std::size_t>(prev)]);
+      prev = static_cast<std::int64_t>(i);
+    }
+    count = std::max(count, step[i] + 1);
+  }
+  return step;
+}
+
 RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Schedule& s) {
   RunPlan rp;
   rp.scenario = &sc;
@@ -94,28 +112,48 @@ RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Sch
   // The GPUs of both layouts, and relays: GPUs of the topology a schedule passes data through.
   std::set<GpuId> gpus(sc.source.gpus().begin(), sc.source.gpus().end());
   gpus.insert(sc.destination.gpus().begin(), sc.destination.gpus().end());
+  auto in_topology = [&](GpuId g, const std::string& where) {
+    if (g < 0 || g >= sc.topology.gpu_count())
+      throw ScheduleError(where + ": GPU " + std::to_string(g) + " is not in the scenario's topology (" +
+                          std::to_string(sc.topology.gpu_count()) +
+                          " GPUs); a schedule that does not match its scenario is refused");
+  };
+  for (std::size_t c = 0; c < s.chains.size(); ++c) {
+    const Chain& chain = s.chains[c];
+    for (std::size_t k = 0; k < chain.hops.size(); ++k) {
+      const std::string where = who + ": chain " + std::to_string(c) + " hop " + std::to_string(k);
+      in_topology(chain.hops[k].from, where);
+      in_topology(chain.hops[k].to, where);
+    }
+  }
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const Op& op = s.ops[i];
     const std::string where = who + ": operation " + std::to_string(op.id);
     if (op.id != static_cast<std::int64_t>(i)) throw ScheduleError(where + ": ids must be dense and ascending");
     for (GpuId g : {op.src, op.dst}) {
-      if (g < 0 || g >= sc.topology.gpu_count())
-        throw ScheduleError(where + ": GPU " + std::to_string(g) + " is not in the scenario's topology (" +
-                            std::to_string(sc.topology.gpu_count()) +
-                            " GPUs); a schedule that does not match its scenario is refused");
+      in_topology(g, where);
       gpus.insert(g);
     }
     if (op.buffer < 0 || op.buffer >= static_cast<std::int32_t>(s.buffers.size()) || op.parts < 1 || op.part < 0 ||
         op.part >= op.parts)
       throw ScheduleError(where + ": buffer or part out of range");
+    if (op.chain < -1 || op.chain >= static_cast<std::int32_t>(s.chains.size()))
+      throw ScheduleError(where + ": chain " + std::to_string(op.chain) + " out of range (" +
+                          std::to_string(s.chains.size()) + " chains)");
+    if (op.chain >= 0)  // every GPU the chain passes through runs the op
+      for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) gpus.insert(h.to);
   }
   rp.gpus.assign(gpus.begin(), gpus.end());
   validate(s, ts, sc.inventory, sc.source, sc.destination);
-  rp.step_of.assign(s.ops.size(), 0);
-  for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    for (auto a : s.ops[i].after) rp.step_of[i] = std::max(rp.step_of[i], rp.step_of[static_cast<std::size_t>(a)] + 1);
-    rp.steps = std::max(rp.steps, rp.step_of[i] + 1);
-  }
+  rp.step_of = op_steps(s, rp.steps);
+  rp.chain_prev.assign(s.ops.size(), -1);
+  std::vector<std::int64_t> last_on_chain(s.chains.size(), -1);
+  for (const Op& op : s.ops)
+    if (op.chain >= 0) {
+      auto& last = last_on_chain[static_cast<std::size_t>(op.chain)];
+      rp.chain_prev[static_cast<std::size_t>(op.id)] = last;
+      last = op.id;
+    }
   for (const auto& p : ts.pieces) {
     rp.piece_source_shard.push_back(find_shard(sc.source, p, p.holders));
     rp.piece_destination_shard.push_back(find_shard(sc.destination, p, p.needers));
@@ -194,10 +232,28 @@ GpuProgram build_program(const RunPlan& rp, GpuId gpu) {
   };
   std::map<std::int64_t, std::pair<std::int32_t, std::vector<Held>>> received;  // op -> (region, runs)
   for (const Op& op : s.ops) {
-    if (op.src != gpu && op.dst != gpu) continue;
+    // This GPU's role: sender (plain src, chain root), receiver (plain dst, a chain hop's `to`) and
+    // for a chain, the parent it receives from and the children it sends to.
+    const bool chained = op.chain >= 0;
+    bool sends = op.src == gpu, receives = !chained && op.dst == gpu;
+    GpuId peer_in = chained ? -1 : op.src, peer_out = chained ? -1 : op.dst;
+    std::vector<GpuId> children;
+    std::int64_t chunk = 0;
+    if (chained) {
+      const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+      chunk = c.chunk.value;
+      for (const ChainHop& h : c.hops) {
+        if (h.from == gpu) children.push_back(h.to);
+        if (h.to == gpu) {
+          receives = true;
+          peer_in = h.from;
+        }
+      }
+    }
+    if (!sends && !receives) continue;
     const Buffer& buf = s.buffers[static_cast<std::size_t>(op.buffer)];
-    if (op.src == gpu) {
-      Transfer t{op.id, op.dst, static_cast<std::int32_t>(prog.regions.size()), {}};
+    if (sends) {
+      Transfer t{op.id, peer_out, static_cast<std::int32_t>(prog.regions.size()), {}, op.chain, chunk, children};
       prog.regions.push_back(Region{Region::Kind::Send, -1, {}, op.id, 0});
       std::int64_t pos = 0;
       for_each_in_part(buf, op.part, op.parts, [&](std::int32_t p, std::int64_t b, std::int64_t e) {
@@ -229,8 +285,8 @@ GpuProgram build_program(const RunPlan& rp, GpuId gpu) {
       prog.regions[static_cast<std::size_t>(t.region)].bytes = pos;
       prog.sends.push_back(std::move(t));
     }
-    if (op.dst == gpu) {
-      Transfer t{op.id, op.src, static_cast<std::int32_t>(prog.regions.size()), {}};
+    if (receives) {
+      Transfer t{op.id, peer_in, static_cast<std::int32_t>(prog.regions.size()), {}, op.chain, chunk, children};
       prog.regions.push_back(Region{Region::Kind::Receive, -1, {}, op.id, 0});
       auto& held = received[op.id];
       held.first = t.region;
@@ -251,6 +307,26 @@ GpuProgram build_program(const RunPlan& rp, GpuId gpu) {
     }
   }
   return prog;
+}
+
+StepWaves step_waves(const Schedule& s, const std::vector<std::int64_t>& ops) {
+  StepWaves out;
+  std::map<std::int32_t, std::int64_t> next_offset;  // per chain: the wave its next op starts in
+  for (auto id : ops) {
+    const Op& op = s.ops[static_cast<std::size_t>(id)];
+    if (op.chain < 0) continue;
+    const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+    ChainWaves cw;
+    cw.op = id;
+    cw.chunks = chain_chunks(op.bytes.value, c.chunk.value);
+    cw.offset = next_offset[op.chain];
+    next_offset[op.chain] = cw.offset + cw.chunks;
+    cw.depth = chain_depths(c, op.src, "operation " + std::to_string(id));
+    if (cw.chunks > 0)
+      out.waves = std::max(out.waves, cw.offset + cw.chunks + *std::max_element(cw.depth.begin(), cw.depth.end()) - 1);
+    out.chains.push_back(std::move(cw));
+  }
+  return out;
 }
 
 Fault parse_fault(const std::string& text) {
