@@ -48,7 +48,7 @@ def main():
         n = int(row["nodes"]) * int(row["gpus_per_node"])
         size = int(row["size_bytes"])
         cmd = [args.reshard, "simulate", "--topology", os.path.join(ROOT, TOPOLOGY[row["system"]]), "--collective",
-               row["collective"], "--ranks", f"0-{n - 1}", "--size", f"{size}B", "--json"]
+               row["collective"], "--ranks", f"0-{n - 1}", "--size", f"{size}B", "--profile", "nccl", "--json"]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")

@@ -342,13 +342,9 @@ TEST_P(ProductionScenarioSimulated, NeverBelowTheLowerBound) {
   const double simulated = sim::simulated_makespan(s, sc.topology, cost, pred.overheads).value;
   EXPECT_GE(simulated, lb.time.value);
   EXPECT_GE(simulated, fluid_bound(pred) * (1 - 1e-9));
-  // The estimate is a prediction, not a bound (its pipeline-fill term can exceed the simulation).
-  // For the domain strategies on qwen3-235b the two agree within 20 % (docs/simulator.md has the
-  // table); the ring broadcast's fill under fair sharing is not modelled by the estimate (4.5x).
-  const std::string name = strategy;
-  if (std::string(file) == "qwen3-235b-h100.yaml" && (name == "domain_chain" || name == "hybrid")) {
-    EXPECT_LT(std::abs(simulated / pred.time.value - 1), 0.2) << simulated << " vs " << pred.time.value;
-  }
+  // One prediction, not two: the simulation (max-min sharing, chains pipelined chunk by chunk) and
+  // the estimate agree within 15 % on every strategy (docs/simulator.md has the table).
+  EXPECT_LT(std::abs(simulated / pred.time.value - 1), 0.15) << simulated << " vs " << pred.time.value;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -380,6 +376,32 @@ INSTANTIATE_TEST_SUITE_P(
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return n;
     });
+
+// NVIDIA's published DGX H100 refit times (params/nemo_rl-published.csv): the nemo_rl profile's
+// *simulated* times land within 15 % of each, as its estimates do (test_calibrate).
+TEST(ScheduleSim, NemoRlProfileSimulatesThePublishedRefitTimes) {
+  std::ifstream csv(kRoot + "/params/nemo_rl-published.csv");
+  ASSERT_TRUE(csv);
+  const auto cost = model::CostParams::profile_named("nemo_rl");
+  int rows = 0;
+  for (std::string line; std::getline(csv, line);) {
+    if (line.empty() || line[0] == '#' || line.rfind("scenario,", 0) == 0) continue;
+    const auto c1 = line.find(','), c2 = line.find(',', c1 + 1);
+    const std::string scenario = line.substr(0, c1), strategy = line.substr(c1 + 1, c2 - c1 - 1);
+    const double measured = std::stod(line.substr(c2 + 1));
+    SCOPED_TRACE(scenario + " " + strategy);
+    const auto sc = model::load_scenario(kRoot + "/params/" + scenario);
+    const auto ts = model::plan(sc.inventory, sc.source, sc.destination);
+    const auto s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology,
+                                         model::parse_strategy(strategy));
+    const auto pred = model::estimate(s, ts, sc.inventory, sc.topology, cost);
+    const double simulated = sim::simulated_makespan(s, sc.topology, cost, pred.overheads).value;
+    EXPECT_NEAR(simulated / measured, 1.0, 0.15) << simulated << " s simulated, " << measured << " s measured";
+    EXPECT_NEAR(simulated / pred.time.value, 1.0, 0.05) << simulated << " s simulated, " << pred.time.value << " s estimated";
+    ++rows;
+  }
+  EXPECT_EQ(rows, 4);
+}
 
 // The quotient found on the ops is the flows' quotient at production scale too: the same answer,
 // bit for bit, as the flow-level refinement of the kept flows (flow_quotient.hpp), with the quotient
@@ -561,15 +583,12 @@ TEST(ScheduleSim, OpQuotientOfChainsIsTheFlowQuotient) {
   }
 }
 
-TEST(ScheduleSim, DomainStrategiesDifferFromTheEstimateByTheFanOutTail) {
-  // qwen3-8b-colocated (dgx-h100-2n): the network ingress saturates the NICs for the whole
-  // bandwidth-bound phase, so the ingress that finishes last ends at the estimate's bandwidth term
-  // (T_bandwidth = 21.8 ms). Its NVLink fan-out can only start then, and adds its own time: the
-  // simulation is T_bandwidth + the fan-out tail, where the estimate takes max(T_bandwidth,
-  // T_critical) and so leaves the tail out (measured: 24.6 ms vs 21.8 ms, +12.8 %;
-  // docs/simulator.md). The test checks exactly that: the op that finishes last is a FanOut (or
-  // Forward) released by an Ingress that finished at T_bandwidth, and the simulation is within the
-  // estimate plus that tail.
+TEST(ScheduleSim, ChainOpsPipelineTheFanOutAsTheEstimateSays) {
+  // qwen3-8b-colocated (dgx-h100-2n): every stripe is one chain op, holder -> ingress -> NVLink
+  // fan-out, pipelined in 512 KiB chunks. The network ingress saturates the NICs for the whole
+  // bandwidth-bound phase and the fan-out follows chunk by chunk, so the last stripe ends one
+  // tail (its chain's latency and fill) after the bandwidth term, as the estimate says:
+  // simulation and estimate agree (within 0.1 %), and the op that ends last is a chain op.
   const auto sc = model::load_scenario(kRoot + "/scenarios/qwen3-8b-colocated.yaml");
   const auto ts = model::plan(sc.inventory, sc.source, sc.destination);
   const auto cost = model::CostParams::profile_named("reshard");
@@ -584,16 +603,9 @@ TEST(ScheduleSim, DomainStrategiesDifferFromTheEstimateByTheFanOutTail) {
     const auto r = sim::simulate_schedule(s, sc.topology, cost, options);
     EXPECT_TRUE(r.flows.empty());  // not kept unless asked (ScheduleSimOptions::keep_flows)
     EXPECT_EQ(r.flow_count(), r.op_of_flow.size());
-    ASSERT_GE(r.critical_ops.size(), 2u);
-    const auto& last = s.ops[r.critical_ops[0]];
-    const auto& feeder = s.ops[r.critical_ops[1]];
-    EXPECT_TRUE(last.phase == OpPhase::FanOut || last.phase == OpPhase::Forward) << model::to_string(last.phase);
-    EXPECT_EQ(feeder.phase, OpPhase::Ingress);
-    const double ingress_end = r.ops[r.critical_ops[1]].finish.value;
-    EXPECT_NEAR(ingress_end, pred.bandwidth_bound.value, 0.01 * pred.bandwidth_bound.value);
-    const double tail = r.ops_makespan.value - ingress_end;
-    EXPECT_GT(tail, 0.0);
-    EXPECT_LE(r.makespan.value, pred.time.value + tail + 0.01 * pred.time.value);
+    ASSERT_GE(r.critical_ops.size(), 1u);
+    EXPECT_GE(s.ops[r.critical_ops[0]].chain, 0);
+    EXPECT_NEAR(r.makespan.value / pred.time.value, 1.0, 1e-3);
     EXPECT_GE(r.makespan.value, fluid_bound(pred) * (1 - 1e-9));
   }
 }

@@ -197,6 +197,8 @@ void write_params(const std::filesystem::path& out, const Calibration& c, const 
   f << "profile: " << p.profile << "\n";
   f << "efficiency:\n  nvlink: " << p.efficiency[0] << "\n  c2c: " << p.efficiency[1] << "\n  pcie: " << p.efficiency[2]
     << "\n  network: " << p.efficiency[3] << "\n";
+  f << "chain_hop_latency:\n  nvlink: " << p.chain_hop_latency[0].value * 1e6 << "us\n  c2c: " << p.chain_hop_latency[1].value * 1e6
+    << "us\n  pcie: " << p.chain_hop_latency[2].value * 1e6 << "us\n  network: " << p.chain_hop_latency[3].value * 1e6 << "us\n";
   f << "per_op: " << p.per_op.value * 1e6 << "us\n";
   f << "per_tensor: " << p.per_tensor.value * 1e6 << "us\n";
   f << "per_broadcast_tensor: " << p.per_broadcast_tensor.value * 1e6 << "us\n";

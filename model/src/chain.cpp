@@ -42,7 +42,8 @@ std::size_t pinned_path(GpuId a, GpuId b, std::size_t k) {
 }
 }  // namespace
 
-ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, const std::string& where) {
+ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, const std::string& where,
+                       const std::array<Seconds, kLinkKinds>& min_hop_latency) {
   const std::vector<std::int32_t> depths = chain_depths(chain, root, where);
   ChainRoute out;
   std::vector<std::pair<LinkId, std::int32_t>> crossings;
@@ -61,10 +62,11 @@ ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, con
                           " to GPU " + std::to_string(h.to) + " in topology " + topo.name());
     for (LinkId l : r.paths[pinned_path(h.from, h.to, r.paths.size())].links) crossings.push_back({l, 1});
     (r.kind == LinkKind::Network ? out.network_hops : out.local_hops) += 1;
-    const double at = reached.at(h.from) + r.latency.value;
+    const double latency = std::max(r.latency.value, min_hop_latency[static_cast<std::size_t>(r.kind)].value);
+    const double at = reached.at(h.from) + latency;
     reached[h.to] = at;
     slowest = std::max(slowest, at);
-    slowest_hop = std::max(slowest_hop, r.latency.value);
+    slowest_hop = std::max(slowest_hop, latency);
     out.depth = std::max(out.depth, depths[k]);
   }
   std::sort(crossings.begin(), crossings.end());

@@ -67,31 +67,46 @@ CostParams CostParams::profile_named(const std::string& name) {
     // NeMo RL's refit runs in Python around NCCL: each broadcast bucket is packed, launched and
     // synchronised, and each training PP stage's broadcast group is served in turn. Two parameters,
     // fitted by `reshard calibrate params/nemo_rl-published.csv --profile reshard --fit
-    // per_bucket,per_stage` to NVIDIA's four published DGX H100 refit times (params/nemo_rl.yaml,
-    // docs/calibration.md): every fitted time within 9.3 % of the measurement
-    // (-8.7, +9.2, +6.7, -5.7 %).
+    // per_bucket,per_stage --name nemo_rl` to NVIDIA's four published DGX H100 refit times
+    // (params/nemo_rl.yaml, docs/calibration.md): every fitted time within 9.3 % of the
+    // measurement (-8.7, +9.2, +6.6, -5.7 %).
     p.profile = "nemo_rl";
-    p.per_bucket = Seconds{13.0895e-3};
-    p.per_stage = Seconds{77.1878e-3};
+    p.per_bucket = Seconds{13.0504e-3};
+    p.per_stage = Seconds{78.4407e-3};
     return p;
   }
-  throw ConfigError("", 0, "profile", "unknown profile '" + name + "'; expected reshard or nemo_rl");
+  if (name == "nccl") {
+    // NCCL's latency model for a ring in its Simple protocol (src/graph/tuning.cc): 8.4 us per
+    // collective, 3.4 us per NVLink hop and 14 us per network hop of the ring.
+    p.profile = "nccl";
+    p.per_op = Seconds{8.4e-6};
+    p.chain_hop_latency[static_cast<std::size_t>(LinkKind::NVLink)] = Seconds{3.4e-6};
+    p.chain_hop_latency[static_cast<std::size_t>(LinkKind::Network)] = Seconds{14e-6};
+    return p;
+  }
+  throw ConfigError("", 0, "profile", "unknown profile '" + name + "'; expected reshard, nemo_rl or nccl");
 }
 
 CostParams CostParams::load(const std::filesystem::path& path) {
   const auto root = yaml::load_file(path);
-  root.allow_only({"profile", "efficiency", "per_op", "per_tensor", "per_broadcast_tensor", "per_bucket", "per_stage"});
+  root.allow_only({"profile", "efficiency", "chain_hop_latency", "per_op", "per_tensor", "per_broadcast_tensor",
+                   "per_bucket", "per_stage"});
   CostParams p;
   if (auto n = root.get("profile")) p.profile = n->str();
+  const char* kinds[kLinkKinds] = {"nvlink", "c2c", "pcie", "network"};
   if (auto e = root.get("efficiency")) {
-    e->allow_only({"nvlink", "c2c", "pcie", "network"});
-    const char* keys[] = {"nvlink", "c2c", "pcie", "network"};
-    for (int k = 0; k < 4; ++k)
-      if (auto v = e->get(keys[k])) {
+    e->allow_only({kinds[0], kinds[1], kinds[2], kinds[3]});
+    for (std::size_t k = 0; k < kLinkKinds; ++k)
+      if (auto v = e->get(kinds[k])) {
         const double x = v->number();
         if (x <= 0 || x > 1) v->fail("efficiency must be in (0, 1]");
         p.efficiency[k] = x;
       }
+  }
+  if (auto e = root.get("chain_hop_latency")) {
+    e->allow_only({kinds[0], kinds[1], kinds[2], kinds[3]});
+    for (std::size_t k = 0; k < kLinkKinds; ++k)
+      if (auto v = e->get(kinds[k])) p.chain_hop_latency[k] = v->duration();
   }
   if (auto n = root.get("per_op")) p.per_op = n->duration();
   if (auto n = root.get("per_tensor")) p.per_tensor = n->duration();
@@ -138,7 +153,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     return c;
   };
   auto chain_column = [&](const Chain& chain, GpuId root, std::int64_t op_id) {
-    const ChainRoute cr = chain_route(chain, root, topo, "operation " + std::to_string(op_id));
+    const ChainRoute cr = chain_route(chain, root, topo, "operation " + std::to_string(op_id), params.chain_hop_latency);
     Column c;
     c.chain = &chain;
     c.latency = cr.latency.value;

@@ -40,12 +40,20 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
     return "piece " + std::to_string(piece) + " ('" + inv.tensor(pc.tensor).name + "' " + to_string(pc.box) + ")";
   };
 
-  // Whether operation `o` leaves its data on GPU g: its dst, or any GPU its chain reaches.
-  auto delivers = [&](const Op& o, GpuId g) {
-    if (o.chain < 0) return o.dst == g;
-    const auto& hops = s.chains[static_cast<std::size_t>(o.chain)].hops;
-    return std::any_of(hops.begin(), hops.end(), [&](const ChainHop& h) { return h.to == g; });
+  // Each chain's shape, checked once, and the GPUs it reaches, sorted (chain_reaches).
+  std::vector<std::vector<GpuId>> reached(s.chains.size());
+  for (std::size_t c = 0; c < s.chains.size(); ++c) {
+    if (s.chains[c].hops.empty()) throw ScheduleError("chain " + std::to_string(c) + " has no hop");
+    chain_depths(s.chains[c], s.chains[c].hops.front().from, "chain " + std::to_string(c));
+    for (const ChainHop& h : s.chains[c].hops) reached[c].push_back(h.to);
+    std::sort(reached[c].begin(), reached[c].end());
+  }
+  auto chain_reaches = [&](std::int32_t chain, GpuId g) {
+    const auto& r = reached[static_cast<std::size_t>(chain)];
+    return std::binary_search(r.begin(), r.end(), g);
   };
+  // Whether operation `o` leaves its data on GPU g: its dst, or any GPU its chain reaches.
+  auto delivers = [&](const Op& o, GpuId g) { return o.chain < 0 ? o.dst == g : chain_reaches(o.chain, g); };
   struct Range {
     std::int32_t piece;
     std::int64_t begin, end;
@@ -62,7 +70,9 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
       throw ScheduleError(where + ": no chain " + std::to_string(op.chain));
     if (op.chain >= 0) {
       const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
-      chain_depths(c, op.src, where);
+      if (c.hops.front().from != op.src)
+        throw ScheduleError(where + ": chain " + std::to_string(op.chain) + " is rooted at GPU " +
+                            std::to_string(c.hops.front().from) + ", not at the op's src");
       if (c.hops.back().to != op.dst)
         throw ScheduleError(where + ": a chain op's dst must be its last hop's receiver, GPU " + std::to_string(c.hops.back().to));
     }
@@ -116,17 +126,22 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
                             " forwards elements it neither holds nor received before");
     }
   }
-  // How often each GPU receives each unit (every GPU a chain reaches receives its unit once).
+  // How often each GPU receives each unit from plain transfers, and the chains that carry each unit
+  // (every GPU a chain reaches receives its unit once).
   std::unordered_map<std::int64_t, std::int32_t> received;
   auto rkey = [](GpuId g, std::int32_t u) { return (static_cast<std::int64_t>(g) << 32) | static_cast<std::uint32_t>(u); };
+  std::vector<std::vector<std::int32_t>> unit_chains(unit_ranges.size());
   for (const auto& op : s.ops) {
     const std::int32_t u = op_unit[static_cast<std::size_t>(op.id)];
-    if (op.chain < 0) {
-      ++received[rkey(op.dst, u)];
-      continue;
-    }
-    for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) ++received[rkey(h.to, u)];
+    if (op.chain < 0) ++received[rkey(op.dst, u)];
+    else unit_chains[static_cast<std::size_t>(u)].push_back(op.chain);
   }
+  auto times_received = [&](GpuId g, std::int32_t u) {
+    std::int32_t n = 0;
+    if (auto it = received.find(rkey(g, u)); it != received.end()) n = it->second;
+    for (auto c : unit_chains[static_cast<std::size_t>(u)]) n += chain_reaches(c, g) ? 1 : 0;
+    return n;
+  };
   // The units holding each piece.
   std::vector<std::vector<std::pair<std::int32_t, const Range*>>> piece_units(ts.pieces.size());
   for (std::size_t u = 0; u < unit_ranges.size(); ++u)
@@ -138,11 +153,8 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
     for (auto g : needers[static_cast<std::size_t>(pc.needers)]) {
       if (holds(g, i)) continue;
       got.clear();
-      for (const auto& [u, r] : piece_units[static_cast<std::size_t>(i)]) {
-        auto it = received.find(rkey(g, u));
-        if (it != received.end())
-          for (std::int32_t k = 0; k < it->second; ++k) got.push_back({r->begin, r->end});
-      }
+      for (const auto& [u, r] : piece_units[static_cast<std::size_t>(i)])
+        for (std::int32_t k = times_received(g, u); k > 0; --k) got.push_back({r->begin, r->end});
       const std::string what = describe_piece(i) + " at GPU " + std::to_string(g);
       if (got.empty()) throw ScheduleError(what + ": never delivered");
       std::sort(got.begin(), got.end());

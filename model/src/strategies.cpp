@@ -526,6 +526,7 @@ class Builder {
           hops.push_back({from, d});
           from = d;
         }
+        if (hops.empty()) break;  // the head is the only destination GPU: gathering is all
         ring_of_channel.push_back(add_chain(std::move(hops), p_.chunk));
       }
       // Buckets of whole pieces (a piece larger than a bucket is a bucket of its own).
@@ -556,7 +557,7 @@ class Builder {
         for (auto& [h, g] : gather) gathered.push_back(add_op(h, head, add_buffer(g), 0, 1, OpPhase::Gather, free_buffer));
         const auto buffer = add_buffer(buckets[k]);
         broadcast_of.emplace_back();
-        for (std::int32_t c = 0; c < channels; ++c)
+        for (std::int32_t c = 0; c < static_cast<std::int32_t>(ring_of_channel.size()); ++c)
           broadcast_of.back().push_back(
               add_chain_op(ring_of_channel[static_cast<std::size_t>(c)], buffer, c, channels, OpPhase::Broadcast, gathered));
       }

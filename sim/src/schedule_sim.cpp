@@ -137,7 +137,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
         // Each link as often as hops cross it; a chain whose chunks are too small to hide their
         // latency behind kChainSlots in flight gets a link of its own at its slot rate
         // (model/chain.hpp). The rate alone sets the fill, as in the estimate.
-        const model::ChainRoute cr = model::chain_route(chain, op.src, topology, where());
+        const model::ChainRoute cr = model::chain_route(chain, op.src, topology, where(), params.chain_hop_latency);
         std::vector<model::LinkId> links;
         cf.alone = INFINITY;
         for (std::size_t k = 0; k < cr.links.size(); ++k) {

@@ -34,6 +34,7 @@
 // (sim/schedule_sim.hpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -58,9 +59,12 @@ struct ChainRoute {
   std::int32_t local_hops = 0;        // hops inside an NVLink domain
 };
 
-// The links, weights and latencies of `chain` rooted at `root`. Throws ScheduleError (prefixed
-// with `where`) for a malformed chain, a GPU outside the topology or a hop without a route.
-ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, const std::string& where);
+// The links, weights and latencies of `chain` rooted at `root`. A hop's latency is its route's, or
+// min_hop_latency[kind of its route] when that is larger (a pipelined protocol's per-hop cost,
+// CostParams::chain_hop_latency). Throws ScheduleError (prefixed with `where`) for a malformed
+// chain, a GPU outside the topology or a hop without a route.
+ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, const std::string& where,
+                       const std::array<Seconds, kLinkKinds>& min_hop_latency = {});
 
 // The pipeline fill in bytes, (H - 1) min(chunk, part_bytes): the fill takes fill / r.
 Bytes chain_fill(const Chain& chain, std::int32_t depth, Bytes part_bytes);

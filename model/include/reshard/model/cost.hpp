@@ -33,6 +33,7 @@
 // approximates by T_bandwidth.
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <string>
 
@@ -41,8 +42,12 @@
 namespace reshard::model {
 
 struct CostParams {
-  // Hardware: achievable fraction of line rate and per-hop latency by link kind, index LinkKind.
-  double efficiency[4] = {0.82, 0.85, 0.85, 0.94};
+  // Hardware: achievable fraction of line rate by link kind, index LinkKind.
+  std::array<double, kLinkKinds> efficiency = {0.82, 0.85, 0.85, 0.94};
+  // The least latency of one hop of a chain op, by the kind of its route (index LinkKind): a
+  // pipelined protocol's per-hop cost (flags, fences, proxy) where it exceeds the wire's; 0 keeps
+  // the route's own latency (model/chain.hpp).
+  std::array<Seconds, kLinkKinds> chain_hop_latency{};
   // Implementation profile.
   std::string profile = "reshard";
   // Per transfer operation: a small-message send/recv between two GPUs over NVLink takes about 3 us
@@ -54,10 +59,12 @@ struct CostParams {
   Seconds per_stage{0};          // per source pipeline stage that broadcasts (group setup, sequencing)
   BytesPerSecond memory_copy_rate{2.15e12};  // local GPU copy payload: H200 D2D ~4.3 TB/s read+write / 2
 
-  // The built-in profiles: "reshard" (this project's executor) and "nemo_rl" (NeMo RL's Python
-  // refit path, fitted to its published DGX H100 numbers). Throws ConfigError for other names.
+  // The built-in profiles: "reshard" (this project's executor), "nemo_rl" (NeMo RL's Python refit
+  // path, fitted to its published DGX H100 numbers) and "nccl" (NCCL's own latency model, for
+  // collectives: `simulate --collective`). Throws ConfigError for other names.
   static CostParams profile_named(const std::string& name);
-  // A YAML file with keys profile, efficiency {nvlink, c2c, pcie, network}, per_op, per_tensor,
+  // A YAML file with keys profile, efficiency {nvlink, c2c, pcie, network}, chain_hop_latency
+  // {nvlink, c2c, pcie, network}, per_op, per_tensor,
   // per_broadcast_tensor, per_bucket, per_stage (durations with units).
   static CostParams load(const std::filesystem::path& path);
 };

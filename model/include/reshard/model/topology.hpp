@@ -30,6 +30,7 @@
 namespace reshard::model {
 
 enum class LinkKind : std::uint8_t { NVLink = 0, C2C = 1, PCIe = 2, Network = 3 };
+inline constexpr std::size_t kLinkKinds = 4;  // the LinkKind values, for tables indexed by kind
 enum class DeviceKind : std::uint8_t { GPU, NVSwitch, NIC, Leaf, Spine, Core, CPU };
 
 const char* to_string(LinkKind k);
