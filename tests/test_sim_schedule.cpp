@@ -20,6 +20,10 @@
 #include "reshard/sim/flow_io.hpp"
 #include "reshard/sim/schedule_sim.hpp"
 
+#include "op_quotient.hpp"  // sim/src: the quotient found on ops, run on pipelined chains below
+
+#include <random>
+
 using namespace reshard;
 using model::Bytes;
 using model::Op;
@@ -404,6 +408,155 @@ TEST(ScheduleSim, OpQuotientIsTheFlowQuotient) {
       EXPECT_EQ(a[i].time.value, b[i].time.value) << "sample " << i;
       EXPECT_EQ(a[i].group, b[i].group) << "sample " << i;
       EXPECT_EQ(a[i].rate.value, b[i].rate.value) << "sample " << i;
+    }
+  }
+}
+
+// The quotient found on ops (sim/src/op_quotient.hpp) with pipelined chains: paths that list a
+// link twice and ops with a fill. A random op problem is replicated on its own links (all copies
+// also crossing shared links), so the quotient pays; its flows are written out as
+// simulate_schedule writes them (sub-flows per path, a join flow made when the first successor
+// needs it, the overhead flow last), and the op quotient's answer must be the flow quotient's bit
+// for bit, and the plain engine's to 1e-9.
+TEST(ScheduleSim, OpQuotientOfChainsIsTheFlowQuotient) {
+  std::mt19937_64 rng(1618);
+  for (int trial = 0; trial < 30; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int own = 3 + static_cast<int>(rng() % 4), shared = 1 + static_cast<int>(rng() % 2);
+    const int copies = 3 + static_cast<int>(rng() % 3);  // 2 copies and the overhead flow: more cells than half the flows
+    sim::FlowNetwork net;
+    std::vector<double> own_caps;
+    for (int l = 0; l < own; ++l) own_caps.push_back(10.0 + static_cast<double>(rng() % 90));
+    for (int k = 0; k < copies; ++k)
+      for (double c : own_caps) net.capacity.push_back(model::BytesPerSecond{c});
+    for (int l = 0; l < shared; ++l) net.capacity.push_back(model::BytesPerSecond{20.0 + static_cast<double>(rng() % 200)});
+    // Base routes: 1-3 paths, each a few own links (some twice) and maybe a shared link.
+    struct BaseRoute {
+      std::vector<std::vector<std::int32_t>> own_paths, shared_paths;
+    };
+    std::vector<BaseRoute> base_routes(2 + rng() % 3);
+    for (auto& r : base_routes) {
+      const int paths = 1 + static_cast<int>(rng() % 3);
+      for (int p = 0; p < paths; ++p) {
+        std::vector<std::int32_t> o, sh;
+        for (int l = 0; l < own; ++l)
+          if (rng() % 3 == 0) o.push_back(l);
+        if (o.empty()) o.push_back(static_cast<std::int32_t>(rng() % own));
+        if (rng() % 2 == 0) o.push_back(o[rng() % o.size()]);  // a fan-out: the link twice
+        if (rng() % 2 == 0) sh.push_back(static_cast<std::int32_t>(rng() % shared));
+        r.own_paths.push_back(o);
+        r.shared_paths.push_back(sh);
+      }
+    }
+    struct BaseOp {
+      std::int32_t route;
+      double share, latency, fill;
+      std::vector<std::int32_t> after;
+    };
+    std::vector<BaseOp> base_ops;
+    const int n = 3 + static_cast<int>(rng() % 10);
+    for (int i = 0; i < n; ++i) {
+      BaseOp b{static_cast<std::int32_t>(rng() % base_routes.size()), 100.0 * static_cast<double>(1 + rng() % 3),
+               static_cast<double>(rng() % 2), rng() % 2 == 0 ? 0.0 : 40.0 * static_cast<double>(1 + rng() % 2), {}};
+      if (i > 0 && rng() % 2 == 0) b.after.push_back(static_cast<std::int32_t>(rng() % i));
+      base_ops.push_back(b);
+    }
+    // The op problem: route (copy k, base route r) is k * routes + r; op (copy k, base op i) is
+    // op k * n + i, so every op waits only for earlier ones.
+    sim::OpProblem ops;
+    const auto nr = static_cast<std::int32_t>(base_routes.size());
+    for (int k = 0; k < copies; ++k)
+      for (const auto& r : base_routes) {
+        for (std::size_t p = 0; p < r.own_paths.size(); ++p) {
+          for (auto l : r.own_paths[p]) ops.path_links.push_back(k * own + l);
+          for (auto l : r.shared_paths[p]) ops.path_links.push_back(copies * own + l);
+          ops.path_link_begin.push_back(static_cast<std::int64_t>(ops.path_links.size()));
+        }
+        ops.route_path_begin.push_back(static_cast<std::int32_t>(ops.path_link_begin.size() - 1));
+      }
+    for (int k = 0; k < copies; ++k)
+      for (const auto& b : base_ops) {
+        ops.route.push_back(k * nr + b.route);
+        ops.share.push_back(model::ByteAmount{b.share});
+        ops.latency.push_back(Seconds{b.latency});
+        ops.fill.push_back(model::ByteAmount{b.fill});
+        for (auto a : b.after) ops.after.push_back(k * n + a);
+        ops.after_begin.push_back(static_cast<std::int64_t>(ops.after.size()));
+      }
+    ops.overheads = Seconds{0.5};
+    // The same problem as flows, in simulate_schedule's order.
+    std::vector<sim::FlowSpec> flows;
+    const std::size_t n_ops = ops.ops();
+    std::vector<std::int64_t> first_flow(n_ops), join_of(n_ops, -1);
+    std::vector<char> has_successor(n_ops, 0);
+    for (std::size_t i = 0; i < n_ops; ++i) {
+      std::vector<std::int64_t> after;
+      for (auto k = ops.after_begin[i]; k < ops.after_begin[i + 1]; ++k) {
+        const auto a = static_cast<std::size_t>(ops.after[k]);
+        has_successor[a] = 1;
+        if (ops.sub_flows(a) == 1) {
+          after.push_back(first_flow[a]);
+          continue;
+        }
+        if (join_of[a] < 0) {
+          join_of[a] = static_cast<std::int64_t>(flows.size());
+          sim::FlowSpec j;
+          j.id = join_of[a];
+          for (std::int32_t p = 0; p < ops.sub_flows(a); ++p) j.after.push_back(first_flow[a] + p);
+          flows.push_back(j);
+        }
+        after.push_back(join_of[a]);
+      }
+      first_flow[i] = static_cast<std::int64_t>(flows.size());
+      for (auto p = ops.route_path_begin[ops.route[i]]; p < ops.route_path_begin[ops.route[i] + 1]; ++p) {
+        sim::FlowSpec f;
+        f.id = static_cast<std::int64_t>(flows.size());
+        f.bytes = ops.share[i];
+        f.latency = ops.latency[i];
+        f.fill = ops.fill[i];
+        f.links.assign(ops.path_links.begin() + ops.path_link_begin[p], ops.path_links.begin() + ops.path_link_begin[p + 1]);
+        f.after = after;
+        flows.push_back(f);
+      }
+    }
+    sim::FlowSpec overhead;
+    overhead.id = static_cast<std::int64_t>(flows.size());
+    overhead.latency = ops.overheads;
+    for (std::size_t i = 0; i < n_ops; ++i)
+      if (!has_successor[i])
+        for (std::int32_t p = 0; p < ops.sub_flows(i); ++p) overhead.after.push_back(first_flow[i] + p);
+    flows.push_back(overhead);
+
+    sim::ScheduleSimulation on_ops;
+    ASSERT_EQ(sim::simulate_op_quotient(net, ops, {}, flows.size(), on_ops), sim::OpQuotientOutcome::simulated);
+    const auto on_flows = sim::simulate(net, flows);
+    sim::SimOptions plain_options;
+    plain_options.symmetry_quotient = false;
+    const auto plain = sim::simulate(net, flows, plain_options);
+    EXPECT_EQ(on_ops.result.simulated_flows, on_flows.simulated_flows);
+    // At most one cell per flow of a copy, and the overhead flow's.
+    EXPECT_LE((on_ops.result.simulated_flows - 1) * copies, static_cast<std::int64_t>(flows.size()) - 1);
+    EXPECT_EQ(on_ops.result.makespan.value, on_flows.makespan.value);
+    EXPECT_NEAR(on_ops.result.makespan.value, plain.makespan.value, 1e-9 * plain.makespan.value);
+    for (std::size_t i = 0; i < n_ops; ++i) {
+      double finish = 0;
+      for (std::int32_t p = 0; p < ops.sub_flows(i); ++p)
+        finish = std::max(finish, on_flows.timing[static_cast<std::size_t>(first_flow[i] + p)].finish.value);
+      EXPECT_EQ(on_ops.ops[i].finish.value, finish) << "op " << i;
+      EXPECT_EQ(on_ops.ops[i].start.value, on_flows.timing[static_cast<std::size_t>(first_flow[i])].start.value) << "op " << i;
+      double plain_finish = 0;
+      for (std::int32_t p = 0; p < ops.sub_flows(i); ++p)
+        plain_finish = std::max(plain_finish, plain.timing[static_cast<std::size_t>(first_flow[i] + p)].finish.value);
+      EXPECT_NEAR(on_ops.ops[i].finish.value, plain_finish, 1e-9 * plain_finish) << "op " << i;
+    }
+    ASSERT_EQ(on_ops.result.critical_path.size(), on_flows.critical_path.size());
+    for (std::size_t k = 0; k < on_flows.critical_path.size(); ++k) {
+      EXPECT_EQ(on_ops.result.critical_path[k].flow_index, on_flows.critical_path[k].flow_index) << "step " << k;
+      EXPECT_EQ(on_ops.result.critical_path[k].bottleneck, on_flows.critical_path[k].bottleneck) << "step " << k;
+    }
+    for (std::size_t l = 0; l < net.capacity.size(); ++l) {
+      EXPECT_EQ(on_ops.result.links[l].bytes.value, on_flows.links[l].bytes.value) << "link " << l;
+      EXPECT_EQ(on_ops.result.links[l].busy.value, on_flows.links[l].busy.value) << "link " << l;
     }
   }
 }

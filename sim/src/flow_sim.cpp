@@ -245,6 +245,8 @@ class Engine {
   std::vector<LinkState> links_;
 
   std::priority_queue<StartEvent, std::vector<StartEvent>, std::greater<>> starts_;
+  // Flows sent and in their pipeline fill (FlowSpec::fill): finish time and flow.
+  std::priority_queue<StartEvent, std::vector<StartEvent>, std::greater<>> drains_;
   FinishQueue finishes_;
   std::vector<std::int32_t> touched_;
   std::uint32_t batch_ = 0;
@@ -288,7 +290,7 @@ FlowTable flow_table(const std::vector<FlowSpec>& flows) {
   if (!dense) t.id.reserve(n);
   for (const auto& f : flows) {
     if (!dense) t.id.push_back(f.id);
-    t.begin_flow(f.bytes, f.latency);
+    t.begin_flow(f.bytes, f.latency, f.fill);
     t.links.insert(t.links.end(), f.links.begin(), f.links.end());
     t.after.insert(t.after.end(), f.after.begin(), f.after.end());
     t.end_flow();
@@ -319,7 +321,6 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
     auto it = index.find(id);
     return it == index.end() ? -1 : it->second;
   };
-  std::vector<std::uint32_t> seen(nl, 0);
   for (std::size_t i = 0; i < n; ++i) {
     if (!dense && !index.emplace(flows.id_of(i), static_cast<std::int32_t>(i)).second)
       throw FlowError(flows.name(i) + ": duplicate flow id " + std::to_string(flows.id_of(i)));
@@ -328,13 +329,13 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
     if (!(flows.latency[i].value >= 0) || !std::isfinite(flows.latency[i].value))
       throw FlowError(flows.name(i) + ": latency must be >= 0 and finite, got " + std::to_string(flows.latency[i].value) +
                       " s");
+    if (const double fill = flows.fill_of(i).value; !(fill >= 0) || !std::isfinite(fill))
+      throw FlowError(flows.name(i) + ": fill must be >= 0 and finite, got " + std::to_string(fill));
     for (auto k = flows.link_begin[i]; k < flows.link_begin[i + 1]; ++k) {
       const std::int32_t l = flows.links[k];
       if (l < 0 || static_cast<std::size_t>(l) >= nl)
         throw FlowError(flows.name(i) + ": unknown link " + std::to_string(l) + " (the network has " +
                         std::to_string(nl) + " links)");
-      if (seen[l] == i + 1) throw FlowError(flows.name(i) + ": link " + net.link_name(l) + " listed twice");
-      seen[l] = static_cast<std::uint32_t>(i + 1);
     }
   }
   // Dependencies as CSR, then Kahn's algorithm to reject cycles, unless every flow waits only for
@@ -399,21 +400,30 @@ namespace {
 void Engine::build_classes() {
   std::unordered_map<std::vector<std::int32_t>, std::int32_t, VectorHash> by_links;
   class_of_.assign(flows_.size(), -1);
-  // The key: the sorted links, each followed by the flow's weight there when a quotient is run.
+  // The key: the sorted links, each followed by minus the flow's weight there where it is not 1
+  // (links are >= 0, so the encoding is unambiguous). A link listed k times is one slot of weight
+  // k (times the quotient's weight, which counts flows of the whole problem).
   std::vector<std::pair<std::int32_t, std::int64_t>> slots;
   std::vector<std::int32_t> key;
   for (std::size_t i = 0; i < flows_.size(); ++i) {
     const auto first = flows_.link_begin[i], last = flows_.link_begin[i + 1];
     if (first == last || flows_.bytes[i].value == 0) continue;  // finishes at its start, never active
     slots.clear();
-    // A weight counts flows of the whole problem, fewer than INT32_MAX (validate_and_index and
-    // simulate_op_quotient refuse more), so it fits a Slot's int32.
+    // A weight counts entries of the whole problem's link lists on one link: flows (fewer than
+    // INT32_MAX, validate_and_index and simulate_op_quotient refuse more) times their repeats of
+    // it, which would need link lists of gigabytes to pass INT32_MAX; so it fits a Slot's int32.
     for (auto k = first; k < last; ++k) slots.emplace_back(flows_.links[k], weights_ ? weights_->flow_link[k] : 1);
     std::sort(slots.begin(), slots.end());
+    std::size_t merged = 0;
+    for (std::size_t k = 1; k < slots.size(); ++k) {
+      if (slots[k].first == slots[merged].first) slots[merged].second += slots[k].second;
+      else slots[++merged] = slots[k];
+    }
+    slots.resize(merged + 1);
     key.clear();
     for (const auto& [l, w] : slots) {
       key.push_back(l);
-      if (weights_) key.push_back(static_cast<std::int32_t>(w));
+      if (w != 1) key.push_back(static_cast<std::int32_t>(-w));
     }
     auto it = by_links.find(key);
     const bool inserted = it == by_links.end();
@@ -473,7 +483,6 @@ void Engine::finish(std::int32_t f, double t) {
   ++result_.events;
   FlowTiming& ft = result_.timing[f];
   ft.finish = Seconds{t};
-  if (class_of_[f] >= 0) ft.bottleneck = classes_[class_of_[f]].bottleneck;
   result_.makespan = std::max(result_.makespan, ft.finish);
   for (auto s = succ_begin_[f]; s < succ_begin_[f + 1]; ++s) {
     const std::int32_t g = succ_[s];
@@ -538,7 +547,13 @@ void Engine::class_finish_event(std::int32_t c, double t) {
     rc.left = batch_;
     if (--rc.multiplicity == 0) leave(c, t);
     touch(c);
-    finish(f, t);
+    // Sent: its bottleneck is the one of its last rate; with a fill it finishes fill / rate later,
+    // loading no link meanwhile (flow_sim.hpp).
+    result_.timing[f].bottleneck = rc.bottleneck;
+    if (const double fill = flows_.fill_of(static_cast<std::size_t>(f)).value; fill > 0)
+      drains_.push({t + fill / rc.rate, f});
+    else
+      finish(f, t);
   }
   if (!rc.finish_heap.empty()) rc.next_level = rc.finish_heap.front().first;
   touch(c);
@@ -919,16 +934,18 @@ FlowSimResult Engine::run() {
   for (std::size_t i = 0; i < n; ++i)
     if (waiting_[i] == 0) release(static_cast<std::int32_t>(i), 0.0);
 
-  // One batch per time: every start and finish at that time, then one refill. Starts of equal
-  // time come before finishes, as a flow that starts and one that ends at the same instant never
-  // share a rate. "Equal" is to 1e-12 relative (the batch window): flows the schedule treats alike
+  // One batch per time: every start, every flow sent, and every end of a pipeline fill at that
+  // time, then one refill. Starts of equal time come before the flows sent, as a flow that starts
+  // and one that ends at the same instant never share a rate; an end of fill moves no rate (the
+  // flow left its links when it was sent) but may release flows that start in the batch. "Equal" is to 1e-12 relative (the batch window): flows the schedule treats alike
   // finish at times that differ by the rounding of their different arithmetic paths (a few
   // hundred ulps), and one refill for them all instead of one each halves the refills of a tuned
   // schedule (qwen3-235b, docs/performance.md) while moving no time by more than 1e-12 relative.
   constexpr double kBatchWindow = 1e-12;
-  while (!starts_.empty() || !finishes_.empty()) {
-    const double t = std::min(starts_.empty() ? INFINITY : starts_.top().time,
-                              finishes_.empty() ? INFINITY : finishes_.top_time());
+  while (!starts_.empty() || !finishes_.empty() || !drains_.empty()) {
+    const double t = std::min({starts_.empty() ? INFINITY : starts_.top().time,
+                               finishes_.empty() ? INFINITY : finishes_.top_time(),
+                               drains_.empty() ? INFINITY : drains_.top().time});
     const double horizon = t * (1 + kBatchWindow);
     batch_window_ = horizon - t;
     ++batch_;
@@ -942,6 +959,10 @@ FlowSimResult Engine::run() {
         const std::int32_t c = finishes_.top_class();
         finishes_.erase(c);
         class_finish_event(c, t);
+      } else if (!drains_.empty() && drains_.top().time <= horizon) {
+        const std::int32_t f = drains_.top().flow;
+        drains_.pop();
+        finish(f, t);
       } else {
         break;
       }
@@ -996,7 +1017,7 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
     for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) cells.push_back(q.link_cell[flows.links[k]]);
     preds.clear();
     for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k) preds.push_back(q.flow_cell[index_of(flows.after[k])]);
-    problem.add_cell(flows.bytes[f], flows.latency[f], flow_cell_size[c], cells, preds);
+    problem.add_cell(flows.bytes[f], flows.latency[f], flows.fill_of(f), flow_cell_size[c], cells, preds);
   }
   FlowSimResult qr = problem.run();
 

@@ -13,13 +13,16 @@
 
 namespace reshard::sim {
 
-// Flow i: id id_of(i), bytes[i], latency[i], the links
-// links[link_begin[i] .. link_begin[i + 1]), and it waits for the flows whose ids are
-// after[after_begin[i] .. after_begin[i + 1]).
+// Flow i: id id_of(i), bytes[i], latency[i], fill_of(i), the links
+// links[link_begin[i] .. link_begin[i + 1]) (a link may repeat: FlowSpec::links), and it waits for
+// the flows whose ids are after[after_begin[i] .. after_begin[i + 1]).
 struct FlowTable {
   std::vector<std::int64_t> id;  // empty: flow i has id i
   std::vector<ByteAmount> bytes;
   std::vector<Seconds> latency;
+  // The pipeline fill (FlowSpec::fill): empty while every flow's is 0 (schedules of tens of
+  // millions of plain flows hold no such array), else one per flow.
+  std::vector<ByteAmount> fill;
   std::vector<std::int64_t> link_begin{0};
   std::vector<std::int32_t> links;
   std::vector<std::int64_t> after_begin{0};
@@ -37,9 +40,15 @@ struct FlowTable {
     after.reserve(after_total);
   }
   std::int64_t id_of(std::size_t i) const { return id.empty() ? static_cast<std::int64_t>(i) : id[i]; }
+  ByteAmount fill_of(std::size_t i) const { return fill.empty() ? ByteAmount{} : fill[i]; }
   // Appends a flow: begin_flow, then its links and `after` entries pushed onto `links` and
   // `after`, then end_flow. Its id is its index unless `id` is filled alongside.
-  void begin_flow(ByteAmount flow_bytes, Seconds flow_latency) {
+  void begin_flow(ByteAmount flow_bytes, Seconds flow_latency, ByteAmount flow_fill = {}) {
+    if (!fill.empty() || flow_fill.value != 0) {
+      if (fill.empty()) fill.reserve(bytes.capacity());
+      fill.resize(bytes.size());  // the flows before the first fill: 0
+      fill.push_back(flow_fill);
+    }
     bytes.push_back(flow_bytes);
     latency.push_back(flow_latency);
   }

@@ -18,7 +18,7 @@ using namespace refinement;  // mix64, bits, Numbering, Sum, Side, compact
 constexpr std::uint64_t kLinkSalt = 0x13198a2e03707344ull, kPredSalt = 0xa4093822299f31d0ull,
                         kOpSalt = 0x082efa98ec4e6c89ull, kPathSalt = 0x452821e638d01377ull,
                         kSubFlowSalt = 0xbe5466cf34e90c6cull, kJoinSalt = 0xc0ac29b7c97c50ddull,
-                        kProductSalt = 0x3f84d5b5b5470917ull;
+                        kProductSalt = 0x3f84d5b5b5470917ull, kFillSalt = 0x299f31d0082efa98ull;
 
 Sum times(const Sum& x, const Sum& y) { return {x.a * y.a, x.b * y.b}; }
 Sum minus(const Sum& x, const Sum& y) { return {x.a - y.a, x.b - y.b}; }
@@ -105,7 +105,8 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
       const auto a = static_cast<std::size_t>(ops.after[k]);
       pred[i].add(as_predecessor(colour[a], identity[ops.route[a]]));
     }
-    const std::uint64_t own = mix64(bits(ops.share[i].value) ^ mix64(bits(ops.latency[i].value) + kOpSalt));
+    std::uint64_t own = mix64(bits(ops.share[i].value) ^ mix64(bits(ops.latency[i].value) + kOpSalt));
+    if (const double fill = ops.fill_of(i).value; fill != 0) own = mix64(own ^ mix64(bits(fill) + kFillSalt));
     colour[i] = numbering.number(0, own ^ pred[i].a, pred[i].b);
   }
   Side op_side(colour, numbering.count());
@@ -301,22 +302,15 @@ struct FlowRef {
 OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& ops, const SimOptions& options,
                                        std::size_t flow_count, ScheduleSimulation& out) {
   const auto wall_start = std::chrono::steady_clock::now();
-  const std::size_t n = ops.ops(), nl = net.capacity.size(), np = ops.path_link_begin.size() - 1;
+  const std::size_t n = ops.ops(), nl = net.capacity.size();
   // What validate_and_index would reject is left to it (it names the flow).
   if (flow_count >= static_cast<std::size_t>(INT32_MAX)) return OpQuotientOutcome::unchecked;
   for (const auto& c : net.capacity)
     if (!(c.value > 0) || !std::isfinite(c.value)) return OpQuotientOutcome::unchecked;
   for (std::size_t i = 0; i < n; ++i)
-    if (!(ops.latency[i].value >= 0) || !std::isfinite(ops.latency[i].value) || !std::isfinite(ops.share[i].value))
+    if (!(ops.latency[i].value >= 0) || !std::isfinite(ops.latency[i].value) || !std::isfinite(ops.share[i].value) ||
+        !(ops.fill_of(i).value >= 0) || !std::isfinite(ops.fill_of(i).value))
       return OpQuotientOutcome::unchecked;
-  {
-    std::vector<std::size_t> seen(nl, SIZE_MAX);
-    for (std::size_t p = 0; p < np; ++p)
-      for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) {
-        if (seen[ops.path_links[k]] == p) return OpQuotientOutcome::unchecked;
-        seen[ops.path_links[k]] = p;
-      }
-  }
 
   const OpColours colours = refine(net, ops, options.link_group, flow_count / 2, 48);
   if (colours.op_cells < 0) return OpQuotientOutcome::not_paying;
@@ -402,16 +396,16 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
       const auto p = ops.route_path_begin[ops.route[i]] + f.path;
       for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) link_list.push_back(colours.link[ops.path_links[k]]);
       for (auto k = ops.after_begin[i]; k < ops.after_begin[i + 1]; ++k) pred_list.push_back(as_predecessor_cell(static_cast<std::size_t>(ops.after[k])));
-      problem.add_cell(ops.share[i], ops.latency[i], cell_size[c], link_list, pred_list);
+      problem.add_cell(ops.share[i], ops.latency[i], ops.fill_of(i), cell_size[c], link_list, pred_list);
     } else if (f.kind == FlowRef::join) {
       const auto i = static_cast<std::size_t>(f.op);
       for (std::int32_t p = 0; p < ops.sub_flows(i); ++p) pred_list.push_back(sub_cell(i, p));
-      problem.add_cell(ByteAmount{0}, Seconds{0}, cell_size[c], link_list, pred_list);
+      problem.add_cell(ByteAmount{0}, Seconds{0}, ByteAmount{0}, cell_size[c], link_list, pred_list);
     } else {
       for (std::size_t i = 0; i < n; ++i)
         if (!has_successor[i])
           for (std::int32_t p = 0; p < ops.sub_flows(i); ++p) pred_list.push_back(sub_cell(i, p));
-      problem.add_cell(ByteAmount{0}, ops.overheads, cell_size[c], link_list, pred_list);
+      problem.add_cell(ByteAmount{0}, ops.overheads, ByteAmount{0}, cell_size[c], link_list, pred_list);
     }
   }
   FlowSimResult qr = problem.run();

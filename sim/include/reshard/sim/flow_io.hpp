@@ -4,7 +4,10 @@
 //    "flows": [{"id": 7, "bytes": 1048576, "links": [0, 3], "latency_s": 1.5e-6, "after": [2, 5],
 //               "release_s": ..., "start_s": ..., "finish_s": ...}, ...]}
 //
-// Link ids are the indices of FlowNetwork::capacity (the file lists them 0..n-1). release_s is when
+// Link ids are the indices of FlowNetwork::capacity (the file lists them 0..n-1); a link listed k
+// times in "links" is loaded k times (FlowSpec::links). A flow with a pipeline fill
+// (FlowSpec::fill) has "fill_bytes" too (written only when > 0; absent reads as 0), and its finish_s
+// is the end of the fill. release_s is when
 // the last predecessor finished (0 without one) and start_s = release_s + latency_s. Numbers are
 // written with 17 significant digits, so reading a dump back and simulating it reproduces the same
 // times bit for bit.

@@ -8,25 +8,35 @@
 //   released  when all flows in `after` have finished (release = 0 without predecessors);
 //   started   = release + latency; from then on it is *active*;
 //   active    it sends at the rate max-min fairness gives it on its links (below);
-//   finished  when its bytes are sent. A flow of 0 bytes, or with no links (pure latency /
-//             overhead), finishes at its start.
-// Rates are recomputed whenever a flow becomes active or finishes, and are constant in between, so
-// the simulation is exact (piecewise linear), not time-stepped.
+//   sent      when its bytes are sent, at time F0, at rate r (its rate just before F0). From F0 on it
+//             loads no link;
+//   finished  at F0 + fill / r: the pipeline fill, the last chunk of a pipelined chain crossing the
+//             hops after the first (fill = 0: finished = sent, a plain transfer). A flow of 0
+//             bytes, or with no links (pure latency / overhead), finishes at its start, its fill
+//             ignored (it never has a rate).
+// Successors are released at the finish. Rates are recomputed whenever a flow becomes active or
+// is sent, and are constant in between, so the simulation is exact (piecewise linear), not
+// time-stepped.
 //
-// Max-min fairness. Active flow f has rate x_f. Each link l has capacity C_l and the rates of the
-// flows crossing it must fit: sum_{f ∋ l} x_f <= C_l. An allocation is max-min fair when no x_f can
-// be raised without lowering some x_g <= x_f; equivalently every flow crosses at least one
+// Repeated links. A link listed k times in a flow's `links` carries that flow k times: the flow
+// loads it with k x_f (a pipelined chain's ingress NVLink port carries every fan-out hop that
+// leaves it), and k * bytes cross it in the link statistics.
+//
+// Max-min fairness. Active flow f has rate x_f; k_fl is how many times f lists link l. Each link l
+// has capacity C_l and the loads must fit: sum_f k_fl x_f <= C_l. An allocation is max-min fair when
+// no x_f can be raised without lowering some x_g <= x_f; equivalently every flow crosses at least one
 // *bottleneck* link that is saturated and on which no other flow gets more than it does.
 // Progressive filling computes it: start every rate at 0 and raise all unfixed rates together. For
-// link l with remaining capacity R_l (capacity minus the rates already fixed on it) and n_l unfixed
-// flows, the common level at which l saturates is R_l / n_l. The link with the smallest such share
-// saturates first: every unfixed flow on it is fixed at that share, which is subtracted from the
-// remaining capacity of every other link those flows cross. Repeat with the next smallest share.
-// Shares never decrease during the filling: if s = R_k/n_k is the smallest share and link l loses
-// m flows fixed at s, then (R_l - m s)/(n_l - m) >= R_l/n_l because s <= R_l/n_l. Each step fixes
-// at least one flow, so the filling ends after at most (number of flows) steps; links without
-// unfixed flows drop out. The result is unique, which is why an independent solver (SimGrid's lmm
-// with equal weights) gives the same rates.
+// link l with remaining capacity R_l (capacity minus the loads already fixed on it) and unfixed
+// weight W_l = sum of k_fl over its unfixed flows, the common level at which l saturates is
+// R_l / W_l. The link with the smallest such share saturates first: every unfixed flow on it is
+// fixed at that share, and k_fg times the share is subtracted from the remaining capacity of every
+// other link g those flows cross. Repeat with the next smallest share.
+// Shares never decrease during the filling: if s = R_k/W_k is the smallest share and link l loses
+// weight m of flows fixed at s, then (R_l - m s)/(W_l - m) >= R_l/W_l because s <= R_l/W_l. Each
+// step fixes at least one flow, so the filling ends after at most (number of flows) steps; links
+// without unfixed flows drop out. The result is unique, which is why an independent solver
+// (SimGrid's lmm with equal weights) gives the same rates.
 //
 // Speed: flows with identical link lists form one class with a multiplicity (they always get the
 // same rate), so the filling runs over classes, weighted by multiplicity. A class keeps the bytes
@@ -63,10 +73,12 @@ using model::Seconds;
 struct FlowSpec {
   std::int64_t id = 0;                // unique among the flows
   ByteAmount bytes;                   // >= 0; fractional for an equal ECMP share
-  std::vector<std::int32_t> links;    // indices into FlowNetwork::capacity; no repeats; may be empty
+  std::vector<std::int32_t> links;    // indices into FlowNetwork::capacity; may be empty; a link
+                                      // listed k times is loaded k times the flow's rate
   Seconds latency;                    // >= 0: wait between release and start
   std::vector<std::int64_t> after;    // ids of flows that must finish before this one is released
   std::string label;                  // free text for reports and traces
+  ByteAmount fill;                    // >= 0: the pipeline fill, finish = sent + fill / (last rate)
 };
 
 // The shared resources. Link i has capacity[i] (> 0); link_names is empty or one name per link.
@@ -136,8 +148,8 @@ struct FlowSimResult {
   Seconds classes_wall, event_loop_wall;
 };
 
-// Invalid input: an unknown link or `after` id, a duplicate flow id, a repeated link, negative
-// bytes or latency, a dependency cycle, a non-positive capacity. The message names the flow.
+// Invalid input: an unknown link or `after` id, a duplicate flow id, bytes, latency or fill
+// negative or not finite, a dependency cycle, a non-positive capacity. The message names the flow.
 class FlowError : public model::ScheduleError {
  public:
   using model::ScheduleError::ScheduleError;
