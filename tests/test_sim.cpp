@@ -455,7 +455,7 @@ TEST(FlowSim, MatchesNaiveReferenceWithRepeatedLinksAndFill) {
 }
 
 TEST(FlowSim, LocalRefillMatchesNaiveReferenceWithStaggeredJoins) {
-  // Property for the local refill (flow_sim.cpp, Engine::refill): flows join
+  // Property for the local refill (maxmin.cpp, MaxMinSolver::solve): flows join
   // while others are active (random start times through latency, including ties) and leave in any
   // order, on many classes with multiplicity; every finish equals the naive recomputation. Ids are
   // 0..n-1 here (the engine's dense-id path; the test above uses ids from 100).

@@ -1,8 +1,10 @@
-// The flow-level simulator: validation, route classes, the event loop and the incremental
-// max-min refill. The math is written on the types in flow_sim.hpp.
+// The flow-level simulator: validation, route classes and the event loop; the rates come from the
+// max-min solver (maxmin.hpp). The math is written on the types in flow_sim.hpp.
 #include "reshard/sim/flow_sim.hpp"
 
 #include "flow_quotient.hpp"
+#include "maxmin.hpp"
+#include "tolerances.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -113,68 +115,26 @@ class FinishQueue {
   std::vector<std::int32_t> pos_;
 };
 
-// Min-heap entry of the progressive filling: a link's share when it was pushed (a lower bound).
-struct ShareEntry {
-  double share;
-  std::int32_t link;
-  bool operator>(const ShareEntry& o) const { return share > o.share; }
-};
-
-// Flows with identical (sorted) link lists. All active flows of a class get the same rate.
-// `rate`, `bottleneck` and `committed` are what the link totals (LinkState::allocated,
-// bottlenecked) hold for this class; `multiplicity` moves with starts and finishes before the
-// refill that commits it.
-struct alignas(64) RouteClass {
-  // What a refill reads and writes, in the first cache line.
-  std::int64_t multiplicity = 0;              // active flows
-  std::int64_t committed = 0;                 // multiplicity as counted in the link totals
-  double rate = 0;                            // per flow, bytes/s
-  double new_rate = 0;                        // filling result
-  std::int32_t bottleneck = -1;               // link at which the rate was fixed
-  std::int32_t new_bottleneck = -1;
-  std::int32_t link_begin = 0, link_end = 0;  // slice of Engine::class_slots_
-  std::uint32_t in_refill = 0;  // member of the refilled set (stamp)
-  std::uint32_t touched = 0;    // flows joined or left in this batch
+// What the event loop keeps per class of flows (flows with identical link lists and weights, one
+// class of the solver): the bytes served per flow so far, at the class's rate as the event loop
+// last saw it, and its flows' finish levels.
+struct alignas(64) ClassState {
   double served = 0;            // bytes served per flow at time `updated`
-  // The rest.
   double updated = 0;
+  double rate = 0;              // the solver's rate for the class as of the last refill
   double next_level = 0;        // finish_heap's smallest level (kept here: read at every rate change)
-  std::uint32_t joined = 0;     // flows joined in this batch
-  std::uint32_t left = 0;       // flows left in this batch
-  double contribution = 0;      // multiplicity * rate, for the group timeline
+  double contribution = 0;      // flows * rate, for the group timeline
   std::vector<std::pair<double, std::int32_t>> finish_heap;  // (served level at finish, flow), min-heap
 };
 
-struct alignas(64) LinkState {
-  // Refill scratch, valid when stamp is the refill's stamp (the first cache line).
-  std::uint32_t stamp = 0;
-  double remaining = 0;          // capacity minus frozen classes and the refilled classes fixed so far
-  std::int64_t unfixed = 0;      // refilled flows not yet fixed
-  std::int64_t refilled_bottlenecked = 0;  // committed flows of refilled classes with this bottleneck
-  std::vector<std::int32_t> members;  // the active refilled classes crossing it
-  double fill_share = -1;        // share at which refilled classes were fixed here, -1 when none
-  double capacity = 0;
-  double from_fixed = 0;         // 1 / to_fixed
-  // Totals over the committed classes: sum of committed * rate, the committed flows whose
-  // bottleneck this is, and the rate they were given. The sum is kept in fixed point, in units of
-  // 1 / to_fixed (a power of two near capacity * 2^-60), each term truncated to a whole unit: a
-  // term added at one commit and removed at a later one is the same integer, so millions of
-  // updates leave no drift at all, and the sum holds 8 times the capacity. (A long double sum
-  // drifted by up to 1e-13 relative and took 10 % of the event loop.)
-  std::int64_t allocated = 0;
-  double to_fixed = 0;
-  std::int64_t fixed(double load) const { return static_cast<std::int64_t>(load * to_fixed); }
-  std::int64_t bottlenecked = 0;
-  double level = 0;
-  std::uint32_t level_kept = 0;  // pass stamp: frozen classes stayed bottlenecked here at `level`
-  std::uint32_t scanned = 0;     // refill stamp: its bottlenecked classes were brought in
-  std::int64_t flows = 0;             // active flows crossing the link
-  std::vector<std::int32_t> classes;  // active classes crossing the link
-  std::vector<std::int64_t> class_weights;  // per entry of `classes`: that class's weight here
-  double busy_since = 0;
-  double busy = 0;
-};
+std::vector<double> capacities(const FlowNetwork& net) {
+  std::vector<double> c(net.capacity.size());
+  for (std::size_t l = 0; l < c.size(); ++l) c[l] = net.capacity[l].value;
+  return c;
+}
 
+// The event loop: releases, starts, flows sent, ends of fills, in batches of equal time; the rates
+// come from the max-min solver (maxmin.hpp), refilled once per batch.
 class Engine {
  public:
   // `weights`: per flow and link (aligned with FlowTable::links), how many flows of the whole
@@ -183,7 +143,8 @@ class Engine {
   Engine(const FlowNetwork& net, const FlowTable& flows, FlowGraph graph, const SimOptions& opt,
          const QuotientWeights* weights)
       : net_(net), flows_(flows), weights_(weights), opt_(opt), succ_begin_(std::move(graph.succ_begin)),
-        succ_(std::move(graph.succ)), waiting_(std::move(graph.waiting)) {}
+        succ_(std::move(graph.succ)), waiting_(std::move(graph.waiting)),
+        solver_(capacities(net), opt.local_refill_limit) {}
 
   FlowSimResult run();
 
@@ -193,34 +154,11 @@ class Engine {
   void start(std::int32_t f, double t);
   void finish(std::int32_t f, double t);
   void class_finish_event(std::int32_t c, double t);
-  void advance(RouteClass& c, double t) {
+  void advance(ClassState& c, double t) {
     c.served += c.rate * (t - c.updated);
     c.updated = t;
   }
-  void join(std::int32_t c, double t);
-  void leave(std::int32_t c, double t);
-  void touch(std::int32_t c) {
-    if (classes_[c].touched != batch_) {
-      classes_[c].touched = batch_;
-      touched_.push_back(c);
-    }
-  }
   void refill(double t);
-  void fill_component(double t);
-  template <class ForEachMember>
-  void progressive_fill(std::size_t to_fix, ForEachMember&& for_each_member);
-  static constexpr std::size_t kScanFillLinks = 128;  // up to this many links, fill by scans
-  void push_share(std::int32_t l) {
-    const LinkState& ls = links_[l];
-    if (ls.unfixed > 0) fill_links_.push_back({std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed), l});
-  }
-  void add_to_refill(std::int32_t c, double t) {
-    RouteClass& rc = classes_[c];
-    if (rc.in_refill == refill_stamp_) return;
-    rc.in_refill = refill_stamp_;
-    advance(rc, t);
-    refilled_.push_back(c);
-  }
   void schedule_finish(std::int32_t c, double t);
 
   const FlowNetwork& net_;
@@ -232,33 +170,15 @@ class Engine {
   std::vector<std::int32_t> waiting_;            // unfinished predecessors
   std::vector<std::int32_t> released_by_;        // predecessor that finished last, -1 when none
   std::vector<std::int32_t> class_of_;
-  // A link slot of a class: the link, and how many flows of the whole problem one flow of the
-  // class stands for there (1 unless a quotient is run). One array, so a class's slots are one
-  // read.
-  struct Slot {
-    std::int32_t link;
-    std::int32_t weight;
-  };
-  std::vector<Slot> class_slots_;
-  std::vector<std::int32_t> class_link_pos_;  // per slot: the class's index in that link's list
-  std::vector<RouteClass> classes_;
-  std::vector<LinkState> links_;
+  MaxMinSolver solver_;
+  std::vector<ClassState> classes_;              // per solver class
+  std::vector<double> busy_since_, busy_;        // per link: busy time (an active class crosses it)
 
   std::priority_queue<StartEvent, std::vector<StartEvent>, std::greater<>> starts_;
   // Flows sent and in their pipeline fill (FlowSpec::fill): finish time and flow.
   std::priority_queue<StartEvent, std::vector<StartEvent>, std::greater<>> drains_;
   FinishQueue finishes_;
-  std::vector<std::int32_t> touched_;
-  std::uint32_t batch_ = 0;
   double batch_window_ = 0;  // events up to this long after the batch time join the batch
-  std::uint32_t refill_stamp_ = 0, pass_stamp_ = 0;
-  std::vector<std::int32_t> refilled_;      // classes refilled in this refill
-  std::vector<std::int32_t> refill_links_;  // links they cross
-  std::vector<std::pair<double, std::int64_t>> pass_totals_;  // per refill link: remaining and unfixed before the filling
-  std::vector<std::uint32_t> component_stamp_;  // per link: pass stamp of fill_component's scratch
-  std::vector<std::int32_t> violated_;
-  std::vector<std::int32_t> stack_;
-  std::vector<ShareEntry> fill_links_;  // the filling's links, shares as pushed (a heap past kScanFillLinks)
 
   std::vector<double> group_rate_;
   std::vector<std::uint32_t> group_stamp_;
@@ -395,6 +315,7 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
   return graph;
 }
 
+
 namespace {
 
 void Engine::build_classes() {
@@ -405,6 +326,7 @@ void Engine::build_classes() {
   // k (times the quotient's weight, which counts flows of the whole problem).
   std::vector<std::pair<std::int32_t, std::int64_t>> slots;
   std::vector<std::int32_t> key;
+  std::vector<MaxMinSolver::Slot> class_slots;
   for (std::size_t i = 0; i < flows_.size(); ++i) {
     const auto first = flows_.link_begin[i], last = flows_.link_begin[i + 1];
     if (first == last || flows_.bytes[i].value == 0) continue;  // finishes at its start, never active
@@ -426,27 +348,16 @@ void Engine::build_classes() {
       if (w != 1) key.push_back(static_cast<std::int32_t>(-w));
     }
     auto it = by_links.find(key);
-    const bool inserted = it == by_links.end();
-    if (inserted) it = by_links.emplace(key, static_cast<std::int32_t>(classes_.size())).first;
-    if (inserted) {
-      RouteClass c;
-      c.link_begin = static_cast<std::int32_t>(class_slots_.size());
-      for (const auto& [l, w] : slots) class_slots_.push_back({l, static_cast<std::int32_t>(w)});
-      c.link_end = static_cast<std::int32_t>(class_slots_.size());
-      classes_.push_back(std::move(c));
+    if (it == by_links.end()) {
+      class_slots.clear();
+      for (const auto& [l, w] : slots) class_slots.push_back({l, static_cast<std::int32_t>(w)});
+      it = by_links.emplace(key, solver_.add_class(class_slots)).first;
     }
     class_of_[i] = it->second;
   }
-  class_link_pos_.assign(class_slots_.size(), -1);
-  links_.resize(net_.capacity.size());
-  component_stamp_.assign(net_.capacity.size(), 0);
-  for (std::size_t l = 0; l < links_.size(); ++l) {
-    links_[l].capacity = net_.capacity[l].value;
-    int exponent = 0;  // capacity < 2^exponent
-    std::frexp(links_[l].capacity, &exponent);
-    links_[l].to_fixed = std::ldexp(1.0, 60 - exponent);
-    links_[l].from_fixed = std::ldexp(1.0, exponent - 60);
-  }
+  classes_.resize(solver_.class_count());
+  busy_since_.assign(net_.capacity.size(), 0.0);
+  busy_.assign(net_.capacity.size(), 0.0);
 }
 
 void Engine::release(std::int32_t f, double t) {
@@ -463,8 +374,8 @@ void Engine::start(std::int32_t f, double t) {
     finish(f, t);
     return;
   }
-  RouteClass& rc = classes_[c];
-  if (rc.multiplicity == 0) {
+  ClassState& rc = classes_[c];
+  if (solver_.flows(c) == 0) {
     rc.served = 0;
     rc.updated = t;
   } else {
@@ -473,10 +384,7 @@ void Engine::start(std::int32_t f, double t) {
   rc.finish_heap.emplace_back(rc.served + flows_.bytes[f].as_double(), f);
   std::push_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
   rc.next_level = rc.finish_heap.front().first;
-  if (rc.multiplicity++ == 0) join(c, t);
-  for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_slots_[k].link].flows += class_slots_[k].weight;
-  rc.joined = batch_;
-  touch(c);
+  solver_.add_flow(c, [&](std::int32_t l) { busy_since_[l] = t; });
 }
 
 void Engine::finish(std::int32_t f, double t) {
@@ -493,75 +401,36 @@ void Engine::finish(std::int32_t f, double t) {
   }
 }
 
-// Adds an active class to the lists of its links (multiplicity went 0 -> 1).
-void Engine::join(std::int32_t c, double t) {
-  const RouteClass& rc = classes_[c];
-  for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-    LinkState& ls = links_[class_slots_[k].link];
-    if (ls.classes.empty()) ls.busy_since = t;
-    class_link_pos_[k] = static_cast<std::int32_t>(ls.classes.size());
-    ls.classes.push_back(c);
-    ls.class_weights.push_back(class_slots_[k].weight);
-  }
-}
-
-// Removes a class from its links' lists (multiplicity went 1 -> 0), swapping the last entry in.
-void Engine::leave(std::int32_t c, double t) {
-  const RouteClass& rc = classes_[c];
-  for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-    const std::int32_t l = class_slots_[k].link;
-    LinkState& ls = links_[l];
-    const std::int32_t pos = class_link_pos_[k];
-    const std::int32_t moved = ls.classes.back();
-    ls.classes[pos] = moved;
-    ls.classes.pop_back();
-    ls.class_weights[pos] = ls.class_weights.back();
-    ls.class_weights.pop_back();
-    if (moved != c) {
-      const RouteClass& mc = classes_[moved];
-      for (auto j = mc.link_begin; j < mc.link_end; ++j)
-        if (class_slots_[j].link == l) {
-          class_link_pos_[j] = pos;
-          break;
-        }
-    }
-    class_link_pos_[k] = -1;
-    if (ls.classes.empty()) ls.busy += t - ls.busy_since;
-  }
-}
-
 void Engine::class_finish_event(std::int32_t c, double t) {
-  RouteClass& rc = classes_[c];
+  ClassState& rc = classes_[c];
   advance(rc, t);
   // The event was computed for the moment the first flow's level is reached; rounding may leave a
-  // few ulps, so flows within 1e-9 of their size (plus a micro-byte) count as done, and so do the
-  // flows that finish within the batch window (run()).
+  // few ulps, so flows within tolerance::kFinishRelative of their size (plus kFinishBytes) count
+  // as sent, and so do the flows sent within the batch window (run()).
   while (!rc.finish_heap.empty()) {
     auto [level, f] = rc.finish_heap.front();
-    const double slack = std::max(1e-9 * flows_.bytes[f].as_double() + 1e-6, rc.rate * batch_window_);
+    const double slack = std::max(tolerance::kFinishRelative * flows_.bytes[f].as_double() + tolerance::kFinishBytes,
+                                  rc.rate * batch_window_);
     if (level > rc.served + slack) break;
     std::pop_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
     rc.finish_heap.pop_back();
     if (level > rc.served) rc.served = level;
-    for (auto k = rc.link_begin; k < rc.link_end; ++k) links_[class_slots_[k].link].flows -= class_slots_[k].weight;
-    rc.left = batch_;
-    if (--rc.multiplicity == 0) leave(c, t);
-    touch(c);
+    solver_.remove_flow(c, [&](std::int32_t l) { busy_[l] += t - busy_since_[l]; });
     // Sent: its bottleneck is the one of its last rate; with a fill it finishes fill / rate later,
     // loading no link meanwhile (flow_sim.hpp).
-    result_.timing[f].bottleneck = rc.bottleneck;
+    result_.timing[f].bottleneck = solver_.bottleneck(c);
     if (const double fill = flows_.fill_of(static_cast<std::size_t>(f)).value; fill > 0)
       drains_.push({t + fill / rc.rate, f});
     else
       finish(f, t);
   }
   if (!rc.finish_heap.empty()) rc.next_level = rc.finish_heap.front().first;
-  touch(c);
+  solver_.touch(c);  // its next finish level moved: a new finish event at the refill
 }
 
 void Engine::schedule_finish(std::int32_t c, double t) {
-  RouteClass& rc = classes_[c];
-  if (rc.multiplicity == 0 || !(rc.rate > 0)) {  // no flows: finish_heap is empty too
+  const ClassState& rc = classes_[c];
+  if (solver_.flows(c) == 0 || !(rc.rate > 0)) {  // no flows: finish_heap is empty too
     finishes_.erase(c);
     return;
   }
@@ -569,267 +438,35 @@ void Engine::schedule_finish(std::int32_t c, double t) {
   finishes_.set(c, t + remaining / rc.rate);
 }
 
-// Progressive filling (flow_sim.hpp) over the links in fill_links_, whose remaining capacity and
-// unfixed count are set: the link with the smallest share fixes its unfixed members at that share.
-// for_each_member(link, fix) calls fix(c) for the refilled classes on the link; `to_fix` counts
-// the active ones, and the filling stops once all are fixed (the links left then have no unfixed
-// member: fixing at them would change nothing). Up to kScanFillLinks links the smallest share is
-// found by a scan; past that fill_links_ is a heap whose keys are lower bounds: a link's share
-// only grows while the filling runs, so a popped link whose share has grown is pushed back with
-// its current share, and a popped key equal to the current share is the minimum. (In a local
-// refill most links empty or grow before they would be popped: on the tuned deepseek-v3 schedule
-// a 64-link heap popped 26 keys for 8 links that fixed classes.)
-template <class ForEachMember>
-void Engine::progressive_fill(std::size_t to_fix, ForEachMember&& for_each_member) {
-  auto fix_at = [&](std::int32_t link, double share) {
-    links_[link].fill_share = share;
-    for_each_member(links_[link], [&](std::int32_t c) {
-      RouteClass& rc = classes_[c];
-      if (rc.new_bottleneck >= 0) return;
-      --to_fix;
-      rc.new_rate = share;
-      rc.new_bottleneck = link;
-      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        LinkState& other = links_[class_slots_[k].link];
-        const std::int64_t flows = rc.multiplicity * class_slots_[k].weight;
-        other.remaining -= static_cast<double>(flows) * share;
-        other.unfixed -= flows;
-      }
-    });
-  };
-  if (fill_links_.size() <= kScanFillLinks) {
-    // Few links (a local refill): the smallest share by a scan, the links left without unfixed
-    // flows dropped as it goes; cheaper than a heap whose pops are mostly such links or stale.
-    while (to_fix > 0 && !fill_links_.empty()) {
-      std::size_t best = 0;
-      double best_share = INFINITY;
-      for (std::size_t i = 0; i < fill_links_.size();) {
-        const LinkState& ls = links_[fill_links_[i].link];
-        if (ls.unfixed == 0) {
-          fill_links_[i] = fill_links_.back();
-          fill_links_.pop_back();
-          continue;
-        }
-        const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
-        if (share < best_share) {
-          best_share = share;
-          best = i;
-        }
-        ++i;
-      }
-      if (fill_links_.empty()) break;
-      const std::int32_t link = fill_links_[best].link;
-      fill_links_[best] = fill_links_.back();
-      fill_links_.pop_back();
-      fix_at(link, best_share);
-    }
-    return;
-  }
-  std::make_heap(fill_links_.begin(), fill_links_.end(), std::greater<>());
-  while (to_fix > 0 && !fill_links_.empty()) {
-    const ShareEntry top = fill_links_.front();
-    std::pop_heap(fill_links_.begin(), fill_links_.end(), std::greater<>());
-    fill_links_.pop_back();
-    LinkState& ls = links_[top.link];
-    if (ls.unfixed == 0) continue;
-    const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
-    if (share > top.share) {
-      fill_links_.push_back({share, top.link});
-      std::push_heap(fill_links_.begin(), fill_links_.end(), std::greater<>());
-      continue;
-    }
-    fix_at(top.link, share);
-  }
-}
-
-// Recomputes max-min rates after the starts and finishes of one batch (the touched classes).
-//
-// Local refill, verified. The allocation before the batch was max-min fair: every active class had
-// a bottleneck link, saturated, on which no class had a higher rate (the characterization in
-// flow_sim.hpp). The refill recomputes the rates of a set Q of classes by progressive filling,
-// with every other ("frozen") class keeping its rate, whose load is subtracted from each link's
-// capacity up front. The result is the max-min fair allocation of the whole network once these
-// hold on every link l crossed by a class of Q (links crossed by none are unchanged, so their
-// frozen classes keep valid bottlenecks):
-//   (a) feasible: the frozen load plus the refilled load fits C_l;
-//   (b) when frozen classes have l as their bottleneck (at rate level_l): l stays saturated, no
-//       refilled class on l gets more than level_l, and a refilled class fixed at l is fixed at
-//       level_l (not below a frozen class there);
-//   (c) when refilled classes are fixed at l at share s and no frozen class is bottlenecked there:
-//       no frozen class on l has a rate above s.
-// Then every class has a bottleneck (refilled classes the link they were fixed at, frozen ones
-// their old one) and the allocation is feasible, which makes it the max-min fair one. A link that
-// breaks a condition brings the frozen classes that break it into Q (those bottlenecked there for
-// (b), those above s for (c), all for (a)), and the filling runs again; Q grows by at least one
-// class per pass, so this ends. The conditions are checked to a relative tolerance of 1e-10 of the
-// link capacity or rate: exact arithmetic would see no violation where rounding leaves a few ulps.
-//
-// Q starts as the touched classes plus the classes bottlenecked on their links (a load change
-// there moves them, so the first pass would bring them in anyway). The cost is the classes whose
-// rates move and their links; when the change spreads past SimOptions::local_refill_limit classes,
-// Engine::fill_component refills its whole reach in one pass instead.
+// New rates after the starts and flows sent of one batch: the solver refills the classes the
+// changes reach; each of them is brought up to t at its old rate, and those whose rate or flows
+// changed get a new finish event.
 void Engine::refill(double t) {
-  constexpr double kTolerance = 1e-10;
   ++result_.rate_updates;
-  ++refill_stamp_;
-  refilled_.clear();
-  for (auto c : touched_) add_to_refill(c, t);
-  // A flow that joins or leaves a link where frozen classes are bottlenecked moves them (the link's
-  // load changed): bring them in now rather than after a failed pass.
-  for (std::size_t i = 0, n = refilled_.size(); i < n; ++i) {
-    const RouteClass& rc = classes_[refilled_[i]];
-    for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-      const std::int32_t l = class_slots_[k].link;
-      if (links_[l].bottlenecked == 0 || links_[l].scanned == refill_stamp_) continue;
-      links_[l].scanned = refill_stamp_;  // once per link, however many touched classes cross it
-      for (auto c : links_[l].classes)
-        if (classes_[c].bottleneck == l) add_to_refill(c, t);
-    }
-  }
-
-  // Link totals: capacity minus frozen load, refilled flows, and the active refilled classes
-  // (LinkState::members, in the order of refilled_). A pass after a failed one adds the classes
-  // that failure brought in to the totals the failed pass started from (pass_totals_): the same
-  // sums in the same order as adding every class again, at the cost of the new classes only.
-  refill_links_.clear();
-  std::size_t counted = 0, active = 0;  // classes of refilled_ in the totals, and the active ones
-  while (true) {
-    ++pass_stamp_;
-    for (std::size_t j = 0; j < refill_links_.size(); ++j) {
-      LinkState& ls = links_[refill_links_[j]];
-      ls.remaining = pass_totals_[j].first;
-      ls.unfixed = pass_totals_[j].second;
-      ls.fill_share = -1;
-    }
-    for (std::size_t i = 0; i < counted; ++i) {
-      classes_[refilled_[i]].new_rate = 0;
-      classes_[refilled_[i]].new_bottleneck = -1;
-    }
-    for (std::size_t i = counted, n = refilled_.size(); i < n; ++i) {
-      if (i + 8 < n) __builtin_prefetch(&classes_[refilled_[i + 8]]);
-      if (i + 4 < n) __builtin_prefetch(&class_slots_[classes_[refilled_[i + 4]].link_begin]);
-      const std::int32_t c = refilled_[i];
-      RouteClass& rc = classes_[c];
-      rc.new_rate = 0;
-      rc.new_bottleneck = -1;
-      if (rc.multiplicity > 0) ++active;
-      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        const std::int32_t l = class_slots_[k].link;
-        LinkState& ls = links_[l];
-        if (ls.stamp != refill_stamp_) {
-          ls.stamp = refill_stamp_;
-          ls.remaining = ls.capacity - static_cast<double>(ls.allocated) * ls.from_fixed;
-          ls.unfixed = 0;
-          ls.refilled_bottlenecked = 0;
-          ls.members.clear();
-          ls.fill_share = -1;
-          refill_links_.push_back(l);
-        }
-        const std::int64_t w = class_slots_[k].weight;
-        ls.remaining += static_cast<double>(rc.committed * w) * rc.rate;
-        if (rc.bottleneck == l) ls.refilled_bottlenecked += rc.committed * w;
-        if (rc.multiplicity > 0) {
-          ls.unfixed += rc.multiplicity * w;
-          ls.members.push_back(c);
-        }
-      }
-    }
-    counted = refilled_.size();
-    pass_totals_.resize(refill_links_.size());
-    for (std::size_t j = 0; j < refill_links_.size(); ++j)
-      pass_totals_[j] = {links_[refill_links_[j]].remaining, links_[refill_links_[j]].unfixed};
-
-    fill_links_.clear();
-    for (auto l : refill_links_) push_share(l);
-    progressive_fill(active, [&](const LinkState& ls, auto&& fix) {
-      for (auto c : ls.members) fix(c);
-    });
-
-    // Conditions (a)-(c) on every link the refilled classes cross.
-    violated_.clear();
-    for (auto l : refill_links_) {
-      LinkState& ls = links_[l];
-      if (ls.classes.size() == ls.members.size()) continue;  // nothing frozen
-      const double slack = kTolerance * ls.capacity;
-      bool ok = ls.remaining >= -slack;  // (a)
-      if (ok && ls.bottlenecked > ls.refilled_bottlenecked) {  // (b)
-        const double high = ls.level * (1 + kTolerance), low = ls.level * (1 - kTolerance);
-        ok = ls.remaining <= slack && (ls.fill_share < 0 || ls.fill_share >= low);
-        for (std::size_t i = 0; ok && i < ls.members.size(); ++i) ok = classes_[ls.members[i]].new_rate <= high;
-        ls.level_kept = pass_stamp_;
-      } else if (ok && ls.fill_share >= 0) {  // (c)
-        const double high = ls.fill_share * (1 + kTolerance);
-        for (auto c : ls.classes)
-          if (classes_[c].in_refill != refill_stamp_ && classes_[c].rate > high) {
-            ok = false;
-            break;
-          }
-      }
-      if (!ok) violated_.push_back(l);
-    }
-    if (violated_.empty()) break;
-    // A violated link brings in the frozen classes that break its condition: those bottlenecked
-    // there (b), or with a rate above the share of the refilled classes fixed there (c); an
-    // overloaded link (a) brings all of them.
-    for (auto l : violated_) {
-      const LinkState& ls = links_[l];
-      const bool overloaded = ls.remaining < -kTolerance * ls.capacity;
-      const double high = ls.fill_share * (1 + kTolerance);
-      for (auto c : ls.classes) {
-        const RouteClass& rc = classes_[c];
-        if (overloaded || rc.bottleneck == l || (ls.fill_share >= 0 && rc.rate > high)) add_to_refill(c, t);
-      }
-    }
-    // The change spreads: one filling over its whole reach is cheaper than a pass per hop.
-    if (refilled_.size() > opt_.local_refill_limit) {
-      fill_component(t);
-      break;
-    }
-  }
-
-  // Commit: link totals, rates, finish events.
-  // Where frozen classes stay bottlenecked, a link's `level` stays their rate: the refilled ones
-  // are within the tolerance of it, and moving it would let that tolerance add up over refills.
-  for (auto c : refilled_) {
-    RouteClass& rc = classes_[c];
-    if (rc.new_rate == rc.rate && rc.new_bottleneck == rc.bottleneck && rc.multiplicity == rc.committed) {
-      // Nothing moves on its links (about a third of the refilled classes on a tuned schedule).
-      if (rc.bottleneck >= 0 && links_[rc.bottleneck].level_kept != pass_stamp_) links_[rc.bottleneck].level = rc.rate;
-    } else {
-      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        const std::int32_t l = class_slots_[k].link;
-        const std::int64_t w = class_slots_[k].weight;
-        LinkState& ls = links_[l];
-        ls.allocated += ls.fixed(static_cast<double>(rc.multiplicity * w) * rc.new_rate) -
-                        ls.fixed(static_cast<double>(rc.committed * w) * rc.rate);
-        if (rc.bottleneck == l) ls.bottlenecked -= rc.committed * w;
-        if (rc.new_bottleneck == l) {
-          ls.bottlenecked += rc.multiplicity * w;
-          if (ls.level_kept != pass_stamp_) ls.level = rc.new_rate;
-        }
-      }
-    }
-    const bool changed = rc.new_rate != rc.rate || rc.touched == batch_;
-    rc.rate = rc.new_rate;
-    rc.bottleneck = rc.new_bottleneck;
-    rc.committed = rc.multiplicity;
+  const auto& refilled = solver_.solve();
+  for (auto c : refilled) {
+    ClassState& rc = classes_[c];
+    advance(rc, t);
+    const double rate = solver_.rate(c);
+    const bool changed = rate != rc.rate || solver_.changed_flows(c);
+    rc.rate = rate;
     if (changed) schedule_finish(c, t);
   }
 
   if (!opt_.link_group.empty()) {
-    for (auto c : refilled_) {
-      RouteClass& rc = classes_[c];
-      const double now = static_cast<double>(rc.multiplicity) * rc.rate;
+    const auto stamp = static_cast<std::uint32_t>(result_.rate_updates);
+    for (auto c : refilled) {
+      ClassState& rc = classes_[c];
+      const double now = static_cast<double>(solver_.flows(c)) * rc.rate;
       const double delta = now - rc.contribution;
       rc.contribution = now;
       if (delta == 0) continue;
-      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        const std::int32_t l = class_slots_[k].link;
-        const std::int32_t g = opt_.link_group[l];
+      for (const auto& slot : solver_.slots(c)) {
+        const std::int32_t g = opt_.link_group[slot.link];
         if (g < 0) continue;
-        group_rate_[g] += delta * static_cast<double>(class_slots_[k].weight * (weights_ ? weights_->link_replicas[l] : 1));
-        if (group_stamp_[g] != refill_stamp_) {
-          group_stamp_[g] = refill_stamp_;
+        group_rate_[g] += delta * static_cast<double>(slot.weight * (weights_ ? weights_->link_replicas[slot.link] : 1));
+        if (group_stamp_[g] != stamp) {
+          group_stamp_[g] = stamp;
           groups_changed_.push_back(g);
         }
       }
@@ -839,83 +476,6 @@ void Engine::refill(double t) {
       result_.group_timeline.push_back({Seconds{t}, g, BytesPerSecond{std::max(0.0, group_rate_[g])}});
     groups_changed_.clear();
   }
-}
-
-// The fallback of Engine::refill when a change spreads, by level cut: a start or finish can only
-// move rates at or above theta, the smallest of
-//   - the old rate of each class that lost flows: at every level x below it the load of every link
-//     is unchanged or lower (the leaving flows were still unfixed there), and a link that saturated
-//     below it carried none of them, so the filling fixes the same classes at the same levels;
-//   - for each class that gained flows, min over its links l of C_l / n_l (n_l: active flows on l
-//     after the batch): a new flow gets at least that rate (at level x <= C_l / n_l no link of it
-//     can be full), so below it the new flows only add load on links that cannot saturate there.
-// The classes refilled are the ones already in the refilled set plus every active class with rate
-// >= theta reachable from their links through links and such classes (a change can only travel
-// through a class whose rate moves); the others keep their rate, their load subtracted up front.
-// Refilling more classes than needed is exact too: max-min rates of a subset, with the rest at
-// their max-min rates, are the max-min rates of the subset on the capacity the rest leaves.
-void Engine::fill_component(double t) {
-  double theta = INFINITY;
-  for (auto c : touched_) {
-    const RouteClass& rc = classes_[c];
-    if (rc.left == batch_) theta = std::min(theta, rc.rate);
-    if (rc.joined == batch_)
-      for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-        const LinkState& ls = links_[class_slots_[k].link];
-        theta = std::min(theta, ls.capacity / static_cast<double>(std::max<std::int64_t>(1, ls.flows)));
-      }
-  }
-  // Rates equal to theta in exact arithmetic may differ in the last bits (two links saturating at
-  // the same level), and such classes can change, so theta keeps a relative margin of 1e-9.
-  theta *= 1.0 - 1e-9;
-  ++pass_stamp_;
-  stack_.clear();
-  auto visit_links = [&](std::int32_t c) {
-    const RouteClass& rc = classes_[c];
-    for (auto k = rc.link_begin; k < rc.link_end; ++k) {
-      LinkState& ls = links_[class_slots_[k].link];
-      if (component_stamp_[class_slots_[k].link] != pass_stamp_) {
-        component_stamp_[class_slots_[k].link] = pass_stamp_;
-        ls.remaining = ls.capacity;
-        ls.unfixed = 0;
-        stack_.push_back(class_slots_[k].link);
-      }
-    }
-  };
-  for (auto c : refilled_) visit_links(c);
-  // One pass per link: every member on a visited link is reached from it, so the remaining
-  // capacity and the unfixed count are complete when the link is scanned.
-  fill_links_.clear();
-  while (!stack_.empty()) {
-    const std::int32_t l = stack_.back();
-    stack_.pop_back();
-    LinkState& ls = links_[l];
-    for (std::size_t i = 0; i < ls.classes.size(); ++i) {
-      const std::int32_t c = ls.classes[i];
-      const RouteClass& rc = classes_[c];
-      const std::int64_t flows = rc.multiplicity * ls.class_weights[i];
-      if (rc.in_refill == refill_stamp_ || !(rc.rate < theta)) {
-        ls.unfixed += flows;
-        if (rc.in_refill != refill_stamp_) {
-          add_to_refill(c, t);
-          visit_links(c);
-        }
-      } else {
-        ls.remaining -= static_cast<double>(flows) * rc.rate;
-      }
-    }
-    push_share(l);
-  }
-  std::size_t active = 0;
-  for (auto c : refilled_) {
-    classes_[c].new_rate = 0;
-    classes_[c].new_bottleneck = -1;
-    if (classes_[c].multiplicity > 0) ++active;
-  }
-  progressive_fill(active, [&](const LinkState& ls, auto&& fix) {
-    for (auto c : ls.classes)
-      if (classes_[c].in_refill == refill_stamp_) fix(c);
-  });
 }
 
 FlowSimResult Engine::run() {
@@ -937,19 +497,15 @@ FlowSimResult Engine::run() {
   // One batch per time: every start, every flow sent, and every end of a pipeline fill at that
   // time, then one refill. Starts of equal time come before the flows sent, as a flow that starts
   // and one that ends at the same instant never share a rate; an end of fill moves no rate (the
-  // flow left its links when it was sent) but may release flows that start in the batch. "Equal" is to 1e-12 relative (the batch window): flows the schedule treats alike
-  // finish at times that differ by the rounding of their different arithmetic paths (a few
-  // hundred ulps), and one refill for them all instead of one each halves the refills of a tuned
-  // schedule (qwen3-235b, docs/performance.md) while moving no time by more than 1e-12 relative.
-  constexpr double kBatchWindow = 1e-12;
+  // flow left its links when it was sent) but may release flows that start in the batch. "Equal"
+  // is to tolerance::kBatchWindow relative (tolerances.hpp says why).
+  constexpr double kBatchWindow = tolerance::kBatchWindow;
   while (!starts_.empty() || !finishes_.empty() || !drains_.empty()) {
     const double t = std::min({starts_.empty() ? INFINITY : starts_.top().time,
                                finishes_.empty() ? INFINITY : finishes_.top_time(),
                                drains_.empty() ? INFINITY : drains_.top().time});
     const double horizon = t * (1 + kBatchWindow);
     batch_window_ = horizon - t;
-    ++batch_;
-    touched_.clear();
     while (true) {
       if (!starts_.empty() && starts_.top().time <= horizon) {
         const std::int32_t f = starts_.top().flow;
@@ -967,13 +523,13 @@ FlowSimResult Engine::run() {
         break;
       }
     }
-    if (!touched_.empty()) refill(t);
+    if (solver_.pending()) refill(t);
   }
 
   result_.event_loop_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count()};
   // Busy time per link; bytes and utilization come from the caller's flows (add_link_traffic).
-  result_.links.assign(links_.size(), LinkStats{});
-  for (std::size_t l = 0; l < links_.size(); ++l) result_.links[l].busy = Seconds{links_[l].busy};
+  result_.links.assign(busy_.size(), LinkStats{});
+  for (std::size_t l = 0; l < busy_.size(); ++l) result_.links[l].busy = Seconds{busy_[l]};
 
   // Critical path: from the flow that finished last back through the predecessors that released it.
   if (n > 0) {

@@ -8,6 +8,7 @@
 
 #include "flow_quotient.hpp"
 #include "refinement.hpp"
+#include "tolerances.hpp"
 
 namespace reshard::sim {
 
@@ -428,7 +429,7 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
     whole = ops.share[i].value == std::floor(ops.share[i].value);
     total += ops.share[i].value * ops.sub_flows(i);
   }
-  if (whole && total < 0x1p53) {
+  if (whole && total < tolerance::kExactIntegerSums) {
     std::vector<double> route_bytes(ops.route_path_begin.size() - 1, 0.0);
     for (std::size_t i = 0; i < n; ++i) route_bytes[ops.route[i]] += ops.share[i].value;
     for (std::size_t r = 0; r < route_bytes.size(); ++r)
