@@ -116,12 +116,11 @@ class FinishQueue {
 };
 
 // What the event loop keeps per class of flows (flows with identical link lists and weights, one
-// class of the solver): the bytes served per flow so far, at the class's rate as the event loop
-// last saw it, and its flows' finish levels.
+// class of the solver, whose rate it is served at): the bytes served per flow so far, and its
+// flows' finish levels.
 struct alignas(64) ClassState {
   double served = 0;            // bytes served per flow at time `updated`
   double updated = 0;
-  double rate = 0;              // the solver's rate for the class as of the last refill
   double next_level = 0;        // finish_heap's smallest level (kept here: read at every rate change)
   double contribution = 0;      // flows * rate, for the group timeline
   std::vector<std::pair<double, std::int32_t>> finish_heap;  // (served level at finish, flow), min-heap
@@ -154,12 +153,14 @@ class Engine {
   void start(std::int32_t f, double t);
   void finish(std::int32_t f, double t);
   void class_finish_event(std::int32_t c, double t);
-  void advance(ClassState& c, double t) {
-    c.served += c.rate * (t - c.updated);
+  // Class c's bytes served per flow, brought up to t at `rate` (its rate since `updated`).
+  void advance(ClassState& c, double rate, double t) {
+    c.served += rate * (t - c.updated);
     c.updated = t;
   }
   void refill(double t);
-  void schedule_finish(std::int32_t c, double t);
+  // Class c's next finish event, at its rate with its flows (from the solver).
+  void schedule_finish(std::int32_t c, double rate, std::int64_t flows, double t);
 
   const FlowNetwork& net_;
   const FlowTable& flows_;
@@ -336,23 +337,18 @@ void Engine::build_classes() {
     // it, which would need link lists of gigabytes to pass INT32_MAX; so it fits a Slot's int32.
     for (auto k = first; k < last; ++k) slots.emplace_back(flows_.links[k], weights_ ? weights_->flow_link[k] : 1);
     std::sort(slots.begin(), slots.end());
-    std::size_t merged = 0;
-    for (std::size_t k = 1; k < slots.size(); ++k) {
-      if (slots[k].first == slots[merged].first) slots[merged].second += slots[k].second;
-      else slots[++merged] = slots[k];
-    }
-    slots.resize(merged + 1);
     key.clear();
-    for (const auto& [l, w] : slots) {
+    class_slots.clear();
+    for (std::size_t k = 0; k < slots.size();) {  // equal links merged: their weights add up
+      const std::int32_t l = slots[k].first;
+      std::int64_t w = slots[k].second;
+      while (++k < slots.size() && slots[k].first == l) w += slots[k].second;
       key.push_back(l);
       if (w != 1) key.push_back(static_cast<std::int32_t>(-w));
+      class_slots.push_back({l, static_cast<std::int32_t>(w)});
     }
     auto it = by_links.find(key);
-    if (it == by_links.end()) {
-      class_slots.clear();
-      for (const auto& [l, w] : slots) class_slots.push_back({l, static_cast<std::int32_t>(w)});
-      it = by_links.emplace(key, solver_.add_class(class_slots)).first;
-    }
+    if (it == by_links.end()) it = by_links.emplace(key, solver_.add_class(class_slots)).first;
     class_of_[i] = it->second;
   }
   classes_.resize(solver_.class_count());
@@ -379,7 +375,7 @@ void Engine::start(std::int32_t f, double t) {
     rc.served = 0;
     rc.updated = t;
   } else {
-    advance(rc, t);
+    advance(rc, solver_.rate(c), t);
   }
   rc.finish_heap.emplace_back(rc.served + flows_.bytes[f].as_double(), f);
   std::push_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
@@ -403,14 +399,15 @@ void Engine::finish(std::int32_t f, double t) {
 
 void Engine::class_finish_event(std::int32_t c, double t) {
   ClassState& rc = classes_[c];
-  advance(rc, t);
+  const double rate = solver_.rate(c);
+  advance(rc, rate, t);
   // The event was computed for the moment the first flow's level is reached; rounding may leave a
   // few ulps, so flows within tolerance::kFinishRelative of their size (plus kFinishBytes) count
   // as sent, and so do the flows sent within the batch window (run()).
   while (!rc.finish_heap.empty()) {
     auto [level, f] = rc.finish_heap.front();
     const double slack = std::max(tolerance::kFinishRelative * flows_.bytes[f].as_double() + tolerance::kFinishBytes,
-                                  rc.rate * batch_window_);
+                                  rate * batch_window_);
     if (level > rc.served + slack) break;
     std::pop_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
     rc.finish_heap.pop_back();
@@ -420,7 +417,7 @@ void Engine::class_finish_event(std::int32_t c, double t) {
     // loading no link meanwhile (flow_sim.hpp).
     result_.timing[f].bottleneck = solver_.bottleneck(c);
     if (const double fill = flows_.fill_of(static_cast<std::size_t>(f)).value; fill > 0)
-      drains_.push({t + fill / rc.rate, f});
+      drains_.push({t + fill / rate, f});
     else
       finish(f, t);
   }
@@ -428,14 +425,14 @@ void Engine::class_finish_event(std::int32_t c, double t) {
   solver_.touch(c);  // its next finish level moved: a new finish event at the refill
 }
 
-void Engine::schedule_finish(std::int32_t c, double t) {
+void Engine::schedule_finish(std::int32_t c, double rate, std::int64_t flows, double t) {
   const ClassState& rc = classes_[c];
-  if (solver_.flows(c) == 0 || !(rc.rate > 0)) {  // no flows: finish_heap is empty too
+  if (flows == 0 || !(rate > 0)) {  // no flows: finish_heap is empty too
     finishes_.erase(c);
     return;
   }
   const double remaining = std::max(0.0, rc.next_level - rc.served);
-  finishes_.set(c, t + remaining / rc.rate);
+  finishes_.set(c, t + remaining / rate);
 }
 
 // New rates after the starts and flows sent of one batch: the solver refills the classes the
@@ -443,21 +440,16 @@ void Engine::schedule_finish(std::int32_t c, double t) {
 // changed get a new finish event.
 void Engine::refill(double t) {
   ++result_.rate_updates;
-  const auto& refilled = solver_.solve();
-  for (auto c : refilled) {
-    ClassState& rc = classes_[c];
-    advance(rc, t);
-    const double rate = solver_.rate(c);
-    const bool changed = rate != rc.rate || solver_.changed_flows(c);
-    rc.rate = rate;
-    if (changed) schedule_finish(c, t);
-  }
+  const auto& refilled = solver_.solve([this, t](const MaxMinSolver::Refilled& r) {
+    advance(classes_[r.cls], r.previous_rate, t);
+    if (r.rate != r.previous_rate || r.flows_changed) schedule_finish(r.cls, r.rate, r.flows, t);
+  });
 
   if (!opt_.link_group.empty()) {
     const auto stamp = static_cast<std::uint32_t>(result_.rate_updates);
     for (auto c : refilled) {
       ClassState& rc = classes_[c];
-      const double now = static_cast<double>(solver_.flows(c)) * rc.rate;
+      const double now = static_cast<double>(solver_.flows(c)) * solver_.rate(c);
       const double delta = now - rc.contribution;
       rc.contribution = now;
       if (delta == 0) continue;

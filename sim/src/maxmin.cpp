@@ -101,7 +101,8 @@ void MaxMinSolver::progressive_fill(std::size_t to_fix, ForEachMember&& for_each
   }
 }
 
-// Recomputes max-min rates after the changes since the last solve (the touched classes).
+// Recomputes max-min rates after the changes since the last solve (the touched classes): the new
+// rates and bottlenecks of the refilled classes, which solve() then commits (maxmin.hpp).
 //
 // Local refill, verified. The allocation before the changes was max-min fair: every active class
 // had a bottleneck link, saturated, on which no class had a higher rate (the characterization in
@@ -128,7 +129,7 @@ void MaxMinSolver::progressive_fill(std::size_t to_fix, ForEachMember&& for_each
 // there moves them, so the first pass would bring them in anyway). The cost is the classes whose
 // rates move and their links; when the change spreads past SimOptions::local_refill_limit classes,
 // MaxMinSolver::fill_component refills its whole reach in one pass instead.
-const std::vector<std::int32_t>& MaxMinSolver::solve() {
+void MaxMinSolver::fill() {
   constexpr double kTolerance = tolerance::kRefillCheck;
   ++refill_stamp_;
   refilled_.clear();
@@ -245,37 +246,6 @@ const std::vector<std::int32_t>& MaxMinSolver::solve() {
       break;
     }
   }
-
-  // Commit: link totals, rates, finish events.
-  // Where frozen classes stay bottlenecked, a link's `level` stays their rate: the refilled ones
-  // are within the tolerance of it, and moving it would let that tolerance add up over refills.
-  for (auto c : refilled_) {
-    Class& rc = classes_[c];
-    if (rc.new_rate == rc.rate && rc.new_bottleneck == rc.bottleneck && rc.multiplicity == rc.committed) {
-      // Nothing moves on its links (about a third of the refilled classes on a tuned schedule).
-      if (rc.bottleneck >= 0 && links_[rc.bottleneck].level_kept != pass_stamp_) links_[rc.bottleneck].level = rc.rate;
-    } else {
-      for (auto k = rc.slot_begin; k < rc.slot_end; ++k) {
-        const std::int32_t l = slots_[k].link;
-        const std::int64_t w = slots_[k].weight;
-        LinkState& ls = links_[l];
-        ls.allocated += ls.fixed(static_cast<double>(rc.multiplicity * w) * rc.new_rate) -
-                        ls.fixed(static_cast<double>(rc.committed * w) * rc.rate);
-        if (rc.bottleneck == l) ls.bottlenecked -= rc.committed * w;
-        if (rc.new_bottleneck == l) {
-          ls.bottlenecked += rc.multiplicity * w;
-          if (ls.level_kept != pass_stamp_) ls.level = rc.new_rate;
-        }
-      }
-    }
-    rc.rate = rc.new_rate;
-    rc.bottleneck = rc.new_bottleneck;
-    rc.committed = rc.multiplicity;
-  }
-
-  touched_.clear();
-  ++pending_;
-  return refilled_;
 }
 
 // The fallback of MaxMinSolver::solve when a change spreads, by level cut: a start or finish can only

@@ -78,10 +78,23 @@ class MaxMinSolver {
   // Whether class c's flows were added, removed or touched for the last solve().
   bool changed_flows(std::int32_t c) const { return classes_[c].touched + 1 == pending_; }
 
+  // What solve() tells about a refilled class once its new rate and bottleneck are in.
+  struct Refilled {
+    std::int32_t cls;
+    double previous_rate, rate;  // per flow, before and after
+    std::int64_t flows;          // active flows
+    bool flows_changed;          // flows added, removed or touched since the previous solve
+  };
   // Recomputes the max-min allocation after the changes since the last solve(). Returns the
   // classes refilled: the changed ones first, then those their change reached. Every class whose
-  // rate or bottleneck moved is in it; the others kept theirs.
-  const std::vector<std::int32_t>& solve();
+  // rate or bottleneck moved is in it; the others kept theirs. on_refilled(const Refilled&) is
+  // called for each, in the order of the list, so that the caller's own per-class work needs no
+  // second pass.
+  template <class OnRefilled>
+  const std::vector<std::int32_t>& solve(OnRefilled&& on_refilled);
+  const std::vector<std::int32_t>& solve() {
+    return solve([](const Refilled&) {});
+  }
 
   // Class c: active flows, rate per flow (bytes/s) and the link its rate was fixed at (-1 when it
   // has no active flow), as of the last solve() (flows(c): now).
@@ -152,6 +165,7 @@ class MaxMinSolver {
     bool operator>(const ShareEntry& o) const { return share > o.share; }
   };
 
+  void fill();  // the new rates of the refilled classes (maxmin.cpp); solve() commits them
   template <class OnLink>
   void join(std::int32_t c, OnLink&& became_busy);
   template <class OnLink>
@@ -188,6 +202,44 @@ class MaxMinSolver {
   std::vector<std::int32_t> stack_;
   std::vector<ShareEntry> fill_links_;  // the filling's links, shares as pushed (a heap past kScanFillLinks)
 };
+
+template <class OnRefilled>
+const std::vector<std::int32_t>& MaxMinSolver::solve(OnRefilled&& on_refilled) {
+  fill();
+  // Commit: link totals, rates.
+  // Where frozen classes stay bottlenecked, a link's `level` stays their rate: the refilled ones
+  // are within the tolerance of it, and moving it would let that tolerance add up over refills.
+  for (auto c : refilled_) {
+    Class& rc = classes_[c];
+    const double rate = rc.rate, new_rate = rc.new_rate;
+    const std::int32_t bottleneck = rc.bottleneck, new_bottleneck = rc.new_bottleneck;
+    const std::int64_t flows = rc.multiplicity, committed = rc.committed;
+    if (new_rate == rate && new_bottleneck == bottleneck && flows == committed) {
+      // Nothing moves on its links (about a third of the refilled classes on a tuned schedule).
+      if (bottleneck >= 0 && links_[bottleneck].level_kept != pass_stamp_) links_[bottleneck].level = rate;
+    } else {
+      for (auto k = rc.slot_begin, end = rc.slot_end; k < end; ++k) {
+        const std::int32_t l = slots_[k].link;
+        const std::int64_t w = slots_[k].weight;
+        LinkState& ls = links_[l];
+        ls.allocated += ls.fixed(static_cast<double>(flows * w) * new_rate) - ls.fixed(static_cast<double>(committed * w) * rate);
+        if (bottleneck == l) ls.bottlenecked -= committed * w;
+        if (new_bottleneck == l) {
+          ls.bottlenecked += flows * w;
+          if (ls.level_kept != pass_stamp_) ls.level = new_rate;
+        }
+      }
+    }
+    rc.rate = new_rate;
+    rc.bottleneck = new_bottleneck;
+    rc.committed = flows;
+    on_refilled(Refilled{c, rate, new_rate, flows, rc.touched == pending_});
+  }
+
+  touched_.clear();
+  ++pending_;
+  return refilled_;
+}
 
 template <class OnLink>
 void MaxMinSolver::add_flow(std::int32_t c, OnLink&& became_busy) {
