@@ -1,9 +1,11 @@
 // The flow-level simulator: validation, route classes and the event loop; the rates come from the
-// max-min solver (maxmin.hpp). The math is written on the types in flow_sim.hpp.
+// max-min solver (maxmin.hpp), the quotient runs through quotient_sim.hpp. The math is written on
+// the types in flow_sim.hpp.
 #include "reshard/sim/flow_sim.hpp"
 
 #include "flow_quotient.hpp"
 #include "maxmin.hpp"
+#include "quotient_sim.hpp"
 #include "tolerances.hpp"
 
 #include <algorithm>
@@ -226,10 +228,9 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
   auto& succ = graph.succ;
   const std::size_t n = flows.size();
   const std::size_t nl = net.capacity.size();
-  if (n >= static_cast<std::size_t>(INT32_MAX))
-    throw FlowError(std::to_string(n) + " flows: at most " + std::to_string(INT32_MAX - 1) + " are supported");
+  if (n > kMaxFlows) throw FlowError(std::to_string(n) + " flows: at most " + std::to_string(kMaxFlows) + " are supported");
   for (std::size_t l = 0; l < nl; ++l)
-    if (!(net.capacity[l].value > 0) || !std::isfinite(net.capacity[l].value))
+    if (!valid_capacity(net.capacity[l]))
       throw FlowError(net.link_name(static_cast<std::int32_t>(l)) + ": capacity must be positive and finite, got " +
                       std::to_string(net.capacity[l].value) + " B/s");
   // Flow ids are usually 0..n-1 in order (traffic_flows, simulate_schedule): then the index is the id.
@@ -245,13 +246,13 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
   for (std::size_t i = 0; i < n; ++i) {
     if (!dense && !index.emplace(flows.id_of(i), static_cast<std::int32_t>(i)).second)
       throw FlowError(flows.name(i) + ": duplicate flow id " + std::to_string(flows.id_of(i)));
-    if (!(flows.bytes[i].value >= 0) || !std::isfinite(flows.bytes[i].value))
+    if (!valid_amount(flows.bytes[i].value))
       throw FlowError(flows.name(i) + ": bytes must be >= 0 and finite, got " + std::to_string(flows.bytes[i].value));
-    if (!(flows.latency[i].value >= 0) || !std::isfinite(flows.latency[i].value))
+    if (!valid_amount(flows.latency[i].value))
       throw FlowError(flows.name(i) + ": latency must be >= 0 and finite, got " + std::to_string(flows.latency[i].value) +
                       " s");
-    if (const double fill = flows.fill_of(i).value; !(fill >= 0) || !std::isfinite(fill))
-      throw FlowError(flows.name(i) + ": fill must be >= 0 and finite, got " + std::to_string(fill));
+    if (!valid_amount(flows.fill_of(i).value))
+      throw FlowError(flows.name(i) + ": fill must be >= 0 and finite, got " + std::to_string(flows.fill_of(i).value));
     for (auto k = flows.link_begin[i]; k < flows.link_begin[i + 1]; ++k) {
       const std::int32_t l = flows.links[k];
       if (l < 0 || static_cast<std::size_t>(l) >= nl)
@@ -538,82 +539,69 @@ FlowSimResult Engine::run() {
   return std::move(result_);
 }
 
+// A flow table as the quotient's reduction and expansion read it (quotient_sim.hpp).
+class TableView {
+ public:
+  using Ref = std::int32_t;
+  TableView(const FlowTable& flows, const FlowGraph& graph, const FlowQuotient& q) : flows_(flows), q_(q) {
+    first_flow_.assign(static_cast<std::size_t>(q.flow_cells), -1);
+    for (std::size_t f = 0; f < flows.size(); ++f)
+      if (first_flow_[q.flow_cell[f]] < 0) first_flow_[q.flow_cell[f]] = static_cast<std::int32_t>(f);
+    // `after` names ids: they are the indices when they are 0..n-1, else looked up.
+    if (!graph.dense_ids)
+      for (std::size_t i = 0; i < flows.size(); ++i) index_of_id_.emplace(flows.id_of(i), static_cast<std::int32_t>(i));
+  }
+  std::size_t flow_count() const { return flows_.size(); }
+  Ref stand_in(std::int32_t cell) const { return first_flow_[cell]; }
+  std::int32_t cell_of(Ref f) const { return q_.flow_cell[f]; }
+  std::size_t index(Ref f) const { return static_cast<std::size_t>(f); }
+  std::int64_t id(Ref f) const { return flows_.id_of(index(f)); }
+  ByteAmount bytes(Ref f) const { return flows_.bytes[f]; }
+  Seconds latency(Ref f) const { return flows_.latency[f]; }
+  ByteAmount fill(Ref f) const { return flows_.fill_of(index(f)); }
+  template <class F>
+  void for_each_link(Ref f, F&& fn) const {
+    for (auto k = flows_.link_begin[f]; k < flows_.link_begin[f + 1]; ++k) fn(flows_.links[k]);
+  }
+  template <class F>
+  bool for_each_predecessor(Ref f, F&& fn) const {
+    for (auto k = flows_.after_begin[f]; k < flows_.after_begin[f + 1]; ++k) {
+      const std::int64_t id = flows_.after[k];
+      if (fn(index_of_id_.empty() ? static_cast<Ref>(id) : index_of_id_.at(id))) return true;
+    }
+    return false;
+  }
+
+ private:
+  const FlowTable& flows_;
+  const FlowQuotient& q_;
+  std::vector<std::int32_t> first_flow_;
+  std::unordered_map<std::int64_t, std::int32_t> index_of_id_;
+};
+
 // Runs the engine on one flow per cell of `q` (flow_quotient.hpp) and gives every flow its cell's
-// times. The flows of a cell are alike, so which one stands for it does not matter: the first.
+// times (quotient_sim.hpp): one row per cell with `row_of_flow`, else one per flow, its bottleneck
+// its own link in its cell's bottleneck link cell.
 FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, const FlowGraph& graph,
                                 FlowQuotient& q, const SimOptions& options, std::vector<std::int32_t>* row_of_flow) {
-  const std::size_t n = flows.size(), nl = net.capacity.size();
-  std::vector<std::int32_t> first_flow(q.flow_cells, -1);
-  std::vector<std::int64_t> flow_cell_size(q.flow_cells, 0);
-  for (std::size_t f = 0; f < n; ++f) {
-    if (first_flow[q.flow_cell[f]] < 0) first_flow[q.flow_cell[f]] = static_cast<std::int32_t>(f);
-    ++flow_cell_size[q.flow_cell[f]];
-  }
-  // Flow cell c waits for the cells of its first flow's predecessors (found through `after`: ids
-  // are indices when they are 0..n-1, else looked up once).
-  std::unordered_map<std::int64_t, std::int32_t> index_of_id;
-  if (!graph.dense_ids)
-    for (std::size_t i = 0; i < n; ++i) index_of_id.emplace(flows.id_of(i), static_cast<std::int32_t>(i));
-  auto index_of = [&](std::int64_t id) {
-    return graph.dense_ids ? static_cast<std::int32_t>(id) : index_of_id.at(id);
-  };
-  QuotientProblem problem(net, q.link_cell, q.link_cells, options);
-  std::vector<std::int32_t> cells, preds;
-  for (std::int32_t c = 0; c < q.flow_cells; ++c) {
-    const auto f = static_cast<std::size_t>(first_flow[c]);
-    cells.clear();
-    for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) cells.push_back(q.link_cell[flows.links[k]]);
-    preds.clear();
-    for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1]; ++k) preds.push_back(q.flow_cell[index_of(flows.after[k])]);
-    problem.add_cell(flows.bytes[f], flows.latency[f], flows.fill_of(f), flow_cell_size[c], cells, preds);
-  }
-  FlowSimResult qr = problem.run();
-
-  // A flow's times are its cell's; its bottleneck is its own link in the cell's bottleneck cell.
-  auto timing_of = [&](std::size_t f) {
-    const FlowTiming& t = qr.timing[q.flow_cell[f]];
-    FlowTiming ft{t.release, t.start, t.finish, -1};
-    if (t.bottleneck >= 0)
-      for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k)
-        if (q.link_cell[flows.links[k]] == t.bottleneck) {
-          ft.bottleneck = flows.links[k];
-          break;
-        }
-    return ft;
-  };
-  FlowSimResult out;
-  out.makespan = qr.makespan;
-  out.rate_updates = qr.rate_updates;
-  out.event_loop_wall = qr.event_loop_wall;
-  out.simulated_flows = q.flow_cells;
-  out.group_timeline = std::move(qr.group_timeline);
-  // Every flow starts and finishes once; the quotient counted one start and one finish per cell.
-  out.events = 2 * static_cast<std::int64_t>(n);
-  out.links.assign(nl, LinkStats{});
-  for (std::size_t l = 0; l < nl; ++l) out.links[l].busy = qr.links[q.link_cell[l]].busy;
-  // Critical path: the quotient's, each cell's step taken by a predecessor of the flow after it.
-  std::int32_t f = -1;
-  for (const CriticalStep& step : qr.critical_path) {
-    const auto cell = static_cast<std::int32_t>(step.flow_index);
-    if (f < 0) {
-      f = first_flow[cell];
-    } else {
-      std::int32_t from = -1;
-      for (auto k = flows.after_begin[f]; k < flows.after_begin[f + 1] && from < 0; ++k)
-        if (const std::int32_t p = index_of(flows.after[k]); q.flow_cell[p] == cell) from = p;
-      f = from;
-    }
-    const FlowTiming ft = timing_of(static_cast<std::size_t>(f));
-    out.critical_path.push_back(
-        {flows.id_of(static_cast<std::size_t>(f)), static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
-  }
-  if (row_of_flow) {  // one row per cell, its bottleneck a link cell: not a link, so none
-    out.timing = std::move(qr.timing);
-    for (auto& t : out.timing) t.bottleneck = -1;
+  const TableView view(flows, graph, q);
+  std::vector<std::int64_t> cell_size(static_cast<std::size_t>(q.flow_cells), 0);
+  for (auto c : q.flow_cell) ++cell_size[c];
+  FlowSimResult qr = reduce_to_quotient(net, view, q.link_cell, q.link_cells, cell_size, options).run();
+  std::vector<std::int32_t> bottleneck_cell;
+  if (!row_of_flow)
+    for (const auto& t : qr.timing) bottleneck_cell.push_back(t.bottleneck);
+  FlowSimResult out = expand_quotient(view, std::move(qr), q.link_cell, q.flow_cells);
+  if (row_of_flow) {
     *row_of_flow = std::move(q.flow_cell);
   } else {
-    out.timing.resize(n);
-    for (std::size_t g = 0; g < n; ++g) out.timing[g] = timing_of(g);
+    std::vector<FlowTiming> rows = std::move(out.timing);
+    out.timing.resize(flows.size());
+    for (std::size_t g = 0; g < flows.size(); ++g) {
+      const auto cell = q.flow_cell[g];
+      out.timing[g] = rows[cell];
+      out.timing[g].bottleneck = link_in_cell(view, static_cast<std::int32_t>(g), bottleneck_cell[cell], q.link_cell);
+    }
   }
   return out;
 }
@@ -626,15 +614,12 @@ FlowSimResult QuotientProblem::run() const {
 
 namespace {
 
-// Bytes over each link and its utilization (bytes / (capacity * makespan)), from the flows given.
+// Bytes over each link (a flow's bytes once per entry of its link list: k times a link it lists k
+// times) and its utilization, from the flows given.
 void add_link_traffic(FlowSimResult& result, const FlowNetwork& net, const FlowTable& flows) {
   for (std::size_t f = 0; f < flows.size(); ++f)
     for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) result.links[flows.links[k]].bytes += flows.bytes[f];
-  for (std::size_t l = 0; l < result.links.size(); ++l) {
-    LinkStats& s = result.links[l];
-    s.utilization =
-        result.makespan.value > 0 ? s.bytes.as_double() / (net.capacity[l].value * result.makespan.value) : 0.0;
-  }
+  finish_link_stats(result, net);
 }
 
 }  // namespace
@@ -656,7 +641,8 @@ FlowSimResult simulate_table(const FlowNetwork& network, const FlowTable& flows,
       // The refinement gives up past half as many cells as flows, or past 48 rounds
       // (SimOptions::symmetry_quotient says why).
       const auto classes_start = std::chrono::steady_clock::now();
-      FlowQuotient q = find_quotient(network, flows, graph, options.link_group, flows.size() / 2, 48);
+      FlowQuotient q =
+          find_quotient(network, flows, graph, options.link_group, quotient_max_cells(flows.size()), kQuotientMaxRounds);
       classes_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - classes_start).count()};
       if (q.flow_cells >= 0) return simulate_quotient(network, flows, graph, q, options, row_of_flow);
     }
