@@ -36,11 +36,11 @@ struct VectorHash {
   }
 };
 
-// Min-heap entry of the flow starts.
-struct StartEvent {
+// Min-heap entry of a flow event at a time: a start, or the end of a pipeline fill.
+struct FlowEvent {
   double time;
   std::int32_t flow;
-  bool operator>(const StartEvent& o) const { return time > o.time; }
+  bool operator>(const FlowEvent& o) const { return time > o.time; }
 };
 
 // The next finish time of every class with active flows: a binary min-heap indexed by class, so a
@@ -177,9 +177,9 @@ class Engine {
   std::vector<ClassState> classes_;              // per solver class
   std::vector<double> busy_since_, busy_;        // per link: busy time (an active class crosses it)
 
-  std::priority_queue<StartEvent, std::vector<StartEvent>, std::greater<>> starts_;
+  std::priority_queue<FlowEvent, std::vector<FlowEvent>, std::greater<>> starts_;
   // Flows sent and in their pipeline fill (FlowSpec::fill): finish time and flow.
-  std::priority_queue<StartEvent, std::vector<StartEvent>, std::greater<>> drains_;
+  std::priority_queue<FlowEvent, std::vector<FlowEvent>, std::greater<>> drains_;
   FinishQueue finishes_;
   double batch_window_ = 0;  // events up to this long after the batch time join the batch
 

@@ -1,4 +1,5 @@
-// The max-min solver; the math is written on maxmin.hpp, the proofs on solve() and fill_component().
+// The max-min solver; the math is written on maxmin.hpp, the proofs on fill() (the refill solve()
+// runs) and fill_component().
 #include "maxmin.hpp"
 
 #include <algorithm>
@@ -248,14 +249,15 @@ void MaxMinSolver::fill() {
   }
 }
 
-// The fallback of MaxMinSolver::solve when a change spreads, by level cut: a start or finish can only
-// move rates at or above theta, the smallest of
+// The fallback of MaxMinSolver::solve when a change spreads, by level cut: flows added or removed
+// can only move rates at or above theta, the smallest of
 //   - the old rate of each class that lost flows: at every level x below it the load of every link
 //     is unchanged or lower (the leaving flows were still unfixed there), and a link that saturated
 //     below it carried none of them, so the filling fixes the same classes at the same levels;
-//   - for each class that gained flows, min over its links l of C_l / n_l (n_l: active flows on l
-//     after the batch): a new flow gets at least that rate (at level x <= C_l / n_l no link of it
-//     can be full), so below it the new flows only add load on links that cannot saturate there.
+//   - for each class that gained flows, min over its links l of C_l / W_l (W_l: the active weight
+//     on l after the changes, sum of m_c w_cl): a new flow gets at least that rate (at level
+//     x <= C_l / W_l the load of l is at most W_l x <= C_l, so no link of it can be full), so below
+//     it the new flows only add load on links that cannot saturate there.
 // The classes refilled are the ones already in the refilled set plus every active class with rate
 // >= theta reachable from their links through links and such classes (a change can only travel
 // through a class whose rate moves); the others keep their rate, their load subtracted up front.

@@ -18,10 +18,10 @@
 // weight m fixed at s <= R_l / W_l keeps (R_l - m s) / (W_l - m) >= R_l / W_l), so each step fixes
 // at least one class at a level no lower than the previous one.
 //
-// Incremental solve (the proof is on solve(), maxmin.cpp): the classes whose flows changed since
-// the last solve are refilled with every other class frozen at its rate, the result is checked
-// against the max-min conditions on the links they cross, and a link that fails brings in the
-// frozen classes that break it, until none fails. Once the refilled set passes
+// Incremental solve (the proof is on MaxMinSolver::fill, maxmin.cpp): the classes whose flows
+// changed since the last solve are refilled with every other class frozen at its rate, the result
+// is checked against the max-min conditions on the links they cross, and a link that fails brings
+// in the frozen classes that break it, until none fails. Once the refilled set passes
 // `local_refill_limit` classes, the change's whole reach is refilled at once by level cut instead
 // (fill_component). Both give the unique max-min allocation (to the rounding in tolerances.hpp).
 //
@@ -29,10 +29,11 @@
 //   MaxMinSolver s(capacities, local_refill_limit);
 //   const auto c = s.add_class(slots);           // distinct links, weights >= 1
 //   s.add_flow(c, on_busy); s.remove_flow(c, on_idle); s.touch(c);
-//   for (auto c : s.solve()) ... s.rate(c), s.bottleneck(c) ...
+//   s.solve([&](const MaxMinSolver::Refilled& r) { ... r.cls, r.previous_rate, r.rate ... });
+//   ... s.rate(c), s.bottleneck(c), s.load(l) ...
 #pragma once
 
-#include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <utility>

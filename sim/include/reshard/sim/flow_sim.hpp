@@ -44,7 +44,7 @@
 // flow starting or being sent) refills only the classes it reaches: the touched classes are
 // refilled with every other class frozen at its rate, the result is checked against the max-min
 // conditions on the links they cross, and a link that fails brings in the frozen classes that
-// break it, until none fails (proof on MaxMinSolver::solve). A change that spreads past
+// break it, until none fails (proof on MaxMinSolver::fill). A change that spreads past
 // SimOptions::local_refill_limit classes is refilled over its whole reach at once, by level cut
 // (MaxMinSolver::fill_component). The event loop (sim/src/flow_sim.cpp) keeps the bytes served
 // per flow of a class as a function of time; its flows' finish points sit in a heap, so a class's
