@@ -260,6 +260,32 @@ TEST(FlowSim, ChainFlowWithFanOutAndFill) {
   }
 }
 
+TEST(FlowSim, AlikeChainsRunAsOneFlowPerClass) {
+  // Four copies of ChainFlowWithFanOutAndFill, copy i on its own port (link 2i, 90 B/s) and
+  // network link (2i + 1, 60 B/s). The copies are alike: the quotient runs 3 flows on 2 links, the
+  // chain with weight 2 on the port cell (it lists its port twice), and every copy gets the times
+  // worked out there: x finishes at 5 s (sent at 4 s, fill 30 B at 30 B/s), y at 4 + 1/3 s, z at 6 s.
+  FlowNetwork net;
+  std::vector<FlowSpec> flows;
+  for (std::int32_t i = 0; i < 4; ++i) {
+    net.capacity.push_back(BytesPerSecond{90});
+    net.capacity.push_back(BytesPerSecond{60});
+    flows.push_back(flow(3 * i, 120, {2 * i + 1, 2 * i, 2 * i}, 0, {}, 30));
+    flows.push_back(flow(3 * i + 1, 150, {2 * i}));
+    flows.push_back(flow(3 * i + 2, 60, {2 * i + 1}, 0, {3 * i}));
+  }
+  const auto r = simulate(net, flows);
+  EXPECT_EQ(r.simulated_flows, 3);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(r.timing[3 * i].finish.value, 5.0, kTol);
+    EXPECT_EQ(r.timing[3 * i].bottleneck, static_cast<std::int32_t>(2 * i));
+    EXPECT_NEAR(r.timing[3 * i + 1].finish.value, 4.0 + 1.0 / 3.0, kTol);
+    EXPECT_NEAR(r.timing[3 * i + 2].finish.value, 6.0, kTol);
+    EXPECT_EQ(r.links[2 * i].bytes, Bytes{390});  // 2 * 120 + 150
+    EXPECT_EQ(r.links[2 * i + 1].bytes, Bytes{180});
+  }
+}
+
 TEST(FlowSim, IdenticalRoutesAggregateExactly) {
   // 1000 flows of 1..1000 B on one 1000 B/s link, all at t=0 (one class of multiplicity 1000).
   // Processor sharing: flow k finishes when every flow still active has sent k bytes. Raising the
@@ -455,7 +481,7 @@ TEST(FlowSim, MatchesNaiveReferenceWithRepeatedLinksAndFill) {
 }
 
 TEST(FlowSim, LocalRefillMatchesNaiveReferenceWithStaggeredJoins) {
-  // Property for the local refill (flow_sim.cpp, Engine::refill): flows join
+  // Property for the local refill (maxmin.cpp, MaxMinSolver::solve): flows join
   // while others are active (random start times through latency, including ties) and leave in any
   // order, on many classes with multiplicity; every finish equals the naive recomputation. Ids are
   // 0..n-1 here (the engine's dense-id path; the test above uses ids from 100).

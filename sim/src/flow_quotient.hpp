@@ -30,7 +30,8 @@
 
 namespace reshard::sim {
 
-// The weights the engine runs a quotient with (see Engine).
+// The weights the engine runs a quotient with (flow_sim.cpp's Engine, whose solver classes carry
+// them as slot weights, maxmin.hpp).
 struct QuotientWeights {
   std::vector<std::int64_t> flow_link;      // aligned with FlowTable::links of the quotient: n(L, F)
   std::vector<std::int64_t> link_replicas;           // per quotient link: |L|

@@ -5,6 +5,8 @@
 // millions of flows never hold a FlowSpec (two heap vectors and a string each) per flow.
 #pragma once
 
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -71,8 +73,16 @@ struct FlowGraph {
   std::vector<std::int32_t> order;
 };
 
-// Throws FlowError on invalid input (flow_sim.hpp).
+// Throws FlowError on invalid input (flow_sim.hpp): what the predicates below refuse, unknown
+// links and ids, duplicate ids, cycles.
 FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows);
+
+// What validate_and_index accepts, for code that checks before it builds a table (the op
+// quotient, op_quotient.hpp): at most kMaxFlows flows (indices are int32), capacities > 0 and
+// finite, and bytes, latencies and fills >= 0 and finite.
+inline constexpr std::size_t kMaxFlows = INT32_MAX - 1;
+inline bool valid_capacity(BytesPerSecond c) { return c.value > 0 && std::isfinite(c.value); }
+inline bool valid_amount(double x) { return x >= 0 && std::isfinite(x); }
 
 // simulate() on a table (flow_sim.hpp). With `row_of_flow`, a run on the symmetry quotient keeps
 // FlowSimResult::timing compact: one row per cell of alike flows (equal times; bottleneck -1), and

@@ -7,7 +7,9 @@
 #include <cmath>
 
 #include "flow_quotient.hpp"
+#include "quotient_sim.hpp"
 #include "refinement.hpp"
+#include "tolerances.hpp"
 
 namespace reshard::sim {
 
@@ -297,22 +299,84 @@ struct FlowRef {
   std::int32_t op = -1, path = 0;
 };
 
+// The flows of an op problem as simulate_schedule makes them (schedule_sim.hpp), each with its
+// cell, as the quotient's reduction and expansion read them (quotient_sim.hpp). An op's sub-flow
+// cells are its entry's (op colour, route shape), listed in entry_cells.
+struct OpView {
+  using Ref = FlowRef;
+  explicit OpView(const OpProblem& problem) : ops(problem) {}
+  const OpProblem& ops;
+  std::size_t flows = 0;
+  std::vector<FlowRef> stands_for;                           // per cell
+  std::vector<std::int64_t> first_flow, join_of;            // per op: its first sub-flow, its join flow (-1)
+  std::vector<std::int32_t> entry_of, join_cell;            // per op
+  std::vector<std::int32_t> entry_begin{0}, entry_cells;    // per entry: its sub-flows' cells
+  std::vector<char> has_successor;                          // per op
+  std::int64_t overhead_flow = -1;
+  std::int32_t overhead_cell = -1;
+
+  std::int32_t sub_cell(std::size_t i, std::int32_t p) const { return entry_cells[entry_begin[entry_of[i]] + p]; }
+  std::size_t flow_count() const { return flows; }
+  Ref stand_in(std::int32_t cell) const { return stands_for[cell]; }
+  std::int32_t cell_of(const Ref& f) const {
+    return f.kind == FlowRef::sub_flow ? sub_cell(f.op, f.path) : f.kind == FlowRef::join ? join_cell[f.op] : overhead_cell;
+  }
+  std::size_t index(const Ref& f) const {
+    return static_cast<std::size_t>(f.kind == FlowRef::sub_flow ? first_flow[f.op] + f.path
+                                    : f.kind == FlowRef::join   ? join_of[f.op]
+                                                                : overhead_flow);
+  }
+  std::int64_t id(const Ref& f) const { return static_cast<std::int64_t>(index(f)); }
+  ByteAmount bytes(const Ref& f) const { return f.kind == FlowRef::sub_flow ? ops.share[f.op] : ByteAmount{0}; }
+  Seconds latency(const Ref& f) const {
+    return f.kind == FlowRef::sub_flow ? ops.latency[f.op] : f.kind == FlowRef::join ? Seconds{0} : ops.overheads;
+  }
+  ByteAmount fill(const Ref& f) const { return f.kind == FlowRef::sub_flow ? ops.fill_of(f.op) : ByteAmount{0}; }
+  template <class F>
+  void for_each_link(const Ref& f, F&& fn) const {
+    if (f.kind != FlowRef::sub_flow) return;  // joins and the overhead flow cross no link
+    const auto p = ops.route_path_begin[ops.route[f.op]] + f.path;
+    for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) fn(ops.path_links[k]);
+  }
+  // A sub-flow waits for each op of its op's `after`: its sub-flow, or its join flow when it has
+  // several; a join flow for its op's sub-flows; the overhead flow for the sub-flows of the ops no
+  // op waits for.
+  template <class F>
+  bool for_each_predecessor(const Ref& f, F&& fn) const {
+    auto sub_flows_of = [&](std::int32_t i) {
+      for (std::int32_t p = 0; p < ops.sub_flows(static_cast<std::size_t>(i)); ++p)
+        if (fn(FlowRef{FlowRef::sub_flow, i, p})) return true;
+      return false;
+    };
+    if (f.kind == FlowRef::sub_flow) {
+      for (auto k = ops.after_begin[f.op]; k < ops.after_begin[f.op + 1]; ++k) {
+        const auto a = ops.after[k];
+        if (fn(FlowRef{ops.sub_flows(static_cast<std::size_t>(a)) == 1 ? FlowRef::sub_flow : FlowRef::join, a, 0})) return true;
+      }
+      return false;
+    }
+    if (f.kind == FlowRef::join) return sub_flows_of(f.op);
+    for (std::size_t i = 0; i < ops.ops(); ++i)
+      if (!has_successor[i] && sub_flows_of(static_cast<std::int32_t>(i))) return true;
+    return false;
+  }
+};
+
 }  // namespace
 
 OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& ops, const SimOptions& options,
                                        std::size_t flow_count, ScheduleSimulation& out) {
   const auto wall_start = std::chrono::steady_clock::now();
-  const std::size_t n = ops.ops(), nl = net.capacity.size();
+  const std::size_t n = ops.ops();
   // What validate_and_index would reject is left to it (it names the flow).
-  if (flow_count >= static_cast<std::size_t>(INT32_MAX)) return OpQuotientOutcome::unchecked;
+  if (flow_count > kMaxFlows) return OpQuotientOutcome::unchecked;
   for (const auto& c : net.capacity)
-    if (!(c.value > 0) || !std::isfinite(c.value)) return OpQuotientOutcome::unchecked;
+    if (!valid_capacity(c)) return OpQuotientOutcome::unchecked;
   for (std::size_t i = 0; i < n; ++i)
-    if (!(ops.latency[i].value >= 0) || !std::isfinite(ops.latency[i].value) || !std::isfinite(ops.share[i].value) ||
-        !(ops.fill_of(i).value >= 0) || !std::isfinite(ops.fill_of(i).value))
+    if (!valid_amount(ops.latency[i].value) || !valid_amount(ops.share[i].value) || !valid_amount(ops.fill_of(i).value))
       return OpQuotientOutcome::unchecked;
 
-  const OpColours colours = refine(net, ops, options.link_group, flow_count / 2, 48);
+  const OpColours colours = refine(net, ops, options.link_group, quotient_max_cells(flow_count), kQuotientMaxRounds);
   if (colours.op_cells < 0) return OpQuotientOutcome::not_paying;
   const auto classes_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
 
@@ -321,16 +385,21 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
   // (op colour, route shape): looked up once per such pair (an "entry"), and a join flow's on (op
   // colour, route colour).
   const auto op_cells = static_cast<std::size_t>(colours.op_cells);
-  std::vector<std::int64_t> first_flow(n), join_of(n, -1);
-  std::vector<std::int32_t> entry_of(n), join_cell(n, -1), entry_begin{0}, entry_cells, entry_ops;
+  OpView view(ops);
+  view.flows = flow_count;
+  view.first_flow.resize(n);
+  view.join_of.assign(n, -1);
+  view.entry_of.resize(n);
+  view.join_cell.assign(n, -1);
+  view.has_successor.assign(n, 0);
+  std::vector<std::int32_t> entry_ops;
   std::vector<std::int64_t> cell_size;
-  std::vector<FlowRef> stands_for;
   std::vector<std::int64_t> op_of_flow;
   op_of_flow.reserve(flow_count);
   PerColour entries(op_cells), join_cells(op_cells), sub_flow_cells(op_cells);
   auto new_cell = [&](FlowRef ref) {
     cell_size.push_back(0);
-    stands_for.push_back(ref);
+    view.stands_for.push_back(ref);
     return static_cast<std::int32_t>(cell_size.size() - 1);
   };
   auto join_cell_of = [&](std::size_t a) {
@@ -340,10 +409,10 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
   auto new_entry = [&](std::size_t i) {
     const auto first_path = ops.route_path_begin[ops.route[i]];
     for (std::int32_t p = 0; p < ops.sub_flows(i); ++p)
-      entry_cells.push_back(sub_flow_cells.get(colours.op[i], colours.path[first_path + p], [&] {
+      view.entry_cells.push_back(sub_flow_cells.get(colours.op[i], colours.path[first_path + p], [&] {
         return new_cell(FlowRef{FlowRef::sub_flow, static_cast<std::int32_t>(i), p});
       }));
-    entry_begin.push_back(static_cast<std::int32_t>(entry_cells.size()));
+    view.entry_begin.push_back(static_cast<std::int32_t>(view.entry_cells.size()));
     entry_ops.push_back(0);
     return static_cast<std::int32_t>(entry_ops.size() - 1);
   };
@@ -352,83 +421,65 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
   };
   std::int64_t next_flow = 0;
   std::size_t join_flows = 0;
-  std::vector<char> has_successor(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     for (auto k = ops.after_begin[i]; k < ops.after_begin[i + 1]; ++k) {
       const auto a = static_cast<std::size_t>(ops.after[k]);
-      has_successor[a] = 1;
-      if (ops.sub_flows(a) == 1 || join_of[a] >= 0) continue;
-      join_of[a] = next_flow++;
+      view.has_successor[a] = 1;
+      if (ops.sub_flows(a) == 1 || view.join_of[a] >= 0) continue;
+      view.join_of[a] = next_flow++;
       op_of_flow.push_back(-1);
       ++join_flows;
-      join_cell[a] = join_cell_of(a);
-      ++cell_size[join_cell[a]];
+      view.join_cell[a] = join_cell_of(a);
+      ++cell_size[view.join_cell[a]];
     }
-    first_flow[i] = next_flow;
+    view.first_flow[i] = next_flow;
     const auto paths = ops.sub_flows(i);
     op_of_flow.insert(op_of_flow.end(), static_cast<std::size_t>(paths), static_cast<std::int64_t>(i));
     next_flow += paths;
-    entry_of[i] = entry_of_op(i);
-    ++entry_ops[entry_of[i]];
+    view.entry_of[i] = entry_of_op(i);
+    ++entry_ops[view.entry_of[i]];
   }
   for (std::size_t e = 0; e < entry_ops.size(); ++e)
-    for (auto k = entry_begin[e]; k < entry_begin[e + 1]; ++k) cell_size[entry_cells[k]] += entry_ops[e];
-  std::int64_t overhead_flow = -1;
+    for (auto k = view.entry_begin[e]; k < view.entry_begin[e + 1]; ++k) cell_size[view.entry_cells[k]] += entry_ops[e];
   if (ops.overheads.value > 0) {
-    overhead_flow = next_flow++;
+    view.overhead_flow = next_flow++;
     op_of_flow.push_back(-1);
-    ++cell_size[new_cell(FlowRef{FlowRef::overhead, -1, 0})];
+    view.overhead_cell = new_cell(FlowRef{FlowRef::overhead, -1, 0});
+    ++cell_size[view.overhead_cell];
   }
   const auto n_cells = static_cast<std::int32_t>(cell_size.size());
-  if (static_cast<std::size_t>(n_cells) > flow_count / 2) return OpQuotientOutcome::not_paying;
+  if (static_cast<std::size_t>(n_cells) > quotient_max_cells(flow_count)) return OpQuotientOutcome::not_paying;
 
-  // The quotient problem: each cell's flow from the flow that stands for it.
-  QuotientProblem problem(net, colours.link, colours.link_cells, options);
-  auto sub_cell = [&](std::size_t i, std::int32_t p) { return entry_cells[entry_begin[entry_of[i]] + p]; };
-  auto as_predecessor_cell = [&](std::size_t a) { return ops.sub_flows(a) == 1 ? sub_cell(a, 0) : join_cell[a]; };
-  std::vector<std::int32_t> link_list, pred_list;
-  for (std::int32_t c = 0; c < n_cells; ++c) {
-    const FlowRef& f = stands_for[c];
-    link_list.clear();
-    pred_list.clear();
-    if (f.kind == FlowRef::sub_flow) {
-      const auto i = static_cast<std::size_t>(f.op);
-      const auto p = ops.route_path_begin[ops.route[i]] + f.path;
-      for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k) link_list.push_back(colours.link[ops.path_links[k]]);
-      for (auto k = ops.after_begin[i]; k < ops.after_begin[i + 1]; ++k) pred_list.push_back(as_predecessor_cell(static_cast<std::size_t>(ops.after[k])));
-      problem.add_cell(ops.share[i], ops.latency[i], ops.fill_of(i), cell_size[c], link_list, pred_list);
-    } else if (f.kind == FlowRef::join) {
-      const auto i = static_cast<std::size_t>(f.op);
-      for (std::int32_t p = 0; p < ops.sub_flows(i); ++p) pred_list.push_back(sub_cell(i, p));
-      problem.add_cell(ByteAmount{0}, Seconds{0}, ByteAmount{0}, cell_size[c], link_list, pred_list);
-    } else {
-      for (std::size_t i = 0; i < n; ++i)
-        if (!has_successor[i])
-          for (std::int32_t p = 0; p < ops.sub_flows(i); ++p) pred_list.push_back(sub_cell(i, p));
-      problem.add_cell(ByteAmount{0}, ops.overheads, ByteAmount{0}, cell_size[c], link_list, pred_list);
+  FlowSimResult qr = reduce_to_quotient(net, view, colours.link, colours.link_cells, cell_size, options).run();
+  // Per op: release and start of its sub-flows (equal), finish of the last one; per entry.
+  std::vector<OpTiming> entry_timing(view.entry_begin.size() - 1);
+  for (std::size_t e = 0; e + 1 < view.entry_begin.size(); ++e) {
+    OpTiming& t = entry_timing[e];
+    for (auto k = view.entry_begin[e]; k < view.entry_begin[e + 1]; ++k) {
+      const FlowTiming& ft = qr.timing[view.entry_cells[k]];
+      if (k == view.entry_begin[e]) {
+        t.release = ft.release;
+        t.start = ft.start;
+      }
+      t.finish = std::max(t.finish, ft.finish);
     }
   }
-  FlowSimResult qr = problem.run();
+  out.ops.resize(n);
+  for (std::size_t i = 0; i < n; ++i) out.ops[i] = entry_timing[view.entry_of[i]];
 
-  FlowSimResult result;
-  result.makespan = qr.makespan;
-  result.rate_updates = qr.rate_updates;
+  FlowSimResult result = expand_quotient(view, std::move(qr), colours.link, n_cells);
   result.classes_wall = classes_wall;
-  result.event_loop_wall = qr.event_loop_wall;
-  result.simulated_flows = n_cells;
-  result.group_timeline = std::move(qr.group_timeline);
-  result.events = 2 * static_cast<std::int64_t>(flow_count);  // every flow starts and finishes once
-  // Link bytes: the sums of add_link_traffic (flow_sim.cpp), in flow order. When every share is a
-  // whole number of bytes and all of them together stay below 2^53 (so every partial sum is exact
-  // in any order), per route instead: one add per op instead of one per sub-flow and link.
-  result.links.assign(nl, LinkStats{});
+  // Link bytes: the sums of add_link_traffic (flow_sim.cpp), in flow order, a share once per entry
+  // of a path's link list. When every share is a whole number of bytes and all of them together
+  // stay below 2^53 (so every partial sum is exact in any order), per route instead: one add per
+  // op instead of one per sub-flow and link.
   double total = 0;
   bool whole = true;
   for (std::size_t i = 0; i < n && whole; ++i) {
     whole = ops.share[i].value == std::floor(ops.share[i].value);
     total += ops.share[i].value * ops.sub_flows(i);
   }
-  if (whole && total < 0x1p53) {
+  if (whole && total < tolerance::kExactIntegerSums) {
     std::vector<double> route_bytes(ops.route_path_begin.size() - 1, 0.0);
     for (std::size_t i = 0; i < n; ++i) route_bytes[ops.route[i]] += ops.share[i].value;
     for (std::size_t r = 0; r < route_bytes.size(); ++r)
@@ -443,66 +494,7 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
           result.links[ops.path_links[k]].bytes += ops.share[i];
     }
   }
-  for (std::size_t l = 0; l < nl; ++l) {
-    LinkStats& s = result.links[l];
-    s.busy = qr.links[colours.link[l]].busy;
-    s.utilization = result.makespan.value > 0 ? s.bytes.as_double() / (net.capacity[l].value * result.makespan.value) : 0.0;
-  }
-  // Critical path: the quotient's, each cell's step taken by a predecessor of the flow after it;
-  // a step's bottleneck is the flow's own link in the cell's bottleneck link cell.
-  FlowRef at;
-  std::int64_t at_flow = -1;
-  auto flow_of = [&](const FlowRef& f) {
-    return f.kind == FlowRef::sub_flow ? first_flow[f.op] + f.path : f.kind == FlowRef::join ? join_of[f.op] : overhead_flow;
-  };
-  for (const CriticalStep& step : qr.critical_path) {
-    const auto cell = static_cast<std::int32_t>(step.flow_index);
-    if (at_flow < 0) {
-      at = stands_for[cell];
-    } else if (at.kind == FlowRef::sub_flow) {
-      for (auto k = ops.after_begin[at.op]; k < ops.after_begin[at.op + 1]; ++k) {
-        const auto a = ops.after[k];
-        if (as_predecessor_cell(static_cast<std::size_t>(a)) != cell) continue;
-        at = FlowRef{ops.sub_flows(a) == 1 ? FlowRef::sub_flow : FlowRef::join, a, 0};
-        break;
-      }
-    } else {  // a join or the overhead flow waits for sub-flows
-      FlowRef from;
-      for (std::size_t i = at.kind == FlowRef::join ? at.op : 0; i < n && from.op < 0; ++i) {
-        if (at.kind == FlowRef::overhead && has_successor[i]) continue;
-        for (std::int32_t p = 0; p < ops.sub_flows(i) && from.op < 0; ++p)
-          if (sub_cell(i, p) == cell) from = FlowRef{FlowRef::sub_flow, static_cast<std::int32_t>(i), p};
-        if (at.kind == FlowRef::join) break;
-      }
-      at = from;
-    }
-    at_flow = flow_of(at);
-    const FlowTiming& t = qr.timing[cell];
-    std::int32_t bottleneck = -1;
-    if (t.bottleneck >= 0 && at.kind == FlowRef::sub_flow) {
-      const auto p = ops.route_path_begin[ops.route[at.op]] + at.path;
-      for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1] && bottleneck < 0; ++k)
-        if (colours.link[ops.path_links[k]] == t.bottleneck) bottleneck = ops.path_links[k];
-    }
-    result.critical_path.push_back({at_flow, static_cast<std::size_t>(at_flow), t.release, t.start, t.finish, bottleneck});
-  }
-  // Per op: release and start of its sub-flows (equal), finish of the last one; per entry.
-  std::vector<OpTiming> entry_timing(entry_begin.size() - 1);
-  for (std::size_t e = 0; e + 1 < entry_begin.size(); ++e) {
-    OpTiming& t = entry_timing[e];
-    for (auto k = entry_begin[e]; k < entry_begin[e + 1]; ++k) {
-      const FlowTiming& ft = qr.timing[entry_cells[k]];
-      if (k == entry_begin[e]) {
-        t.release = ft.release;
-        t.start = ft.start;
-      }
-      t.finish = std::max(t.finish, ft.finish);
-    }
-  }
-  out.ops.resize(n);
-  for (std::size_t i = 0; i < n; ++i) out.ops[i] = entry_timing[entry_of[i]];
-  result.timing = std::move(qr.timing);
-  for (auto& t : result.timing) t.bottleneck = -1;  // a row per cell: its bottleneck is no one link
+  finish_link_stats(result, net);
   result.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
   out.result = std::move(result);
   out.op_of_flow = std::move(op_of_flow);

@@ -38,17 +38,20 @@
 // without unfixed flows drop out. The result is unique, which is why an independent solver
 // (SimGrid's lmm with equal weights) gives the same rates.
 //
-// Speed: flows with identical link lists form one class with a multiplicity (they always get the
-// same rate), so the filling runs over classes, weighted by multiplicity. A class keeps the bytes
-// served per flow as a function of time; its flows' finish points sit in a heap, so a class's next
-// finish is one subtraction and one division. A change (a flow starting or finishing) refills
-// only the classes it reaches: the touched classes are refilled with every other class frozen at
-// its rate, the result is checked against the max-min conditions on the links they cross, and a
-// link that fails brings in the frozen classes that break it, until none fails (proof on
-// Engine::refill). A change that spreads past SimOptions::local_refill_limit classes is refilled
-// over its whole reach at once, by level cut (Engine::fill_component). Only classes whose rate
-// changed get a new finish event.
-// Events of equal time (to 1e-12 relative, the batch window) are handled together with one refill.
+// Speed: flows with identical link lists (and weights) form one class with a multiplicity (they
+// always get the same rate), so the filling runs over classes, weighted by multiplicity. The rates
+// come from a max-min solver over classes and weighted links (sim/src/maxmin.hpp): a change (a
+// flow starting or being sent) refills only the classes it reaches: the touched classes are
+// refilled with every other class frozen at its rate, the result is checked against the max-min
+// conditions on the links they cross, and a link that fails brings in the frozen classes that
+// break it, until none fails (proof on MaxMinSolver::fill). A change that spreads past
+// SimOptions::local_refill_limit classes is refilled over its whole reach at once, by level cut
+// (MaxMinSolver::fill_component). The event loop (sim/src/flow_sim.cpp) keeps the bytes served
+// per flow of a class as a function of time; its flows' finish points sit in a heap, so a class's
+// next finish is one subtraction and one division, and only classes whose rate changed get a new
+// finish event.
+// Events of equal time (to 1e-12 relative, the batch window) are handled together with one refill
+// (the rounding tolerances are in sim/src/tolerances.hpp).
 // Before all this, flows the problem treats alike (same bytes, latency, kinds of links and of
 // predecessors, found by colour refinement) are merged into one flow per class with per-link
 // weights, and get their class's times back (SimOptions::symmetry_quotient; proof on
@@ -122,7 +125,7 @@ struct SimOptions {
   std::vector<std::int32_t> link_group;
   // A refill checks its local result and widens to the frozen classes that break it, one pass per
   // widening; once more classes than this are in, it refills the whole reach of the change by
-  // level cut in one pass instead (Engine::fill_component). Both are exact; this only moves cost.
+  // level cut in one pass instead (MaxMinSolver::fill_component). Both are exact; this only moves cost.
   std::size_t local_refill_limit = 16384;
   // Simulate one flow per class of alike flows (the symmetry quotient, written on
   // sim/src/flow_quotient.hpp; simulate_schedule finds it on the ops, sim/src/op_quotient.hpp).
