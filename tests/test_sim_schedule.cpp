@@ -223,7 +223,7 @@ TEST(ScheduleSim, BadOpsAreRefusedNamingTheOp) {
 }
 
 // Two simulations of one schedule give the same answer, bit for bit: op times, the critical path,
-// link statistics and counts.
+// link statistics and counts (a link one of them left out as redundant has no busy time there).
 void expect_same_answer(const sim::ScheduleSimulation& a, const sim::ScheduleSimulation& b) {
   ASSERT_EQ(a.ops.size(), b.ops.size());
   for (std::size_t i = 0; i < a.ops.size(); ++i) {
@@ -249,7 +249,8 @@ void expect_same_answer(const sim::ScheduleSimulation& a, const sim::ScheduleSim
   ASSERT_EQ(a.result.links.size(), b.result.links.size());
   for (std::size_t l = 0; l < a.result.links.size(); ++l) {
     EXPECT_EQ(a.result.links[l].bytes.value, b.result.links[l].bytes.value) << "link " << l;
-    EXPECT_EQ(a.result.links[l].busy.value, b.result.links[l].busy.value) << "link " << l;
+    if (!a.result.links[l].redundant && !b.result.links[l].redundant)
+      EXPECT_EQ(a.result.links[l].busy.value, b.result.links[l].busy.value) << "link " << l;
     EXPECT_EQ(a.result.links[l].utilization, b.result.links[l].utilization) << "link " << l;
   }
 }
@@ -407,7 +408,7 @@ TEST(ScheduleSim, NemoRlProfileSimulatesThePublishedRefitTimes) {
 // bit for bit, as the flow-level refinement of the kept flows (flow_quotient.hpp), with the quotient
 // paying in both.
 TEST(ScheduleSim, OpQuotientIsTheFlowQuotient) {
-  for (const auto& [file, strategy] : {ScenarioStrategy{"deepseek-v3-h100.yaml", "domain_chain"},
+  for (const auto& [file, strategy] : {ScenarioStrategy{"deepseek-v3-h100.yaml", "gather_broadcast"},
                                        ScenarioStrategy{"qwen3-235b-h100.yaml", "direct"}}) {
     SCOPED_TRACE(std::string(file) + " " + strategy);
     const auto sc = model::load_scenario(kRoot + "/scenarios/" + file);
@@ -421,7 +422,7 @@ TEST(ScheduleSim, OpQuotientIsTheFlowQuotient) {
     const auto on_ops = sim::simulate_schedule(s, sc.topology, cost, options);
     options.keep_flows = true;
     const auto on_flows = sim::simulate_schedule(s, sc.topology, cost, options);
-    EXPECT_LT(on_ops.result.simulated_flows * 4, static_cast<std::int64_t>(on_ops.flow_count()));
+    EXPECT_LT(on_ops.result.simulated_flows * 2, static_cast<std::int64_t>(on_ops.flow_count()));
     expect_same_answer(on_ops, on_flows);
     const auto &a = on_ops.result.group_timeline, &b = on_flows.result.group_timeline;
     ASSERT_EQ(a.size(), b.size());

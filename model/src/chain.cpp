@@ -22,6 +22,7 @@ std::vector<std::int32_t> chain_depths(const Chain& chain, GpuId root, const std
   depths.reserve(chain.hops.size());
   for (std::size_t k = 0; k < chain.hops.size(); ++k) {
     const ChainHop& h = chain.hops[k];
+    if (h.path < -1) throw ScheduleError(where + ": chain hop " + std::to_string(k) + ": path must be -1 or a path index");
     const std::string hop = where + ": chain hop " + std::to_string(k) + " (GPU " + std::to_string(h.from) + " -> " +
                             std::to_string(h.to) + ")";
     const auto from = depth_of.find(h.from);
@@ -60,7 +61,12 @@ ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, con
     if (r.paths.empty())
       throw ScheduleError(where + ": chain hop " + std::to_string(k) + ": no route from GPU " + std::to_string(h.from) +
                           " to GPU " + std::to_string(h.to) + " in topology " + topo.name());
-    for (LinkId l : r.paths[pinned_path(h.from, h.to, r.paths.size())].links) crossings.push_back({l, 1});
+    if (h.path >= static_cast<std::int32_t>(r.paths.size()))
+      throw ScheduleError(where + ": chain hop " + std::to_string(k) + " names path " + std::to_string(h.path) + " of GPU " +
+                          std::to_string(h.from) + " -> " + std::to_string(h.to) + ", which has " +
+                          std::to_string(r.paths.size()) + " paths");
+    const std::size_t path = h.path >= 0 ? static_cast<std::size_t>(h.path) : pinned_path(h.from, h.to, r.paths.size());
+    for (LinkId l : r.paths[path].links) crossings.push_back({l, 1});
     (r.kind == LinkKind::Network ? out.network_hops : out.local_hops) += 1;
     const double latency = std::max(r.latency.value, min_hop_latency[static_cast<std::size_t>(r.kind)].value);
     const double at = reached.at(h.from) + latency;

@@ -192,7 +192,10 @@ nlohmann::json to_json(const Schedule& s) {
   auto& chains = j["chains"] = nlohmann::json::array();
   for (const auto& c : s.chains) {
     nlohmann::json hops = nlohmann::json::array();
-    for (const auto& h : c.hops) hops.push_back({h.from, h.to});
+    for (const auto& h : c.hops) {
+      if (h.path >= 0) hops.push_back({h.from, h.to, h.path});
+      else hops.push_back({h.from, h.to});
+    }
     chains.push_back({{"chunk_bytes", c.chunk.value}, {"hops", std::move(hops)}});
   }
   auto& ops = j["ops"] = nlohmann::json::array();
@@ -232,7 +235,8 @@ Schedule schedule_from_json(const nlohmann::json& j) {
     for (const auto& c : j.at("chains")) {
       Chain chain;
       chain.chunk = Bytes{c.at("chunk_bytes").get<std::int64_t>()};
-      for (const auto& h : c.at("hops")) chain.hops.push_back({h.at(0).get<GpuId>(), h.at(1).get<GpuId>()});
+      for (const auto& h : c.at("hops"))
+        chain.hops.push_back({h.at(0).get<GpuId>(), h.at(1).get<GpuId>(), h.size() > 2 ? h.at(2).get<std::int32_t>() : -1});
       s.chains.push_back(std::move(chain));
     }
     static const std::unordered_map<std::string, OpPhase> phases = {

@@ -169,6 +169,7 @@ class Builder {
         egress_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
         ingress_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
         nvlink_out_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
+        path_load_(static_cast<std::size_t>(topo.link_count()), 0.0),
         holders_(static_cast<std::size_t>(src.rank_set_count())),
         needers_(static_cast<std::size_t>(dst.rank_set_count())) {
     for (GpuId g = 0; g < topo.gpu_count(); ++g) {
@@ -228,8 +229,25 @@ class Builder {
     return s_.ops.back().id;
   }
 
-  // A chain (schedule.hpp) in the schedule's table; returns its index.
-  std::int32_t add_chain(std::vector<ChainHop> hops, Bytes chunk) {
+  // A chain (schedule.hpp) in the schedule's table; returns its index. A hop with several equal
+  // paths is pinned to the one whose links carry the least so far in all (the links every path
+  // shares add the same to each; bytes: what the chain is expected to carry), so that the chains
+  // spread over the spines.
+  std::int32_t add_chain(std::vector<ChainHop> hops, Bytes chunk, double bytes) {
+    for (ChainHop& h : hops) {
+      const Route r = topo_.route(h.from, h.to);
+      if (r.paths.size() < 2) continue;
+      double best = 0;
+      for (std::size_t p = 0; p < r.paths.size(); ++p) {
+        double load = 0;
+        for (LinkId l : r.paths[p].links) load += path_load_[static_cast<std::size_t>(l)];
+        if (h.path < 0 || load < best) {
+          h.path = static_cast<std::int32_t>(p);
+          best = load;
+        }
+      }
+      for (LinkId l : r.paths[static_cast<std::size_t>(h.path)].links) path_load_[static_cast<std::size_t>(l)] += bytes;
+    }
     s_.chains.push_back({std::move(hops), chunk});
     return static_cast<std::int32_t>(s_.chains.size() - 1);
   }
@@ -372,7 +390,7 @@ class Builder {
               if (n != i) hops.push_back({i, n});
             from = i;
           }
-          add_chain_op(add_chain(std::move(hops), chunk), stripe, 0, 1, OpPhase::Ingress, {});
+          add_chain_op(add_chain(std::move(hops), chunk, stripe_bytes), stripe, 0, 1, OpPhase::Ingress, {});
         }
     }
   }
@@ -527,7 +545,7 @@ class Builder {
           from = d;
         }
         if (hops.empty()) break;  // the head is the only destination GPU: gathering is all
-        ring_of_channel.push_back(add_chain(std::move(hops), p_.chunk));
+        ring_of_channel.push_back(add_chain(std::move(hops), p_.chunk, total / static_cast<double>(by_head.size() * channels)));
       }
       // Buckets of whole pieces (a piece larger than a bucket is a bucket of its own).
       std::vector<std::vector<std::int32_t>> buckets(1);
@@ -541,12 +559,13 @@ class Builder {
         buckets.back().push_back(i);
         fill += b;
       }
-      // Bucket k: its pieces the head lacks are gathered (packed per holder) once the head's buffer
-      // of bucket k - 2 has been broadcast (two buffers: the head fills one while it broadcasts
-      // the other), then broadcast once gathered.
-      std::vector<std::vector<std::int64_t>> broadcast_of;
+      // Bucket k: its pieces the head lacks are gathered (packed per holder) once bucket k - 1's
+      // gathering is done (the head packs one bucket at a time), then broadcast once gathered.
+      // NeMo RL packs into two buffers, so its packing also waits until bucket k - 2 has left the
+      // head; that changes no time: packing runs ahead only while it is faster than the broadcast,
+      // which then sets the pace either way.
+      std::vector<std::int64_t> previous_gathers;
       for (std::size_t k = 0; k < buckets.size(); ++k) {
-        const std::vector<std::int64_t> free_buffer = k >= 2 ? broadcast_of[k - 2] : std::vector<std::int64_t>{};
         std::map<GpuId, std::vector<std::int32_t>> gather;
         for (auto i : buckets[k]) {
           const auto& H = holder_gpus(ts_.pieces[static_cast<std::size_t>(i)].holders);
@@ -554,12 +573,11 @@ class Builder {
           gather[least_loaded(H, egress_, [&](GpuId g) { return domain_of(g) == domain_of(head); })].push_back(i);
         }
         std::vector<std::int64_t> gathered;
-        for (auto& [h, g] : gather) gathered.push_back(add_op(h, head, add_buffer(g), 0, 1, OpPhase::Gather, free_buffer));
+        for (auto& [h, g] : gather) gathered.push_back(add_op(h, head, add_buffer(g), 0, 1, OpPhase::Gather, previous_gathers));
+        if (!gathered.empty()) previous_gathers = gathered;
         const auto buffer = add_buffer(buckets[k]);
-        broadcast_of.emplace_back();
         for (std::int32_t c = 0; c < static_cast<std::int32_t>(ring_of_channel.size()); ++c)
-          broadcast_of.back().push_back(
-              add_chain_op(ring_of_channel[static_cast<std::size_t>(c)], buffer, c, channels, OpPhase::Broadcast, gathered));
+          add_chain_op(ring_of_channel[static_cast<std::size_t>(c)], buffer, c, channels, OpPhase::Broadcast, gathered);
       }
     }
   }
@@ -582,6 +600,7 @@ class Builder {
   const StrategyParams& p_;
   Schedule& s_;
   std::vector<double> egress_, ingress_, nvlink_out_;
+  std::vector<double> path_load_;  // per link: bytes of the chain hops pinned to paths through it
   std::vector<std::vector<GpuId>> holders_, needers_;
   std::vector<std::int32_t> domain_, rail_;
   std::int64_t stripe_target_ = 1;

@@ -44,8 +44,8 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
     // flow_preds[f] gathers the seeds of f's predecessors here; flow_links[f] is final.
     auto visit = [&](std::size_t f) {
       for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) flow_links[f].add(link_hash[flows.links[k]]);
-      std::uint64_t own = mix64(bits(flows.bytes[f].value) ^ mix64(bits(flows.latency[f].value)));
-      if (const double fill = flows.fill_of(f).value; fill != 0) own = mix64(own ^ mix64(bits(fill) + kFillSalt));
+      std::uint64_t own = mix64(alike_bits(flows.bytes[f].value) ^ mix64(alike_bits(flows.latency[f].value)));
+      if (const double fill = flows.fill_of(f).value; fill != 0) own = mix64(own ^ mix64(alike_bits(fill) + kFillSalt));
       const Sum seed{mix64(own ^ mix64(flow_links[f].a)) + flow_preds[f].a,
                      mix64(own + kPredSalt + mix64(flow_links[f].b)) + flow_preds[f].b};
       const Sum as_predecessor{mix64(seed.a ^ kPredSalt), mix64(seed.b + kFlowSalt)};

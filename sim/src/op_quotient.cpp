@@ -107,8 +107,8 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
       const auto a = static_cast<std::size_t>(ops.after[k]);
       pred[i].add(as_predecessor(colour[a], identity[ops.route[a]]));
     }
-    std::uint64_t own = mix64(bits(ops.share[i].value) ^ mix64(bits(ops.latency[i].value) + kOpSalt));
-    if (const double fill = ops.fill_of(i).value; fill != 0) own = mix64(own ^ mix64(bits(fill) + kFillSalt));
+    std::uint64_t own = mix64(alike_bits(ops.share[i].value) ^ mix64(alike_bits(ops.latency[i].value) + kOpSalt));
+    if (const double fill = ops.fill_of(i).value; fill != 0) own = mix64(own ^ mix64(alike_bits(fill) + kFillSalt));
     colour[i] = numbering.number(0, own ^ pred[i].a, pred[i].b);
   }
   Side op_side(colour, numbering.count());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reshard/sim/flow_sim.hpp"
+#include "tolerances.hpp"
 
 namespace reshard::sim::refinement {
 
@@ -23,6 +24,14 @@ inline std::uint64_t bits(double x) {
   std::uint64_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
+}
+
+// The bits of a non-negative finite x rounded to tolerance::kAlikeSignificantBits significant bits:
+// equal for amounts the quotient takes as alike (tolerances.hpp).
+inline std::uint64_t alike_bits(double x) {
+  constexpr int kDropped = 52 - tolerance::kAlikeSignificantBits;
+  const std::uint64_t u = bits(x) + (std::uint64_t{1} << (kDropped - 1));
+  return u & ~((std::uint64_t{1} << kDropped) - 1);
 }
 
 // Dense numbers 0, 1, ... for distinct keys (previous colour, h1, h2), in order of first appearance:

@@ -45,6 +45,112 @@ ScheduleSimulation finish_schedule_simulation(ScheduleSimulation& out,
   return std::move(out);
 }
 
+// Links no allocation can saturate, taken out of the flow problem before it is simulated.
+//
+// Every path p of the problem loads link l with w_pl times the rate of each of its flows (w: how
+// often p lists l). Let m(p) be a link of p with the least capacity per weight, C_m / w_pm (among
+// ties the one that is such a link for the most paths). The flows of the paths with m(p) = m all
+// load m, so together they load l with at most max_{p: m(p) = m} (w_pl / w_pm) * C_m. Summed over
+// the groups m, that bounds l's load in every feasible allocation; where the bound stays below C_l
+// (by kRedundantMargin), l is redundant: the feasible allocations, hence the max-min ones, are the
+// same without it, and dropping it from every path changes no rate and no time. A ring broadcast
+// over thousands of GPUs loads each GPU's NVLink ports with hundreds of rings, but the rings of one
+// head share its NIC, so the ports (a few NICs' worth of load, against 738 GB/s) drop out and each
+// ring keeps its network links: the kimi-k3 rings go from about 9 500 links to a few hundred.
+struct RedundantLinks {
+  std::vector<char> dropped;                  // per link
+  std::vector<double> path_bytes;             // per path: bytes its flows carried (filled later)
+  std::vector<std::int64_t> dropped_begin{0};  // per path: its dropped links in dropped_links
+  std::vector<std::int32_t> dropped_links;
+};
+constexpr double kRedundantMargin = 1e-6;
+
+RedundantLinks drop_redundant_links(const FlowNetwork& network, OpProblem& problem) {
+  const std::size_t nl = network.capacity.size(), np = problem.path_link_begin.size() - 1;
+  RedundantLinks out;
+  out.dropped.assign(nl, 0);
+  out.dropped_begin.assign(np + 1, 0);
+  auto weights = [&](std::size_t p, auto&& f) {  // f(link, weight) per distinct link of path p
+    const auto first = problem.path_links.begin() + problem.path_link_begin[p],
+               last = problem.path_links.begin() + problem.path_link_begin[p + 1];
+    std::vector<std::int32_t> sorted(first, last);
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 0; i < sorted.size();) {
+      std::size_t j = i;
+      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+      f(sorted[i], static_cast<double>(j - i));
+      i = j;
+    }
+  };
+  auto per_weight = [&](std::int32_t l, double w) { return network.capacity[static_cast<std::size_t>(l)].value / w; };
+  // How many paths each link is a tightest link of.
+  std::vector<std::int32_t> tightest_of(nl, 0);
+  std::vector<double> least(np, INFINITY);
+  for (std::size_t p = 0; p < np; ++p) {
+    weights(p, [&](std::int32_t l, double w) { least[p] = std::min(least[p], per_weight(l, w)); });
+    weights(p, [&](std::int32_t l, double w) {
+      if (per_weight(l, w) <= least[p]) ++tightest_of[static_cast<std::size_t>(l)];
+    });
+  }
+  std::vector<std::int32_t> m(np, -1);
+  std::vector<double> w_m(np, 0);
+  for (std::size_t p = 0; p < np; ++p)
+    weights(p, [&](std::int32_t l, double w) {
+      if (per_weight(l, w) <= least[p] &&
+          (m[p] < 0 || tightest_of[static_cast<std::size_t>(l)] > tightest_of[static_cast<std::size_t>(m[p])])) {
+        m[p] = l;
+        w_m[p] = w;
+      }
+    });
+  // Per link, the largest ratio w_pl / w_pm of each group m crossing it; then the bound.
+  std::vector<std::unordered_map<std::int32_t, double>> ratio(nl);
+  for (std::size_t p = 0; p < np; ++p)
+    weights(p, [&](std::int32_t l, double w) {
+      double& r = ratio[static_cast<std::size_t>(l)][m[p]];
+      r = std::max(r, w / w_m[p]);
+    });
+  for (std::size_t l = 0; l < nl; ++l) {
+    double bound = 0;
+    for (const auto& [group, r] : ratio[l]) bound += r * network.capacity[static_cast<std::size_t>(group)].value;
+    out.dropped[l] = !ratio[l].empty() && bound < network.capacity[l].value * (1 - kRedundantMargin);
+  }
+  // The paths without their dropped links (kept aside for the link statistics).
+  std::vector<std::int32_t> kept;
+  std::vector<std::int64_t> kept_begin{0};
+  for (std::size_t p = 0; p < np; ++p) {
+    for (auto k = problem.path_link_begin[p]; k < problem.path_link_begin[p + 1]; ++k) {
+      const auto l = problem.path_links[static_cast<std::size_t>(k)];
+      (out.dropped[static_cast<std::size_t>(l)] ? out.dropped_links : kept).push_back(l);
+    }
+    kept_begin.push_back(static_cast<std::int64_t>(kept.size()));
+    out.dropped_begin[p + 1] = static_cast<std::int64_t>(out.dropped_links.size());
+  }
+  problem.path_links = std::move(kept);
+  problem.path_link_begin = std::move(kept_begin);
+  out.path_bytes.assign(np, 0);
+  for (std::size_t f = 0; f < problem.ops(); ++f)
+    for (auto p = problem.route_path_begin[static_cast<std::size_t>(problem.route[f])];
+         p < problem.route_path_begin[static_cast<std::size_t>(problem.route[f]) + 1]; ++p)
+      out.path_bytes[static_cast<std::size_t>(p)] += problem.share[f].value;
+  return out;
+}
+
+// The bytes over the dropped links (the simulation saw none), their utilization; their busy time
+// is not tracked (LinkStats::redundant).
+void add_redundant_link_stats(FlowSimResult& result, const FlowNetwork& network, const RedundantLinks& redundant) {
+  if (redundant.dropped.empty()) return;
+  for (std::size_t p = 0; p + 1 < redundant.dropped_begin.size(); ++p)
+    for (auto k = redundant.dropped_begin[p]; k < redundant.dropped_begin[p + 1]; ++k)
+      result.links[static_cast<std::size_t>(redundant.dropped_links[static_cast<std::size_t>(k)])].bytes +=
+          ByteAmount{redundant.path_bytes[p]};
+  for (std::size_t l = 0; l < result.links.size(); ++l) {
+    if (!redundant.dropped[l]) continue;
+    LinkStats& s = result.links[l];
+    s.redundant = true;
+    s.utilization = result.makespan.value > 0 ? s.bytes.as_double() / (network.capacity[l].value * result.makespan.value) : 0.0;
+  }
+}
+
 }  // namespace
 
 ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const model::Topology& topology,
@@ -192,6 +298,11 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
                                             route_latency[static_cast<std::size_t>(route)] + params.per_op, i);
   }
   problem.overheads = options.overheads;
+  jitter_capacities(out.network, options.capacity_jitter, options.jitter_seed);
+  // Redundant links are left out, unless a per-link-kind timeline is wanted (a trace): it counts
+  // every link's load.
+  const RedundantLinks redundant =
+      options.link_kind_timeline ? RedundantLinks{} : drop_redundant_links(out.network, problem);
   const std::size_t n_flow_ops = problem.ops();
   // Sizes of the flow arrays: sub-flows, their link entries and `after` entries, and a join flow
   // for each flow op with several sub-flows that another waits for.
@@ -216,14 +327,15 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
     n_after += n_terminal_flows;
   }
 
-  jitter_capacities(out.network, options.capacity_jitter, options.jitter_seed);
   SimOptions sim_options;
   sim_options.symmetry_quotient = options.symmetry_quotient;
   if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
   out.overheads = options.overheads;
 
-  // Flow op times to schedule op times: release and start of its data, finish of its last flow op.
+  // Flow op times to schedule op times: release and start of its data, finish of its last flow op;
+  // the dropped links' statistics.
   auto schedule_times = [&] {
+    add_redundant_link_stats(out.result, out.network, redundant);
     std::vector<OpTiming> per_flow_op = std::move(out.ops);
     out.ops.assign(n_ops, OpTiming{});
     for (std::size_t i = 0; i < n_ops; ++i)

@@ -2,9 +2,9 @@
 // that the estimate (cost.hpp), the simulator (sim/schedule_sim.hpp) and `reshard check` share.
 //
 // Route. Hop (a, b) follows Topology::route(a, b). Where that route has k equal-cost paths the hop
-// is pinned to one of them, path (a + b) mod k: a hop is one connection, and ECMP places a
-// connection on one path rather than spreading its bytes (the sum spreads the hops from one GPU to
-// consecutive GPUs of another node over consecutive paths). The chain then loads link l with w_l
+// is pinned to one of them: a hop is one connection, and ECMP places a connection on one path
+// rather than spreading its bytes. The strategies pin each hop to the path with the least load so
+// far (ChainHop::path); a hop left at -1 takes path (a + b) mod k. The chain then loads link l with w_l
 // times its rate, w_l being the number of hops whose path crosses l (an ingress GPU's NVLink port
 // carries every fan-out hop leaving it). On a generated fabric whose leaf-spine links are thinner
 // than a NIC (fewer nodes per leaf than spines' share, e.g. 2 nodes over 4 spines), a pinned

@@ -60,10 +60,12 @@ struct Buffer {
 
 enum class OpPhase : std::uint8_t { Direct, Gather, Broadcast, Ingress, FanOut, Forward };
 
-// One hop of a chain: `from` sends every chunk it has to `to`.
+// One hop of a chain: `from` sends every chunk it has to `to`, over path `path` of the pair's
+// equal-cost paths (Topology::route), or a path picked by the pair (model/chain.hpp) when -1.
 struct ChainHop {
   GpuId from = -1;
   GpuId to = -1;
+  std::int32_t path = -1;
   bool operator==(const ChainHop&) const = default;
 };
 

@@ -109,6 +109,10 @@ struct LinkStats {
   ByteAmount bytes;    // total bytes that crossed the link
   Seconds busy;        // time during which at least one active flow crossed it
   double utilization;  // bytes / (capacity * makespan); 0 when the makespan is 0
+  // simulate_schedule only: the link can never be saturated (its load is bounded below its
+  // capacity by the links that bound its flows, schedule_sim.hpp), so it was left out of the
+  // simulation; bytes and utilization are counted, busy is not tracked (0).
+  bool redundant = false;
 };
 
 // Allocated rate of one link group at a time (only when SimOptions::link_group is given): from
