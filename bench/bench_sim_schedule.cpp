@@ -1,14 +1,13 @@
-// Simulating whole schedules (sim::simulate_schedule: ops -> flows, then the event loop), issue 5:
+// Simulating whole schedules (sim::simulate_schedule: ops -> flows, then the event loop):
 //   BM_SimulateSchedule/0   DeepSeek-V3 on 64 DGX H100 (scenarios/deepseek-v3-h100.yaml), domain_chain,
 //                           default StrategyParams
 //   BM_SimulateSchedule/1   the Kimi-K3-class scenario on 2 x 64 GB200 NVL72 racks
-//                           (scenarios/kimi-k3-gb200.yaml), domain_chain: target < 60 s
-//   BM_SimulateSchedule/2   DeepSeek-V3, the best schedule (hybrid max_chain=2
-//                           relay_egress, 1.7 M operations: what `compare --simulate` and `auto`
-//                           confirm by simulation among the three variants the estimate ties at
-//                           953 ms): target < 2 s
-//   BM_SimulateSchedule/3   DeepSeek-V3, hybrid max_chain=2 (the estimate-only pick,
-//                           1.25 M operations; its quotient is 2.7x larger)
+//                           (scenarios/kimi-k3-gb200.yaml), domain_chain
+//   BM_SimulateSchedule/2   DeepSeek-V3, the best schedule (hybrid max_chain=2: what `auto` picks,
+//                           with and without --simulate): target < 2 s
+//   BM_SimulateSchedule/3   Kimi-K3, gather_broadcast (264 678 ops, rings of 4 608 GPUs in 72
+//                           channels): target < 30 s
+//   BM_SimulateSchedule/4   Kimi-K3, the best schedule (hybrid max_chain=2 relay_ingress rail_blind)
 // Loading the scenario, planning and building the schedule happen once, outside the timed loop.
 // The heap keeps freed memory for reuse, as the `reshard` command sets it (cli/main.cpp): with
 // glibc's defaults each run maps its arrays afresh and pays a page fault per 4 KiB (about 12 % of
@@ -39,13 +38,14 @@ const Case& get_case(int which) {
   static std::map<int, std::unique_ptr<Case>> cache;
   auto it = cache.find(which);
   if (it != cache.end()) return *it->second;
-  const char* file = which == 1 ? "kimi-k3-gb200.yaml" : "deepseek-v3-h100.yaml";
+  const char* file = which == 1 || which >= 3 ? "kimi-k3-gb200.yaml" : "deepseek-v3-h100.yaml";
   auto c = std::make_unique<Case>(Case{model::load_scenario(std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + file), {}});
   const auto ts = model::plan(c->scenario.inventory, c->scenario.source, c->scenario.destination);
   model::StrategyParams p;
   p.strategy = "domain_chain";
-  if (which == 2) p = model::parse_strategy("hybrid max_chain=2 relay_egress");
-  if (which == 3) p = model::parse_strategy("hybrid max_chain=2");
+  if (which == 2) p = model::parse_strategy("hybrid max_chain=2");
+  if (which == 3) p = model::parse_strategy("gather_broadcast");
+  if (which == 4) p = model::parse_strategy("hybrid max_chain=2 relay_ingress rail_blind");
   c->schedule = model::build_schedule(ts, c->scenario.inventory, c->scenario.source, c->scenario.destination,
                                       c->scenario.topology, p);
   return *cache.emplace(which, std::move(c)).first->second;
@@ -83,6 +83,7 @@ BENCHMARK(BM_SimulateSchedule)->Arg(0)->Unit(benchmark::kMillisecond)->Iteration
 BENCHMARK(BM_SimulateSchedule)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_SimulateSchedule)->Arg(2)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimulateSchedule)->Arg(3)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_SimulateSchedule)->Arg(4)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 
