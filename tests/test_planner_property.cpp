@@ -12,7 +12,9 @@
 // fabrics, and explicit clusters with 1:1 NICs, NICs shared behind PCIe switches, GPUs without NICs,
 // PCIe-only GPUs and switches joined across nodes. For random layout pairs on each, the lower bound
 // never exceeds the time of schedules constructed from the transfer set alone
-// (tests/achievable_traffic.hpp), which do not depend on the strategies or the cost model.
+// (tests/achievable_traffic.hpp), which do not depend on the strategies or the cost model; and a
+// schedule of each strategy in turn validates and neither its estimate nor its simulation beats the
+// bound.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -22,6 +24,7 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/planner.hpp"
+#include "reshard/sim/schedule_sim.hpp"
 #include "achievable_traffic.hpp"
 
 using namespace reshard::model;
@@ -320,7 +323,7 @@ std::string random_explicit(std::mt19937& rng) {
 
 TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
   std::mt19937 rng(20261130);
-  int topologies = 0, explicit_ones = 0, warned = 0, cases = 0, host_bound = 0, tight = 0;
+  int topologies = 0, explicit_ones = 0, warned = 0, cases = 0, host_bound = 0, tight = 0, simulated_cases = 0;
   while (topologies < 240) {
     const bool explicit_form = topologies % 2 == 1;
     const std::string yaml = explicit_form ? random_explicit(rng) : random_generated(rng);
@@ -355,6 +358,18 @@ TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
           << achievable << " s";
       host_bound += lb.binding.where.find("host links") != std::string::npos;
       tight += achievable <= lb.time.value * 1.01;
+      // Every strategy in turn: its schedule validates, and neither its estimate nor its
+      // simulation beats the bound.
+      StrategyParams sp;
+      sp.strategy = strategy_names()[static_cast<std::size_t>(cases) % strategy_names().size()];
+      const Schedule sched = build_schedule(ts, inv, *src, *dst, topo, sp);
+      ASSERT_NO_THROW(validate(sched, ts, inv, *src, *dst)) << sp.strategy;
+      const auto cost = CostParams::profile_named("reshard");
+      const auto pred = estimate(sched, ts, inv, topo, cost);
+      EXPECT_GE(pred.time.value, lb.time.value * (1 - 1e-9)) << sp.strategy;
+      const double simulated = reshard::sim::simulated_makespan(sched, topo, cost, pred.overheads).value;
+      EXPECT_GE(simulated, lb.time.value * (1 - 1e-9)) << sp.strategy;
+      ++simulated_cases;
     }
   }
   // Coverage: explicit and generated alike, many NICs faster than their host links, host links
@@ -365,6 +380,7 @@ TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
   EXPECT_GE(cases, 600);
   EXPECT_GE(host_bound, 20);
   EXPECT_GE(tight, 20);
+  EXPECT_EQ(simulated_cases, cases);
   std::cout << topologies << " topologies (" << warned << " with a NIC faster than its host link), " << cases
             << " layout pairs; host links bind in " << host_bound << "; the constructed schedule meets the bound in "
             << tight << "\n";
