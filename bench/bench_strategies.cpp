@@ -59,9 +59,8 @@ void tune_scenario(benchmark::State& state, const char* file) {
 
 BENCHMARK_CAPTURE(build, deepseek_domain_chain, "deepseek-v3-h100.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK_CAPTURE(estimate_only, deepseek_domain_chain, "deepseek-v3-h100.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(3);
-// Tuned schedules (reshard compare; docs/performance.md): on DeepSeek-V3 domain_chain chunks=16
-// max_chain=2 estimates 953 ms, tied with auto's hybrid choice.
-BENCHMARK_CAPTURE(estimate_only, deepseek_best, "deepseek-v3-h100.yaml", "domain_chain max_chain=2")->Unit(benchmark::kMillisecond)->Iterations(3);
+// Tuned schedules (what `auto` picks in reshard compare; docs/performance.md).
+BENCHMARK_CAPTURE(estimate_only, deepseek_best, "deepseek-v3-h100.yaml", "hybrid max_chain=2")->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK_CAPTURE(build, deepseek_gather_broadcast, "deepseek-v3-h100.yaml", "gather_broadcast")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(estimate_only, deepseek_gather_broadcast, "deepseek-v3-h100.yaml", "gather_broadcast")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(build, kimi_k3_domain_chain, "kimi-k3-gb200.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(1);

@@ -1,24 +1,35 @@
-// A Schedule (model/schedule.hpp) simulated with the flow engine (DESIGN.md §9).
+// A Schedule (model/schedule.hpp) simulated with the flow engine (docs/simulator.md).
 //
 // The network: every topology link l is simulator link l with capacity
 //     C_l = bandwidth(l) * CostParams::efficiency[kind(l)],
 // followed by one memory resource per GPU that has a local copy (an op with src == dst), with
-// capacity CostParams::memory_copy_rate.
+// capacity CostParams::memory_copy_rate, and by a link of its own for each chain whose chunks are
+// too small to hide their latency (capacity: its slot rate, model/chain.hpp).
 //
 // Every Op becomes flows:
 //   transfer (src != dst) over Topology::route(src, dst) with k equal paths: k equal sub-flows,
 //       sub-flow p carrying bytes/k (a ByteAmount, fractional when k does not divide bytes) on
 //       path p's links; latency = route latency + CostParams::per_op. Equal shares keep the
-//       sub-flows of one op alike for the symmetry quotient: a byte of remainder on some of them
-//       split the tuned kimi-k3 schedule into 11.3 M simulated flows instead of 8.6 M.
+//       sub-flows of one op alike for the symmetry quotient.
 //   local copy (src == dst): one flow over the GPU's memory resource; latency = per_op.
-//   after: for each op in Op::after, its sub-flow when it has one, else its *join flow*: a flow
-//       without bytes, links or latency that waits for all of that op's sub-flows, so it finishes
-//       when the last of them does (made once, when the first successor needs it). The op is
-//       released when they have all finished, starts per_op + route latency later, and finishes
-//       when its last sub-flow does. Joining keeps the dependencies at (sub-flows + successors)
-//       instead of their product: 32-way ECMP ops waiting for 32-way ECMP ops would otherwise
-//       hold 1 024 dependencies each (docs/next-steps.md, the tuned Kimi-K3 schedule).
+//   chain op (model::Chain, the math on model/chain.hpp): its *data flow*, carrying its bytes over
+//       every link of its hops' (pinned) paths, each link listed as often as hops cross it, with
+//       latency per_op; then its *tail*, a flow without bytes or links that waits for the data
+//       flow, with latency L + (H - 1) min(chunk, bytes) / r_alone (the chain's latency and its
+//       pipeline fill at its rate alone). The op starts with its data flow and finishes with its
+//       tail. The data flow of the next op on the same chain waits for this data flow (chain ops
+//       on one chain run in order), not for the tail.
+//   after: for each op in Op::after, the flow that finishes it: its sub-flow or tail when it has
+//       one, else its *join flow*: a flow without bytes, links or latency that waits for all of
+//       that op's sub-flows, so it finishes when the last of them does (made once, when the first
+//       successor needs it). Joining keeps the dependencies at (sub-flows + successors) instead of
+//       their product (32-way ECMP ops waiting for 32-way ECMP ops would hold 1 024 each).
+// Redundant links: a link that no allocation can saturate (its load is bounded below its capacity
+// by the links that bound its flows' rates; the bound is written on drop_redundant_links in
+// schedule_sim.cpp) is left out of the flow problem, which changes no rate and no time; its bytes
+// and utilization are still reported (LinkStats::redundant; busy time is not tracked). Without it,
+// a ring over thousands of GPUs would load every GPU's NVLink ports with hundreds of rings that
+// never bind. A per-link-kind timeline (link_kind_timeline, for traces) keeps every link.
 // Framework overheads (per tensor, per bucket, per stage: model/cost.hpp) are the estimate's own
 // term, Prediction::overheads, given by the caller so that the two stay comparable; they are added
 // as estimate() adds them, after the transfers: one more flow without links whose latency is the
@@ -80,8 +91,8 @@ struct ScheduleSimulation {
   // Flows simulated (sub-flows, joins and the overhead flow), kept or not.
   std::size_t flow_count() const { return op_of_flow.size(); }
   std::size_t join_flows = 0;            // flows that join an op's sub-flows for its successors
-  std::vector<std::int32_t> link_kind;   // per link: LinkKind index, 4 for a GPU memory resource
-  std::vector<std::string> link_kind_names;  // nvlink, c2c, pcie, network, memory
+  std::vector<std::int32_t> link_kind;   // per link: LinkKind index, 4 for a GPU memory resource, 5 for a chain's slots
+  std::vector<std::string> link_kind_names;  // nvlink, c2c, pcie, network, memory, slots
   // result.timing is per flow with keep_flows; without, it may hold one row per cell of alike flows
   // (the symmetry quotient): `ops` has every op's times either way.
   FlowSimResult result;
