@@ -868,6 +868,29 @@ TEST(FlowSim, DumpReaderNamesTheKey) {
   std::filesystem::remove(path);
 }
 
+TEST(FlowSim, DumpReaderRefusesUnknownKeys) {
+  // A key the format does not have is an error naming it, at every level: it could change what
+  // the flows mean.
+  auto key_of = [](const char* text) -> std::string {
+    try {
+      flow_dump_from_json(nlohmann::json::parse(text), "memory");
+    } catch (const reshard::model::ConfigError& e) {
+      EXPECT_NE(e.reason().find("unknown key"), std::string::npos) << e.reason();
+      return e.key();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(key_of(R"({"links": [{"id": 0, "capacity_Bps": 1e9}],
+                       "flows": [{"id": 1, "bytes": 10, "links": [0]}, {"id": 2, "bytes": 10, "links": [0, 0], "weight": 5}]})"),
+            "flows[1].weight");
+  EXPECT_EQ(key_of(R"({"links": [{"id": 0, "capacity_Bps": 1e9, "name": "nic"}], "flows": []})"), "links[0].name");
+  EXPECT_EQ(key_of(R"({"links": [], "flows": [], "version": 2})"), "version");
+  EXPECT_EQ(key_of(R"({"links": [{"id": 0, "capacity_Bps": 1e9}],
+                       "flows": [{"id": 1, "bytes": 10, "links": [0], "latency_s": 0, "after": [],
+                                  "release_s": 0, "start_s": 0, "finish_s": 1e-8}]})"),
+            "no error");
+}
+
 TEST(FlowSim, GroupTimelineAndTrace) {
   // Two-flow case above with link 0 in group 0: 100 B/s allocated from 0 s, 0 from 4 s.
   const auto net = network({100});

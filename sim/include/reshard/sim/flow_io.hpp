@@ -41,8 +41,9 @@ struct FlowDump {
 };
 
 // Reads a dump. The timing keys are optional (a hand-written flow set may leave them out; they are
-// then 0). Throws model::ConfigError naming the file and the key (e.g. "flows[3].links") on bad
-// input: missing or mistyped keys, link ids that are not 0..n-1 in order.
+// then 0), and so are latency_s (0), after (none) and fill_bytes (0). Throws model::ConfigError
+// naming the file and the key (e.g. "flows[3].links") on bad input: missing, mistyped or unknown
+// keys (an unknown one could change what the flows mean), link ids that are not 0..n-1 in order.
 FlowDump read_flow_dump(const std::filesystem::path& path);
 FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& source_name);
 
