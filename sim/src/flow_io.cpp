@@ -26,16 +26,14 @@ nlohmann::json flows_to_json(const FlowNetwork& network, const std::vector<FlowS
   for (std::size_t i = 0; i < flows.size(); ++i) {
     const FlowSpec& f = flows[i];
     const FlowTiming t = i < result.timing.size() ? result.timing[i] : FlowTiming{};
-    nlohmann::json fj = {{"id", f.id},
-                         {"bytes", bytes_json(f.bytes)},
-                         {"links", f.links},
-                         {"latency_s", f.latency.value},
-                         {"after", f.after},
-                         {"release_s", t.release.value},
-                         {"start_s", t.start.value},
-                         {"finish_s", t.finish.value}};
-    if (f.fill.value > 0) fj["fill_bytes"] = bytes_json(f.fill);
-    out.push_back(std::move(fj));
+    out.push_back({{"id", f.id},
+                   {"bytes", bytes_json(f.bytes)},
+                   {"links", f.links},
+                   {"latency_s", f.latency.value},
+                   {"after", f.after},
+                   {"release_s", t.release.value},
+                   {"start_s", t.start.value},
+                   {"finish_s", t.finish.value}});
   }
   return {{"links", std::move(links)}, {"flows", std::move(out)}};
 }
@@ -105,8 +103,7 @@ FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& file) {
   for (std::size_t i = 0; i < flows.size(); ++i) {
     const std::string where = "flows[" + std::to_string(i) + "]";
     const auto& fj = flows[i];
-    allow_only(fj, {"id", "bytes", "links", "latency_s", "after", "fill_bytes", "release_s", "start_s", "finish_s"}, where,
-               file);
+    allow_only(fj, {"id", "bytes", "links", "latency_s", "after", "release_s", "start_s", "finish_s"}, where, file);
     FlowSpec f;
     f.id = integer(member(fj, "id", where, file), where + ".id", file);
     f.bytes = ByteAmount{number(member(fj, "bytes", where, file), where + ".bytes", file)};
@@ -114,7 +111,6 @@ FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& file) {
     if (!lk.is_array()) throw model::ConfigError(file, 0, where + ".links", "expected an array of link ids");
     for (const auto& v : lk) f.links.push_back(static_cast<std::int32_t>(integer(v, where + ".links", file)));
     f.latency = Seconds{fj.contains("latency_s") ? number(fj["latency_s"], where + ".latency_s", file) : 0.0};
-    if (fj.contains("fill_bytes")) f.fill = ByteAmount{number(fj["fill_bytes"], where + ".fill_bytes", file)};
     if (fj.contains("after")) {
       if (!fj["after"].is_array()) throw model::ConfigError(file, 0, where + ".after", "expected an array of flow ids");
       for (const auto& v : fj["after"]) f.after.push_back(integer(v, where + ".after", file));
