@@ -45,13 +45,13 @@ Burst synthetic_burst(int gpus, int flows, std::uint64_t seed) {
     const std::int64_t bytes = 1000000 + static_cast<std::int64_t>(rng() % 999000000);
     const std::string label = "gpu" + std::to_string(a) + "->gpu" + std::to_string(c);
     if (a / 8 == c / 8) {
-      b.flows.push_back({id++, Bytes{bytes}, {nvl_out[a], nvl_in[c]}, Seconds{0}, {}, label, {}});
+      b.flows.push_back({id++, Bytes{bytes}, {nvl_out[a], nvl_in[c]}, Seconds{0}, {}, label});
     } else if (a / 32 == c / 32) {
-      b.flows.push_back({id++, Bytes{bytes}, {nic_out[a], nic_in[c]}, Seconds{0}, {}, label, {}});
+      b.flows.push_back({id++, Bytes{bytes}, {nic_out[a], nic_in[c]}, Seconds{0}, {}, label});
     } else {
       for (int s = 0; s < kSpines; ++s)
         b.flows.push_back({id++, Bytes{bytes / kSpines}, {nic_out[a], up[a / 32][s], down[c / 32][s], nic_in[c]},
-                           Seconds{0}, {}, label + " ecmp" + std::to_string(s), {}});
+                           Seconds{0}, {}, label + " ecmp" + std::to_string(s)});
     }
   }
   return b;
@@ -94,7 +94,7 @@ Burst random_link_burst(int links, int flows, std::uint64_t seed) {
       const auto l = static_cast<std::int32_t>(rng() % links);
       if (std::find(set.begin(), set.end(), l) == set.end()) set.push_back(l);
     }
-    b.flows.push_back({i, Bytes{1000000 + static_cast<std::int64_t>(rng() % 999000000)}, set, Seconds{0}, {}, "", {}});
+    b.flows.push_back({i, Bytes{1000000 + static_cast<std::int64_t>(rng() % 999000000)}, set, Seconds{0}, {}, ""});
   }
   return b;
 }

@@ -586,12 +586,12 @@ TEST(ScheduleSim, OpQuotientIsTheFlowQuotient) {
   }
 }
 
-// The quotient found on ops (sim/src/op_quotient.hpp) with pipelined chains: paths that list a
-// link twice and ops with a fill. A random op problem is replicated on its own links (all copies
-// also crossing shared links), so the quotient pays; its flows are written out as
-// simulate_schedule writes them (sub-flows per path, a join flow made when the first successor
-// needs it, the overhead flow last), and the op quotient's answer must be the flow quotient's bit
-// for bit, and the plain engine's to 1e-9.
+// The quotient found on ops (sim/src/op_quotient.hpp) with chains' data flows: paths that list a
+// link twice. A random op problem is replicated on its own links (all copies also crossing shared
+// links), so the quotient pays; its flows are written out as simulate_schedule writes them
+// (sub-flows per path, a join flow made when the first successor needs it, the overhead flow
+// last), and the op quotient's answer must be the flow quotient's bit for bit, and the plain
+// engine's to 1e-9.
 TEST(ScheduleSim, OpQuotientOfChainsIsTheFlowQuotient) {
   std::mt19937_64 rng(1618);
   for (int trial = 0; trial < 30; ++trial) {
@@ -624,14 +624,14 @@ TEST(ScheduleSim, OpQuotientOfChainsIsTheFlowQuotient) {
     }
     struct BaseOp {
       std::int32_t route;
-      double share, latency, fill;
+      double share, latency;
       std::vector<std::int32_t> after;
     };
     std::vector<BaseOp> base_ops;
     const int n = 3 + static_cast<int>(rng() % 10);
     for (int i = 0; i < n; ++i) {
       BaseOp b{static_cast<std::int32_t>(rng() % base_routes.size()), 100.0 * static_cast<double>(1 + rng() % 3),
-               static_cast<double>(rng() % 2), rng() % 2 == 0 ? 0.0 : 40.0 * static_cast<double>(1 + rng() % 2), {}};
+               static_cast<double>(rng() % 2), {}};
       if (i > 0 && rng() % 2 == 0) b.after.push_back(static_cast<std::int32_t>(rng() % i));
       base_ops.push_back(b);
     }
@@ -653,7 +653,6 @@ TEST(ScheduleSim, OpQuotientOfChainsIsTheFlowQuotient) {
         ops.route.push_back(k * nr + b.route);
         ops.share.push_back(model::ByteAmount{b.share});
         ops.latency.push_back(Seconds{b.latency});
-        ops.fill.push_back(model::ByteAmount{b.fill});
         for (auto a : b.after) ops.after.push_back(k * n + a);
         ops.after_begin.push_back(static_cast<std::int64_t>(ops.after.size()));
       }
@@ -687,7 +686,6 @@ TEST(ScheduleSim, OpQuotientOfChainsIsTheFlowQuotient) {
         f.id = static_cast<std::int64_t>(flows.size());
         f.bytes = ops.share[i];
         f.latency = ops.latency[i];
-        f.fill = ops.fill[i];
         f.links.assign(ops.path_links.begin() + ops.path_link_begin[p], ops.path_links.begin() + ops.path_link_begin[p + 1]);
         f.after = after;
         flows.push_back(f);

@@ -1,7 +1,9 @@
 #include "reshard/sim/flow_io.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 
 #include "reshard/model/json_file.hpp"
@@ -24,16 +26,14 @@ nlohmann::json flows_to_json(const FlowNetwork& network, const std::vector<FlowS
   for (std::size_t i = 0; i < flows.size(); ++i) {
     const FlowSpec& f = flows[i];
     const FlowTiming t = i < result.timing.size() ? result.timing[i] : FlowTiming{};
-    nlohmann::json fj = {{"id", f.id},
-                         {"bytes", bytes_json(f.bytes)},
-                         {"links", f.links},
-                         {"latency_s", f.latency.value},
-                         {"after", f.after},
-                         {"release_s", t.release.value},
-                         {"start_s", t.start.value},
-                         {"finish_s", t.finish.value}};
-    if (f.fill.value > 0) fj["fill_bytes"] = bytes_json(f.fill);
-    out.push_back(std::move(fj));
+    out.push_back({{"id", f.id},
+                   {"bytes", bytes_json(f.bytes)},
+                   {"links", f.links},
+                   {"latency_s", f.latency.value},
+                   {"after", f.after},
+                   {"release_s", t.release.value},
+                   {"start_s", t.start.value},
+                   {"finish_s", t.finish.value}});
   }
   return {{"links", std::move(links)}, {"flows", std::move(out)}};
 }
@@ -56,6 +56,20 @@ const nlohmann::json& member(const nlohmann::json& obj, const char* key, const s
   return *it;
 }
 
+// Every key of `obj` is one of `allowed`: a key the reader does not know may change what the flows
+// mean (the --dump-flows contract, flow_io.hpp), so it is refused rather than skipped.
+void allow_only(const nlohmann::json& obj, std::initializer_list<const char*> allowed, const std::string& where,
+                const std::string& file) {
+  if (!obj.is_object()) throw model::ConfigError(file, 0, where, "expected a JSON object");
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string& key = it.key();
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    std::string list;
+    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    throw model::ConfigError(file, 0, where.empty() ? key : where + "." + key, "unknown key; allowed here: " + list);
+  }
+}
+
 double number(const nlohmann::json& v, const std::string& key, const std::string& file) {
   if (!v.is_number()) throw model::ConfigError(file, 0, key, "expected a number, got " + v.dump());
   return v.get<double>();
@@ -70,10 +84,12 @@ std::int64_t integer(const nlohmann::json& v, const std::string& key, const std:
 
 FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& file) {
   FlowDump d;
+  allow_only(j, {"links", "flows"}, "", file);
   const auto& links = member(j, "links", "", file);
   if (!links.is_array()) throw model::ConfigError(file, 0, "links", "expected an array");
   for (std::size_t l = 0; l < links.size(); ++l) {
     const std::string where = "links[" + std::to_string(l) + "]";
+    allow_only(links[l], {"id", "capacity_Bps"}, where, file);
     const auto id = integer(member(links[l], "id", where, file), where + ".id", file);
     if (id != static_cast<std::int64_t>(l))
       throw model::ConfigError(file, 0, where + ".id", "link ids must be 0..n-1 in order; expected " +
@@ -87,6 +103,7 @@ FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& file) {
   for (std::size_t i = 0; i < flows.size(); ++i) {
     const std::string where = "flows[" + std::to_string(i) + "]";
     const auto& fj = flows[i];
+    allow_only(fj, {"id", "bytes", "links", "latency_s", "after", "release_s", "start_s", "finish_s"}, where, file);
     FlowSpec f;
     f.id = integer(member(fj, "id", where, file), where + ".id", file);
     f.bytes = ByteAmount{number(member(fj, "bytes", where, file), where + ".bytes", file)};
@@ -94,7 +111,6 @@ FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& file) {
     if (!lk.is_array()) throw model::ConfigError(file, 0, where + ".links", "expected an array of link ids");
     for (const auto& v : lk) f.links.push_back(static_cast<std::int32_t>(integer(v, where + ".links", file)));
     f.latency = Seconds{fj.contains("latency_s") ? number(fj["latency_s"], where + ".latency_s", file) : 0.0};
-    if (fj.contains("fill_bytes")) f.fill = ByteAmount{number(fj["fill_bytes"], where + ".fill_bytes", file)};
     if (fj.contains("after")) {
       if (!fj["after"].is_array()) throw model::ConfigError(file, 0, where + ".after", "expected an array of flow ids");
       for (const auto& v : fj["after"]) f.after.push_back(integer(v, where + ".after", file));

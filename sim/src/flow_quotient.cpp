@@ -12,7 +12,7 @@ namespace {
 using namespace refinement;  // mix64, bits, Numbering, Sum, Side, compact
 
 constexpr std::uint64_t kFlowSalt = 0x243f6a8885a308d3ull, kLinkSalt = 0x13198a2e03707344ull,
-                        kPredSalt = 0xa4093822299f31d0ull, kFillSalt = 0x299f31d0082efa98ull;
+                        kPredSalt = 0xa4093822299f31d0ull;
 
 }  // namespace
 
@@ -30,7 +30,7 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
   std::vector<char> link_moved(nl, 0);
   // The flows' first colours: not just (bytes, latency) but a hash of everything a flow's chain of
   // predecessors is made of, computed in one pass in topological order:
-  //   seed(f) = H(bytes, latency, fill, {first colour of each link of f, with its repeats},
+  //   seed(f) = H(bytes, latency, {first colour of each link of f, with its repeats},
   //               {seed(p) : p a predecessor}).
   // Flows of one cell of any equitable partition that refines (bytes, latency) have equal seeds (by
   // induction along the order: equal bytes, latency, link colour multisets, and predecessor cell
@@ -44,8 +44,7 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
     // flow_preds[f] gathers the seeds of f's predecessors here; flow_links[f] is final.
     auto visit = [&](std::size_t f) {
       for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) flow_links[f].add(link_hash[flows.links[k]]);
-      std::uint64_t own = mix64(alike_bits(flows.bytes[f].value) ^ mix64(alike_bits(flows.latency[f].value)));
-      if (const double fill = flows.fill_of(f).value; fill != 0) own = mix64(own ^ mix64(alike_bits(fill) + kFillSalt));
+      const std::uint64_t own = mix64(alike_bits(flows.bytes[f].value) ^ mix64(alike_bits(flows.latency[f].value)));
       const Sum seed{mix64(own ^ mix64(flow_links[f].a)) + flow_preds[f].a,
                      mix64(own + kPredSalt + mix64(flow_links[f].b)) + flow_preds[f].b};
       const Sum as_predecessor{mix64(seed.a ^ kPredSalt), mix64(seed.b + kFlowSalt)};
@@ -160,9 +159,9 @@ QuotientProblem::QuotientProblem(const FlowNetwork& network, const std::vector<s
   }
 }
 
-void QuotientProblem::add_cell(ByteAmount bytes, Seconds latency, ByteAmount fill, std::int64_t cell_size,
+void QuotientProblem::add_cell(ByteAmount bytes, Seconds latency, std::int64_t cell_size,
                                std::vector<std::int32_t>& link_cells, std::vector<std::int32_t>& pred_cells) {
-  flows.begin_flow(bytes, latency, fill);
+  flows.begin_flow(bytes, latency);
   std::sort(link_cells.begin(), link_cells.end());
   for (std::size_t i = 0; i < link_cells.size();) {
     std::size_t j = i;

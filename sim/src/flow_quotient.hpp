@@ -1,7 +1,7 @@
 // Internal to the simulator: the symmetry quotient of a flow problem (SimOptions::symmetry_quotient).
 //
 // Symmetry quotient. Partition the flows into cells and the links into cells such that
-//   - flows of one cell have the same bytes, latency and fill, cross the same number of links of
+//   - flows of one cell have the same bytes and latency, cross the same number of links of
 //     each link cell (counted with repeats: a link a flow lists k times counts k times), and wait
 //     for the same number of flows of each flow cell;
 //   - links of one cell have the same capacity (and link group), and are crossed by the same number
@@ -11,12 +11,12 @@
 // over events: if it holds up to time t, the active flows at t are a union of cells, and the
 // partition restricted to them is still equitable; progressive filling keeps rates equal per cell
 // (links of one cell carry equal loads, so they saturate at the same level, and a flow cell meets the
-// same link cells, so its flows are fixed together); equal bytes, fills and rates give equal finishes,
+// same link cells, so its flows are fixed together); equal bytes and rates give equal finishes,
 // and predecessors with equal finishes give equal releases.
 // So the simulation can run on one flow per cell: a link per link cell with capacity C_L, on which
 // flow cell F counts n(L, F) times (its load is n(L, F) * x_F), and whose predecessors are the
 // predecessor cells. The coarsest such partition is found by colour refinement: start from (bytes,
-// latency, fill) for flows and (capacity, group) for links, and split cells by the multiset of
+// latency) for flows and (capacity, group) for links, and split cells by the multiset of
 // neighbouring colours (links of a flow and flows of a link, both with repeats, predecessors of a
 // flow) until nothing splits. A repeated link is one more entry of the flow's link list wherever the
 // refinement walks it, so the sums are over multisets without any special case. Multisets are compared by two independent 64-bit sums of hashed colours (a false merge
@@ -49,11 +49,11 @@ struct QuotientProblem {
 
   QuotientProblem(const FlowNetwork& network, const std::vector<std::int32_t>& link_cell, std::int32_t link_cells,
                   const SimOptions& network_options);
-  // Appends the flow of the next cell: `cell_size` alike flows of `bytes`, `latency` and `fill`,
-  // each crossing links of the cells `link_cells` (one entry per entry of the flow's link list,
+  // Appends the flow of the next cell: `cell_size` alike flows of `bytes` and `latency`, each
+  // crossing links of the cells `link_cells` (one entry per entry of the flow's link list,
   // repeats included) and waiting for flows of the cells `pred_cells`. Sorts both lists.
-  void add_cell(ByteAmount bytes, Seconds latency, ByteAmount fill, std::int64_t cell_size,
-                std::vector<std::int32_t>& link_cells, std::vector<std::int32_t>& pred_cells);
+  void add_cell(ByteAmount bytes, Seconds latency, std::int64_t cell_size, std::vector<std::int32_t>& link_cells,
+                std::vector<std::int32_t>& pred_cells);
   FlowSimResult run() const;  // the engine on it (flow_sim.cpp)
 };
 

@@ -36,11 +36,11 @@ struct VectorHash {
   }
 };
 
-// Min-heap entry of a flow event at a time: a start, or the end of a pipeline fill.
-struct FlowEvent {
+// Min-heap entry of a flow's start.
+struct StartEvent {
   double time;
   std::int32_t flow;
-  bool operator>(const FlowEvent& o) const { return time > o.time; }
+  bool operator>(const StartEvent& o) const { return time > o.time; }
 };
 
 // The next finish time of every class with active flows: a binary min-heap indexed by class, so a
@@ -134,8 +134,8 @@ std::vector<double> capacities(const FlowNetwork& net) {
   return c;
 }
 
-// The event loop: releases, starts, flows sent, ends of fills, in batches of equal time; the rates
-// come from the max-min solver (maxmin.hpp), refilled once per batch.
+// The event loop: releases, starts and finishes, in batches of equal time; the rates come from the
+// max-min solver (maxmin.hpp), refilled once per batch.
 class Engine {
  public:
   // `weights`: per flow and link (aligned with FlowTable::links), how many flows of the whole
@@ -177,9 +177,7 @@ class Engine {
   std::vector<ClassState> classes_;              // per solver class
   std::vector<double> busy_since_, busy_;        // per link: busy time (an active class crosses it)
 
-  std::priority_queue<FlowEvent, std::vector<FlowEvent>, std::greater<>> starts_;
-  // Flows sent and in their pipeline fill (FlowSpec::fill): finish time and flow.
-  std::priority_queue<FlowEvent, std::vector<FlowEvent>, std::greater<>> drains_;
+  std::priority_queue<StartEvent, std::vector<StartEvent>, std::greater<>> starts_;
   FinishQueue finishes_;
   double batch_window_ = 0;  // events up to this long after the batch time join the batch
 
@@ -213,7 +211,7 @@ FlowTable flow_table(const std::vector<FlowSpec>& flows) {
   if (!dense) t.id.reserve(n);
   for (const auto& f : flows) {
     if (!dense) t.id.push_back(f.id);
-    t.begin_flow(f.bytes, f.latency, f.fill);
+    t.begin_flow(f.bytes, f.latency);
     t.links.insert(t.links.end(), f.links.begin(), f.links.end());
     t.after.insert(t.after.end(), f.after.begin(), f.after.end());
     t.end_flow();
@@ -251,8 +249,6 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
     if (!valid_amount(flows.latency[i].value))
       throw FlowError(flows.name(i) + ": latency must be >= 0 and finite, got " + std::to_string(flows.latency[i].value) +
                       " s");
-    if (!valid_amount(flows.fill_of(i).value))
-      throw FlowError(flows.name(i) + ": fill must be >= 0 and finite, got " + std::to_string(flows.fill_of(i).value));
     for (auto k = flows.link_begin[i]; k < flows.link_begin[i + 1]; ++k) {
       const std::int32_t l = flows.links[k];
       if (l < 0 || static_cast<std::size_t>(l) >= nl)
@@ -404,7 +400,7 @@ void Engine::class_finish_event(std::int32_t c, double t) {
   advance(rc, rate, t);
   // The event was computed for the moment the first flow's level is reached; rounding may leave a
   // few ulps, so flows within tolerance::kFinishRelative of their size (plus kFinishBytes) count
-  // as sent, and so do the flows sent within the batch window (run()).
+  // as finished, and so do the flows that finish within the batch window (run()).
   while (!rc.finish_heap.empty()) {
     auto [level, f] = rc.finish_heap.front();
     const double slack = std::max(tolerance::kFinishRelative * flows_.bytes[f].as_double() + tolerance::kFinishBytes,
@@ -414,13 +410,8 @@ void Engine::class_finish_event(std::int32_t c, double t) {
     rc.finish_heap.pop_back();
     if (level > rc.served) rc.served = level;
     solver_.remove_flow(c, [&](std::int32_t l) { busy_[l] += t - busy_since_[l]; });
-    // Sent: its bottleneck is the one of its last rate; with a fill it finishes fill / rate later,
-    // loading no link meanwhile (flow_sim.hpp).
-    result_.timing[f].bottleneck = solver_.bottleneck(c);
-    if (const double fill = flows_.fill_of(static_cast<std::size_t>(f)).value; fill > 0)
-      drains_.push({t + fill / rate, f});
-    else
-      finish(f, t);
+    result_.timing[f].bottleneck = solver_.bottleneck(c);  // the link that set its last rate
+    finish(f, t);
   }
   if (!rc.finish_heap.empty()) rc.next_level = rc.finish_heap.front().first;
   solver_.touch(c);  // its next finish level moved: a new finish event at the refill
@@ -436,7 +427,7 @@ void Engine::schedule_finish(std::int32_t c, double rate, std::int64_t flows, do
   finishes_.set(c, t + remaining / rate);
 }
 
-// New rates after the starts and flows sent of one batch: the solver refills the classes the
+// New rates after the starts and finishes of one batch: the solver refills the classes the
 // changes reach; each of them is brought up to t at its old rate, and those whose rate or flows
 // changed get a new finish event.
 void Engine::refill(double t) {
@@ -487,16 +478,13 @@ FlowSimResult Engine::run() {
   for (std::size_t i = 0; i < n; ++i)
     if (waiting_[i] == 0) release(static_cast<std::int32_t>(i), 0.0);
 
-  // One batch per time: every start, every flow sent, and every end of a pipeline fill at that
-  // time, then one refill. Starts of equal time come before the flows sent, as a flow that starts
-  // and one that ends at the same instant never share a rate; an end of fill moves no rate (the
-  // flow left its links when it was sent) but may release flows that start in the batch. "Equal"
-  // is to tolerance::kBatchWindow relative (tolerances.hpp says why).
+  // One batch per time: every start and finish at that time, then one refill. Starts of equal
+  // time come before finishes, as a flow that starts and one that ends at the same instant never
+  // share a rate. "Equal" is to tolerance::kBatchWindow relative (tolerances.hpp says why).
   constexpr double kBatchWindow = tolerance::kBatchWindow;
-  while (!starts_.empty() || !finishes_.empty() || !drains_.empty()) {
-    const double t = std::min({starts_.empty() ? INFINITY : starts_.top().time,
-                               finishes_.empty() ? INFINITY : finishes_.top_time(),
-                               drains_.empty() ? INFINITY : drains_.top().time});
+  while (!starts_.empty() || !finishes_.empty()) {
+    const double t = std::min(starts_.empty() ? INFINITY : starts_.top().time,
+                              finishes_.empty() ? INFINITY : finishes_.top_time());
     const double horizon = t * (1 + kBatchWindow);
     batch_window_ = horizon - t;
     while (true) {
@@ -508,10 +496,6 @@ FlowSimResult Engine::run() {
         const std::int32_t c = finishes_.top_class();
         finishes_.erase(c);
         class_finish_event(c, t);
-      } else if (!drains_.empty() && drains_.top().time <= horizon) {
-        const std::int32_t f = drains_.top().flow;
-        drains_.pop();
-        finish(f, t);
       } else {
         break;
       }
@@ -558,7 +542,6 @@ class TableView {
   std::int64_t id(Ref f) const { return flows_.id_of(index(f)); }
   ByteAmount bytes(Ref f) const { return flows_.bytes[f]; }
   Seconds latency(Ref f) const { return flows_.latency[f]; }
-  ByteAmount fill(Ref f) const { return flows_.fill_of(index(f)); }
   template <class F>
   void for_each_link(Ref f, F&& fn) const {
     for (auto k = flows_.link_begin[f]; k < flows_.link_begin[f + 1]; ++k) fn(flows_.links[k]);

@@ -15,16 +15,13 @@
 
 namespace reshard::sim {
 
-// Flow i: id id_of(i), bytes[i], latency[i], fill_of(i), the links
-// links[link_begin[i] .. link_begin[i + 1]) (a link may repeat: FlowSpec::links), and it waits for
-// the flows whose ids are after[after_begin[i] .. after_begin[i + 1]).
+// Flow i: id id_of(i), bytes[i], latency[i], the links links[link_begin[i] .. link_begin[i + 1])
+// (a link may repeat: FlowSpec::links), and it waits for the flows whose ids are
+// after[after_begin[i] .. after_begin[i + 1]).
 struct FlowTable {
   std::vector<std::int64_t> id;  // empty: flow i has id i
   std::vector<ByteAmount> bytes;
   std::vector<Seconds> latency;
-  // The pipeline fill (FlowSpec::fill): empty while every flow's is 0 (schedules of tens of
-  // millions of plain flows hold no such array), else one per flow.
-  std::vector<ByteAmount> fill;
   std::vector<std::int64_t> link_begin{0};
   std::vector<std::int32_t> links;
   std::vector<std::int64_t> after_begin{0};
@@ -42,15 +39,9 @@ struct FlowTable {
     after.reserve(after_total);
   }
   std::int64_t id_of(std::size_t i) const { return id.empty() ? static_cast<std::int64_t>(i) : id[i]; }
-  ByteAmount fill_of(std::size_t i) const { return fill.empty() ? ByteAmount{} : fill[i]; }
   // Appends a flow: begin_flow, then its links and `after` entries pushed onto `links` and
   // `after`, then end_flow. Its id is its index unless `id` is filled alongside.
-  void begin_flow(ByteAmount flow_bytes, Seconds flow_latency, ByteAmount flow_fill = {}) {
-    if (!fill.empty() || flow_fill.value != 0) {
-      if (fill.empty()) fill.reserve(bytes.capacity());
-      fill.resize(bytes.size());  // the flows before the first fill: 0
-      fill.push_back(flow_fill);
-    }
+  void begin_flow(ByteAmount flow_bytes, Seconds flow_latency) {
     bytes.push_back(flow_bytes);
     latency.push_back(flow_latency);
   }
@@ -79,7 +70,7 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows);
 
 // What validate_and_index accepts, for code that checks before it builds a table (the op
 // quotient, op_quotient.hpp): at most kMaxFlows flows (indices are int32), capacities > 0 and
-// finite, and bytes, latencies and fills >= 0 and finite.
+// finite, and bytes and latencies >= 0 and finite.
 inline constexpr std::size_t kMaxFlows = INT32_MAX - 1;
 inline bool valid_capacity(BytesPerSecond c) { return c.value > 0 && std::isfinite(c.value); }
 inline bool valid_amount(double x) { return x >= 0 && std::isfinite(x); }

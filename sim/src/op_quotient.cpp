@@ -20,7 +20,7 @@ using namespace refinement;  // mix64, bits, Numbering, Sum, Side, compact
 constexpr std::uint64_t kLinkSalt = 0x13198a2e03707344ull, kPredSalt = 0xa4093822299f31d0ull,
                         kOpSalt = 0x082efa98ec4e6c89ull, kPathSalt = 0x452821e638d01377ull,
                         kSubFlowSalt = 0xbe5466cf34e90c6cull, kJoinSalt = 0xc0ac29b7c97c50ddull,
-                        kProductSalt = 0x3f84d5b5b5470917ull, kFillSalt = 0x299f31d0082efa98ull;
+                        kProductSalt = 0x3f84d5b5b5470917ull;
 
 Sum times(const Sum& x, const Sum& y) { return {x.a * y.a, x.b * y.b}; }
 Sum minus(const Sum& x, const Sum& y) { return {x.a - y.a, x.b - y.b}; }
@@ -107,8 +107,7 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
       const auto a = static_cast<std::size_t>(ops.after[k]);
       pred[i].add(as_predecessor(colour[a], identity[ops.route[a]]));
     }
-    std::uint64_t own = mix64(alike_bits(ops.share[i].value) ^ mix64(alike_bits(ops.latency[i].value) + kOpSalt));
-    if (const double fill = ops.fill_of(i).value; fill != 0) own = mix64(own ^ mix64(alike_bits(fill) + kFillSalt));
+    const std::uint64_t own = mix64(alike_bits(ops.share[i].value) ^ mix64(alike_bits(ops.latency[i].value) + kOpSalt));
     colour[i] = numbering.number(0, own ^ pred[i].a, pred[i].b);
   }
   Side op_side(colour, numbering.count());
@@ -331,7 +330,6 @@ struct OpView {
   Seconds latency(const Ref& f) const {
     return f.kind == FlowRef::sub_flow ? ops.latency[f.op] : f.kind == FlowRef::join ? Seconds{0} : ops.overheads;
   }
-  ByteAmount fill(const Ref& f) const { return f.kind == FlowRef::sub_flow ? ops.fill_of(f.op) : ByteAmount{0}; }
   template <class F>
   void for_each_link(const Ref& f, F&& fn) const {
     if (f.kind != FlowRef::sub_flow) return;  // joins and the overhead flow cross no link
@@ -373,7 +371,7 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
   for (const auto& c : net.capacity)
     if (!valid_capacity(c)) return OpQuotientOutcome::unchecked;
   for (std::size_t i = 0; i < n; ++i)
-    if (!valid_amount(ops.latency[i].value) || !valid_amount(ops.share[i].value) || !valid_amount(ops.fill_of(i).value))
+    if (!valid_amount(ops.latency[i].value) || !valid_amount(ops.share[i].value))
       return OpQuotientOutcome::unchecked;
 
   const OpColours colours = refine(net, ops, options.link_group, quotient_max_cells(flow_count), kQuotientMaxRounds);

@@ -6,7 +6,7 @@
 // latency and predecessors and differ only in their paths, and a route is shared by every op
 // between one pair of GPUs. So the coarsest equitable partition of the flows (flow_quotient.hpp)
 // can be refined on ops, paths and routes:
-//   - op colour: (bytes per sub-flow, latency, fill, multiset of its predecessors' colours as
+//   - op colour: (bytes per sub-flow, latency, multiset of its predecessors' colours as
 //     predecessors), where op a as a predecessor is its sub-flow (colour(a), colour of its path)
 //     when k_a = 1, and its join flow (colour(a), colour of its route) when k_a > 1;
 //   - path colour: the multiset of its links' colours (a link a path lists k times counts k
@@ -52,15 +52,12 @@ struct OpProblem {
   std::vector<std::int32_t> route;
   std::vector<ByteAmount> share;
   std::vector<Seconds> latency;
-  // The pipeline fill of each of op i's sub-flows (FlowSpec::fill); empty: 0 for every op.
-  std::vector<ByteAmount> fill;
   std::vector<std::int64_t> after_begin{0};
   std::vector<std::int32_t> after;
   Seconds overheads;  // > 0: one more flow, after every op that no op waits for
 
   std::size_t ops() const { return route.size(); }
   std::int32_t sub_flows(std::size_t i) const { return route_path_begin[route[i] + 1] - route_path_begin[route[i]]; }
-  ByteAmount fill_of(std::size_t i) const { return fill.empty() ? ByteAmount{} : fill[i]; }
 };
 
 enum class OpQuotientOutcome {

@@ -12,7 +12,7 @@
 //     std::int32_t cell_of(const Ref&) const;           // the cell of a flow
 //     std::size_t index(const Ref&) const;              // its index among the flows
 //     std::int64_t id(const Ref&) const;                // its id
-//     ByteAmount bytes(const Ref&) const; Seconds latency(const Ref&) const; ByteAmount fill(const Ref&) const;
+//     ByteAmount bytes(const Ref&) const; Seconds latency(const Ref&) const;
 //     template <class F> void for_each_link(const Ref&, F&& f) const;         // f(link), in list order
 //     template <class F> bool for_each_predecessor(const Ref&, F&& f) const;  // f(Ref) -> true stops;
 //                                                                             // returns whether stopped
@@ -51,7 +51,7 @@ QuotientProblem reduce_to_quotient(const FlowNetwork& net, const View& view, con
       preds.push_back(view.cell_of(p));
       return false;
     });
-    problem.add_cell(view.bytes(f), view.latency(f), view.fill(f), cell_size[c], cells, preds);
+    problem.add_cell(view.bytes(f), view.latency(f), cell_size[c], cells, preds);
   }
   return problem;
 }

@@ -417,7 +417,6 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       f.id = static_cast<std::int64_t>(i);
       f.bytes = flows.bytes[i];
       f.latency = flows.latency[i];
-      f.fill = flows.fill_of(i);
       f.links.assign(flows.links.begin() + flows.link_begin[i], flows.links.begin() + flows.link_begin[i + 1]);
       f.after.assign(flows.after.begin() + flows.after_begin[i], flows.after.begin() + flows.after_begin[i + 1]);
     }

@@ -21,7 +21,7 @@ inline constexpr double kThetaMargin = 1e-9;
 // schedule (qwen3-235b, docs/performance.md) while moving no time by more than this.
 inline constexpr double kBatchWindow = 1e-12;
 
-// A flow counts as sent when it is within kFinishRelative of its bytes plus kFinishBytes (or
+// A flow counts as finished when it is within kFinishRelative of its bytes plus kFinishBytes (or
 // within what its rate sends in the batch window): its finish event was computed for the moment
 // its level is reached, and the subtraction and division that computed it leave a few ulps.
 inline constexpr double kFinishRelative = 1e-9;
@@ -33,7 +33,7 @@ inline constexpr double kFinishBytes = 1e-6;
 // leave no drift, and an int64 holds 8 times the capacity (2^63 / 2^60).
 inline constexpr int kFixedPointBits = 60;
 
-// The symmetry quotient takes flows whose bytes, latencies and fills agree in their leading
+// The symmetry quotient takes flows whose bytes and latencies agree in their leading
 // kAlikeSignificantBits bits (rounded) as alike, and runs its first one: the channel parts of one
 // buffer differ by an element (a ring broadcast's 72 parts of a 1.6 GB bucket: 2 bytes in 22 MB),
 // and the latencies of rotated rings are the same hop latencies summed in another order (a few

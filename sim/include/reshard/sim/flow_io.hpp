@@ -5,12 +5,10 @@
 //               "release_s": ..., "start_s": ..., "finish_s": ...}, ...]}
 //
 // Link ids are the indices of FlowNetwork::capacity (the file lists them 0..n-1); a link listed k
-// times in "links" is loaded k times (FlowSpec::links). A flow with a pipeline fill
-// (FlowSpec::fill) has "fill_bytes" too (written only when > 0; absent reads as 0), and its finish_s
-// is the end of the fill. release_s is when
-// the last predecessor finished (0 without one) and start_s = release_s + latency_s. Numbers are
-// written with 17 significant digits, so reading a dump back and simulating it reproduces the same
-// times bit for bit.
+// times in "links" is loaded k times (FlowSpec::links). release_s is when the last predecessor
+// finished (0 without one) and start_s = release_s + latency_s. Numbers are written with 17
+// significant digits, so reading a dump back and simulating it reproduces the same times bit for
+// bit. No other key is part of the format.
 #pragma once
 
 #include <filesystem>
@@ -41,8 +39,10 @@ struct FlowDump {
 };
 
 // Reads a dump. The timing keys are optional (a hand-written flow set may leave them out; they are
-// then 0). Throws model::ConfigError naming the file and the key (e.g. "flows[3].links") on bad
-// input: missing or mistyped keys, link ids that are not 0..n-1 in order.
+// then 0), and so are latency_s (0) and after (none). Throws model::ConfigError naming the file and
+// the key (e.g. "flows[3].links") on bad input: missing, mistyped or unknown keys (an unknown one
+// could change what the flows mean; the pipeline fill's "fill_bytes", no longer part of the
+// format, is one), link ids that are not 0..n-1 in order.
 FlowDump read_flow_dump(const std::filesystem::path& path);
 FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& source_name);
 

@@ -8,19 +8,16 @@
 //   released  when all flows in `after` have finished (release = 0 without predecessors);
 //   started   = release + latency; from then on it is *active*;
 //   active    it sends at the rate max-min fairness gives it on its links (below);
-//   sent      when its bytes are sent, at time F0, at rate r (its rate just before F0). From F0 on it
-//             loads no link;
-//   finished  at F0 + fill / r: the pipeline fill, the last chunk of a pipelined chain crossing the
-//             hops after the first (fill = 0: finished = sent, a plain transfer). A flow of 0
-//             bytes, or with no links (pure latency / overhead), finishes at its start, its fill
-//             ignored (it never has a rate).
+//   finished  when its bytes are sent; from then on it loads no link. A flow of 0 bytes, or with
+//             no links (pure latency / overhead), finishes at its start.
 // Successors are released at the finish. Rates are recomputed whenever a flow becomes active or
-// is sent, and are constant in between, so the simulation is exact (piecewise linear), not
+// finishes, and are constant in between, so the simulation is exact (piecewise linear), not
 // time-stepped.
 //
 // Repeated links. A link listed k times in a flow's `links` carries that flow k times: the flow
-// loads it with k x_f (a pipelined chain's ingress NVLink port carries every fan-out hop that
-// leaves it), and k * bytes cross it in the link statistics.
+// loads it with k x_f, and k * bytes cross it in the link statistics. A chain op's data flow
+// (sim/src/schedule_sim.cpp) lists each link once per hop of the chain that crosses it: an ingress
+// GPU's NVLink port once per fan-out hop that leaves it.
 //
 // Max-min fairness. Active flow f has rate x_f; k_fl is how many times f lists link l. Each link l
 // has capacity C_l and the loads must fit: sum_f k_fl x_f <= C_l. An allocation is max-min fair when
@@ -41,7 +38,7 @@
 // Speed: flows with identical link lists (and weights) form one class with a multiplicity (they
 // always get the same rate), so the filling runs over classes, weighted by multiplicity. The rates
 // come from a max-min solver over classes and weighted links (sim/src/maxmin.hpp): a change (a
-// flow starting or being sent) refills only the classes it reaches: the touched classes are
+// flow starting or finishing) refills only the classes it reaches: the touched classes are
 // refilled with every other class frozen at its rate, the result is checked against the max-min
 // conditions on the links they cross, and a link that fails brings in the frozen classes that
 // break it, until none fails (proof on MaxMinSolver::fill). A change that spreads past
@@ -81,7 +78,6 @@ struct FlowSpec {
   Seconds latency;                    // >= 0: wait between release and start
   std::vector<std::int64_t> after;    // ids of flows that must finish before this one is released
   std::string label;                  // free text for reports and traces
-  ByteAmount fill;                    // >= 0: the pipeline fill, finish = sent + fill / (last rate)
 };
 
 // The shared resources. Link i has capacity[i] (> 0); link_names is empty or one name per link.
@@ -155,8 +151,8 @@ struct FlowSimResult {
   Seconds classes_wall, event_loop_wall;
 };
 
-// Invalid input: an unknown link or `after` id, a duplicate flow id, bytes, latency or fill
-// negative or not finite, a dependency cycle, a non-positive capacity. The message names the flow.
+// Invalid input: an unknown link or `after` id, a duplicate flow id, bytes or latency negative or
+// not finite, a dependency cycle, a non-positive capacity. The message names the flow.
 class FlowError : public model::ScheduleError {
  public:
   using model::ScheduleError::ScheduleError;
