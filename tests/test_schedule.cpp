@@ -15,6 +15,20 @@ namespace {
 const std::string kRoot = RESHARD_SOURCE_DIR;
 // dgx-h100-2n with one spine: a leaf-spine link (2 nodes x 50 GB/s) is wider than a NIC, so a chain
 // hop pinned to its one path across the spine is limited by the NICs (model/chain.hpp).
+// A one-layer dense model of about 100 MB (bf16), replicated whole by the ring tests.
+Inventory ring_model() {
+  return Inventory::parse(R"(name: ring
+architecture: qwen3
+hidden_size: 4096
+num_hidden_layers: 1
+num_attention_heads: 32
+num_key_value_heads: 8
+head_dim: 128
+intermediate_size: 12288
+vocab_size: 1024
+tie_word_embeddings: true
+)", "ring.yaml");
+}
 Topology two_nodes_one_spine() {
   return Topology::parse(R"(name: dgx-h100-2n-1spine
 cluster:
@@ -182,17 +196,7 @@ TEST(Estimate, HandWorkedBroadcastRing) {
   //            per_op + L_c + (B/2 + c) / r, L_c its network route's latency + the NVLink one's;
   //   estimate: T_bw + T_fill + T_latency = B / 47e9 + c / 47e9 + per_op + max_c L_c.
   const auto topo = two_nodes_one_spine();
-  const auto inv = Inventory::parse(R"(name: ring
-architecture: qwen3
-hidden_size: 4096
-num_hidden_layers: 1
-num_attention_heads: 32
-num_key_value_heads: 8
-head_dim: 128
-intermediate_size: 12288
-vocab_size: 1024
-tie_word_embeddings: true
-)", "ring.yaml");
+  const auto inv = ring_model();
   DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
   DTensorSpec two{{2}, {"x"}, {{"default", {Placement{}}}}};
   const auto src = build_shard_map(inv, LayoutSpec{one, {0}});
@@ -257,17 +261,7 @@ TEST(Estimate, HandWorkedIdleRingAndChainOrder) {
   // critical path). T_pipeline = T_bw + T_fill + T_latency = 2 M / r + 6 c / r + per_op + L is one
   // per_op less, so the critical path is the estimate.
   const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
-  const auto inv = Inventory::parse(R"(name: ring
-architecture: qwen3
-hidden_size: 4096
-num_hidden_layers: 1
-num_attention_heads: 32
-num_key_value_heads: 8
-head_dim: 128
-intermediate_size: 12288
-vocab_size: 1024
-tie_word_embeddings: true
-)", "ring.yaml");
+  const auto inv = ring_model();
   const DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
   const auto ts = plan(inv, build_shard_map(inv, LayoutSpec{one, {0}}), build_shard_map(inv, LayoutSpec{one, {1}}));
   const double M = 64 << 20, c = 1 << 20, r = 450e9 * 0.82, L = 7 * 0.6e-6;

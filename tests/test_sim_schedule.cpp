@@ -13,12 +13,14 @@
 #include <ostream>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "reshard/model/collective.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/tuner.hpp"
 #include "reshard/sim/flow_io.hpp"
 #include "reshard/sim/schedule_sim.hpp"
 
@@ -527,6 +529,35 @@ TEST(Validation, NcclTestsAllGatherBusBandwidth) {
     ++rows;
   }
   EXPECT_EQ(rows, 29);
+}
+
+// deepseek-v3-h100 on 64 DGX H100 nodes whose NICs (1600 Gb/s = 200 GB/s) are faster than their
+// PCIe host links (64 GB/s): the lower bound is the host links' cut (658 ms, tests/test_lower_bound),
+// and the tuner's schedule, simulated, lands within 1.2 x of it (1.18 x).
+TEST(ScheduleSim, HostLinkBoundIsApproachedByTheTunedSchedule) {
+  const auto dir = std::filesystem::temp_directory_path() / ("reshard-host-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ifstream in(kRoot + "/topologies/dgx-h100-64n.yaml");
+    std::ofstream out(dir / "fast.yaml");
+    for (std::string line; std::getline(in, line);) {
+      out << line << '\n';
+      if (line == "  nodes: 64") out << "  nic_speed: 1600Gbps\n";
+    }
+  }
+  model::Scenario scenario = model::Scenario::load(kRoot + "/scenarios/deepseek-v3-h100.yaml");
+  scenario.topology_path = dir / "fast.yaml";
+  const auto sc = model::load_scenario(scenario);
+  std::filesystem::remove_all(dir);
+  const auto ts = model::plan(sc.inventory, sc.source, sc.destination);
+  const auto lb = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
+  EXPECT_NE(lb.binding.where.find("host links"), std::string::npos) << lb.binding.where;
+  const auto cost = model::CostParams::profile_named("reshard");
+  const auto best = model::tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost).best;
+  const auto s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, best.params);
+  const double simulated = sim::simulated_makespan(s, sc.topology, cost, best.prediction.overheads).value;
+  EXPECT_GE(simulated, lb.time.value);
+  EXPECT_LE(simulated, 1.2 * lb.time.value) << model::describe(best.params);
 }
 
 // NVIDIA's published DGX H100 refit times (params/nemo_rl-published.csv): the nemo_rl profile's

@@ -208,25 +208,38 @@ class Builder {
     return static_cast<std::int32_t>(s_.buffers.size() - 1);
   }
 
+  // An op moving part `part` of `parts` of `buffer` from GPU `from` to GPU `to`, or along chain
+  // `chain` (from its root, `to` its last receiver).
   std::int64_t add_op(GpuId from, GpuId to, std::int32_t buffer, std::int32_t part, std::int32_t parts, OpPhase phase,
-                      std::vector<std::int64_t> after) {
+                      std::vector<std::int64_t> after, std::int32_t chain = -1) {
     Op op;
     op.id = static_cast<std::int64_t>(s_.ops.size());
     op.src = from;
     op.dst = to;
+    op.chain = chain;
     op.buffer = buffer;
     op.part = part;
     op.parts = parts;
     op.phase = phase;
     op.after = std::move(after);
     op.bytes = part_bytes(buffer, part, parts);
-    // Load balancing looks at the network: bytes leaving and entering GPUs through their NICs.
-    if (domain_of(from) != domain_of(to)) {
-      egress_[static_cast<std::size_t>(from)] += op.bytes.as_double();
-      ingress_[static_cast<std::size_t>(to)] += op.bytes.as_double();
-    }
+    // Load balancing looks at the network: bytes leaving and entering GPUs through their NICs, on
+    // every hop of a chain.
+    auto count = [&](GpuId a, GpuId b) {
+      if (domain_of(a) == domain_of(b)) return;
+      egress_[static_cast<std::size_t>(a)] += op.bytes.as_double();
+      ingress_[static_cast<std::size_t>(b)] += op.bytes.as_double();
+    };
+    if (chain < 0) count(from, to);
+    else
+      for (const ChainHop& h : s_.chains[static_cast<std::size_t>(chain)].hops) count(h.from, h.to);
     s_.ops.push_back(std::move(op));
     return s_.ops.back().id;
+  }
+  std::int64_t add_chain_op(std::int32_t chain, std::int32_t buffer, std::int32_t part, std::int32_t parts, OpPhase phase,
+                            std::vector<std::int64_t> after) {
+    const Chain& c = s_.chains[static_cast<std::size_t>(chain)];
+    return add_op(c.hops.front().from, c.hops.back().to, buffer, part, parts, phase, std::move(after), chain);
   }
 
   // A chain (schedule.hpp) in the schedule's table; returns its index. A hop with several equal
@@ -251,30 +264,6 @@ class Builder {
     s_.chains.push_back({std::move(hops), chunk});
     return static_cast<std::int32_t>(s_.chains.size() - 1);
   }
-  // An op moving part `part` of `parts` of `buffer` along chain `chain` from its root.
-  std::int64_t add_chain_op(std::int32_t chain, std::int32_t buffer, std::int32_t part, std::int32_t parts, OpPhase phase,
-                            std::vector<std::int64_t> after) {
-    const Chain& c = s_.chains[static_cast<std::size_t>(chain)];
-    Op op;
-    op.id = static_cast<std::int64_t>(s_.ops.size());
-    op.src = c.hops.front().from;
-    op.dst = c.hops.back().to;
-    op.chain = chain;
-    op.buffer = buffer;
-    op.part = part;
-    op.parts = parts;
-    op.phase = phase;
-    op.after = std::move(after);
-    op.bytes = part_bytes(buffer, part, parts);
-    for (const ChainHop& h : c.hops)
-      if (domain_of(h.from) != domain_of(h.to)) {
-        egress_[static_cast<std::size_t>(h.from)] += op.bytes.as_double();
-        ingress_[static_cast<std::size_t>(h.to)] += op.bytes.as_double();
-      }
-    s_.ops.push_back(std::move(op));
-    return s_.ops.back().id;
-  }
-
   // The bytes of part `part` of `parts` of a buffer: its elements (for_each_in_part) times their
   // dtype sizes. All parts of a buffer are computed at once and kept for the buffer's next operation.
   Bytes part_bytes(std::int32_t buffer, std::int32_t part, std::int32_t parts) {
