@@ -2,7 +2,7 @@
 //   [--timeout 30s] [-o measurement.json] [--inject corrupt:OP|die:RANK|drop:OP]
 // reshard check MEASUREMENT [--json]
 //
-// exec runs a schedule for real (DESIGN.md §10): under mpirun for host and nccl (one process per GPU
+// exec runs a schedule for real (docs/design.md §10): under mpirun for host and nccl (one process per GPU
 // of the scenario), in one process for cuda. Process 0 prints and writes the measurement; the other
 // processes stay quiet. check compares a measurement with the cost model's prediction, step by step.
 #include <cstdlib>

@@ -1,4 +1,4 @@
-// `reshard topo FILE [--json]`: what a topology file describes (DESIGN.md §11).
+// `reshard topo FILE [--json]`: what a topology file describes (docs/design.md §11).
 #include <algorithm>
 #include <iostream>
 #include <map>

@@ -139,7 +139,7 @@ TEST(LowerBound, ExplicitSharedPcieSwitchIsNotAboveTheAchievable) {
 
 // The shipped DeepSeek-V3 refit (vLLM TP32 x DP8 on nodes 32-63) on dgx-h100-64n with 1600 Gb/s
 // NICs. A destination domain must take in its 337 GB through 8 host links of 64 GB/s:
-//   337 GB / 512 GB/s = 658 ms   (it was 337 GB / (8 x 200 GB/s) = 211 ms, 3.1 x too low)
+//   337 GB / 512 GB/s = 658 ms   (the NICs alone would allow 337 GB / (8 x 200 GB/s) = 211 ms)
 TEST(LowerBound, DeepSeekV3On64DgxWithFastNics) {
   const auto dir = std::filesystem::temp_directory_path() / ("reshard-lb-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
