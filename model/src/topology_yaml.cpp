@@ -383,8 +383,11 @@ TopologyData build_explicit(const yaml::Node& root) {
     if (duplex) d.add_duplex(from, to, bw, latency, kind);
     else d.add_link(from, to, bw, latency, kind);
   }
-  d.rail_count = 0;
   d.finish();
+  std::set<std::int32_t> rails;  // an explicit cluster has the rails its NICs name (none: 0)
+  for (const auto& dev : d.devices)
+    if (dev.kind == DeviceKind::NIC && dev.rail >= 0) rails.insert(dev.rail);
+  d.rail_count = static_cast<std::int32_t>(rails.size());
   return d;
 }
 
