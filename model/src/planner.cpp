@@ -39,7 +39,7 @@ void intersect_tensor(const TensorInfo& info, const std::vector<Shard>& src, con
       if (n == 0) continue;
       const Shard* s = e.source ? e.shard : o;
       const Shard* d = e.source ? o : e.shard;
-      out.push_back({info.id, std::move(b), Bytes{n * es}, s->ranks, d->ranks});
+      out.push_back({info.id, std::move(b), Bytes{n * es}, s->ranks, d->ranks, n});
     }
     mine.push_back(e.shard);
   }

@@ -183,11 +183,23 @@ class Builder {
   std::int32_t rail_of(GpuId g) const { return rail_[static_cast<std::size_t>(g)]; }
 
   // Pieces grouped by (holder set, needer set): pieces of one class travel together.
+  // Classes in (holders, needers) order, pieces in their given order within a class: one hash
+  // lookup per piece, then the few classes sorted by key.
   std::vector<std::vector<std::int32_t>> classes(const std::vector<std::int32_t>& pieces) {
-    std::map<std::pair<RankSetId, RankSetId>, std::vector<std::int32_t>> by;
-    for (auto i : pieces) by[{ts_.pieces[static_cast<std::size_t>(i)].holders, ts_.pieces[static_cast<std::size_t>(i)].needers}].push_back(i);
+    std::unordered_map<std::uint64_t, std::size_t> index;  // (holders, needers) packed -> class
+    std::vector<std::pair<std::uint64_t, std::vector<std::int32_t>>> by;
+    for (auto i : pieces) {
+      const auto& pc = ts_.pieces[static_cast<std::size_t>(i)];
+      const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(pc.holders)) << 32) |
+                                static_cast<std::uint32_t>(pc.needers);
+      const auto [it, fresh] = index.try_emplace(key, by.size());
+      if (fresh) by.push_back({key, {}});
+      by[it->second].second.push_back(i);
+    }
+    std::sort(by.begin(), by.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<std::vector<std::int32_t>> out;
-    for (auto& [k, v] : by) out.push_back(std::move(v));
+    out.reserve(by.size());
+    for (auto& [key, members] : by) out.push_back(std::move(members));
     return out;
   }
 
@@ -196,9 +208,10 @@ class Builder {
 
   std::int32_t add_buffer(const std::vector<std::int32_t>& pieces) {
     Buffer b;
+    b.slices.reserve(pieces.size());
     for (auto i : pieces) {
       const auto& pc = ts_.pieces[static_cast<std::size_t>(i)];
-      b.slices.push_back({i, 0, pc.box.elements()});
+      b.slices.push_back({i, 0, pc.elements});
       b.bytes += pc.bytes;
     }
     return add_buffer(std::move(b));

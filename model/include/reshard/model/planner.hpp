@@ -39,6 +39,7 @@ struct Piece {
   Bytes bytes;
   RankSetId holders = -1;  // in the source ShardMap
   RankSetId needers = -1;  // in the destination ShardMap
+  std::int64_t elements = 0;  // box.elements(), at hand without reaching into the box
 };
 
 struct CutBound {
