@@ -88,7 +88,7 @@ void run_exec(const ExecArgs& a) {
                 << '\n';
     } else {
       print_fields(std::cout, {{"scenario", sc.scenario.name},
-                               {"strategy", schedule.params.strategy},
+                               {"strategy", to_string(schedule.params.strategy)},
                                {"GPUs", std::to_string(rp.gpus.size()) + " (mpirun -np " + std::to_string(rp.gpus.size()) + ")"},
                                {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + " steps"},
                                {"bytes moved", format(Bytes{moved})}});

@@ -16,6 +16,8 @@ constexpr std::uint64_t kFlowSalt = 0x243f6a8885a308d3ull, kLinkSalt = 0x13198a2
 
 }  // namespace
 
+// Stays whole, as refine() in op_quotient.cpp: one incremental refinement over arrays its rounds
+// update in place.
 FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const FlowGraph& graph,
                            const std::vector<std::int32_t>& link_group, std::size_t max_flow_cells,
                            std::int32_t max_rounds) {
