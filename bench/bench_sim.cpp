@@ -1,4 +1,4 @@
-// The flow simulator against SimGrid 3.32 on the same random bursts (DESIGN.md §9, issue 5).
+// The flow simulator against SimGrid 3.32 on the same random bursts (docs/design.md §9).
 //
 //   BM_FlowSim/<case>     reshard::sim::simulate (validation, route classes, the whole event loop)
 //   BM_FlowSimNoSymmetry/<case>  the same without the symmetry quotient (--no-symmetry): since

@@ -10,8 +10,7 @@
 //   BM_SimulateSchedule/4   Kimi-K3, the best schedule (hybrid max_chain=2 relay_ingress rail_blind)
 // Loading the scenario, planning and building the schedule happen once, outside the timed loop.
 // The heap keeps freed memory for reuse, as the `reshard` command sets it (cli/main.cpp): with
-// glibc's defaults each run maps its arrays afresh and pays a page fault per 4 KiB (about 12 % of
-// /2: 2.0 s instead of 1.8 s, docs/performance.md).
+// glibc's defaults each run maps its arrays afresh and pays a page fault per 4 KiB.
 #include <benchmark/benchmark.h>
 #ifdef __GLIBC__
 #include <malloc.h>

@@ -2,7 +2,7 @@
 //   [--timeout 30s] [-o measurement.json] [--inject corrupt:OP|die:RANK|drop:OP]
 // reshard check MEASUREMENT [--json]
 //
-// exec runs a schedule for real (DESIGN.md §10): under mpirun for host and nccl (one process per GPU
+// exec runs a schedule for real (docs/design.md §10): under mpirun for host and nccl (one process per GPU
 // of the scenario), in one process for cuda. Process 0 prints and writes the measurement; the other
 // processes stay quiet. check compares a measurement with the cost model's prediction, step by step.
 #include <cstdlib>
@@ -81,14 +81,14 @@ void run_exec(const ExecArgs& a) {
     std::int64_t moved = 0;
     for (const auto& o : schedule.ops) moved += o.bytes.value;
     if (a.json) {
-      std::cout << nlohmann::json{{"gpus", rp.gpus.size()}, {"processes", rp.gpus.size()}, {"strategy", schedule.params.strategy},
+      std::cout << nlohmann::json{{"gpus", rp.gpus.size()}, {"processes", rp.gpus.size()}, {"strategy", describe(schedule.params)},
                                   {"operations", schedule.ops.size()}, {"steps", rp.steps}, {"bytes_moved", moved},
                                   {"bytes_needed", ts.bytes_needed.value}}
                        .dump(2)
                 << '\n';
     } else {
       print_fields(std::cout, {{"scenario", sc.scenario.name},
-                               {"strategy", to_string(schedule.params.strategy)},
+                               {"strategy", describe(schedule.params)},
                                {"GPUs", std::to_string(rp.gpus.size()) + " (mpirun -np " + std::to_string(rp.gpus.size()) + ")"},
                                {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + " steps"},
                                {"bytes moved", format(Bytes{moved})}});
@@ -120,7 +120,7 @@ void run_exec(const ExecArgs& a) {
     j["ranks"] = m.ranks;
     j["gpus"] = rp.gpus.size();
     j["backend"] = m.backend;
-    j["strategy"] = schedule.params.strategy;
+    j["strategy"] = describe(schedule.params);
     j["operations"] = schedule.ops.size();
     j["elapsed_s"] = m.elapsed_s;
     j["steps"] = mj["steps"];
@@ -185,6 +185,12 @@ void run_check(const std::string& path, bool json) {
   t.print(std::cout);
   std::cout << "error is (measured - predicted) / predicted; the prediction is the cost model of the scenario's "
                "topology with profile '" << m.profile << "'.\n";
+  if (m.backend == "host" || m.backend == "cuda")
+    std::cout << "note: the " << m.backend << " backend moves every byte through "
+              << (m.backend == "host" ? "MPI in host memory" : "one GPU's memory (virtual ranks)")
+              << ", not over the topology's NVLink and network links: its times measure the executor on this "
+                 "machine, not the cluster, so a large error is expected. The prediction is for an nccl run on "
+                 "the cluster itself.\n";
 }
 
 }  // namespace

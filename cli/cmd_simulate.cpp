@@ -1,4 +1,4 @@
-// `reshard simulate`: the flow simulator (DESIGN.md §9) in three modes.
+// `reshard simulate`: the flow simulator (docs/design.md §9) in three modes.
 //   simulate SCENARIO [--strategy S] [--max-chain N] [--profile P]
 //       builds the strategy's schedule for the scenario and simulates it (sim::simulate_schedule);
 //   simulate SCHEDULE.json --scenario SCENARIO [--profile P]

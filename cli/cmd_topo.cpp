@@ -1,4 +1,4 @@
-// `reshard topo FILE [--json]`: what a topology file describes (DESIGN.md §11).
+// `reshard topo FILE [--json]`: what a topology file describes (docs/design.md §11).
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -144,7 +144,7 @@ void run_topo(const std::string& file, bool json) {
                               {"links", std::to_string(t.link_count()) + " (directed)"},
                           });
   std::cout << '\n';
-  Table lt({"link kind", "links>", "capacity per direction>"});
+  Table lt({"link kind", "directed links>", "capacity, all directed links>"});
   for (auto k : link_kinds)
     if (links[k].first > 0)
       lt.add({model::to_string(k), std::to_string(links[k].first), model::format(BytesPerSecond{links[k].second})});

@@ -1,4 +1,4 @@
-// The `reshard` command: one subcommand per stage of DESIGN.md §2. Library errors become one
+// The `reshard` command: one subcommand per stage of docs/design.md §2. Library errors become one
 // message on stderr and exit code 2; usage errors are reported by CLI11 with exit code 106/109.
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -16,8 +16,8 @@ namespace {
 // The simulator allocates and frees arrays of gigabytes phase after phase (flows, dependency
 // graph, refinement, engine). glibc maps every block above 32 MB afresh from the kernel and unmaps
 // it when freed, and the kernel zeroes each page at its first touch: on the tuned kimi-k3 run that
-// was 3.8 M page faults, about 5 s. Served from the heap and kept there when freed, the blocks are
-// reused instead: 2.5 M faults, and a lower peak (9.9 GB instead of 11.1 GB; docs/performance.md).
+// is millions of page faults and seconds of zeroing. Served from the heap and kept there when
+// freed, the blocks are reused instead, with fewer faults and a lower peak.
 void keep_freed_memory_for_reuse() {
 #ifdef __GLIBC__
   mallopt(M_MMAP_MAX, 0);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The executor on a machine with one GPU (DESIGN.md §10): builds, runs the `gpu`-labelled tests,
+# The executor on a machine with one GPU (docs/design.md §10): builds, runs the `gpu`-labelled tests,
 # runs `reshard exec --backend cuda` on a 16 GB scenario (every GPU of it a virtual rank on this one
 # device) and `--backend nccl` at world size 1, and prints measured against predicted (reshard
 # check). Besides plain transfers (direct) it runs chain ops: domain trees (domain_chain,

@@ -33,7 +33,7 @@ TEST(Calibrate, OverheadsStayNonNegative) {
 }
 
 TEST(Calibrate, NemoRlProfileMatchesPublishedRefitTimes) {
-  // NVIDIA's DGX H100 numbers (anchors.md): Qwen3-235B 6.4 s gather-broadcast, 1.9 s reshard;
+  // NVIDIA's DGX H100 numbers (docs/validation.md): Qwen3-235B 6.4 s gather-broadcast, 1.9 s reshard;
   // DeepSeek-V3 14.9 s and 2.6 s. The shipped profile must land within 15 % of each, and a refit
   // from the published CSV must reproduce the shipped constants.
   const std::string csv = std::string(RESHARD_SOURCE_DIR) + "/params/nemo_rl-published.csv";

@@ -1,5 +1,5 @@
 // Weight inventory: hand-worked small architectures (every count written out), the shipped models
-// against the published totals of ../shared/reference/models.md, structural properties of every
+// against the published totals (docs/models.md), structural properties of every
 // tensor, bad input, and the `reshard model` command.
 #include <gtest/gtest.h>
 

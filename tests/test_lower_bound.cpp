@@ -139,7 +139,7 @@ TEST(LowerBound, ExplicitSharedPcieSwitchIsNotAboveTheAchievable) {
 
 // The shipped DeepSeek-V3 refit (vLLM TP32 x DP8 on nodes 32-63) on dgx-h100-64n with 1600 Gb/s
 // NICs. A destination domain must take in its 337 GB through 8 host links of 64 GB/s:
-//   337 GB / 512 GB/s = 658 ms   (it was 337 GB / (8 x 200 GB/s) = 211 ms, 3.1 x too low)
+//   337 GB / 512 GB/s = 658 ms   (the NICs alone would allow 337 GB / (8 x 200 GB/s) = 211 ms)
 TEST(LowerBound, DeepSeekV3On64DgxWithFastNics) {
   const auto dir = std::filesystem::temp_directory_path() / ("reshard-lb-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -163,4 +163,121 @@ TEST(LowerBound, DeepSeekV3On64DgxWithFastNics) {
   EXPECT_NEAR(lb.time.value, lb.binding.bytes.as_double() / 512e9, 1e-9);
   EXPECT_NEAR(lb.time.value, 0.658, 0.001);
   std::filesystem::remove_all(dir);
+}
+
+// ------------------------------------------------- one hand-worked case per cut kind, each binding
+//
+// tiny-gqa, worked by hand (bf16, 2 bytes per parameter; hidden 256, 8 query heads and 2 KV heads
+// of 32, FFN 768, vocabulary 1000, untied):
+//   a layer: q, o 256 x 256 = 65 536 each; k, v 64 x 256 = 16 384 each; gate, up, down
+//            768 x 256 = 196 608 each; q_norm, k_norm 32 each; two layer norms 256 each
+//            = 131 072 + 32 768 + 589 824 + 64 + 512 = 754 240 parameters
+//   embedding 256 000, lm_head 256 000, final norm 256
+//   B = 2 x (4 x 754 240 + 512 256) = 2 x 3 529 216 = 7 058 432 bytes
+// DGX H100 per GPU: NVLink 450 GB/s each way; NIC 400 Gb/s = 50 GB/s behind PCIe 64 GB/s, so the
+// usable network bandwidth is 50 GB/s per GPU and a domain's network cut 8 x 50 = 400 GB/s; the
+// links entering (leaving) a GPU: NVLink 450 + PCIe 64 = 514 GB/s.
+namespace {
+
+constexpr double kTinyLayer = 754'240, kTinyB = 2 * (4 * kTinyLayer + 512'256);
+
+Topology dgx_nodes(int nodes) {
+  return Topology::parse("name: dgx\ncluster:\n  template: dgx-h100\n  nodes: " + std::to_string(nodes) +
+                             "\nfabric:\n  spines: 4\n",
+                         "dgx.yaml");
+}
+
+// One GPU on each of nodes first..first+7: a vLLM TP8 replica with one rank per NVLink domain, so
+// every destination domain needs only its rank's shard (about B / 8).
+std::vector<GpuId> one_gpu_per_node(GpuId first_node) {
+  std::vector<GpuId> v;
+  for (GpuId n = 0; n < 8; ++n) v.push_back((first_node + n) * 8);
+  return v;
+}
+
+void expect_binds(const LowerBound& lb, const std::string& cut, const std::string& where, double bytes,
+                  double capacity) {
+  EXPECT_EQ(lb.binding.cut, cut);
+  EXPECT_EQ(lb.binding.where, where);
+  EXPECT_DOUBLE_EQ(lb.binding.bytes.as_double(), bytes);
+  EXPECT_DOUBLE_EQ(lb.binding.capacity.value, capacity);
+  EXPECT_NEAR(lb.time.value, bytes / capacity, 1e-12 * lb.time.value);
+  // Every other cut kind with bytes to move is reported, below the binding one.
+  for (const auto& c : lb.cuts)
+    if (c.cut != cut) EXPECT_LT(c.time().value, lb.time.value) << c.cut << " " << c.where;
+}
+
+}  // namespace
+
+TEST(LowerBoundCuts, TinyGqaBytesByHand) { EXPECT_DOUBLE_EQ(tiny().bytes().as_double(), kTinyB); }
+
+// dest_gpu_ingress: node 0, Megatron TP2 x DP2 on GPUs 0-3, vLLM DP4 on GPUs 4-7. Every destination
+// GPU needs all of B and holds none of it; the domain already holds everything (no network cut), so
+//   dest_gpu_ingress = B / 514 GB/s   at the first destination GPU, gpu 4.
+// (Megatron refuses TP above the 2 KV heads; vLLM replicates them.)
+TEST(LowerBoundCuts, DestinationGpuIngressBinds) {
+  const auto inv = tiny();
+  const auto src = build_shard_map(inv, {MegatronSpec{.tp = 2, .dp = 2}, range(0, 4)});
+  const auto dst = build_shard_map(inv, {VllmSpec{.tp = 1, .dp = 4}, range(4, 4)});
+  const auto lb = lower_bound(plan(inv, src, dst), src, dst, dgx_nodes(2));
+  expect_binds(lb, "dest_gpu_ingress", "gpu 4", kTinyB, 514e9);
+}
+
+// source_gpu_egress: GPU 0 alone holds the model (Megatron on one GPU); vLLM TP4 on GPUs 4-7 of the
+// same node needs all of it, about B / 4 per GPU. GPU 0 must send all B out of its links:
+//   source_gpu_egress = B / 514 GB/s   at gpu 0
+// against about (B / 4) / 514 GB/s into each destination GPU; no network cut (one domain).
+TEST(LowerBoundCuts, SourceGpuEgressBinds) {
+  const auto inv = tiny();
+  const auto src = build_shard_map(inv, {MegatronSpec{.tp = 1}, {0}});
+  const auto dst = build_shard_map(inv, {VllmSpec{.tp = 4, .dp = 1}, range(4, 4)});
+  const auto lb = lower_bound(plan(inv, src, dst), src, dst, dgx_nodes(2));
+  expect_binds(lb, "source_gpu_egress", "gpu 0", kTinyB, 514e9);
+}
+
+// source_domain_egress: Megatron TP2 x DP4 x PP2 on nodes 0 and 1 with layers_per_stage [3, 1]
+// (GPUs 0-7 stage 0, 8-15 stage 1): domain 0
+// alone holds stage 0 (3 layers and the embedding), domain 1 stage 1 (a layer, the final norm and
+// lm_head). The destination, vLLM TP8 with one rank on each of nodes 2-9, needs everything, but
+// each of its domains only one rank's shard. Stage 0 must leave domain 0 through its 8 NICs:
+//   S0 = 2 x (3 x 754 240 + 256 000) = 5 037 440 bytes,   S0 / 400 GB/s = 12.6 us
+// while the source side as a whole sends B through 16 NICs, B / 800 GB/s = 8.8 us.
+TEST(LowerBoundCuts, SourceDomainEgressBinds) {
+  const auto inv = tiny();
+  const auto src = build_shard_map(inv, {MegatronSpec{.tp = 2, .pp = 2, .dp = 4, .layers_per_stage = {3, 1}}, range(0, 16)});
+  const auto dst = build_shard_map(inv, {VllmSpec{.tp = 8, .dp = 1}, one_gpu_per_node(2)});
+  const auto lb = lower_bound(plan(inv, src, dst), src, dst, dgx_nodes(10));
+  expect_binds(lb, "source_domain_egress", "domain 0", 2 * (3 * kTinyLayer + 256'000), 400e9);
+}
+
+// source_egress: Megatron TP2 x DP8 on nodes 0 and 1: each domain holds whole replicas, so no
+// domain alone holds anything (source_domain_egress 0), but all of B must leave the two domains
+// through their 16 NICs:
+//   source_egress = B / 800 GB/s = 8.8 us   at the source side
+// The destination is spread as above (one TP8 rank per node on nodes 2-9), about B / 8 per domain.
+TEST(LowerBoundCuts, SourceEgressBinds) {
+  const auto inv = tiny();
+  const auto src = build_shard_map(inv, {MegatronSpec{.tp = 2, .dp = 8}, range(0, 16)});
+  const auto dst = build_shard_map(inv, {VllmSpec{.tp = 8, .dp = 1}, one_gpu_per_node(2)});
+  const auto lb = lower_bound(plan(inv, src, dst), src, dst, dgx_nodes(10));
+  expect_binds(lb, "source_egress", "source side", kTinyB, 800e9);
+  EXPECT_EQ(find_cut(lb, "source_domain_egress"), nullptr);  // no bytes: not listed
+}
+
+// dest_domain_ingress: the usual disaggregated case, node 0 holds the model (Megatron TP2 x DP4), node 1
+// needs it (vLLM TP8): all of B enters domain 1 through its 8 NICs, B / 400 GB/s at domain 1. The
+// source side sends the same B through the same 400 GB/s (a tie, reported below it: the
+// destination cut is listed, and wins, first).
+TEST(LowerBoundCuts, DestinationDomainIngressBinds) {
+  const auto inv = tiny();
+  const auto src = build_shard_map(inv, {MegatronSpec{.tp = 2, .dp = 4}, range(0, 8)});
+  const auto dst = build_shard_map(inv, {VllmSpec{.tp = 8, .dp = 1}, range(8, 8)});
+  const auto lb = lower_bound(plan(inv, src, dst), src, dst, dgx_nodes(2));
+  EXPECT_EQ(lb.binding.cut, "dest_domain_ingress");
+  EXPECT_EQ(lb.binding.where, "domain 1");
+  EXPECT_DOUBLE_EQ(lb.binding.bytes.as_double(), kTinyB);
+  EXPECT_NEAR(lb.time.value, kTinyB / 400e9, 1e-12 * lb.time.value);
+  const CutBound* side = find_cut(lb, "source_egress");
+  ASSERT_NE(side, nullptr);
+  EXPECT_NEAR(side->time().value, lb.time.value, 1e-12 * lb.time.value);
 }

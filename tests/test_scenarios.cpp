@@ -36,7 +36,7 @@ TEST(Scenarios, DeepSeekV3H100) {
   const std::int64_t R = replicated_bytes(sc.inventory);
   EXPECT_EQ(ts.bytes_needed.value, 8 * (ts.logical_bytes.value - R) + 256 * R);
   EXPECT_EQ(ts.bytes_to_move, ts.bytes_needed);  // disaggregated: nothing is already in place
-  // The physical bound of DESIGN.md §1: 1.342 TB into each 4-node TP32 replica through 32 NICs of
+  // The physical bound of docs/design.md §1: 1.342 TB into each 4-node TP32 replica through 32 NICs of
   // 50 GB/s (1.6e12 B/s) is 0.84 s; the replicated tensors need to enter each domain too, so the
   // binding cut is a destination domain's NIC ingress: (logical/4 sharded share + R) / (8 x 50 GB/s).
   const auto lb = lower_bound(ts, sc.source, sc.destination, sc.topology);

@@ -116,6 +116,36 @@ TEST(Schedule, BrokenScheduleIsRejectedNamingThePiece) {
   auto miscounted = s;
   miscounted.ops.front().bytes += Bytes{1};
   EXPECT_NE(error_of(miscounted).find("bytes"), std::string::npos) << error_of(miscounted);
+  // Losing only the tail of a piece: the last element of a buffer's last slice (one that ends where
+  // its piece ends) cut off, its bytes
+  // and those of every op carrying it adjusted to match, so everything but that one element of one
+  // piece still arrives.
+  auto tailless = s;
+  std::size_t b = 0;
+  auto whole_ops_only = [&](std::size_t buf) {  // carried by ops, each moving the whole buffer
+    int carried = 0;
+    for (const auto& o : s.ops)
+      if (o.buffer == static_cast<std::int32_t>(buf)) {
+        if (o.parts != 1) return false;
+        ++carried;
+      }
+    const auto& last = s.buffers[buf].slices.back();  // ends where its piece ends
+    return carried > 0 && last.count >= 2 &&
+           last.offset + last.count == ts.pieces[static_cast<std::size_t>(last.piece)].box.elements();
+  };
+  while (b < s.buffers.size() && !whole_ops_only(b)) ++b;
+  ASSERT_LT(b, s.buffers.size());
+  std::int64_t elements = 0;
+  for (const auto& sl : s.buffers[b].slices) elements += sl.count;
+  const Bytes element{s.buffers[b].bytes.value / elements};
+  tailless.buffers[b].slices.back().count -= 1;
+  tailless.buffers[b].bytes -= element;
+  for (auto& o : tailless.ops)
+    if (o.buffer == static_cast<std::int32_t>(b)) o.bytes -= element;
+  const std::string tail_error = error_of(tailless);
+  EXPECT_NE(tail_error.find("piece " + std::to_string(s.buffers[b].slices.back().piece)), std::string::npos)
+      << tail_error;
+  EXPECT_NE(tail_error.find("never delivered"), std::string::npos) << tail_error;
 }
 
 TEST(Estimate, HandWorkedTwoDomains) {

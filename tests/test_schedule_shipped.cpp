@@ -1,7 +1,7 @@
 // Every strategy on every shipped scenario: the schedule validates (every needer gets every element
 // exactly once, nobody forwards what it lacks), the estimate never beats the lower bound, `auto` is
 // never worse than the best named strategy, and the best strategy of each bandwidth-bound
-// disaggregated scenario stays within 1.2x of the lower bound (issue 4).
+// disaggregated scenario stays within 1.2x of the lower bound.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -40,7 +40,7 @@ TEST_P(ShippedScenario, EveryStrategyValidatesAndRespectsTheBound) {
   for (auto g : sc.source.gpus())
     if (std::find(sc.destination.gpus().begin(), sc.destination.gpus().end(), g) != sc.destination.gpus().end())
       disaggregated = false;
-  // Issue 4: within 1.2x of the bound where bandwidth sets the time. The kB-scale test fixtures
+  // Within 1.2x of the bound where bandwidth sets the time. The kB-scale test fixtures
   // (small-*, bounds of tens of microseconds) are latency-bound: one transfer's route latency and
   // per-operation cost are a quarter of their bound, and the estimate counts them (it agrees with
   // the simulation within 10 % there, docs/simulator.md), so no schedule comes near 1.2x.

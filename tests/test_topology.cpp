@@ -353,6 +353,7 @@ TEST(TopologyExplicit, IrregularExample) {
   EXPECT_FALSE(t.generated());
   EXPECT_EQ(t.gpu_count(), 6);
   EXPECT_EQ(t.node_count(), 2);
+  EXPECT_EQ(t.rail_count(), 3);  // its NICs name rails 0, 1, 2 (big/nic0-2, small/nic0 on rail 0)
   // Domains: {big/gpu0..3} (one NVSwitch), {small/gpu0}, {small/gpu1} (no NVLink).
   ASSERT_EQ(t.domain_count(), 3);
   EXPECT_EQ(t.gpus_in_domain(0), (std::vector<GpuId>{0, 1, 2, 3}));

@@ -41,4 +41,8 @@ TEST(Units, Arithmetic) {
   EXPECT_EQ(format(Seconds{1.94}), "1.94 s");
   EXPECT_EQ(format(BytesPerSecond{4.5e11}), "450 GB/s");
   EXPECT_EQ(format(Bytes{1'342'000'000'000LL}), "1.34 TB");
+  EXPECT_EQ(format(Bytes{25'453'000'000'000'000LL}), "25.5 PB");  // not "25453 TB"
+  EXPECT_EQ(format(BytesPerSecond{2.5e15}), "2.50 PB/s");
+  EXPECT_EQ(format(BytesPerSecond{0}), "0 B/s");
+  EXPECT_EQ(parse_size("1.5PB").value, 1'500'000'000'000'000LL);
 }

@@ -16,7 +16,7 @@ CostParams CostParams::profile_named(const std::string& name) {
   CostParams p;
   if (name == "reshard") {
     // NVLink: NCCL's usable 20.6 GB/s x 18 links = 371 of 450 GB/s (src/graph/topo.h) -> 0.82.
-    // Network: 47 of 50 GB/s measured per NDR NIC (nccl-tests, hardware.md) -> 0.94.
+    // Network: 47 of 50 GB/s measured per NDR NIC (nccl-tests reports) -> 0.94.
     return p;
   }
   if (name == "nemo_rl") {

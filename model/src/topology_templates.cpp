@@ -1,5 +1,5 @@
 // Node templates: the published figures of each system, one row per template. Sources are cited
-// per value; the figures are collected in ../shared/reference/hardware.md ("hw.md" below).
+// per value and collected in docs/topology.md ("Hardware figures and their sources").
 //
 // Per-direction figures: a full-duplex link is two directed links each with this bandwidth.
 // "NVLink per GPU" is the GPU's total NVLink bandwidth to its domain's NVSwitch fabric, modelled as
@@ -12,23 +12,23 @@ using namespace reshard::model::literals;
 
 const std::vector<NodeTemplate>& node_templates() {
   static const std::vector<NodeTemplate> table{
-      // DGX H100: 8 GPUs (hw.md, vendor datasheet); NVLink 4, 18 links, 900 GB/s bidirectional =
+      // DGX H100: 8 GPUs (vendor datasheet); NVLink 4, 18 links, 900 GB/s bidirectional =
       // 450 GB/s per direction (datasheet); 8 x ConnectX-7 400 Gb/s = 50 GB/s, one per GPU, paired
       // 1:1 through a PCIe Gen5 switch (datasheet); PCIe Gen5 x16 about 64 GB/s per direction
-      // (hw.md, non-datasheet source).
+      // (non-datasheet source).
       {"dgx-h100", 8, 1, false, 450_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe},
-      // DGX H200: same NVLink 4 fabric and NICs as DGX H100 (hw.md: "DGX H100 / H200" row).
+      // DGX H200: same NVLink 4 fabric and NICs as DGX H100 (one datasheet for DGX H100 and H200).
       {"dgx-h200", 8, 1, false, 450_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe},
       // DGX B200: 8 GPUs; NVLink 5, 1.8 TB/s bidirectional = 900 GB/s per direction; 8 x ConnectX-7
-      // 400 Gb/s (datasheet, hw.md); host link PCIe Gen5 x16 about 64 GB/s (hw.md).
+      // 400 Gb/s (datasheet); host link PCIe Gen5 x16 about 64 GB/s (non-datasheet source).
       {"dgx-b200", 8, 1, false, 900_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe},
       // GB200 NVL72: 18 compute trays x 4 GPUs = 72 GPUs in one NVLink domain; 1.8 TB/s
       // bidirectional = 900 GB/s per direction per GPU; 4 x ConnectX-7 400 Gb/s per tray = one per
-      // GPU (datasheet, hw.md); NIC host link PCIe Gen5 x16 about 64 GB/s (hw.md).
+      // GPU (datasheet); NIC host link PCIe Gen5 x16 about 64 GB/s (non-datasheet source).
       {"gb200-nvl72", 4, 18, true, 900_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe},
-      // GB300 NVL72: NVLink as GB200 (hw.md); 4 x ConnectX-8 per tray at 800 Gb/s per GPU
-      // (hw.md, third-party figure). ConnectX-8 has a PCIe Gen6 x16 host interface, about
-      // 128 GB/s per direction (twice Gen5 x16; ConnectX-8 product brief, not in hw.md), so the
+      // GB300 NVL72: NVLink as GB200 (datasheet); 4 x ConnectX-8 per tray at 800 Gb/s per GPU
+      // (third-party figure). ConnectX-8 has a PCIe Gen6 x16 host interface, about
+      // 128 GB/s per direction (twice Gen5 x16; ConnectX-8 product brief), so the
       // host link does not cap the 100 GB/s NIC.
       {"gb300-nvl72", 4, 18, true, 900_GBps, 800_Gbps, 128_GBps, LinkKind::PCIe},
   };

@@ -28,9 +28,9 @@ using namespace reshard::model::literals;
 namespace {
 
 // Default link latencies, one-way per link. Chosen so that whole routes match NCCL's LL-protocol
-// latency model (hw.md, NCCL src/graph/tuning.cc): one NVLink hop 0.6 us = 2 links x 0.3 us;
+// latency model (NCCL src/graph/tuning.cc): one NVLink hop 0.6 us = 2 links x 0.3 us;
 // one network hop 2.7 us ~ 2 x PCIe 0.25 us + 2 x NIC-leaf 1 us (+ switch hops). Switch
-// port-to-port latency under 150 ns (hw.md, QM9700, third party) for leaf-spine and spine-core.
+// port-to-port latency under 150 ns (Quantum-2 QM9700, a third-party figure) for leaf-spine and spine-core.
 struct Latencies {
   Seconds nvlink{0.3e-6};
   Seconds c2c{0.3e-6};
@@ -435,8 +435,11 @@ TopologyData build_explicit(const yaml::Node& root) {
     if (duplex) d.add_duplex(from, to, bw, latency, kind);
     else d.add_link(from, to, bw, latency, kind);
   }
-  d.rail_count = 0;
   d.finish();
+  std::set<std::int32_t> rails;  // an explicit cluster has the rails its NICs name (none: 0)
+  for (const auto& dev : d.devices)
+    if (dev.kind == DeviceKind::NIC && dev.rail >= 0) rails.insert(dev.rail);
+  d.rail_count = static_cast<std::int32_t>(rails.size());
   return d;
 }
 

@@ -72,11 +72,12 @@ constexpr std::array<Unit, 10> kBandwidthUnits{{{"Bps", 1},
                                                 {"Gbps", 1e9 / 8},
                                                 {"Tbps", 1e12 / 8}}};
 constexpr std::array<Unit, 4> kDurationUnits{{{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}}};
-constexpr std::array<Unit, 9> kSizeUnits{{{"B", 1},
+constexpr std::array<Unit, 10> kSizeUnits{{{"B", 1},
                                           {"KB", 1e3},
                                           {"MB", 1e6},
                                           {"GB", 1e9},
                                           {"TB", 1e12},
+                                          {"PB", 1e15},
                                           {"KiB", 1024.0},
                                           {"MiB", 1024.0 * 1024},
                                           {"GiB", 1024.0 * 1024 * 1024},
@@ -106,6 +107,7 @@ Bytes parse_size(std::string_view text) {
 std::string format(Bytes b) {
   double v = b.as_double();
   double a = std::fabs(v);
+  if (a >= 1e15) return fmt(v / 1e15, "PB");
   if (a >= 1e12) return fmt(v / 1e12, "TB");
   if (a >= 1e9) return fmt(v / 1e9, "GB");
   if (a >= 1e6) return fmt(v / 1e6, "MB");
@@ -130,6 +132,8 @@ std::string format(Seconds s) {
 
 std::string format(BytesPerSecond r) {
   double a = std::fabs(r.value);
+  if (a == 0) return "0 B/s";
+  if (a >= 1e15) return fmt(r.value / 1e15, "PB/s");
   if (a >= 1e12) return fmt(r.value / 1e12, "TB/s");
   if (a >= 1e9) return fmt(r.value / 1e9, "GB/s");
   if (a >= 1e6) return fmt(r.value / 1e6, "MB/s");

@@ -122,7 +122,7 @@ TrafficFlows traffic_flows(const model::Topology& topology, const std::vector<Tr
     for (std::int64_t p = 0; p < k; ++p) {
       FlowSpec f;
       f.id = static_cast<std::int64_t>(tf.flows.size());
-      f.bytes = ByteAmount{t.bytes.as_double() / static_cast<double>(k)};  // equal shares (DESIGN.md §9)
+      f.bytes = ByteAmount{t.bytes.as_double() / static_cast<double>(k)};  // equal shares (docs/design.md §9)
       f.links = route.paths[p].links;
       f.latency = route.latency;
       f.label = "transfer " + std::to_string(t.id) + " gpu" + std::to_string(t.src) + "->gpu" + std::to_string(t.dst);

@@ -1,4 +1,4 @@
-// Execution backends compiled into this build (DESIGN.md §10).
+// Execution backends compiled into this build (docs/design.md §10).
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// The executor (DESIGN.md §10): runs a Schedule's operations for real, verifies every destination
+// The executor (docs/design.md §10): runs a Schedule's operations for real, verifies every destination
 // byte, and times every operation.
 //
 // One core, three backends. The core turns (scenario, transfer set, schedule) into one Program per

@@ -1,4 +1,4 @@
-// The analytic cost model (DESIGN.md §8).
+// The analytic cost model (docs/design.md §8).
 //
 // estimate() is a pure function of a schedule, the topology and the cost parameters:
 //
@@ -54,7 +54,7 @@ struct CostParams {
   // Implementation profile.
   std::string profile = "reshard";
   // Per transfer operation: a small-message send/recv between two GPUs over NVLink takes about 3 us
-  // (hardware.md, measured), of which the NVLink route accounts for about 0.6 us.
+  // (measured in nccl-tests reports), of which the NVLink route accounts for about 0.6 us.
   Seconds per_op{2.4e-6};
   Seconds per_tensor{0};         // per tensor moved by reshard operations (framework bookkeeping)
   Seconds per_broadcast_tensor{0};  // per tensor moved by the gather/broadcast path

@@ -1,4 +1,4 @@
-// Model architectures and their weight inventory (DESIGN.md §5).
+// Model architectures and their weight inventory (docs/design.md §5).
 //
 // An architecture file holds the fields of a Hugging Face config.json; the inventory lists every
 // weight tensor with its HF name, shape [out, in] (HF nn.Linear convention), dtype and class, plus

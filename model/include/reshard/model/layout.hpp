@@ -1,4 +1,4 @@
-// Layouts: how a parallel framework places every weight tensor on its ranks (DESIGN.md §5).
+// Layouts: how a parallel framework places every weight tensor on its ranks (docs/design.md §5).
 //
 // Logical coordinates are a tensor's global index space in HF naming. A Box is a product of
 // half-open intervals in that space. A layout becomes a ShardMap: for every tensor, the distinct

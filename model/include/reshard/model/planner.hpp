@@ -1,4 +1,4 @@
-// The exact reshard planner (DESIGN.md §6).
+// The exact reshard planner (docs/design.md §6).
 //
 // plan() intersects, tensor by tensor, the source shards with the destination shards. Shards of
 // one side are disjoint and cover their tensor (verify_coverage), so the non-empty intersections

@@ -1,4 +1,4 @@
-// A scenario: a model, a cluster, and a source and destination layout (DESIGN.md §5).
+// A scenario: a model, a cluster, and a source and destination layout (docs/design.md §5).
 //
 //   name: deepseek-v3-h100
 //   model: ../models/deepseek-v3.yaml          # relative to this file, or absolute

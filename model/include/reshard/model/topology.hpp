@@ -1,4 +1,4 @@
-// The cluster as a graph of devices and directed links (DESIGN.md §4).
+// The cluster as a graph of devices and directed links (docs/design.md §4).
 //
 // Vertices are GPUs, NVLink fabrics (one NVSwitch vertex per NVLink domain), NICs and network
 // switches (leaf / spine / core). Edges are directed links; a full-duplex cable is two links, each

@@ -29,7 +29,7 @@ struct Bytes {
 };
 
 // An amount of bytes that may be fractional: an equal share of a transfer (an ECMP sub-flow
-// carries exactly bytes / k of its operation, DESIGN.md §9). Whole Bytes convert to it.
+// carries exactly bytes / k of its operation, docs/design.md §9). Whole Bytes convert to it.
 struct ByteAmount {
   double value = 0.0;
   constexpr ByteAmount() = default;

@@ -1,4 +1,4 @@
-// The --dump-flows file (DESIGN.md §9): one JSON object that any max-min simulator can replay.
+// The --dump-flows file (docs/design.md §9): one JSON object that any max-min simulator can replay.
 //
 //   {"links": [{"id": 0, "capacity_Bps": 5e10}, ...],
 //    "flows": [{"id": 7, "bytes": 1048576, "links": [0, 3], "latency_s": 1.5e-6, "after": [2, 5],
@@ -41,8 +41,7 @@ struct FlowDump {
 // Reads a dump. The timing keys are optional (a hand-written flow set may leave them out; they are
 // then 0), and so are latency_s (0) and after (none). Throws model::ConfigError naming the file and
 // the key (e.g. "flows[3].links") on bad input: missing, mistyped or unknown keys (an unknown one
-// could change what the flows mean; the pipeline fill's "fill_bytes", no longer part of the
-// format, is one), link ids that are not 0..n-1 in order.
+// could change what the flows mean), link ids that are not 0..n-1 in order.
 FlowDump read_flow_dump(const std::filesystem::path& path);
 FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& source_name);
 

@@ -1,4 +1,4 @@
-// The flow-level discrete-event simulator (DESIGN.md §9).
+// The flow-level discrete-event simulator (docs/design.md §9).
 //
 // Input: a network of capacitated resources ("links": network links, NVLink ports, a GPU's memory
 // bandwidth, ...) and a set of flows, each with a size, the list of links it crosses, a fixed latency

@@ -1,5 +1,5 @@
 // Raw GPU-to-GPU traffic on a Topology turned into simulator flows (`reshard simulate --topology T
-// --flows F.csv`, DESIGN.md §9).
+// --flows F.csv`, docs/design.md §9).
 //
 // A transfer (src GPU, dst GPU, bytes, after) follows Topology::route(src, dst). Over a route with k
 // equal paths it becomes k sub-flows of bytes/k each (equal fractional shares, which add up to the
