@@ -206,7 +206,7 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
         identity[r] = identity_of(static_cast<std::size_t>(r));
         affected += static_cast<std::size_t>(ops_of_route.begin[r + 1] - ops_of_route.begin[r]);
       }
-      if (4 * affected > n) {
+      if (kRecomputeAllDivisor * affected > n) {
         recompute_preds();
       } else {
         for (auto r : changed_routes)
@@ -235,7 +235,7 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
       route_ops[r].add(route_change[r]);
       add_to_route_links(static_cast<std::size_t>(r), route_change[r]);
     }
-    if (4 * ops_moved.size() > n) {
+    if (kRecomputeAllDivisor * ops_moved.size() > n) {
       recompute_preds();
     } else {
       for (const auto& [i, old] : ops_moved) {
