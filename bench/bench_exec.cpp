@@ -22,7 +22,7 @@ struct Fixture {
       : sc(load_scenario(std::filesystem::path(std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + name))),
         ts(plan(sc.inventory, sc.source, sc.destination)) {
     StrategyParams p;
-    p.strategy = strategy;
+    p.strategy = strategy_named(strategy);
     s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     rp = make_run_plan(sc, ts, s);
   }

@@ -41,7 +41,7 @@ const Case& get_case(int which) {
   auto c = std::make_unique<Case>(Case{model::load_scenario(std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + file), {}});
   const auto ts = model::plan(c->scenario.inventory, c->scenario.source, c->scenario.destination);
   model::StrategyParams p;
-  p.strategy = "domain_chain";
+  p.strategy = model::Strategy::DomainChain;
   if (which == 2) p = model::parse_strategy("hybrid max_chain=2");
   if (which == 3) p = model::parse_strategy("gather_broadcast");
   if (which == 4) p = model::parse_strategy("hybrid max_chain=2 relay_ingress rail_blind");

@@ -58,7 +58,7 @@ void run_compare(const std::string& path, const std::string& profile, const std:
   // minutes at scale) with its size and wall time. `described`: named by its full description.
   auto evaluate = [&](const StrategyParams& p, bool described) {
     Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
-    Row r{described ? describe(s.params) : p.strategy, s.params, estimate(s, ts, sc.inventory, sc.topology, cost),
+    Row r{described ? describe(s.params) : std::string(to_string(p.strategy)), s.params, estimate(s, ts, sc.inventory, sc.topology, cost),
           std::nullopt};
     if (!json) std::cerr << "  " << r.name << ": " << format(r.pred.time) << (simulate ? ", simulating..." : "") << "\n";
     if (simulate) {
@@ -73,9 +73,9 @@ void run_compare(const std::string& path, const std::string& profile, const std:
     return r;
   };
   std::vector<Row> rows;
-  for (const auto& name : strategy_names()) {
+  for (Strategy strategy : all_strategies()) {
     StrategyParams p;
-    p.strategy = name;
+    p.strategy = strategy;
     rows.push_back(evaluate(p, false));
   }
   for (const auto& spec : extra)  // configured strategies the user asked about, by their description

@@ -105,14 +105,8 @@ void run_collective(const SimulateOptions& o) {
   const auto topology = model::Topology::load(o.topology);
   model::CollectiveSpec spec;
   spec.kind = model::parse_collective(o.collective);
-  std::vector<std::string> items;
-  for (std::size_t at = 0; at <= o.ranks.size();) {
-    const auto comma = std::min(o.ranks.find(',', at), o.ranks.size());
-    items.push_back(o.ranks.substr(at, comma - at));
-    at = comma + 1;
-  }
   try {
-    spec.gpus = model::parse_gpu_list(items);
+    spec.gpus = model::parse_gpu_list(o.ranks);
     spec.size = model::parse_size(o.size);
     spec.chunk = model::parse_size(o.chunk);
   } catch (const std::invalid_argument& e) {

@@ -41,7 +41,6 @@ inline model::Schedule chain_schedule(const model::LoadedScenario& sc, const mod
   using namespace reshard::model;
   Schedule s;
   s.scenario = sc.scenario.name;
-  s.params.strategy = "hand-made";
   s.piece_count = static_cast<std::int32_t>(ts.pieces.size());
   Buffer b;
   for (std::size_t p = 0; p < ts.pieces.size(); ++p) {

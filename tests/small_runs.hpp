@@ -23,7 +23,7 @@ void for_each_small_run(F&& f) {
     const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
     for (const auto& strategy : model::strategy_names()) {
       model::StrategyParams p;
-      p.strategy = strategy;
+      p.strategy = model::strategy_named(strategy);
       const model::Schedule s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
       const exec::RunPlan rp = exec::make_run_plan(sc, ts, s);
       f(std::string(name), strategy, sc, ts, s, rp);

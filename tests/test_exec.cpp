@@ -573,7 +573,7 @@ destination: {framework: vllm, tp: 4, dp: 2, gpus: 0-7}
   ASSERT_LT(ts.bytes_to_move.value, ts.bytes_needed.value);
   for (const char* strategy : {"direct", "domain_chain"}) {
     StrategyParams p;
-    p.strategy = strategy;
+    p.strategy = strategy_named(strategy);
     const Schedule sched = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     const RunPlan rp = make_run_plan(sc, ts, sched);
     Loopback lb = run_loopback(rp);
@@ -595,7 +595,7 @@ TEST(Loopback, WrongByteIsNamedWithRankTensorBoxAndOffset) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path("small-gqa-megatron-vllm.yaml")));
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   StrategyParams p;
-  p.strategy = "direct";
+  p.strategy = Strategy::Direct;
   const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
   const RunPlan rp = make_run_plan(sc, ts, s);
   Loopback lb = run_loopback(rp, 5);
@@ -644,7 +644,7 @@ TEST(MeasurementFile, RoundTripsAndComparesStepByStep) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path));
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   StrategyParams p;
-  p.strategy = "gather_broadcast";
+  p.strategy = Strategy::GatherBroadcast;
   const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
   const RunPlan rp = make_run_plan(sc, ts, s);
   ASSERT_GE(rp.steps, 2);  // gather_broadcast: gathers, then chain ops (broadcast rings) after them

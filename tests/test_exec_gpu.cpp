@@ -52,7 +52,7 @@ TEST(ExecCuda, CorruptedByteIsNamed) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path("small-gqa-megatron-vllm.yaml")));
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   StrategyParams p;
-  p.strategy = "direct";
+  p.strategy = Strategy::Direct;
   const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
   const RunPlan rp = make_run_plan(sc, ts, s);
   ExecOptions o;

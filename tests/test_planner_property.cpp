@@ -197,7 +197,7 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     // A schedule of every strategy in turn, with random parameters, validates and never beats the
     // lower bound.
     StrategyParams sp;
-    sp.strategy = strategy_names()[static_cast<std::size_t>(pairs) % strategy_names().size()];
+    sp.strategy = all_strategies()[static_cast<std::size_t>(pairs) % all_strategies().size()];
     sp.chunk = Bytes{std::int64_t{1024} << (rng() % 12)};
     sp.channels = static_cast<std::int32_t>(rng() % 3);
     sp.max_chain = 1 + static_cast<std::int32_t>(rng() % 3);
@@ -361,7 +361,7 @@ TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
       // Every strategy in turn: its schedule validates, and neither its estimate nor its
       // simulation beats the bound.
       StrategyParams sp;
-      sp.strategy = strategy_names()[static_cast<std::size_t>(cases) % strategy_names().size()];
+      sp.strategy = all_strategies()[static_cast<std::size_t>(cases) % all_strategies().size()];
       const Schedule sched = build_schedule(ts, inv, *src, *dst, topo, sp);
       ASSERT_NO_THROW(validate(sched, ts, inv, *src, *dst)) << sp.strategy;
       const auto cost = CostParams::profile_named("reshard");

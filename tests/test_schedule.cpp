@@ -56,7 +56,7 @@ TEST_P(EveryStrategy, ValidOnSmallScenarios) {
     const auto sc = load_scenario(kRoot + "/scenarios/" + file);
     const auto ts = plan(sc.inventory, sc.source, sc.destination);
     StrategyParams p;
-    p.strategy = GetParam();
+    p.strategy = strategy_named(GetParam());
     const auto s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     EXPECT_NO_THROW(validate(s, ts, sc.inventory, sc.source, sc.destination));
     // The JSON round trip is lossless: the replayed schedule validates and serialises identically.
@@ -75,7 +75,7 @@ TEST(Schedule, BrokenScheduleIsRejectedNamingThePiece) {
   const auto sc = load_scenario(kRoot + "/scenarios/small-gqa-megatron-vllm.yaml");
   const auto ts = plan(sc.inventory, sc.source, sc.destination);
   StrategyParams p;
-  p.strategy = "domain_grouped";
+  p.strategy = Strategy::DomainGrouped;
   auto s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
   auto error_of = [&](const Schedule& broken) {
     try {
@@ -183,11 +183,11 @@ tie_word_embeddings: true
   const auto ts = plan(inv, src, dst);
   const auto cost = CostParams::profile_named("reshard");
   StrategyParams p;
-  p.strategy = "direct";
+  p.strategy = Strategy::Direct;
   const auto direct = estimate(build_schedule(ts, inv, src, dst, topo, p), ts, inv, topo, cost);
   const double model_bytes = static_cast<double>(inv.bytes().value);
   EXPECT_NEAR(direct.bandwidth_bound.value, 8 * model_bytes / 47e9, 1e-6);
-  p.strategy = "domain_grouped";
+  p.strategy = Strategy::DomainGrouped;
   const auto schedule = build_schedule(ts, inv, src, dst, topo, p);
   ASSERT_EQ(schedule.ops.size(), 8u);  // one chain op per stripe
   for (const auto& op : schedule.ops) {
@@ -233,7 +233,7 @@ TEST(Estimate, HandWorkedBroadcastRing) {
   const auto dst = build_shard_map(inv, LayoutSpec{two, {8, 9}});
   const auto ts = plan(inv, src, dst);
   StrategyParams p;
-  p.strategy = "gather_broadcast";
+  p.strategy = Strategy::GatherBroadcast;
   p.bucket = Bytes{1LL << 40};
   const auto s = build_schedule(ts, inv, src, dst, topo, p);
   EXPECT_NO_THROW(validate(s, ts, inv, src, dst));

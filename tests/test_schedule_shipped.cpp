@@ -23,7 +23,7 @@ TEST_P(ShippedScenario, EveryStrategyValidatesAndRespectsTheBound) {
   for (const auto& name : strategy_names()) {
     SCOPED_TRACE(name);
     StrategyParams p;
-    p.strategy = name;
+    p.strategy = strategy_named(name);
     const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     EXPECT_NO_THROW(validate(s, ts, sc.inventory, sc.source, sc.destination));
     const auto pred = estimate(s, ts, sc.inventory, sc.topology, cost);

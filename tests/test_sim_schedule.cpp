@@ -379,7 +379,7 @@ TEST_P(EveryStrategySimulated, NeverBelowBoundsAndReplays) {
     const auto sc = model::load_scenario(kRoot + "/scenarios/" + file);
     const auto ts = model::plan(sc.inventory, sc.source, sc.destination);
     model::StrategyParams p;
-    p.strategy = GetParam();
+    p.strategy = model::strategy_named(GetParam());
     const auto s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     const auto lb = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
     for (const char* profile : {"reshard", "nemo_rl"}) {
@@ -623,6 +623,7 @@ TEST(ScheduleSim, OpQuotientIsTheFlowQuotient) {
 // (sub-flows per path, a join flow made when the first successor needs it, the overhead flow
 // last), and the op quotient's answer must be the flow quotient's bit for bit, and the plain
 // engine's to 1e-9.
+// Stays whole: one randomised property, its generator and its three-way comparison in one place.
 TEST(ScheduleSim, OpQuotientOfChainsIsTheFlowQuotient) {
   std::mt19937_64 rng(1618);
   for (int trial = 0; trial < 30; ++trial) {
@@ -776,7 +777,7 @@ TEST(ScheduleSim, ChainOpsPipelineTheFanOutAsTheEstimateSays) {
   for (const char* strategy : {"domain_grouped", "domain_chain"}) {
     SCOPED_TRACE(strategy);
     model::StrategyParams p;
-    p.strategy = strategy;
+    p.strategy = model::strategy_named(strategy);
     const auto s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     const auto pred = model::estimate(s, ts, sc.inventory, sc.topology, cost);
     sim::ScheduleSimOptions options;
@@ -817,7 +818,7 @@ TEST(SimulateScheduleCli, ScheduleFileModeMatchesScenarioModeAndRefusesAnotherPl
   const auto sc = model::load_scenario(kRoot + "/scenarios/small-gqa-megatron-vllm.yaml");
   const auto ts = model::plan(sc.inventory, sc.source, sc.destination);
   model::StrategyParams p;
-  p.strategy = "hybrid";
+  p.strategy = model::Strategy::Hybrid;
   const auto s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
   const auto file = std::filesystem::temp_directory_path() / "reshard_test_sim_schedule.json";
   const auto dump = std::filesystem::temp_directory_path() / "reshard_test_sim_schedule_dump.json";

@@ -1,5 +1,6 @@
 // The executor core: run plans, per-GPU programs, the pattern, faults (see executor.hpp).
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <set>
 
@@ -128,18 +129,11 @@ RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Sch
   }
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const Op& op = s.ops[i];
-    const std::string where = who + ": operation " + std::to_string(op.id);
-    if (op.id != static_cast<std::int64_t>(i)) throw ScheduleError(where + ": ids must be dense and ascending");
-    for (GpuId g : {op.src, op.dst}) {
-      in_topology(g, where);
-      gpus.insert(g);
-    }
-    if (op.buffer < 0 || op.buffer >= static_cast<std::int32_t>(s.buffers.size()) || op.parts < 1 || op.part < 0 ||
-        op.part >= op.parts)
-      throw ScheduleError(where + ": buffer or part out of range");
-    if (op.chain < -1 || op.chain >= static_cast<std::int32_t>(s.chains.size()))
-      throw ScheduleError(where + ": chain " + std::to_string(op.chain) + " out of range (" +
-                          std::to_string(s.chains.size()) + " chains)");
+    if (const std::string problem = op_problem(s, i, sc.topology.gpu_count(), true); !problem.empty())
+      throw ScheduleError(who + ": operation " + std::to_string(i) + ": " + problem +
+                          "; a schedule that does not match its scenario is refused");
+    gpus.insert(op.src);
+    gpus.insert(op.dst);
     if (op.chain >= 0)  // every GPU the chain passes through runs the op
       for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) gpus.insert(h.to);
   }
@@ -164,83 +158,50 @@ RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Sch
   return rp;
 }
 
-GpuProgram build_program(const RunPlan& rp, GpuId gpu) {
-  const LoadedScenario& sc = *rp.scenario;
-  const TransferSet& ts = *rp.transfers;
-  const Schedule& s = *rp.schedule;
-  GpuProgram prog;
-  prog.gpu = gpu;
-  auto ranks_on = [&](const ShardMap& m) {
-    std::vector<Rank> v;
-    for (Rank r = 0; r < m.world_size(); ++r)
-      if (m.gpu_of(r) == gpu) v.push_back(r);
-    return v;
-  };
-  // (tensor, shard index) -> region, for the shards some rank on this GPU holds.
-  auto shard_regions = [&](const ShardMap& m, Region::Kind kind) {
-    std::map<std::pair<std::int32_t, std::int32_t>, std::int32_t> out;
-    const auto ranks = ranks_on(m);
-    if (ranks.empty()) return out;
-    for (std::int32_t t = 0; t < m.tensor_count(); ++t) {
-      const auto& shards = m.shards(t);
-      const std::int64_t es = dtype_size(sc.inventory.tensor(t).dtype);
-      for (std::size_t i = 0; i < shards.size(); ++i) {
-        const auto& set = m.rank_set(shards[i].ranks);
-        if (std::none_of(ranks.begin(), ranks.end(), [&](Rank r) { return set.contains(r); })) continue;
-        out[{t, static_cast<std::int32_t>(i)}] = static_cast<std::int32_t>(prog.regions.size());
-        prog.regions.push_back(Region{kind, t, shards[i].box, -1, shards[i].box.elements() * es});
-        if (kind == Region::Kind::Destination) prog.destination_bytes += prog.regions.back().bytes;
-      }
-    }
-    return out;
-  };
-  const auto src_regions = shard_regions(sc.source, Region::Kind::Source);
-  const auto dst_regions = shard_regions(sc.destination, Region::Kind::Destination);
-  auto region_of = [](const auto& regions, std::int32_t tensor, std::int32_t shard) {
-    auto it = regions.find({tensor, shard});
-    return it == regions.end() ? -1 : it->second;
-  };
-  auto piece_src = [&](std::int32_t p) {
-    return region_of(src_regions, ts.pieces[static_cast<std::size_t>(p)].tensor, rp.piece_source_shard[static_cast<std::size_t>(p)]);
-  };
-  auto piece_dst = [&](std::int32_t p) {
-    return region_of(dst_regions, ts.pieces[static_cast<std::size_t>(p)].tensor, rp.piece_destination_shard[static_cast<std::size_t>(p)]);
-  };
-  auto shard_box = [&](std::int32_t region) -> const Box& { return prog.regions[static_cast<std::size_t>(region)].box; };
+namespace {
 
-  // Pieces held here and needed here: copied locally.
-  for (std::int32_t p = 0; p < static_cast<std::int32_t>(ts.pieces.size()); ++p) {
-    const std::int32_t from = piece_src(p), to = piece_dst(p);
-    if (from < 0 || to < 0) continue;
-    const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
-    const std::int64_t es = dtype_size(sc.inventory.tensor(pc.tensor).dtype);
-    // Both shards contain the piece; map each row into both.
-    std::vector<std::pair<std::int64_t, std::int64_t>> src_rows;  // (offset, count) in piece order
-    map_runs(pc.box, shard_box(from), 0, pc.box.elements(),
-             [&](std::int64_t off, std::int64_t, std::int64_t n) { src_rows.emplace_back(off, n); });
-    std::size_t row = 0;
-    map_runs(pc.box, shard_box(to), 0, pc.box.elements(), [&](std::int64_t off, std::int64_t, std::int64_t n) {
-      push_run(prog.local, CopyRun{from, to, src_rows[row].first * es, off * es, n * es});
-      ++row;
-    });
+// One GPU's program, in three phases: the regions of the shards its ranks hold, the pieces it
+// copies locally, then each op it sends or receives (in id order, so a forward finds what it
+// received).
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const RunPlan& rp, GpuId gpu)
+      : rp_(rp), sc_(*rp.scenario), ts_(*rp.transfers), s_(*rp.schedule) {
+    prog_.gpu = gpu;
+    src_regions_ = shard_regions(sc_.source, Region::Kind::Source);
+    dst_regions_ = shard_regions(sc_.destination, Region::Kind::Destination);
   }
 
-  // Receives keep what they got: (piece, begin, end, byte offset) per receive region, for forwarding.
-  struct Held {
-    std::int32_t piece;
-    std::int64_t b, e, offset;
-  };
-  std::map<std::int64_t, std::pair<std::int32_t, std::vector<Held>>> received;  // op -> (region, runs)
-  for (const Op& op : s.ops) {
-    // This GPU's role: sender (plain src, chain root), receiver (plain dst, a chain hop's `to`) and
-    // for a chain, the parent it receives from and the children it sends to.
+  // Pieces held here and needed here: copied locally.
+  void add_local_copies() {
+    for (std::int32_t p = 0; p < static_cast<std::int32_t>(ts_.pieces.size()); ++p) {
+      const std::int32_t from = piece_src(p), to = piece_dst(p);
+      if (from < 0 || to < 0) continue;
+      const Piece& pc = ts_.pieces[static_cast<std::size_t>(p)];
+      const std::int64_t es = dtype_size(sc_.inventory.tensor(pc.tensor).dtype);
+      // Both shards contain the piece; map each row into both.
+      std::vector<std::pair<std::int64_t, std::int64_t>> src_rows;  // (offset, count) in piece order
+      map_runs(pc.box, shard_box(from), 0, pc.box.elements(),
+               [&](std::int64_t off, std::int64_t, std::int64_t n) { src_rows.emplace_back(off, n); });
+      std::size_t row = 0;
+      map_runs(pc.box, shard_box(to), 0, pc.box.elements(), [&](std::int64_t off, std::int64_t, std::int64_t n) {
+        push_run(prog_.local, CopyRun{from, to, src_rows[row].first * es, off * es, n * es});
+        ++row;
+      });
+    }
+  }
+
+  // This GPU's role in op: sender (plain src, chain root), receiver (plain dst, a chain hop's
+  // `to`) and for a chain, the parent it receives from and the children it sends to.
+  void add_op(const Op& op) {
+    const GpuId gpu = prog_.gpu;
     const bool chained = op.chain >= 0;
     bool sends = op.src == gpu, receives = !chained && op.dst == gpu;
     GpuId peer_in = chained ? -1 : op.src, peer_out = chained ? -1 : op.dst;
     std::vector<GpuId> children;
     std::int64_t chunk = 0;
     if (chained) {
-      const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+      const Chain& c = s_.chains[static_cast<std::size_t>(op.chain)];
       chunk = c.chunk.value;
       for (const ChainHop& h : c.hops) {
         if (h.from == gpu) children.push_back(h.to);
@@ -250,63 +211,127 @@ GpuProgram build_program(const RunPlan& rp, GpuId gpu) {
         }
       }
     }
-    if (!sends && !receives) continue;
-    const Buffer& buf = s.buffers[static_cast<std::size_t>(op.buffer)];
-    if (sends) {
-      Transfer t{op.id, peer_out, static_cast<std::int32_t>(prog.regions.size()), {}, op.chain, chunk, children};
-      prog.regions.push_back(Region{Region::Kind::Send, -1, {}, op.id, 0});
-      std::int64_t pos = 0;
-      for_each_in_part(buf, op.part, op.parts, [&](std::int32_t p, std::int64_t b, std::int64_t e) {
-        const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
-        const std::int64_t es = dtype_size(sc.inventory.tensor(pc.tensor).dtype);
-        if (const std::int32_t from = piece_src(p); from >= 0) {
-          map_runs(pc.box, shard_box(from), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
-            push_run(t.copies, CopyRun{from, t.region, off * es, pos + (k - b) * es, n * es});
-          });
-        } else {
-          bool found = false;
-          for (auto a : op.after) {
-            auto it = received.find(a);
-            if (it == received.end()) continue;
-            for (const Held& h : it->second.second)
-              if (h.piece == p && h.b <= b && e <= h.e) {
-                push_run(t.copies, CopyRun{it->second.first, t.region, h.offset + (b - h.b) * es, pos, (e - b) * es});
-                found = true;
-                break;
-              }
-            if (found) break;
-          }
-          if (!found)
-            throw ScheduleError("operation " + std::to_string(op.id) + ": GPU " + std::to_string(gpu) +
-                                " sends elements of piece " + std::to_string(p) + " it neither holds nor received before");
-        }
-        pos += (e - b) * es;
-      });
-      prog.regions[static_cast<std::size_t>(t.region)].bytes = pos;
-      prog.sends.push_back(std::move(t));
-    }
-    if (receives) {
-      Transfer t{op.id, peer_in, static_cast<std::int32_t>(prog.regions.size()), {}, op.chain, chunk, children};
-      prog.regions.push_back(Region{Region::Kind::Receive, -1, {}, op.id, 0});
-      auto& held = received[op.id];
-      held.first = t.region;
-      std::int64_t pos = 0;
-      for_each_in_part(buf, op.part, op.parts, [&](std::int32_t p, std::int64_t b, std::int64_t e) {
-        const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
-        const std::int64_t es = dtype_size(sc.inventory.tensor(pc.tensor).dtype);
-        held.second.push_back({p, b, e, pos});
-        if (const std::int32_t to = piece_dst(p); to >= 0 && piece_src(p) < 0) {
-          map_runs(pc.box, shard_box(to), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
-            push_run(t.copies, CopyRun{t.region, to, pos + (k - b) * es, off * es, n * es});
-          });
-        }
-        pos += (e - b) * es;
-      });
-      prog.regions[static_cast<std::size_t>(t.region)].bytes = pos;
-      prog.receives.push_back(std::move(t));
-    }
+    if (sends) add_send(op, Transfer{op.id, peer_out, static_cast<std::int32_t>(prog_.regions.size()), {}, op.chain, chunk, children});
+    if (receives) add_receive(op, Transfer{op.id, peer_in, static_cast<std::int32_t>(prog_.regions.size()), {}, op.chain, chunk, children});
   }
-  return prog;
+
+  GpuProgram take() { return std::move(prog_); }
+
+ private:
+  using Regions = std::map<std::pair<std::int32_t, std::int32_t>, std::int32_t>;  // (tensor, shard) -> region
+
+  // (tensor, shard index) -> region, for the shards some rank on this GPU holds.
+  Regions shard_regions(const ShardMap& m, Region::Kind kind) {
+    Regions out;
+    std::vector<Rank> ranks;
+    for (Rank r = 0; r < m.world_size(); ++r)
+      if (m.gpu_of(r) == prog_.gpu) ranks.push_back(r);
+    if (ranks.empty()) return out;
+    for (std::int32_t t = 0; t < m.tensor_count(); ++t) {
+      const auto& shards = m.shards(t);
+      const std::int64_t es = dtype_size(sc_.inventory.tensor(t).dtype);
+      for (std::size_t i = 0; i < shards.size(); ++i) {
+        const auto& set = m.rank_set(shards[i].ranks);
+        if (std::none_of(ranks.begin(), ranks.end(), [&](Rank r) { return set.contains(r); })) continue;
+        out[{t, static_cast<std::int32_t>(i)}] = static_cast<std::int32_t>(prog_.regions.size());
+        prog_.regions.push_back(Region{kind, t, shards[i].box, -1, shards[i].box.elements() * es});
+        if (kind == Region::Kind::Destination) prog_.destination_bytes += prog_.regions.back().bytes;
+      }
+    }
+    return out;
+  }
+  static std::int32_t region_of(const Regions& regions, std::int32_t tensor, std::int32_t shard) {
+    auto it = regions.find({tensor, shard});
+    return it == regions.end() ? -1 : it->second;
+  }
+  std::int32_t piece_src(std::int32_t p) const {
+    return region_of(src_regions_, ts_.pieces[static_cast<std::size_t>(p)].tensor, rp_.piece_source_shard[static_cast<std::size_t>(p)]);
+  }
+  std::int32_t piece_dst(std::int32_t p) const {
+    return region_of(dst_regions_, ts_.pieces[static_cast<std::size_t>(p)].tensor,
+                     rp_.piece_destination_shard[static_cast<std::size_t>(p)]);
+  }
+  const Box& shard_box(std::int32_t region) const { return prog_.regions[static_cast<std::size_t>(region)].box; }
+
+  // A send: its part packed from the source shards here, or from what an op it waits for brought.
+  void add_send(const Op& op, Transfer t) {
+    prog_.regions.push_back(Region{Region::Kind::Send, -1, {}, op.id, 0});
+    std::int64_t pos = 0;
+    for_each_in_part(s_.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
+                     [&](std::int32_t p, std::int64_t b, std::int64_t e) {
+      const Piece& pc = ts_.pieces[static_cast<std::size_t>(p)];
+      const std::int64_t es = dtype_size(sc_.inventory.tensor(pc.tensor).dtype);
+      if (const std::int32_t from = piece_src(p); from >= 0) {
+        map_runs(pc.box, shard_box(from), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
+          push_run(t.copies, CopyRun{from, t.region, off * es, pos + (k - b) * es, n * es});
+        });
+      } else if (!copy_received(op, p, b, e, es, pos, t)) {
+        throw ScheduleError("operation " + std::to_string(op.id) + ": GPU " + std::to_string(prog_.gpu) +
+                            " sends elements of piece " + std::to_string(p) + " it neither holds nor received before");
+      }
+      pos += (e - b) * es;
+    });
+    prog_.regions[static_cast<std::size_t>(t.region)].bytes = pos;
+    prog_.sends.push_back(std::move(t));
+  }
+  // Elements [b, e) of piece p from a receive of an op that op waits for, into t at byte pos.
+  bool copy_received(const Op& op, std::int32_t p, std::int64_t b, std::int64_t e, std::int64_t es, std::int64_t pos,
+                     Transfer& t) const {
+    for (auto a : op.after) {
+      auto it = received_.find(a);
+      if (it == received_.end()) continue;
+      for (const Held& h : it->second.second)
+        if (h.piece == p && h.b <= b && e <= h.e) {
+          push_run(t.copies, CopyRun{it->second.first, t.region, h.offset + (b - h.b) * es, pos, (e - b) * es});
+          return true;
+        }
+    }
+    return false;
+  }
+  // A receive: unpacked into the destination shards here (pieces not also held here), and kept
+  // for forwarding.
+  void add_receive(const Op& op, Transfer t) {
+    prog_.regions.push_back(Region{Region::Kind::Receive, -1, {}, op.id, 0});
+    auto& held = received_[op.id];
+    held.first = t.region;
+    std::int64_t pos = 0;
+    for_each_in_part(s_.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
+                     [&](std::int32_t p, std::int64_t b, std::int64_t e) {
+      const Piece& pc = ts_.pieces[static_cast<std::size_t>(p)];
+      const std::int64_t es = dtype_size(sc_.inventory.tensor(pc.tensor).dtype);
+      held.second.push_back({p, b, e, pos});
+      if (const std::int32_t to = piece_dst(p); to >= 0 && piece_src(p) < 0) {
+        map_runs(pc.box, shard_box(to), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
+          push_run(t.copies, CopyRun{t.region, to, pos + (k - b) * es, off * es, n * es});
+        });
+      }
+      pos += (e - b) * es;
+    });
+    prog_.regions[static_cast<std::size_t>(t.region)].bytes = pos;
+    prog_.receives.push_back(std::move(t));
+  }
+
+  // Receives keep what they got: (piece, begin, end, byte offset) per receive region, for forwarding.
+  struct Held {
+    std::int32_t piece;
+    std::int64_t b, e, offset;
+  };
+  const RunPlan& rp_;
+  const LoadedScenario& sc_;
+  const TransferSet& ts_;
+  const Schedule& s_;
+  GpuProgram prog_;
+  Regions src_regions_, dst_regions_;
+  std::map<std::int64_t, std::pair<std::int32_t, std::vector<Held>>> received_;  // op -> (region, runs)
+};
+
+}  // namespace
+
+GpuProgram build_program(const RunPlan& rp, GpuId gpu) {
+  ProgramBuilder b(rp, gpu);
+  b.add_local_copies();
+  for (const Op& op : rp.schedule->ops) b.add_op(op);
+  return b.take();
 }
 
 StepWaves step_waves(const Schedule& s, const std::vector<std::int64_t>& ops) {
@@ -338,13 +363,11 @@ Fault parse_fault(const std::string& text) {
   else if (kind == "kill") f.kind = Fault::Kind::Kill;
   else if (kind == "drop") f.kind = Fault::Kind::Drop;
   else throw ConfigError("--inject", 0, text, "expected corrupt:OP, die:RANK, kill:RANK or drop:OP");
-  try {
-    std::size_t used = 0;
-    f.target = std::stoll(text.substr(colon + 1), &used);
-    if (colon == std::string::npos || used != text.size() - colon - 1 || f.target < 0) throw std::invalid_argument("");
-  } catch (const std::exception&) {
+  const char* begin = colon == std::string::npos ? text.data() + text.size() : text.data() + colon + 1;
+  const char* end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(begin, end, f.target);
+  if (begin == end || ec != std::errc() || stop != end || f.target < 0)
     throw ConfigError("--inject", 0, text, "expected a non-negative number after '" + kind + ":'");
-  }
   return f;
 }
 

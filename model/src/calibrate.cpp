@@ -119,7 +119,7 @@ std::vector<Observation> observations_from_measurement(const std::filesystem::pa
   const Schedule s = schedule_from_json(j["schedule"]);
   if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
     throw ConfigError(file.string(), 0, "schedule", "does not match the plan of " + scenario.string());
-  return {observe(sc.scenario.name + " " + s.params.strategy + " (measured)", Seconds{j["elapsed_s"].get<double>()}, s,
+  return {observe(sc.scenario.name + " " + to_string(s.params.strategy) + " (measured)", Seconds{j["elapsed_s"].get<double>()}, s,
                   ts, sc, hw)};
 }
 }  // namespace
@@ -195,10 +195,11 @@ void write_params(const std::filesystem::path& out, const Calibration& c, const 
       << (r.relative_error >= 0 ? "+" : "") << r.relative_error * 100 << " %)\n";
   const auto& p = c.params;
   f << "profile: " << p.profile << "\n";
-  f << "efficiency:\n  nvlink: " << p.efficiency[0] << "\n  c2c: " << p.efficiency[1] << "\n  pcie: " << p.efficiency[2]
-    << "\n  network: " << p.efficiency[3] << "\n";
-  f << "chain_hop_latency:\n  nvlink: " << p.chain_hop_latency[0].value * 1e6 << "us\n  c2c: " << p.chain_hop_latency[1].value * 1e6
-    << "us\n  pcie: " << p.chain_hop_latency[2].value * 1e6 << "us\n  network: " << p.chain_hop_latency[3].value * 1e6 << "us\n";
+  f << "efficiency:\n";
+  for (std::size_t k = 0; k < kLinkKinds; ++k) f << "  " << kLinkKindKeys[k] << ": " << p.efficiency[k] << "\n";
+  f << "chain_hop_latency:\n";
+  for (std::size_t k = 0; k < kLinkKinds; ++k)
+    f << "  " << kLinkKindKeys[k] << ": " << p.chain_hop_latency[k].value * 1e6 << "us\n";
   f << "per_op: " << p.per_op.value * 1e6 << "us\n";
   f << "per_tensor: " << p.per_tensor.value * 1e6 << "us\n";
   f << "per_broadcast_tensor: " << p.per_broadcast_tensor.value * 1e6 << "us\n";

@@ -49,7 +49,7 @@ Schedule collective_schedule(const CollectiveSpec& spec, const Topology& topo) {
   };
   Schedule s;
   s.scenario = std::string(to_string(spec.kind)) + " on " + std::to_string(n) + " GPUs of " + topo.name();
-  s.params.strategy = to_string(spec.kind);
+  // No named strategy built it: params keep the default strategy and say the chunk and channels.
   s.params.chunk = spec.chunk;
   s.params.channels = spec.channels;
   // Op bytes: part c of C of what a root sends, the parts differing by at most one byte.

@@ -3,6 +3,7 @@
 #include <Eigen/SparseCore>
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
 #include "reshard/model/chain.hpp"
 #include "reshard/model/errors.hpp"
@@ -10,51 +11,6 @@
 
 namespace reshard::model {
 
-namespace {
-// GPU pair -> column of the routing matrix: open addressing with linear probing over a power-of-two
-// table kept at most half full (one probe on average; estimate() looks a pair up per operation).
-class PairIndex {
- public:
-  // The column of (src, dst), or `fresh` (the next column) when the pair is new.
-  std::int32_t find_or_add(GpuId src, GpuId dst, std::int32_t fresh, bool& added) {
-    if (2 * (used_ + 1) > slots_.size()) grow();
-    const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) | static_cast<std::uint32_t>(dst);
-    for (std::size_t i = hash(key);; i = (i + 1) & (slots_.size() - 1)) {
-      Slot& sl = slots_[i];
-      if (sl.column < 0) {
-        sl = {key, fresh};
-        ++used_;
-        added = true;
-        return fresh;
-      }
-      if (sl.key == key) {
-        added = false;
-        return sl.column;
-      }
-    }
-  }
-
- private:
-  struct Slot {
-    std::uint64_t key = 0;
-    std::int32_t column = -1;
-  };
-  std::size_t hash(std::uint64_t key) const { return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ull) >> 20) & (slots_.size() - 1); }
-  void grow() {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(std::max<std::size_t>(1024, 2 * old.size()), Slot{});
-    for (const auto& sl : old)
-      if (sl.column >= 0)
-        for (std::size_t i = hash(sl.key);; i = (i + 1) & (slots_.size() - 1))
-          if (slots_[i].column < 0) {
-            slots_[i] = sl;
-            break;
-          }
-  }
-  std::vector<Slot> slots_;
-  std::size_t used_ = 0;
-};
-}  // namespace
 
 CostParams CostParams::profile_named(const std::string& name) {
   CostParams p;
@@ -93,9 +49,10 @@ CostParams CostParams::load(const std::filesystem::path& path) {
                    "per_bucket", "per_stage"});
   CostParams p;
   if (auto n = root.get("profile")) p.profile = n->str();
-  const char* kinds[kLinkKinds] = {"nvlink", "c2c", "pcie", "network"};
+  const auto& kinds = kLinkKindKeys;
+  const std::vector<std::string> kind_keys(kinds.begin(), kinds.end());
   if (auto e = root.get("efficiency")) {
-    e->allow_only({kinds[0], kinds[1], kinds[2], kinds[3]});
+    e->allow_only(kind_keys);
     for (std::size_t k = 0; k < kLinkKinds; ++k)
       if (auto v = e->get(kinds[k])) {
         const double x = v->number();
@@ -104,7 +61,7 @@ CostParams CostParams::load(const std::filesystem::path& path) {
       }
   }
   if (auto e = root.get("chain_hop_latency")) {
-    e->allow_only({kinds[0], kinds[1], kinds[2], kinds[3]});
+    e->allow_only(kind_keys);
     for (std::size_t k = 0; k < kLinkKinds; ++k)
       if (auto v = e->get(kinds[k])) p.chain_hop_latency[k] = v->duration();
   }
@@ -116,6 +73,119 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   return p;
 }
 
+namespace {
+
+// A column of the routing matrix: the links an op loads, with its share of its bytes on each,
+// and what the op pays alone on them.
+struct Column {
+  std::vector<std::pair<LinkId, double>> shares;
+  double latency = 0, rate = 0;
+  std::int32_t depth = 1;
+  Chain const* chain = nullptr;
+  std::int32_t network_hops = 0, local_hops = 0;
+};
+
+// The column of the transfers from GPU a to GPU b. cap: per link, the achievable rate.
+Column pair_column(const Topology& topo, const std::vector<double>& cap, GpuId a, GpuId b) {
+  Column c;
+  const Route r = topo.route(a, b);
+  const double k = static_cast<double>(r.paths.size());
+  c.latency = r.latency.value;
+  (r.kind == LinkKind::Network ? c.network_hops : c.local_hops) = 1;
+  // Share of the op's bytes on each link: 1/k per path through it (a GPU's NIC link is on all k
+  // paths, a spine link on one). Alone on its route the op runs at min over links of cap / share.
+  for (const auto& p : r.paths)
+    for (auto l : p.links) {
+      auto it = std::find_if(c.shares.begin(), c.shares.end(), [&](const auto& sh) { return sh.first == l; });
+      if (it == c.shares.end()) c.shares.push_back({l, 1.0 / k});
+      else it->second += 1.0 / k;
+    }
+  c.rate = std::numeric_limits<double>::infinity();
+  for (const auto& [l, share] : c.shares) c.rate = std::min(c.rate, cap[static_cast<std::size_t>(l)] / share);
+  return c;
+}
+
+// The column of a chain rooted at GPU root.
+Column chain_column(const Topology& topo, const std::vector<double>& cap, const CostParams& params, const Chain& chain,
+                    GpuId root, std::int64_t op_id) {
+  const ChainRoute cr = chain_route(chain, root, topo, "operation " + std::to_string(op_id), params.chain_hop_latency);
+  Column c;
+  c.chain = &chain;
+  c.latency = cr.latency.value;
+  c.depth = cr.depth;
+  c.network_hops = cr.network_hops;
+  c.local_hops = cr.local_hops;
+  c.rate = chain_slot_rate(chain, cr.hop_latency).value;
+  for (std::size_t k = 0; k < cr.links.size(); ++k) {
+    c.shares.push_back({cr.links[k], static_cast<double>(cr.weights[k])});
+    c.rate = std::min(c.rate, cap[static_cast<std::size_t>(cr.links[k])] / cr.weights[k]);
+  }
+  return c;
+}
+
+// Link loads = R * b, with R the routing matrix (links x columns) and b the bytes of each column;
+// the link that takes longest to carry its load sets pr.bandwidth_bound and pr.bottleneck.
+void add_bandwidth_bound(const std::vector<Column>& columns, const std::vector<double>& column_bytes,
+                         const std::vector<double>& cap, Prediction& pr) {
+  std::vector<Eigen::Triplet<double>> triplets;
+  for (std::size_t p = 0; p < columns.size(); ++p)
+    for (const auto& [l, share] : columns[p].shares) triplets.emplace_back(l, static_cast<int>(p), share);
+  Eigen::SparseMatrix<double> R(static_cast<Eigen::Index>(cap.size()), static_cast<Eigen::Index>(columns.size()));
+  R.setFromTriplets(triplets.begin(), triplets.end());
+  const Eigen::VectorXd load = R * Eigen::Map<const Eigen::VectorXd>(column_bytes.data(), static_cast<Eigen::Index>(column_bytes.size()));
+  for (Eigen::Index l = 0; l < load.size(); ++l) {
+    const double t = load[l] / cap[static_cast<std::size_t>(l)];
+    if (t > pr.bandwidth_bound.value) {
+      pr.bandwidth_bound = Seconds{t};
+      pr.bottleneck = static_cast<LinkId>(l);
+    }
+  }
+}
+
+// Framework overheads: what each path moves (tensors by reshard ops, tensors by gather/broadcast
+// ops, each buffer walked once), the broadcast buckets, and the heads that start broadcast rings
+// (GPUs that send on a ring without receiving on one: the source PP stages).
+void add_overheads(const Schedule& s, const TransferSet& ts, const Inventory& inv, std::int32_t gpu_count,
+                   const CostParams& params, Prediction& pr) {
+  std::vector<char> buffer_path(s.buffers.size(), 0);  // bit 1: reshard op, bit 2: gather/broadcast op
+  std::vector<char> bucket(s.buffers.size(), 0);       // buffers that travel a broadcast ring
+  std::vector<char> ring_member(static_cast<std::size_t>(gpu_count), 0), ring_sender(ring_member);
+  for (const Op& op : s.ops) {
+    const bool bcast = op.phase == OpPhase::Broadcast || op.phase == OpPhase::Gather;
+    buffer_path[static_cast<std::size_t>(op.buffer)] |= bcast ? 2 : 1;
+    if (op.phase != OpPhase::Broadcast) continue;
+    bucket[static_cast<std::size_t>(op.buffer)] = 1;
+    ring_sender[static_cast<std::size_t>(op.src)] = 1;
+    if (op.chain < 0) {
+      ring_member[static_cast<std::size_t>(op.dst)] = 1;
+    } else {
+      for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) {
+        ring_member[static_cast<std::size_t>(h.to)] = 1;
+        ring_sender[static_cast<std::size_t>(h.from)] = 1;
+      }
+    }
+  }
+  std::vector<char> tensor_path(inv.tensors().size(), 0);
+  for (std::size_t b = 0; b < s.buffers.size(); ++b) {
+    if (!buffer_path[b]) continue;
+    for (const auto& sl : s.buffers[b].slices)
+      tensor_path[static_cast<std::size_t>(ts.pieces[static_cast<std::size_t>(sl.piece)].tensor)] |= buffer_path[b];
+  }
+  for (char t : tensor_path) {
+    pr.reshard_tensors += (t & 1) ? 1 : 0;
+    pr.broadcast_tensors += (t & 2) ? 1 : 0;
+  }
+  for (std::size_t g = 0; g < ring_sender.size(); ++g)
+    if (ring_sender[g] && !ring_member[g]) ++pr.broadcast_stages;
+  pr.broadcast_buckets = std::count(bucket.begin(), bucket.end(), 1);
+  pr.overheads = params.per_tensor * static_cast<double>(pr.reshard_tensors) +
+                 params.per_broadcast_tensor * static_cast<double>(pr.broadcast_tensors) +
+                 params.per_bucket * static_cast<double>(pr.broadcast_buckets) +
+                 params.per_stage * static_cast<double>(pr.broadcast_stages);
+}
+
+}  // namespace
+
 Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,
                     const CostParams& params) {
   Prediction pr;
@@ -125,54 +195,10 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   for (std::size_t l = 0; l < links.size(); ++l)
     cap[l] = links[l].bandwidth.value * params.efficiency[static_cast<int>(links[l].kind)];
 
-  // A column of the routing matrix: the links an op loads, with its share of its bytes on each,
-  // and what the op pays alone on them.
-  struct Column {
-    std::vector<std::pair<LinkId, double>> shares;
-    double latency = 0, rate = 0;
-    std::int32_t depth = 1;
-    Chain const* chain = nullptr;
-    std::int32_t network_hops = 0, local_hops = 0;
-  };
-  auto pair_column = [&](GpuId a, GpuId b) {
-    Column c;
-    const Route r = topo.route(a, b);
-    const double k = static_cast<double>(r.paths.size());
-    c.latency = r.latency.value;
-    (r.kind == LinkKind::Network ? c.network_hops : c.local_hops) = 1;
-    // Share of the op's bytes on each link: 1/k per path through it (a GPU's NIC link is on all k
-    // paths, a spine link on one). Alone on its route the op runs at min over links of cap / share.
-    for (const auto& p : r.paths)
-      for (auto l : p.links) {
-        auto it = std::find_if(c.shares.begin(), c.shares.end(), [&](const auto& sh) { return sh.first == l; });
-        if (it == c.shares.end()) c.shares.push_back({l, 1.0 / k});
-        else it->second += 1.0 / k;
-      }
-    c.rate = std::numeric_limits<double>::infinity();
-    for (const auto& [l, share] : c.shares) c.rate = std::min(c.rate, cap[static_cast<std::size_t>(l)] / share);
-    return c;
-  };
-  auto chain_column = [&](const Chain& chain, GpuId root, std::int64_t op_id) {
-    const ChainRoute cr = chain_route(chain, root, topo, "operation " + std::to_string(op_id), params.chain_hop_latency);
-    Column c;
-    c.chain = &chain;
-    c.latency = cr.latency.value;
-    c.depth = cr.depth;
-    c.network_hops = cr.network_hops;
-    c.local_hops = cr.local_hops;
-    c.rate = chain_slot_rate(chain, cr.hop_latency).value;
-    for (std::size_t k = 0; k < cr.links.size(); ++k) {
-      c.shares.push_back({cr.links[k], static_cast<double>(cr.weights[k])});
-      c.rate = std::min(c.rate, cap[static_cast<std::size_t>(cr.links[k])] / cr.weights[k]);
-    }
-    return c;
-  };
-
-  // Link loads = R * b, with R the routing matrix (links x columns: a column per ordered GPU pair,
-  // share 1/k on each of k ECMP paths, and one per chain, weight w_l on its links) and b the
-  // bytes of each column. One pass over the operations also gives the critical path and what the
-  // overheads count.
-  PairIndex pair_index;
+  // The routing matrix R (links x columns: a column per ordered GPU pair, share 1/k on each of k
+  // ECMP paths, and one per chain, weight w_l on its links) and the bytes of each column, built in
+  // one pass over the operations that also gives the critical path.
+  std::unordered_map<GpuPair, std::int32_t> pair_columns;
   std::vector<Column> columns;
   std::vector<std::int32_t> chain_column_of(s.chains.size(), -1);
   std::vector<double> column_bytes;
@@ -180,40 +206,25 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   // (the next op on the same chain starts then, model/chain.hpp).
   std::vector<double> finish(s.ops.size(), 0), latency_path(s.ops.size(), 0);
   std::vector<double> chain_sent(s.chains.size(), 0);
-  std::vector<char> buffer_path(s.buffers.size(), 0);  // bit 1: reshard op, bit 2: gather/broadcast op
-  std::vector<char> bucket(s.buffers.size(), 0);  // buffers that travel a broadcast ring
-  std::vector<char> ring_member(static_cast<std::size_t>(topo.gpu_count()), 0), ring_sender(ring_member);
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const auto& op = s.ops[i];
-    const bool bcast = op.phase == OpPhase::Broadcast || op.phase == OpPhase::Gather;
-    buffer_path[static_cast<std::size_t>(op.buffer)] |= bcast ? 2 : 1;
-    if (op.phase == OpPhase::Broadcast) {
-      bucket[static_cast<std::size_t>(op.buffer)] = 1;
-      ring_sender[static_cast<std::size_t>(op.src)] = 1;
-      if (op.chain < 0) {
-        ring_member[static_cast<std::size_t>(op.dst)] = 1;
-      } else {
-        for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) {
-          ring_member[static_cast<std::size_t>(h.to)] = 1;
-          ring_sender[static_cast<std::size_t>(h.from)] = 1;
-        }
-      }
-    }
+    if (const std::string problem = op_problem(s, i, topo.gpu_count(), false); !problem.empty())
+      throw ScheduleError("operation " + std::to_string(i) + ": " + problem);
     if (op.src == op.dst && op.chain < 0) continue;
     std::size_t column = 0;
     if (op.chain >= 0) {
       auto& cc = chain_column_of[static_cast<std::size_t>(op.chain)];
       if (cc < 0) {
         cc = static_cast<std::int32_t>(columns.size());
-        columns.push_back(chain_column(s.chains[static_cast<std::size_t>(op.chain)], op.src, op.id));
+        columns.push_back(chain_column(topo, cap, params, s.chains[static_cast<std::size_t>(op.chain)], op.src, op.id));
         column_bytes.push_back(0);
       }
       column = static_cast<std::size_t>(cc);
     } else {
-      bool added = false;
-      column = static_cast<std::size_t>(pair_index.find_or_add(op.src, op.dst, static_cast<std::int32_t>(columns.size()), added));
+      const auto [it, added] = pair_columns.try_emplace({op.src, op.dst}, static_cast<std::int32_t>(columns.size()));
+      column = static_cast<std::size_t>(it->second);
       if (added) {
-        columns.push_back(pair_column(op.src, op.dst));
+        columns.push_back(pair_column(topo, cap, op.src, op.dst));
         column_bytes.push_back(0);
       }
     }
@@ -244,37 +255,8 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     pr.critical_path = Seconds{std::max(pr.critical_path.value, finish[i])};
     pr.latency_path = Seconds{std::max(pr.latency_path.value, latency_path[i])};
   }
-  std::vector<Eigen::Triplet<double>> triplets;
-  for (std::size_t p = 0; p < columns.size(); ++p)
-    for (const auto& [l, share] : columns[p].shares) triplets.emplace_back(l, static_cast<int>(p), share);
-  Eigen::SparseMatrix<double> R(static_cast<Eigen::Index>(links.size()), static_cast<Eigen::Index>(columns.size()));
-  R.setFromTriplets(triplets.begin(), triplets.end());
-  const Eigen::VectorXd load = R * Eigen::Map<const Eigen::VectorXd>(column_bytes.data(), static_cast<Eigen::Index>(column_bytes.size()));
-  for (Eigen::Index l = 0; l < load.size(); ++l) {
-    const double t = load[l] / cap[static_cast<std::size_t>(l)];
-    if (t > pr.bandwidth_bound.value) {
-      pr.bandwidth_bound = Seconds{t};
-      pr.bottleneck = static_cast<LinkId>(l);
-    }
-  }
-  // Framework overheads: tensors moved by each path, broadcast buckets (each buffer walked once).
-  std::vector<char> tensor_path(inv.tensors().size(), 0);
-  for (std::size_t b = 0; b < s.buffers.size(); ++b) {
-    if (!buffer_path[b]) continue;
-    for (const auto& sl : s.buffers[b].slices)
-      tensor_path[static_cast<std::size_t>(ts.pieces[static_cast<std::size_t>(sl.piece)].tensor)] |= buffer_path[b];
-  }
-  for (char t : tensor_path) {
-    pr.reshard_tensors += (t & 1) ? 1 : 0;
-    pr.broadcast_tensors += (t & 2) ? 1 : 0;
-  }
-  for (std::size_t g = 0; g < ring_sender.size(); ++g)
-    if (ring_sender[g] && !ring_member[g]) ++pr.broadcast_stages;
-  pr.broadcast_buckets = std::count(bucket.begin(), bucket.end(), 1);
-  pr.overheads = params.per_tensor * static_cast<double>(pr.reshard_tensors) +
-                 params.per_broadcast_tensor * static_cast<double>(pr.broadcast_tensors) +
-                 params.per_bucket * static_cast<double>(pr.broadcast_buckets) +
-                 params.per_stage * static_cast<double>(pr.broadcast_stages);
+  add_bandwidth_bound(columns, column_bytes, cap, pr);
+  add_overheads(s, ts, inv, topo.gpu_count(), params, pr);
   pr.pipeline = pr.bandwidth_bound + pr.fill + pr.latency_path;
   pr.time = Seconds{std::max(pr.pipeline.value, pr.critical_path.value)} + pr.overheads;
   return pr;

@@ -196,6 +196,13 @@ void ShardMap::add_shard(std::int32_t tensor, Box box, RankSetId ranks) {
   v.push_back({std::move(box), ranks});
 }
 
+std::vector<GpuId> ShardMap::gpus_of(RankSetId id) const {
+  std::vector<GpuId> v;
+  rank_set(id).for_each([&](Rank r) { v.push_back(gpu_of(r)); });
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 Bytes ShardMap::total_bytes_held(const Inventory& inv) const {
   Bytes total{0};
   for (std::int32_t t = 0; t < tensor_count(); ++t) {

@@ -54,11 +54,10 @@ std::vector<SetGeometry> geometry(const ShardMap& map, const Topology& topo) {
   std::vector<SetGeometry> g(static_cast<std::size_t>(map.rank_set_count()));
   for (RankSetId s = 0; s < map.rank_set_count(); ++s) {
     auto& sg = g[static_cast<std::size_t>(s)];
-    map.rank_set(s).for_each([&](Rank r) { sg.gpus.push_back(map.gpu_of(r)); });
+    sg.gpus = map.gpus_of(s);
     for (auto gpu : sg.gpus) sg.domains.push_back(topo.domain_of(gpu));
     std::sort(sg.domains.begin(), sg.domains.end());
     sg.domains.erase(std::unique(sg.domains.begin(), sg.domains.end()), sg.domains.end());
-    std::sort(sg.gpus.begin(), sg.gpus.end());
   }
   return g;
 }
@@ -117,9 +116,7 @@ TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst)
     auto key = std::make_pair(p.holders, p.needers);
     auto it = local_holders.find(key);
     if (it == local_holders.end()) {
-      std::vector<GpuId> hold;
-      src.rank_set(p.holders).for_each([&](Rank r) { hold.push_back(src.gpu_of(r)); });
-      std::sort(hold.begin(), hold.end());
+      const std::vector<GpuId> hold = src.gpus_of(p.holders);
       std::int64_t local = 0;
       dst.rank_set(p.needers).for_each([&](Rank r) {
         if (std::binary_search(hold.begin(), hold.end(), dst.gpu_of(r))) ++local;

@@ -40,6 +40,16 @@ std::vector<GpuId> parse_gpu_list(const std::vector<std::string>& items) {
   return out;
 }
 
+std::vector<GpuId> parse_gpu_list(const std::string& text) {
+  std::vector<std::string> items;
+  for (std::size_t at = 0; at <= text.size();) {
+    const auto comma = std::min(text.find(',', at), text.size());
+    items.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return parse_gpu_list(items);
+}
+
 namespace {
 
 std::int32_t small_int(const yaml::Node& n) {

@@ -1,10 +1,13 @@
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <map>
 #include <numeric>
 #include <unordered_map>
+
+#include <nlohmann/json.hpp>
 
 #include "reshard/model/errors.hpp"
 #include "reshard/model/schedule.hpp"
@@ -24,21 +27,24 @@ const char* to_string(OpPhase p) {
 }
 
 namespace {
-// What each named strategy takes (describe() writes it, parse_strategy() accepts it).
-struct StrategyTraits {
-  const char* name;
-  bool chains;      // builds chain ops: takes chunk=
-  bool channels;    // broadcast rings per bucket
-  bool max_chain;   // domains per chain
-  bool bucket;      // broadcast buckets
-  bool relays;      // relay_ingress, relay_egress, rail_blind
-};
+// The one table of the named strategies, in enum order: name, what each takes, whether the tuner
+// moves its parameters (gather_broadcast and nemo_rl_reshard are fixed deployments; direct has no
+// parameter to move).
+//   strategy                  name                chunk  chan.  max_ch bucket relays tuned
 constexpr StrategyTraits kStrategies[] = {
-    {"gather_broadcast", true, true, false, true, false}, {"direct", false, false, false, false, false},
-    {"domain_grouped", true, false, false, false, true},  {"domain_chain", true, false, true, false, true},
-    {"hybrid", true, false, true, false, true},           {"nemo_rl_reshard", true, true, false, true, true},
+    {Strategy::GatherBroadcast, "gather_broadcast", true, true, false, true, false, false},
+    {Strategy::Direct, "direct", false, false, false, false, false, false},
+    {Strategy::DomainGrouped, "domain_grouped", true, false, false, false, true, true},
+    {Strategy::DomainChain, "domain_chain", true, false, true, false, true, true},
+    {Strategy::Hybrid, "hybrid", true, false, true, false, true, true},
+    {Strategy::NemoRlReshard, "nemo_rl_reshard", true, true, false, true, true, false},
 };
-const StrategyTraits* traits_of(const std::string& name) {
+static_assert([] {
+  for (std::size_t i = 0; i < std::size(kStrategies); ++i)
+    if (static_cast<std::size_t>(kStrategies[i].strategy) != i) return false;
+  return true;
+}(), "kStrategies lists the strategies in enum order");
+const StrategyTraits* traits_named(const std::string& name) {
   for (const auto& t : kStrategies)
     if (name == t.name) return &t;
   return nullptr;
@@ -55,7 +61,7 @@ std::string describe_usage(const StrategyTraits& t) {
   auto add = [&](bool on, const char* k) {
     if (on) keys += std::string(keys.empty() ? " " : ", ") + k;
   };
-  add(t.chains, "chunk=SIZE");
+  add(t.chunk, "chunk=SIZE");
   add(t.channels, "channels=N");
   add(t.max_chain, "max_chain=N");
   add(t.bucket, "bucket=SIZE");
@@ -71,14 +77,29 @@ std::string format_size(Bytes b) {
     if (b.value >= size && b.value % size == 0) return std::to_string(b.value / size) + name;
   return std::to_string(b.value) + "B";
 }
-// Counts in a strategy line (channels, max_chain).
-constexpr std::int64_t kMaxCount = 1 << 20;
 // An ingress off the sender's rail detours over a spine: the choice counts it as this fraction of
 // the stripe's bytes of extra load, so rail alignment wins only between near-equal candidates.
 constexpr double kRailDetourWeight = 0.25;
 // NVIDIA's M2N reshard pipelines its hierarchical ring in 256 KB chunks (its default).
 constexpr Bytes kM2NRingChunk{256 << 10};
 }  // namespace
+
+const StrategyTraits& traits(Strategy s) { return kStrategies[static_cast<std::size_t>(s)]; }
+
+const char* to_string(Strategy s) { return traits(s).name; }
+
+std::ostream& operator<<(std::ostream& out, Strategy s) { return out << to_string(s); }
+
+void to_json(nlohmann::json& j, Strategy s) { j = to_string(s); }
+
+const std::vector<Strategy>& all_strategies() {
+  static const std::vector<Strategy> all = [] {
+    std::vector<Strategy> v;
+    for (const auto& t : kStrategies) v.push_back(t.strategy);
+    return v;
+  }();
+  return all;
+}
 
 const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> names = [] {
@@ -89,15 +110,20 @@ const std::vector<std::string>& strategy_names() {
   return names;
 }
 
+Strategy strategy_named(const std::string& name) {
+  const StrategyTraits* t = traits_named(name);
+  if (!t) throw PlanError("unknown strategy '" + name + "'; expected one of: " + strategy_list() + ", auto");
+  return t->strategy;
+}
+
 std::string describe(const StrategyParams& p) {
-  std::string s = p.strategy;
-  const StrategyTraits* t = traits_of(p.strategy);
-  if (!t) return s;
-  if (t->chains) s += " chunk=" + format_size(p.chunk);
-  if (t->channels && p.channels > 0) s += " channels=" + std::to_string(p.channels);
-  if (t->max_chain) s += " max_chain=" + std::to_string(p.max_chain);
-  if (t->bucket) s += " bucket=" + format_size(p.bucket);
-  if (t->relays) {
+  const StrategyTraits& t = traits(p.strategy);
+  std::string s = t.name;
+  if (t.chunk) s += " chunk=" + format_size(p.chunk);
+  if (t.channels && p.channels > 0) s += " channels=" + std::to_string(p.channels);
+  if (t.max_chain) s += " max_chain=" + std::to_string(p.max_chain);
+  if (t.bucket) s += " bucket=" + format_size(p.bucket);
+  if (t.relays) {
     if (p.relay_ingress) s += " relay_ingress";
     if (p.relay_egress) s += " relay_egress";
     if (!p.rail_aligned_ingress) s += " rail_blind";
@@ -109,11 +135,12 @@ StrategyParams parse_strategy(const std::string& spec) {
   std::istringstream in(spec);
   StrategyParams p;
   const std::string usage = "NAME [chunk=SIZE] [channels=N] [max_chain=N] [bucket=SIZE] [relay_ingress] [relay_egress] [rail_blind]";
-  if (!(in >> p.strategy)) throw PlanError("empty strategy; expected " + usage);
-  const StrategyTraits* t = traits_of(p.strategy);
-  if (!t) throw PlanError("unknown strategy '" + p.strategy + "'; expected one of: " + strategy_list() + ", auto");
+  std::string name;
+  if (!(in >> name)) throw PlanError("empty strategy; expected " + usage);
+  p.strategy = strategy_named(name);
+  const StrategyTraits* t = &traits(p.strategy);
   auto refuse = [&](const std::string& token) {
-    throw PlanError("strategy '" + spec + "': " + p.strategy + " takes no '" + token + "' (" + describe_usage(*t) + ")");
+    throw PlanError("strategy '" + spec + "': " + name + " takes no '" + token + "' (" + describe_usage(*t) + ")");
   };
   for (std::string token; in >> token;) {
     const auto eq = token.find('=');
@@ -132,7 +159,7 @@ StrategyParams parse_strategy(const std::string& spec) {
       throw PlanError("strategy '" + spec + "': 'chunks' is gone: every chain op pipelines in chunks of chunk=SIZE "
                       "(default 512KiB), and gather_broadcast's parallel rings are channels=N");
     if (key == "chunk" || key == "bucket") {
-      if (key == "chunk" ? !t->chains : !t->bucket) refuse(key);
+      if (key == "chunk" ? !t->chunk : !t->bucket) refuse(key);
       Bytes b;
       try {
         b = parse_size(value);
@@ -148,8 +175,8 @@ StrategyParams parse_strategy(const std::string& spec) {
     if (key == "channels" ? !t->channels : !t->max_chain) refuse(key);
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || end != value.data() + value.size() || v < 1 || v > kMaxCount)
-      throw PlanError("strategy '" + spec + "': '" + token + "' needs an integer in 1.." + std::to_string(kMaxCount));
+    if (ec != std::errc() || end != value.data() + value.size() || v < 1 || v > kMaxParts)
+      throw PlanError("strategy '" + spec + "': '" + token + "' needs an integer in 1.." + std::to_string(kMaxParts));
     (key == "channels" ? p.channels : p.max_chain) = static_cast<std::int32_t>(v);
   }
   return p;
@@ -587,10 +614,7 @@ class Builder {
  private:
   const std::vector<GpuId>& gpus(const ShardMap& m, std::vector<std::vector<GpuId>>& memo, RankSetId id) {
     auto& v = memo[static_cast<std::size_t>(id)];
-    if (v.empty()) {
-      m.rank_set(id).for_each([&](Rank r) { v.push_back(m.gpu_of(r)); });
-      std::sort(v.begin(), v.end());
-    }
+    if (v.empty()) v = m.gpus_of(id);
     return v;
   }
 
@@ -621,22 +645,23 @@ Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const Shard
   std::vector<std::int32_t> all(ts.pieces.size()), ffn, rest;
   std::iota(all.begin(), all.end(), 0);
   for (auto i : all) (is_ffn(inv.tensor(ts.pieces[static_cast<std::size_t>(i)].tensor).cls) ? ffn : rest).push_back(i);
-  const auto& name = params.strategy;
-  if (!traits_of(name)) throw PlanError("unknown strategy '" + name + "'; expected one of: " + strategy_list() + ", auto");
-  b.set_stripe_target(name == "nemo_rl_reshard" ? ffn : all);
+  b.set_stripe_target(params.strategy == Strategy::NemoRlReshard ? ffn : all);
   const std::int32_t max_chain = std::max(1, params.max_chain);
-  if (name == "direct") b.reshard(all, true, 1, params.chunk);
-  else if (name == "domain_grouped") b.reshard(all, false, 1, params.chunk);
-  else if (name == "domain_chain") b.reshard(all, false, max_chain, params.chunk);
-  else if (name == "gather_broadcast") b.gather_broadcast(all);
-  else if (name == "hybrid") {
-    // FFN by the chain, the rest (small, replicated or fused) by grouped reshard.
-    b.reshard(ffn, false, max_chain, params.chunk);
-    b.reshard(rest, false, 1, params.chunk);
-  } else {  // nemo_rl_reshard
-    // NeMo RL: FFN through M2N's hierarchical ring over all destination domains, the rest broadcast.
-    b.reshard(ffn, false, std::numeric_limits<std::int32_t>::max(), kM2NRingChunk);
-    b.gather_broadcast(rest);
+  switch (params.strategy) {
+    case Strategy::Direct: b.reshard(all, true, 1, params.chunk); break;
+    case Strategy::DomainGrouped: b.reshard(all, false, 1, params.chunk); break;
+    case Strategy::DomainChain: b.reshard(all, false, max_chain, params.chunk); break;
+    case Strategy::GatherBroadcast: b.gather_broadcast(all); break;
+    case Strategy::Hybrid:
+      // FFN by the chain, the rest (small, replicated or fused) by grouped reshard.
+      b.reshard(ffn, false, max_chain, params.chunk);
+      b.reshard(rest, false, 1, params.chunk);
+      break;
+    case Strategy::NemoRlReshard:
+      // NeMo RL: FFN through M2N's hierarchical ring over all destination domains, the rest broadcast.
+      b.reshard(ffn, false, std::numeric_limits<std::int32_t>::max(), kM2NRingChunk);
+      b.gather_broadcast(rest);
+      break;
   }
   return s;
 }

@@ -69,6 +69,13 @@ const char* to_string(DeviceKind k) {
 
 namespace detail {
 
+std::size_t TopologyData::checked_gpu(GpuId g) const {
+  if (g < 0 || static_cast<std::size_t>(g) >= gpu_devices.size())
+    throw std::out_of_range("GPU index " + std::to_string(g) + " out of range (topology '" + name + "' has " +
+                            std::to_string(gpu_devices.size()) + " GPUs)");
+  return static_cast<std::size_t>(g);
+}
+
 DeviceId TopologyData::add_device(DeviceKind kind, std::string dev_name, std::int32_t node, std::int32_t rail,
                                   int line) {
   Device d;
@@ -461,16 +468,10 @@ const std::vector<Link>& Topology::links() const { return impl_->d.links; }
 const std::vector<Device>& Topology::devices() const { return impl_->d.devices; }
 
 namespace {
-std::size_t checked_gpu(const detail::TopologyData& d, GpuId g) {
-  if (g < 0 || static_cast<std::size_t>(g) >= d.gpu_devices.size())
-    throw std::out_of_range("GPU index " + std::to_string(g) + " out of range (topology '" + d.name + "' has " +
-                            std::to_string(d.gpu_devices.size()) + " GPUs)");
-  return static_cast<std::size_t>(g);
-}
 std::optional<LinkId> opt(LinkId id) { return id < 0 ? std::nullopt : std::optional<LinkId>(id); }
 }  // namespace
 
-DeviceId Topology::gpu_device(GpuId g) const { return impl_->d.gpu_devices[checked_gpu(impl_->d, g)]; }
+DeviceId Topology::gpu_device(GpuId g) const { return impl_->d.gpu_devices[impl_->d.checked_gpu(g)]; }
 std::int32_t Topology::domain_of(GpuId g) const { return device(gpu_device(g)).domain; }
 std::int32_t Topology::node_of(GpuId g) const { return device(gpu_device(g)).node; }
 std::int32_t Topology::rail_of(GpuId g) const { return device(gpu_device(g)).rail; }
@@ -478,14 +479,14 @@ const std::vector<GpuId>& Topology::gpus_in_domain(std::int32_t domain) const {
   return impl_->d.domain_gpus.at(static_cast<std::size_t>(domain));
 }
 std::optional<DeviceId> Topology::nic_of(GpuId g) const {
-  const DeviceId nic = impl_->d.gpu_nic[checked_gpu(impl_->d, g)];
+  const DeviceId nic = impl_->d.gpu_nic[impl_->d.checked_gpu(g)];
   return nic < 0 ? std::nullopt : std::optional<DeviceId>(nic);
 }
 
-std::optional<LinkId> Topology::nvlink_egress(GpuId g) const { return opt(impl_->d.nvl_out[checked_gpu(impl_->d, g)]); }
-std::optional<LinkId> Topology::nvlink_ingress(GpuId g) const { return opt(impl_->d.nvl_in[checked_gpu(impl_->d, g)]); }
-std::optional<LinkId> Topology::nic_egress(GpuId g) const { return opt(impl_->d.nic_out[checked_gpu(impl_->d, g)]); }
-std::optional<LinkId> Topology::nic_ingress(GpuId g) const { return opt(impl_->d.nic_in[checked_gpu(impl_->d, g)]); }
+std::optional<LinkId> Topology::nvlink_egress(GpuId g) const { return opt(impl_->d.nvl_out[impl_->d.checked_gpu(g)]); }
+std::optional<LinkId> Topology::nvlink_ingress(GpuId g) const { return opt(impl_->d.nvl_in[impl_->d.checked_gpu(g)]); }
+std::optional<LinkId> Topology::nic_egress(GpuId g) const { return opt(impl_->d.nic_out[impl_->d.checked_gpu(g)]); }
+std::optional<LinkId> Topology::nic_ingress(GpuId g) const { return opt(impl_->d.nic_in[impl_->d.checked_gpu(g)]); }
 
 BytesPerSecond Topology::gpu_nvlink_bandwidth(GpuId g) const {
   const auto l = nvlink_egress(g);
@@ -498,16 +499,15 @@ BytesPerSecond Topology::gpu_nic_bandwidth(GpuId g) const {
 
 Route Topology::route(GpuId a, GpuId b) const {
   const auto& d = impl_->d;
-  checked_gpu(d, a);
-  checked_gpu(d, b);
+  d.checked_gpu(a);
+  d.checked_gpu(b);
   if (a == b) {
     Route r;
     r.same_domain = true;
     return r;
   }
   if (d.generated) return d.structural_route(a, b);
-  const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) |
-                            static_cast<std::uint32_t>(b);
+  const GpuPair key{a, b};
   {
     std::shared_lock lock(d.cache->mutex);
     if (auto it = d.cache->gpu_pairs.find(key); it != d.cache->gpu_pairs.end()) return *it->second;
@@ -519,8 +519,8 @@ Route Topology::route(GpuId a, GpuId b) const {
 }
 
 Route Topology::search_route(GpuId a, GpuId b) const {
-  checked_gpu(impl_->d, a);
-  checked_gpu(impl_->d, b);
+  impl_->d.checked_gpu(a);
+  impl_->d.checked_gpu(b);
   if (a == b) {
     Route r;
     r.same_domain = true;

@@ -265,12 +265,6 @@ void TopologyData::compute_cuts() {
 namespace reshard::model {
 
 namespace {
-std::size_t checked(const detail::TopologyData& d, GpuId g) {
-  if (g < 0 || static_cast<std::size_t>(g) >= d.gpu_devices.size())
-    throw std::out_of_range("GPU index " + std::to_string(g) + " out of range (topology '" + d.name + "' has " +
-                            std::to_string(d.gpu_devices.size()) + " GPUs)");
-  return static_cast<std::size_t>(g);
-}
 std::size_t checked_domain(const detail::TopologyData& d, std::int32_t k) {
   if (k < 0 || static_cast<std::size_t>(k) >= d.domain_gpus.size())
     throw std::out_of_range("NVLink domain " + std::to_string(k) + " out of range (topology '" + d.name + "' has " +
@@ -281,7 +275,7 @@ std::size_t checked_domain(const detail::TopologyData& d, std::int32_t k) {
 
 std::optional<HostLink> Topology::host_link(GpuId g) const {
   const auto& d = impl_->d;
-  const auto i = checked(d, g);
+  const auto i = d.checked_gpu(g);
   if (d.gpu_nic[i] < 0) return std::nullopt;
   return HostLink{d.host_kind[i], BytesPerSecond{d.host_bw[i]}};
 }

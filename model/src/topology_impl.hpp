@@ -1,9 +1,10 @@
 // Private representation of a Topology (not installed, not included by other folders' headers).
 //
 // A Topology is built in two steps:
-//   1. a front end (topology_generator.cpp for template clusters, topology_explicit.cpp for the
-//      explicit form) adds devices and links to a TopologyBuilder and, for generated clusters,
-//      records the fabric structure (leaves, spines, cores and their link ids);
+//   1. a front end (topology_yaml.cpp: build_generated for template clusters, with the node
+//      templates of topology_templates.cpp, and build_explicit for the explicit form) adds devices
+//      and links to a TopologyData (add_device, add_link, add_duplex) and, for generated
+//      clusters, records the fabric structure (leaves, spines, cores and their link ids);
 //   2. finish() builds the Boost.Graph graph, finds the NVLink domains (connected components over
 //      NVLink links), pairs every GPU with its NIC, and checks that every GPU reaches every other.
 //
@@ -57,7 +58,7 @@ struct Fabric {
 struct RouteCache {
   std::shared_mutex mutex;
   std::vector<std::shared_ptr<const std::vector<Path>>> leaf_pairs;  // L*L, generated form
-  std::unordered_map<std::uint64_t, std::shared_ptr<const Route>> gpu_pairs;  // explicit form
+  std::unordered_map<GpuPair, std::shared_ptr<const Route>> gpu_pairs;  // explicit form
 };
 
 struct TopologyData {
@@ -83,6 +84,10 @@ struct TopologyData {
   std::vector<double> domain_in_cap, domain_out_cap;     // per domain, see Topology::domain_network_cut
   std::vector<std::string> warnings;                     // see Topology::warnings
   std::shared_ptr<RouteCache> cache = std::make_shared<RouteCache>();
+
+  // g as an index of the per-GPU tables; std::out_of_range naming the topology when it has no GPU g
+  // (Topology's contract for GPU indices: its callers check what users give them).
+  std::size_t checked_gpu(GpuId g) const;
 
   DeviceId add_device(DeviceKind kind, std::string name, std::int32_t node, std::int32_t rail, int line = 0);
   // A directed link; returns its id.

@@ -75,100 +75,122 @@ std::int32_t positive_int32(const yaml::Node& n, std::int64_t max = 1'000'000) {
 
 }  // namespace
 
-TopologyData build_generated(const yaml::Node& root) {
-  root.allow_only({"name", "description", "cluster", "fabric", "latency"});
-  TopologyData d;
-  d.file = root.file();
-  d.generated = true;
-  d.name = root.get("name") ? root.at("name").str() : std::filesystem::path(root.file()).stem().string();
+namespace {
 
-  // ---- cluster: template and size
-  const auto cluster = root.at("cluster");
+// cluster: the node template, the size, the NIC and host-link overrides.
+struct ClusterSpec {
+  const NodeTemplate* tmpl = nullptr;
+  yaml::Node template_node;
+  std::int32_t nodes = 0;
+  std::optional<yaml::Node> nic_node, host_node;  // cluster.nic_speed, cluster.host_link when given
+  BytesPerSecond nic_bw, host_bw;
+  LinkKind host_kind = LinkKind::PCIe;
+};
+
+ClusterSpec read_cluster(const yaml::Node& cluster) {
   cluster.allow_only({"template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind"});
-  const auto tnode = cluster.at("template");
-  const NodeTemplate* tmpl = find_template(tnode.str());
-  if (!tmpl) {
+  ClusterSpec c{nullptr, cluster.at("template")};
+  const yaml::Node& tnode = c.template_node;
+  c.tmpl = find_template(tnode.str());
+  if (!c.tmpl) {
     std::string known;
     for (const auto& t : node_templates()) known += (known.empty() ? "" : ", ") + std::string(t.name);
     tnode.fail("unknown node template '" + tnode.str() + "'; known templates: " + known);
   }
-  std::int32_t nodes = 0;
+  const NodeTemplate* tmpl = c.tmpl;
   if (tmpl->rack_scale) {
     if (auto n = cluster.get("nodes"))
       n->fail(std::string(tmpl->name) + " is counted in racks ('racks: N', " +
               std::to_string(tmpl->nodes_per_domain) + " compute trays of " + std::to_string(tmpl->gpus_per_node) +
               " GPUs each), not nodes");
-    nodes = positive_int32(cluster.at("racks"), 100'000) * tmpl->nodes_per_domain;
+    c.nodes = positive_int32(cluster.at("racks"), 100'000) * tmpl->nodes_per_domain;
   } else {
     if (auto n = cluster.get("racks"))
       n->fail(std::string(tmpl->name) + " is counted in nodes ('nodes: N'), not racks");
-    nodes = positive_int32(cluster.at("nodes"), 1'000'000);
+    c.nodes = positive_int32(cluster.at("nodes"), 1'000'000);
   }
-  const auto nic_node = cluster.get("nic_speed");
-  const BytesPerSecond nic_bw = nic_node ? positive_bandwidth(*nic_node) : tmpl->nic;
+  c.nic_node = cluster.get("nic_speed");
+  c.nic_bw = c.nic_node ? positive_bandwidth(*c.nic_node) : tmpl->nic;
   // The GPU <-> NIC host link: the template's unless cluster.host_link / host_link_kind say otherwise.
-  const auto host_node = cluster.get("host_link");
-  const BytesPerSecond host_bw = host_node ? positive_bandwidth(*host_node) : tmpl->gpu_nic_pcie;
-  LinkKind host_kind = tmpl->host_link_kind;
+  c.host_node = cluster.get("host_link");
+  c.host_bw = c.host_node ? positive_bandwidth(*c.host_node) : tmpl->gpu_nic_pcie;
+  c.host_kind = tmpl->host_link_kind;
   if (auto k = cluster.get("host_link_kind")) {
     const std::string v = k->str();
-    if (v == "pcie") host_kind = LinkKind::PCIe;
-    else if (v == "c2c") host_kind = LinkKind::C2C;
+    if (v == "pcie") c.host_kind = LinkKind::PCIe;
+    else if (v == "c2c") c.host_kind = LinkKind::C2C;
     else k->fail("unknown host link kind '" + v + "'; expected one of: pcie, c2c");
   }
   const std::int32_t G = tmpl->gpus_per_node;
-  const std::int32_t R = G;  // one NIC per GPU: rail r = the r-th GPU/NIC of a node
-  if (static_cast<std::int64_t>(nodes) * G > 4'000'000)
-    cluster.fail("cluster too large: " + std::to_string(static_cast<std::int64_t>(nodes) * G) + " GPUs");
+  if (static_cast<std::int64_t>(c.nodes) * G > 4'000'000)
+    cluster.fail("cluster too large: " + std::to_string(static_cast<std::int64_t>(c.nodes) * G) + " GPUs");
+  return c;
+}
 
-  // ---- fabric
+// fabric: leaves, spines, the optional core layer, and the sizes they give.
+struct FabricSpec {
   bool rail_optimized = true;
-  std::int32_t nodes_per_leaf = nodes;
+  std::int32_t nodes_per_leaf = 0;
   std::int32_t spines = 0;
   double oversub = 1.0;
   bool has_core = false;
   std::int32_t groups_per_pod = 0;
   std::int32_t core_switches = 0;
   double core_oversub = 1.0;
+  std::int32_t groups = 0, leaves = 0, K = 0, pods = 1;
+};
+
+// R: rails (NICs per node).
+FabricSpec read_fabric(const yaml::Node& root, const yaml::Node& cluster, std::int32_t nodes, std::int32_t R) {
+  FabricSpec fs;
+  fs.nodes_per_leaf = nodes;
   std::optional<yaml::Node> spines_node, core_switches_node;
   const auto fabric_node = root.get("fabric");
   if (fabric_node) {
     fabric_node->allow_only({"rail_optimized", "nodes_per_leaf", "spines", "oversubscription", "core"});
-    if (auto v = fabric_node->get("rail_optimized")) rail_optimized = v->boolean();
-    if (auto v = fabric_node->get("nodes_per_leaf")) nodes_per_leaf = positive_int32(*v);
-    if ((spines_node = fabric_node->get("spines"))) spines = positive_int32(*spines_node, 100'000);
-    if (auto v = fabric_node->get("oversubscription")) oversub = positive_number(*v);
+    if (auto v = fabric_node->get("rail_optimized")) fs.rail_optimized = v->boolean();
+    if (auto v = fabric_node->get("nodes_per_leaf")) fs.nodes_per_leaf = positive_int32(*v);
+    if ((spines_node = fabric_node->get("spines"))) fs.spines = positive_int32(*spines_node, 100'000);
+    if (auto v = fabric_node->get("oversubscription")) fs.oversub = positive_number(*v);
     if (auto core = fabric_node->get("core")) {
       core->allow_only({"leaf_groups_per_pod", "switches", "oversubscription"});
-      has_core = true;
-      groups_per_pod = positive_int32(core->at("leaf_groups_per_pod"));
+      fs.has_core = true;
+      fs.groups_per_pod = positive_int32(core->at("leaf_groups_per_pod"));
       core_switches_node = core->at("switches");
-      core_switches = positive_int32(*core_switches_node, 100'000);
-      if (auto v = core->get("oversubscription")) core_oversub = positive_number(*v);
+      fs.core_switches = positive_int32(*core_switches_node, 100'000);
+      if (auto v = core->get("oversubscription")) fs.core_oversub = positive_number(*v);
     }
   }
-  const std::int32_t groups = (nodes + nodes_per_leaf - 1) / nodes_per_leaf;
-  const std::int32_t leaves = rail_optimized ? groups * R : groups;
-  if (leaves > 1 && spines == 0) {
-    const std::string why = std::to_string(leaves) + " leaf switches (" + std::to_string(groups) +
-                            " group(s) of nodes" + (rail_optimized ? " x " + std::to_string(R) + " rails" : "") +
+  fs.groups = (nodes + fs.nodes_per_leaf - 1) / fs.nodes_per_leaf;
+  fs.leaves = fs.rail_optimized ? fs.groups * R : fs.groups;
+  if (fs.leaves > 1 && fs.spines == 0) {
+    const std::string why = std::to_string(fs.leaves) + " leaf switches (" + std::to_string(fs.groups) +
+                            " group(s) of nodes" + (fs.rail_optimized ? " x " + std::to_string(R) + " rails" : "") +
                             ") need spine switches to reach each other";
-    if (fabric_node) throw ConfigError(d.file, fabric_node->line(), "fabric.spines", "required key is missing: " + why);
-    throw ConfigError(d.file, cluster.line(), "fabric.spines", "required key is missing: " + why);
+    if (fabric_node) throw ConfigError(root.file(), fabric_node->line(), "fabric.spines", "required key is missing: " + why);
+    throw ConfigError(root.file(), cluster.line(), "fabric.spines", "required key is missing: " + why);
   }
-  if (has_core && spines == 0)
-    throw ConfigError(d.file, fabric_node->line(), "fabric.spines", "a core layer needs spine switches");
-  std::int32_t K = 0;
-  if (has_core) {
-    if (core_switches % spines != 0)
-      core_switches_node->fail("the core switches must be a multiple of the spines per pod (" + std::to_string(spines) +
+  if (fs.has_core && fs.spines == 0)
+    throw ConfigError(root.file(), fabric_node->line(), "fabric.spines", "a core layer needs spine switches");
+  if (fs.has_core) {
+    if (fs.core_switches % fs.spines != 0)
+      core_switches_node->fail("the core switches must be a multiple of the spines per pod (" + std::to_string(fs.spines) +
                                "): spine s of every pod connects to the core switches of plane s");
-    K = core_switches / spines;
+    fs.K = fs.core_switches / fs.spines;
   }
-  const std::int32_t pods = has_core ? (groups + groups_per_pod - 1) / groups_per_pod : 1;
-  const Latencies lat = read_generator_latencies(root);
+  fs.pods = fs.has_core ? (fs.groups + fs.groups_per_pod - 1) / fs.groups_per_pod : 1;
+  return fs;
+}
 
-  // ---- devices. GPUs first, so GPU g is device g (node-major, GPU index in the node minor).
+// The devices of a generated cluster, by role.
+struct GeneratedDevices {
+  std::vector<DeviceId> fabric, nic, leaf, spine, core;  // NVSwitch per domain, NIC per GPU, ...
+};
+
+// GPUs first, so GPU g is device g (node-major, GPU index in the node minor).
+GeneratedDevices add_devices(TopologyData& d, const ClusterSpec& c, const FabricSpec& fs) {
+  const NodeTemplate* tmpl = c.tmpl;
+  const std::int32_t nodes = c.nodes, G = tmpl->gpus_per_node, R = G;
   const bool racks = tmpl->rack_scale;
   const std::int32_t per_domain = tmpl->nodes_per_domain;
   auto node_prefix = [&](std::int32_t n) {
@@ -176,41 +198,52 @@ TopologyData build_generated(const yaml::Node& root) {
                  : "node" + std::to_string(n);
   };
   const std::size_t gpu_total = static_cast<std::size_t>(nodes) * static_cast<std::size_t>(G);
-  d.devices.reserve(gpu_total * 2 + static_cast<std::size_t>(nodes / per_domain + leaves + pods * spines + core_switches + 1));
+  d.devices.reserve(gpu_total * 2 +
+                    static_cast<std::size_t>(nodes / per_domain + fs.leaves + fs.pods * fs.spines + fs.core_switches + 1));
   for (std::int32_t n = 0; n < nodes; ++n) {
     const std::string prefix = node_prefix(n);
     for (std::int32_t i = 0; i < G; ++i) d.add_device(DeviceKind::GPU, prefix + "/gpu" + std::to_string(i), n, i);
   }
+  GeneratedDevices dev;
   const std::int32_t domains = (nodes + per_domain - 1) / per_domain;
-  std::vector<DeviceId> fabric_dev(static_cast<std::size_t>(domains));
+  dev.fabric.resize(static_cast<std::size_t>(domains));
   for (std::int32_t k = 0; k < domains; ++k)
-    fabric_dev[static_cast<std::size_t>(k)] =
+    dev.fabric[static_cast<std::size_t>(k)] =
         d.add_device(DeviceKind::NVSwitch, (racks ? "rack" : "node") + std::to_string(k) + "/nvswitch",
                      racks ? -1 : k, -1);
-  std::vector<DeviceId> nic_dev(gpu_total);
+  dev.nic.resize(gpu_total);
   for (std::int32_t n = 0; n < nodes; ++n) {
     const std::string prefix = node_prefix(n);
     for (std::int32_t i = 0; i < G; ++i)
-      nic_dev[static_cast<std::size_t>(n * G + i)] = d.add_device(DeviceKind::NIC, prefix + "/nic" + std::to_string(i), n, i);
+      dev.nic[static_cast<std::size_t>(n * G + i)] = d.add_device(DeviceKind::NIC, prefix + "/nic" + std::to_string(i), n, i);
   }
-  std::vector<DeviceId> leaf_dev(static_cast<std::size_t>(leaves));
-  for (std::int32_t l = 0; l < leaves; ++l) {
-    const std::int32_t g = rail_optimized ? l / R : l;
-    leaf_dev[static_cast<std::size_t>(l)] = d.add_device(
+  dev.leaf.resize(static_cast<std::size_t>(fs.leaves));
+  for (std::int32_t l = 0; l < fs.leaves; ++l) {
+    const std::int32_t g = fs.rail_optimized ? l / R : l;
+    dev.leaf[static_cast<std::size_t>(l)] = d.add_device(
         DeviceKind::Leaf,
-        "group" + std::to_string(g) + "/leaf" + (rail_optimized ? "-rail" + std::to_string(l % R) : std::string()), -1,
-        rail_optimized ? l % R : -1);
+        "group" + std::to_string(g) + "/leaf" + (fs.rail_optimized ? "-rail" + std::to_string(l % R) : std::string()), -1,
+        fs.rail_optimized ? l % R : -1);
   }
-  std::vector<DeviceId> spine_dev(static_cast<std::size_t>(pods * spines));
-  for (std::int32_t p = 0; p < pods; ++p)
-    for (std::int32_t s = 0; s < spines; ++s)
-      spine_dev[static_cast<std::size_t>(p * spines + s)] = d.add_device(
-          DeviceKind::Spine, (has_core ? "pod" + std::to_string(p) + "/" : std::string()) + "spine" + std::to_string(s), -1, -1);
-  std::vector<DeviceId> core_dev(static_cast<std::size_t>(core_switches));
-  for (std::int32_t c = 0; c < core_switches; ++c)
-    core_dev[static_cast<std::size_t>(c)] = d.add_device(DeviceKind::Core, "core" + std::to_string(c), -1, -1);
+  dev.spine.resize(static_cast<std::size_t>(fs.pods * fs.spines));
+  for (std::int32_t p = 0; p < fs.pods; ++p)
+    for (std::int32_t s = 0; s < fs.spines; ++s)
+      dev.spine[static_cast<std::size_t>(p * fs.spines + s)] = d.add_device(
+          DeviceKind::Spine, (fs.has_core ? "pod" + std::to_string(p) + "/" : std::string()) + "spine" + std::to_string(s),
+          -1, -1);
+  dev.core.resize(static_cast<std::size_t>(fs.core_switches));
+  for (std::int32_t i = 0; i < fs.core_switches; ++i)
+    dev.core[static_cast<std::size_t>(i)] = d.add_device(DeviceKind::Core, "core" + std::to_string(i), -1, -1);
+  return dev;
+}
 
-  // ---- links
+// The links, recorded in d.fabric for structural routing (Fabric, topology_impl.hpp).
+void add_links(TopologyData& d, const ClusterSpec& c, const FabricSpec& fs, const GeneratedDevices& dev,
+               const Latencies& lat) {
+  const NodeTemplate* tmpl = c.tmpl;
+  const std::int32_t nodes = c.nodes, G = tmpl->gpus_per_node, R = G, per_domain = tmpl->nodes_per_domain;
+  const std::int32_t leaves = fs.leaves, spines = fs.spines, pods = fs.pods, K = fs.K;
+  const std::size_t gpu_total = static_cast<std::size_t>(nodes) * static_cast<std::size_t>(G);
   auto& f = d.fabric;
   f.leaves = leaves;
   f.spines_per_pod = spines;
@@ -224,18 +257,18 @@ TopologyData build_generated(const yaml::Node& root) {
   d.links.reserve(gpu_total * 6 + static_cast<std::size_t>(leaves * spines * 2 + pods * spines * K * 2));
   std::vector<std::int32_t> leaf_nics(static_cast<std::size_t>(leaves), 0);
   for (std::int32_t n = 0; n < nodes; ++n) {
-    const std::int32_t group = n / nodes_per_leaf;
+    const std::int32_t group = n / fs.nodes_per_leaf;
     for (std::int32_t i = 0; i < G; ++i) {
       const auto g = static_cast<std::size_t>(n * G + i);
       const auto gpu = static_cast<DeviceId>(g);
-      d.add_duplex(gpu, fabric_dev[static_cast<std::size_t>(n / per_domain)], tmpl->gpu_nvlink, lat.nvlink, LinkKind::NVLink);
-      const std::int32_t leaf = rail_optimized ? group * R + i : group;
+      d.add_duplex(gpu, dev.fabric[static_cast<std::size_t>(n / per_domain)], tmpl->gpu_nvlink, lat.nvlink, LinkKind::NVLink);
+      const std::int32_t leaf = fs.rail_optimized ? group * R + i : group;
       f.gpu_leaf[g] = leaf;
       ++leaf_nics[static_cast<std::size_t>(leaf)];
-      f.gpu_to_nic[g] = d.add_duplex(gpu, nic_dev[g], host_bw, host_kind == LinkKind::C2C ? lat.c2c : lat.pcie,
-                                     host_kind);
+      f.gpu_to_nic[g] = d.add_duplex(gpu, dev.nic[g], c.host_bw, c.host_kind == LinkKind::C2C ? lat.c2c : lat.pcie,
+                                     c.host_kind);
       f.nic_to_gpu[g] = f.gpu_to_nic[g] + 1;
-      f.nic_to_leaf[g] = d.add_duplex(nic_dev[g], leaf_dev[static_cast<std::size_t>(leaf)], nic_bw, lat.nic_leaf,
+      f.nic_to_leaf[g] = d.add_duplex(dev.nic[g], dev.leaf[static_cast<std::size_t>(leaf)], c.nic_bw, lat.nic_leaf,
                                       LinkKind::Network);
       f.leaf_to_nic[g] = f.nic_to_leaf[g] + 1;
     }
@@ -245,15 +278,15 @@ TopologyData build_generated(const yaml::Node& root) {
   f.leaf_down.resize(static_cast<std::size_t>(leaves * spines));
   std::vector<double> spine_down_total(static_cast<std::size_t>(pods * spines), 0.0);
   for (std::int32_t l = 0; l < leaves; ++l) {
-    const std::int32_t group = rail_optimized ? l / R : l;
-    const std::int32_t pod = has_core ? group / groups_per_pod : 0;
+    const std::int32_t group = fs.rail_optimized ? l / R : l;
+    const std::int32_t pod = fs.has_core ? group / fs.groups_per_pod : 0;
     f.leaf_pod[static_cast<std::size_t>(l)] = pod;
     // uplink per spine = D_leaf / o / S
-    const BytesPerSecond up{leaf_nics[static_cast<std::size_t>(l)] * nic_bw.value / oversub / std::max(spines, 1)};
+    const BytesPerSecond up{leaf_nics[static_cast<std::size_t>(l)] * c.nic_bw.value / fs.oversub / std::max(spines, 1)};
     for (std::int32_t s = 0; s < spines; ++s) {
       const auto slot = static_cast<std::size_t>(l * spines + s);
-      f.leaf_up[slot] = d.add_duplex(leaf_dev[static_cast<std::size_t>(l)],
-                                     spine_dev[static_cast<std::size_t>(pod * spines + s)], up, lat.leaf_spine,
+      f.leaf_up[slot] = d.add_duplex(dev.leaf[static_cast<std::size_t>(l)],
+                                     dev.spine[static_cast<std::size_t>(pod * spines + s)], up, lat.leaf_spine,
                                      LinkKind::Network);
       f.leaf_down[slot] = f.leaf_up[slot] + 1;
       spine_down_total[static_cast<std::size_t>(pod * spines + s)] += up.value;
@@ -264,37 +297,56 @@ TopologyData build_generated(const yaml::Node& root) {
   for (std::int32_t p = 0; p < pods; ++p)
     for (std::int32_t s = 0; s < spines; ++s) {
       // uplink per core = D_spine / o_core / K
-      const BytesPerSecond up{spine_down_total[static_cast<std::size_t>(p * spines + s)] / core_oversub / std::max(K, 1)};
+      const BytesPerSecond up{spine_down_total[static_cast<std::size_t>(p * spines + s)] / fs.core_oversub / std::max(K, 1)};
       for (std::int32_t k = 0; k < K; ++k) {
         const auto slot = static_cast<std::size_t>((p * spines + s) * K + k);
-        f.spine_up[slot] = d.add_duplex(spine_dev[static_cast<std::size_t>(p * spines + s)],
-                                        core_dev[static_cast<std::size_t>(s * K + k)], up, lat.spine_core, LinkKind::Network);
+        f.spine_up[slot] = d.add_duplex(dev.spine[static_cast<std::size_t>(p * spines + s)],
+                                        dev.core[static_cast<std::size_t>(s * K + k)], up, lat.spine_core, LinkKind::Network);
         f.spine_down[slot] = f.spine_up[slot] + 1;
       }
     }
+}
 
-  d.node_count = nodes;
-  d.rail_count = rail_optimized ? R : 1;
-  d.finish();
-
-  // A NIC faster than its host link cannot be filled: every byte a GPU sends or receives over the
-  // network crosses the host link first. Named after the key that set the faster side.
-  if (nic_bw.value > host_bw.value) {
-    const std::string host = std::string(to_string(host_kind)) + " " + format(host_bw);
-    const std::string tmpl_name(tmpl->name);
-    std::string where, what;
-    if (nic_node) {
-      where = d.file + ":" + std::to_string(nic_node->line()) + ": cluster.nic_speed: ";
-      what = format(nic_bw) + " exceeds the GPU<->NIC host link (" + host +
-             (host_node ? ", cluster.host_link" : " of the " + tmpl_name + " template") + ")";
-    } else {
-      where = d.file + ":" + std::to_string(host_node ? host_node->line() : tnode.line()) +
-              (host_node ? ": cluster.host_link: " : ": cluster.template: ");
-      what = "the GPU<->NIC host link (" + host + ") is slower than the " + tmpl_name + " template's NIC (" +
-             format(nic_bw) + ")";
-    }
-    d.warnings.push_back(where + what + ": the host link caps each GPU's network bandwidth at " + format(host_bw));
+// A NIC faster than its host link cannot be filled: every byte a GPU sends or receives over the
+// network crosses the host link first. Named after the key that set the faster side; empty when
+// the host link keeps up.
+std::string host_link_warning(const std::string& file, const ClusterSpec& c) {
+  if (!(c.nic_bw.value > c.host_bw.value)) return {};
+  const std::string host = std::string(to_string(c.host_kind)) + " " + format(c.host_bw);
+  const std::string tmpl_name(c.tmpl->name);
+  std::string where, what;
+  if (c.nic_node) {
+    where = file + ":" + std::to_string(c.nic_node->line()) + ": cluster.nic_speed: ";
+    what = format(c.nic_bw) + " exceeds the GPU<->NIC host link (" + host +
+           (c.host_node ? ", cluster.host_link" : " of the " + tmpl_name + " template") + ")";
+  } else {
+    where = file + ":" + std::to_string(c.host_node ? c.host_node->line() : c.template_node.line()) +
+            (c.host_node ? ": cluster.host_link: " : ": cluster.template: ");
+    what = "the GPU<->NIC host link (" + host + ") is slower than the " + tmpl_name + " template's NIC (" +
+           format(c.nic_bw) + ")";
   }
+  return where + what + ": the host link caps each GPU's network bandwidth at " + format(c.host_bw);
+}
+
+}  // namespace
+
+TopologyData build_generated(const yaml::Node& root) {
+  root.allow_only({"name", "description", "cluster", "fabric", "latency"});
+  TopologyData d;
+  d.file = root.file();
+  d.generated = true;
+  d.name = root.get("name") ? root.at("name").str() : std::filesystem::path(root.file()).stem().string();
+  const auto cluster = root.at("cluster");
+  const ClusterSpec c = read_cluster(cluster);
+  const std::int32_t R = c.tmpl->gpus_per_node;  // one NIC per GPU: rail r = the r-th GPU/NIC of a node
+  const FabricSpec fs = read_fabric(root, cluster, c.nodes, R);
+  const Latencies lat = read_generator_latencies(root);
+  const GeneratedDevices dev = add_devices(d, c, fs);
+  add_links(d, c, fs, dev, lat);
+  d.node_count = c.nodes;
+  d.rail_count = fs.rail_optimized ? R : 1;
+  d.finish();
+  if (std::string w = host_link_warning(d.file, c); !w.empty()) d.warnings.push_back(std::move(w));
   return d;
 }
 

@@ -2,12 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace reshard::model {
 
 namespace {
 bool same(const StrategyParams& a, const StrategyParams& b) { return describe(a) == describe(b); }
 constexpr int kMaxPasses = 3;
+// Where the search starts, with their defaults (the domain strategies and direct).
+constexpr Strategy kStartingPoints[] = {Strategy::DomainChain, Strategy::DomainGrouped, Strategy::Hybrid, Strategy::Direct};
+// The max_chain values coordinate descent tries (domains per chain).
+constexpr int kChainLengths[] = {1, 2, 4, 8, 16, 64};
+// Of the ranked starting points, how many coordinate descent starts from.
+constexpr std::size_t kDescents = 2;
 
 // a beats b: a clearly faster estimate, or the same within 10^-6 and fewer operations (less to
 // run, simulate and execute for nothing).
@@ -27,8 +34,8 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
   auto evaluate = [&](const StrategyParams& p) -> const TuneCandidate* {
     for (const auto& c : result.evaluated)
       if (same(c.params, p)) return &c;
-    // The four starting points always run, whatever the budgets.
-    if (built >= 4 && (built >= options.budget || operations >= options.operation_budget)) return nullptr;
+    // The starting points always run, whatever the budgets.
+    if (built >= static_cast<std::int32_t>(std::size(kStartingPoints)) && (built >= options.budget || operations >= options.operation_budget)) return nullptr;
     const Schedule s = build_schedule(ts, inv, src, dst, topo, p);
     ++built;
     operations += static_cast<std::int64_t>(s.ops.size());
@@ -38,22 +45,20 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
   };
   std::vector<StrategyParams> starts;
   for (const auto& c : options.seeds) starts.push_back(c.params);
-  for (const char* name : {"domain_chain", "domain_grouped", "hybrid", "direct"}) {
+  for (Strategy strategy : kStartingPoints) {
     StrategyParams p;
-    p.strategy = name;
+    p.strategy = strategy;
     if (evaluate(p)) starts.push_back(p);
   }
-  // Coordinate descent moves the parameters of the domain strategies (direct has none).
-  std::erase_if(starts, [](const StrategyParams& p) {
-    return p.strategy == "gather_broadcast" || p.strategy == "nemo_rl_reshard" || p.strategy == "direct";
-  });
+  // Coordinate descent moves the parameters of the tuned strategies (direct has none).
+  std::erase_if(starts, [](const StrategyParams& p) { return !traits(p.strategy).tuned; });
   for (std::size_t i = 0; i < starts.size(); ++i)  // drop repeats, keep the first
     for (std::size_t j = starts.size(); j-- > i + 1;)
       if (same(starts[i], starts[j])) starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(j));
   std::stable_sort(starts.begin(), starts.end(), [&](const StrategyParams& a, const StrategyParams& b) {
     return better(evaluate(a)->prediction, evaluate(b)->prediction);
   });
-  for (std::size_t s = 0; s < 2 && s < starts.size(); ++s) {
+  for (std::size_t s = 0; s < kDescents && s < starts.size(); ++s) {
     StrategyParams cur = starts[s];
     bool moved = true;
     auto try_move = [&](StrategyParams next) {
@@ -77,8 +82,8 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
       n = cur;
       n.rail_aligned_ingress = !n.rail_aligned_ingress;
       try_move(n);
-      if (cur.strategy == "domain_chain" || cur.strategy == "hybrid")
-        for (int chain : {1, 2, 4, 8, 16, 64}) {
+      if (traits(cur.strategy).max_chain)
+        for (int chain : kChainLengths) {
           StrategyParams n = cur;
           n.max_chain = chain;
           try_move(n);

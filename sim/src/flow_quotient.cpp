@@ -16,6 +16,8 @@ constexpr std::uint64_t kFlowSalt = 0x243f6a8885a308d3ull, kLinkSalt = 0x13198a2
 
 }  // namespace
 
+// Stays whole, as refine() in op_quotient.cpp: one incremental refinement over arrays its rounds
+// update in place.
 FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const FlowGraph& graph,
                            const std::vector<std::int32_t>& link_group, std::size_t max_flow_cells,
                            std::int32_t max_rounds) {
@@ -111,7 +113,7 @@ FlowQuotient find_quotient(const FlowNetwork& net, const FlowTable& flows, const
     }
     // Like the link sums above: when most flows moved, every flow's predecessor sum afresh, in
     // order (by the table's `after`, indices when the ids are), instead of scattered updates.
-    const bool recompute_preds = graph.dense_ids && 4 * flows_moved.size() > n;
+    const bool recompute_preds = graph.dense_ids && kRecomputeAllDivisor * flows_moved.size() > n;
     for (const auto& [f, old] : flows_moved) {
       const Sum as_member = Sum::change(old, q.flow_cell[f], kFlowSalt);
       for (auto k = flows.link_begin[f]; k < flows.link_begin[f + 1]; ++k) {

@@ -50,6 +50,8 @@ struct OpColours {
   std::int32_t rounds = 0;
 };
 
+// Stays whole: one incremental refinement whose steps share a dozen arrays updated in place
+// (sums, stamps, changed lists); split, each phase would take most of them as arguments.
 OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector<std::int32_t>& link_group,
                  std::size_t max_op_cells, std::int32_t max_rounds) {
   const std::size_t n = ops.ops(), nl = net.capacity.size(), nr = ops.route_path_begin.size() - 1,
@@ -204,7 +206,7 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
         identity[r] = identity_of(static_cast<std::size_t>(r));
         affected += static_cast<std::size_t>(ops_of_route.begin[r + 1] - ops_of_route.begin[r]);
       }
-      if (4 * affected > n) {
+      if (kRecomputeAllDivisor * affected > n) {
         recompute_preds();
       } else {
         for (auto r : changed_routes)
@@ -233,7 +235,7 @@ OpColours refine(const FlowNetwork& net, const OpProblem& ops, const std::vector
       route_ops[r].add(route_change[r]);
       add_to_route_links(static_cast<std::size_t>(r), route_change[r]);
     }
-    if (4 * ops_moved.size() > n) {
+    if (kRecomputeAllDivisor * ops_moved.size() > n) {
       recompute_preds();
     } else {
       for (const auto& [i, old] : ops_moved) {
@@ -360,6 +362,35 @@ struct OpView {
   }
 };
 
+// Link bytes: the sums of add_link_traffic (flow_sim.cpp), in flow order, a share once per entry
+// of a path's link list. When every share is a whole number of bytes and all of them together
+// stay below 2^53 (so every partial sum is exact in any order), per route instead: one add per
+// op instead of one per sub-flow and link.
+void add_link_bytes(const OpProblem& ops, FlowSimResult& result) {
+  const std::size_t n = ops.ops();
+  double total = 0;
+  bool whole = true;
+  for (std::size_t i = 0; i < n && whole; ++i) {
+    whole = ops.share[i].value == std::floor(ops.share[i].value);
+    total += ops.share[i].value * ops.sub_flows(i);
+  }
+  if (whole && total < tolerance::kExactIntegerSums) {
+    std::vector<double> route_bytes(ops.route_path_begin.size() - 1, 0.0);
+    for (std::size_t i = 0; i < n; ++i) route_bytes[ops.route[i]] += ops.share[i].value;
+    for (std::size_t r = 0; r < route_bytes.size(); ++r)
+      for (auto p = ops.route_path_begin[r]; p < ops.route_path_begin[r + 1]; ++p)
+        for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k)
+          result.links[ops.path_links[k]].bytes += ByteAmount{route_bytes[r]};
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto route = ops.route[i];
+      for (auto p = ops.route_path_begin[route]; p < ops.route_path_begin[route + 1]; ++p)
+        for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k)
+          result.links[ops.path_links[k]].bytes += ops.share[i];
+    }
+  }
+}
+
 }  // namespace
 
 OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& ops, const SimOptions& options,
@@ -467,31 +498,7 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
 
   FlowSimResult result = expand_quotient(view, std::move(qr), colours.link, n_cells);
   result.classes_wall = classes_wall;
-  // Link bytes: the sums of add_link_traffic (flow_sim.cpp), in flow order, a share once per entry
-  // of a path's link list. When every share is a whole number of bytes and all of them together
-  // stay below 2^53 (so every partial sum is exact in any order), per route instead: one add per
-  // op instead of one per sub-flow and link.
-  double total = 0;
-  bool whole = true;
-  for (std::size_t i = 0; i < n && whole; ++i) {
-    whole = ops.share[i].value == std::floor(ops.share[i].value);
-    total += ops.share[i].value * ops.sub_flows(i);
-  }
-  if (whole && total < tolerance::kExactIntegerSums) {
-    std::vector<double> route_bytes(ops.route_path_begin.size() - 1, 0.0);
-    for (std::size_t i = 0; i < n; ++i) route_bytes[ops.route[i]] += ops.share[i].value;
-    for (std::size_t r = 0; r < route_bytes.size(); ++r)
-      for (auto p = ops.route_path_begin[r]; p < ops.route_path_begin[r + 1]; ++p)
-        for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k)
-          result.links[ops.path_links[k]].bytes += ByteAmount{route_bytes[r]};
-  } else {
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto route = ops.route[i];
-      for (auto p = ops.route_path_begin[route]; p < ops.route_path_begin[route + 1]; ++p)
-        for (auto k = ops.path_link_begin[p]; k < ops.path_link_begin[p + 1]; ++k)
-          result.links[ops.path_links[k]].bytes += ops.share[i];
-    }
-  }
+  add_link_bytes(ops, result);
   finish_link_stats(result, net);
   result.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
   out.result = std::move(result);

@@ -13,6 +13,10 @@
 
 namespace reshard::sim::refinement {
 
+// Once more than 1/kRecomputeAllDivisor of the items (ops, flows) have moved, every predecessor
+// sum is recomputed in order: cheaper then than scattered updates through the successors.
+inline constexpr std::size_t kRecomputeAllDivisor = 4;
+
 inline std::uint64_t mix64(std::uint64_t x) {  // splitmix64's finalizer: a bijection that scatters bits
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;

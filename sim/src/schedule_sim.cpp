@@ -16,8 +16,10 @@ namespace reshard::sim {
 
 namespace {
 
-constexpr std::int32_t kMemoryKind = 4;
-constexpr std::int32_t kSlotKind = 5;  // a chain's own link at its slot rate (model/chain.hpp)
+// Link kinds of the simulated network past the topology's (ScheduleSimulation::link_kind): a GPU's
+// memory (local copies), and a chain's own link at its slot rate (model/chain.hpp).
+constexpr auto kMemoryKind = static_cast<std::int32_t>(model::kLinkKinds);
+constexpr std::int32_t kSlotKind = kMemoryKind + 1;
 
 std::string op_label(const model::Op& op) {
   std::string s = "op " + std::to_string(op.id) + " " + model::to_string(op.phase) + " gpu" + std::to_string(op.src);
@@ -151,40 +153,33 @@ void add_redundant_link_stats(FlowSimResult& result, const FlowNetwork& network,
   }
 }
 
-}  // namespace
+// The schedule's ops as flow ops, and the way back.
+struct FlowOps {
+  OpProblem problem;
+  std::vector<std::int64_t> op_of;               // per flow op: its schedule op
+  std::vector<std::int32_t> data_of, finish_of;  // per schedule op: its data flow op and its last one
+};
 
-ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const model::Topology& topology,
-                                     const model::CostParams& params, const ScheduleSimOptions& options) {
-  const auto wall_start = std::chrono::steady_clock::now();
-  ScheduleSimulation out;
-  const auto& links = topology.links();
-  for (const auto& l : links) {
-    out.network.capacity.push_back(
-        BytesPerSecond{l.bandwidth.value * params.efficiency[static_cast<int>(l.kind)]});
-    out.network.link_names.push_back(topology.device(l.from).name + "->" + topology.device(l.to).name);
-    out.link_kind.push_back(static_cast<std::int32_t>(l.kind));
-  }
-  for (auto k : {model::LinkKind::NVLink, model::LinkKind::C2C, model::LinkKind::PCIe, model::LinkKind::Network})
-    out.link_kind_names.push_back(model::to_string(k));
-  out.link_kind_names.push_back("memory");
-  out.link_kind_names.push_back("slots");
-
+// First pass: checks every op and turns it into flow ops (schedule_sim.hpp): a transfer or local
+// copy is one flow op over its route; a chain op is its data flow op over the chain's links and
+// its tail, a flow op without links that waits for it. Both ways of simulating (the quotient on
+// ops, the flow table) read the flow ops, `problem`. Routes: one per GPU pair (looked up once
+// per pair, not per op; a local copy's is one path over GPU g's memory resource, no latency),
+// one per chain (one path listing each link as often as the chain's hops cross it), and one
+// route of one empty path for every tail.
+// The memory resources and chain slot links it needs join out.network (and out.link_kind).
+FlowOps build_flow_ops(const model::Schedule& schedule, const model::Topology& topology, const model::CostParams& params,
+                       ScheduleSimulation& out) {
   const std::size_t n_ops = schedule.ops.size();
   const auto gpus = topology.gpu_count();
-  if (!(options.overheads.value >= 0) || !std::isfinite(options.overheads.value))
-    throw model::ScheduleError("overheads must be >= 0 and finite, got " + model::format(options.overheads));
-
-  // First pass: check every op and turn it into flow ops (schedule_sim.hpp): a transfer or local
-  // copy is one flow op over its route; a chain op is its data flow op over the chain's links and
-  // its tail, a flow op without links that waits for it. Both ways of simulating (the quotient on
-  // ops, the flow table) read the flow ops, `problem`. Routes: one per GPU pair (looked up once
-  // per pair, not per op; a local copy's is one path over GPU g's memory resource, no latency),
-  // one per chain (one path listing each link as often as the chain's hops cross it), and one
-  // route of one empty path for every tail.
-  OpProblem problem;
-  std::vector<std::int64_t> op_of;                // per flow op: its schedule op
-  std::vector<std::int32_t> data_of(n_ops), finish_of(n_ops);  // per schedule op: its flow ops
-  std::unordered_map<std::uint64_t, std::int32_t> pair_route;
+  FlowOps fo;
+  OpProblem& problem = fo.problem;
+  std::vector<std::int64_t>& op_of = fo.op_of;
+  std::vector<std::int32_t>& data_of = fo.data_of;
+  std::vector<std::int32_t>& finish_of = fo.finish_of;
+  data_of.resize(n_ops);
+  finish_of.resize(n_ops);
+  std::unordered_map<model::GpuPair, std::int32_t> pair_route;
   struct ChainFlows {
     std::int32_t route = -1;      // its links (with repeats), made for the first op on it
     std::int32_t last_data = -1;  // the data flow op of the latest op on it
@@ -205,10 +200,6 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   };
   const std::vector<model::LinkId> no_links;
   const std::int32_t tail_route = add_route({&no_links}, Seconds{0});
-  std::vector<char> has_successor(n_ops, 0);
-  for (std::size_t i = 0; i < n_ops; ++i)
-    for (auto a : schedule.ops[i].after)
-      if (a >= 0 && static_cast<std::size_t>(a) < i) has_successor[static_cast<std::size_t>(a)] = 1;
   std::vector<std::int32_t> after;
   auto add_flow_op = [&](std::int32_t route, ByteAmount share, Seconds latency, std::size_t sched_op) {
     problem.route.push_back(route);
@@ -222,20 +213,10 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   for (std::size_t i = 0; i < n_ops; ++i) {
     const model::Op& op = schedule.ops[i];
     auto where = [&] { return "schedule op " + std::to_string(op.id) + " (index " + std::to_string(i) + ")"; };
-    if (op.src < 0 || op.src >= gpus || op.dst < 0 || op.dst >= gpus)
-      throw model::ScheduleError(where() + ": GPU " + std::to_string(op.src < 0 || op.src >= gpus ? op.src : op.dst) +
-                                 " is not in topology " + topology.name() + " (0.." + std::to_string(gpus - 1) + ")");
-    if (op.bytes.value < 0) throw model::ScheduleError(where() + ": negative bytes");
-    if (op.chain < -1 || op.chain >= static_cast<std::int32_t>(schedule.chains.size()))
-      throw model::ScheduleError(where() + ": no chain " + std::to_string(op.chain));
+    if (const std::string wrong = model::op_problem(schedule, i, gpus, false); !wrong.empty())
+      throw model::ScheduleError(where() + " on topology " + topology.name() + ": " + wrong);
     after.clear();
-    for (auto a : op.after) {
-      // Ids are dense and point backwards (model/schedule.hpp); position == id for built schedules.
-      if (a < 0 || static_cast<std::size_t>(a) >= i || schedule.ops[static_cast<std::size_t>(a)].id != a)
-        throw model::ScheduleError(where() + ": 'after' names " + std::to_string(a) +
-                                   ", which is not the id of an earlier op");
-      after.push_back(finish_of[static_cast<std::size_t>(a)]);
-    }
+    for (auto a : op.after) after.push_back(finish_of[static_cast<std::size_t>(a)]);
     if (op.chain >= 0) {
       const model::Chain& chain = schedule.chains[static_cast<std::size_t>(op.chain)];
       ChainFlows& cf = chain_flows[static_cast<std::size_t>(op.chain)];
@@ -272,8 +253,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       finish_of[i] = add_flow_op(tail_route, ByteAmount{}, cf.latency + fill, i);
       continue;
     }
-    const std::uint64_t pair = static_cast<std::uint64_t>(static_cast<std::uint32_t>(op.src)) << 32 |
-                               static_cast<std::uint32_t>(op.dst);
+    const model::GpuPair pair{op.src, op.dst};
     auto found = pair_route.find(pair);
     if (found == pair_route.end()) {
       model::Route r;
@@ -297,77 +277,56 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
     data_of[i] = finish_of[i] = add_flow_op(route, ByteAmount{op.bytes.as_double() / static_cast<double>(k)},
                                             route_latency[static_cast<std::size_t>(route)] + params.per_op, i);
   }
-  problem.overheads = options.overheads;
-  jitter_capacities(out.network, options.capacity_jitter, options.jitter_seed);
-  // Redundant links are left out, unless a per-link-kind timeline is wanted (a trace): it counts
-  // every link's load.
-  const RedundantLinks redundant =
-      options.link_kind_timeline ? RedundantLinks{} : drop_redundant_links(out.network, problem);
+  return fo;
+}
+
+// Sizes of the flow arrays: sub-flows, their link entries and `after` entries, and a join flow
+// for each flow op with several sub-flows that another waits for (and the overheads flow).
+struct FlowCounts {
+  std::vector<char> waited_for;  // per flow op: another waits for it
+  std::size_t flows = 0, links = 0, after = 0;
+};
+FlowCounts count_flows(const OpProblem& problem, bool overheads) {
   const std::size_t n_flow_ops = problem.ops();
-  // Sizes of the flow arrays: sub-flows, their link entries and `after` entries, and a join flow
-  // for each flow op with several sub-flows that another waits for.
-  std::vector<char> waited_for(n_flow_ops, 0);
-  for (auto a : problem.after) waited_for[static_cast<std::size_t>(a)] = 1;
-  std::size_t n_flows = 0, n_links = 0, n_after = 0, n_terminal_flows = 0;
+  FlowCounts c;
+  c.waited_for.assign(n_flow_ops, 0);
+  for (auto a : problem.after) c.waited_for[static_cast<std::size_t>(a)] = 1;
+  std::size_t n_terminal_flows = 0;
   for (std::size_t f = 0; f < n_flow_ops; ++f) {
     const auto r = static_cast<std::size_t>(problem.route[f]);
     const std::size_t k = static_cast<std::size_t>(problem.sub_flows(f));
-    n_flows += k;
-    n_links += static_cast<std::size_t>(problem.path_link_begin[static_cast<std::size_t>(problem.route_path_begin[r + 1])] -
+    c.flows += k;
+    c.links += static_cast<std::size_t>(problem.path_link_begin[static_cast<std::size_t>(problem.route_path_begin[r + 1])] -
                                         problem.path_link_begin[static_cast<std::size_t>(problem.route_path_begin[r])]);
-    n_after += static_cast<std::size_t>(problem.after_begin[f + 1] - problem.after_begin[f]) * k;
-    if (waited_for[f] && k > 1) {
-      n_flows += 1;
-      n_after += k;
+    c.after += static_cast<std::size_t>(problem.after_begin[f + 1] - problem.after_begin[f]) * k;
+    if (c.waited_for[f] && k > 1) {
+      c.flows += 1;
+      c.after += k;
     }
-    if (!waited_for[f]) n_terminal_flows += k;
+    if (!c.waited_for[f]) n_terminal_flows += k;
   }
-  if (options.overheads.value > 0) {
-    n_flows += 1;
-    n_after += n_terminal_flows;
+  if (overheads) {
+    c.flows += 1;
+    c.after += n_terminal_flows;
   }
+  return c;
+}
 
-  SimOptions sim_options;
-  sim_options.symmetry_quotient = options.symmetry_quotient;
-  if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
-  out.overheads = options.overheads;
-
-  // Flow op times to schedule op times: release and start of its data, finish of its last flow op;
-  // the dropped links' statistics.
-  auto schedule_times = [&] {
-    add_redundant_link_stats(out.result, out.network, redundant);
-    std::vector<OpTiming> per_flow_op = std::move(out.ops);
-    out.ops.assign(n_ops, OpTiming{});
-    for (std::size_t i = 0; i < n_ops; ++i)
-      out.ops[i] = {per_flow_op[static_cast<std::size_t>(data_of[i])].release,
-                    per_flow_op[static_cast<std::size_t>(data_of[i])].start,
-                    per_flow_op[static_cast<std::size_t>(finish_of[i])].finish};
-  };
-
-  // Without per-flow answers, the quotient found on the ops (op_quotient.hpp): no flow is built.
-  bool quotient_pays = true;
-  if (options.symmetry_quotient && !options.keep_flows) {
-    out.build_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
-    switch (simulate_op_quotient(out.network, problem, sim_options, n_flows, out)) {
-      case OpQuotientOutcome::simulated:
-        for (auto& o : out.op_of_flow)
-          if (o >= 0) o = op_of[static_cast<std::size_t>(o)];
-        schedule_times();
-        return finish_schedule_simulation(out, wall_start);
-      case OpQuotientOutcome::not_paying:
-        quotient_pays = false;
-        break;
-      case OpQuotientOutcome::unchecked:
-        break;
-    }
-  }
-
-  FlowTable flows;  // built here, turned into FlowSpecs only when asked (ScheduleSimOptions::keep_flows)
-  flows.reserve(n_flows, n_links, n_after);
-  out.op_of_flow.reserve(n_flows);
-
-  // Second pass: the flows.
-  std::vector<std::int64_t> first_flow(n_flow_ops, 0);  // flow op f's sub-flows: [first_flow[f], end_flow(f))
+// Second pass: the flows, the sub-flows of each flow op in order, a join flow where a successor
+// waits for several sub-flows, the overheads flow last (schedule_sim.hpp).
+struct FlowLayout {
+  FlowTable flows;  // turned into FlowSpecs only when asked (ScheduleSimOptions::keep_flows)
+  std::vector<std::int64_t> first_flow;  // flow op f's sub-flows: [first_flow[f], first_flow[f] + sub_flows(f))
+};
+FlowLayout build_flow_table(const OpProblem& problem, const std::vector<std::int64_t>& op_of, const FlowCounts& counts,
+                            ScheduleSimulation& out) {
+  const std::size_t n_flow_ops = problem.ops();
+  FlowLayout layout;
+  FlowTable& flows = layout.flows;
+  flows.reserve(counts.flows, counts.links, counts.after);
+  out.op_of_flow.reserve(counts.flows);
+  std::vector<std::int64_t>& first_flow = layout.first_flow;
+  first_flow.assign(n_flow_ops, 0);
   auto end_flow = [&](std::size_t f) { return first_flow[f] + problem.sub_flows(f); };
   std::vector<std::int64_t> join_of(n_flow_ops, -1);  // flow op f's join flow, made when a successor needs it
   std::vector<std::int64_t> flow_after;
@@ -405,37 +364,41 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   if (out.overheads.value > 0) {
     flows.begin_flow(Bytes{0}, out.overheads);
     for (std::size_t f = 0; f < n_flow_ops; ++f)
-      if (!waited_for[f])
+      if (!counts.waited_for[f])
         for (auto g = first_flow[f]; g < end_flow(f); ++g) flows.after.push_back(g);
     flows.end_flow();
     out.op_of_flow.push_back(-1);
   }
-  if (options.keep_flows) {
-    out.flows.resize(flows.size());
-    for (std::size_t i = 0; i < flows.size(); ++i) {
-      FlowSpec& f = out.flows[i];
-      f.id = static_cast<std::int64_t>(i);
-      f.bytes = flows.bytes[i];
-      f.latency = flows.latency[i];
-      f.links.assign(flows.links.begin() + flows.link_begin[i], flows.links.begin() + flows.link_begin[i + 1]);
-      f.after.assign(flows.after.begin() + flows.after_begin[i], flows.after.begin() + flows.after_begin[i + 1]);
-    }
-    if (out.overheads.value > 0) out.flows.back().label = "framework overheads";
-    flows.specs = &out.flows;
-  }
+  return layout;
+}
 
-  sim_options.symmetry_quotient = options.symmetry_quotient && quotient_pays;
-  out.build_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
-  // Per-flow timing only where the flows are kept; otherwise one row per cell of alike flows.
-  std::vector<std::int32_t> row_of_flow;
-  out.result = simulate_table(out.network, flows, sim_options, options.keep_flows ? nullptr : &row_of_flow);
-  // Per flow op: release and start of its sub-flows (equal), finish of the last one.
-  out.ops.assign(n_flow_ops, OpTiming{});
+// The flows as FlowSpecs (ScheduleSimOptions::keep_flows), which the table then names its flows by.
+void keep_flow_specs(FlowTable& flows, ScheduleSimulation& out) {
+  out.flows.resize(flows.size());
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    FlowSpec& f = out.flows[i];
+    f.id = static_cast<std::int64_t>(i);
+    f.bytes = flows.bytes[i];
+    f.latency = flows.latency[i];
+    f.links.assign(flows.links.begin() + flows.link_begin[i], flows.links.begin() + flows.link_begin[i + 1]);
+    f.after.assign(flows.after.begin() + flows.after_begin[i], flows.after.begin() + flows.after_begin[i + 1]);
+  }
+  if (out.overheads.value > 0) out.flows.back().label = "framework overheads";
+  flows.specs = &out.flows;
+}
+
+// Per flow op: release and start of its sub-flows (equal), finish of the last one. A flow's timing
+// is row row_of_flow[g] of the result, or row g when row_of_flow is empty.
+std::vector<OpTiming> flow_op_timings(const OpProblem& problem, const std::vector<std::int64_t>& first_flow,
+                                      const FlowSimResult& result, const std::vector<std::int32_t>& row_of_flow) {
+  const std::size_t n_flow_ops = problem.ops();
+  std::vector<OpTiming> ops(n_flow_ops, OpTiming{});
   for (std::size_t f = 0; f < n_flow_ops; ++f) {
-    OpTiming& t = out.ops[f];
-    for (auto g = first_flow[f]; g < end_flow(f); ++g) {
+    OpTiming& t = ops[f];
+    const std::int64_t end = first_flow[f] + problem.sub_flows(f);
+    for (auto g = first_flow[f]; g < end; ++g) {
       const FlowTiming& ft =
-          out.result.timing[row_of_flow.empty() ? static_cast<std::size_t>(g) : static_cast<std::size_t>(row_of_flow[g])];
+          result.timing[row_of_flow.empty() ? static_cast<std::size_t>(g) : static_cast<std::size_t>(row_of_flow[g])];
       if (g == first_flow[f]) {
         t.release = ft.release;
         t.start = ft.start;
@@ -443,6 +406,90 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
       t.finish = std::max(t.finish, ft.finish);
     }
   }
+  return ops;
+}
+
+}  // namespace
+
+ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const model::Topology& topology,
+                                     const model::CostParams& params, const ScheduleSimOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  ScheduleSimulation out;
+  const auto& links = topology.links();
+  for (const auto& l : links) {
+    out.network.capacity.push_back(
+        BytesPerSecond{l.bandwidth.value * params.efficiency[static_cast<int>(l.kind)]});
+    out.network.link_names.push_back(topology.device(l.from).name + "->" + topology.device(l.to).name);
+    out.link_kind.push_back(static_cast<std::int32_t>(l.kind));
+  }
+  for (std::size_t k = 0; k < model::kLinkKinds; ++k)
+    out.link_kind_names.push_back(model::to_string(static_cast<model::LinkKind>(k)));
+  out.link_kind_names.push_back("memory");
+  out.link_kind_names.push_back("slots");
+
+  const std::size_t n_ops = schedule.ops.size();
+  if (!(options.overheads.value >= 0) || !std::isfinite(options.overheads.value))
+    throw model::ScheduleError("overheads must be >= 0 and finite, got " + model::format(options.overheads));
+
+  FlowOps fo = build_flow_ops(schedule, topology, params, out);
+  OpProblem& problem = fo.problem;
+  const std::vector<std::int64_t>& op_of = fo.op_of;
+  const std::vector<std::int32_t>& data_of = fo.data_of;
+  const std::vector<std::int32_t>& finish_of = fo.finish_of;
+  problem.overheads = options.overheads;
+  jitter_capacities(out.network, options.capacity_jitter, options.jitter_seed);
+  // Redundant links are left out, unless a per-link-kind timeline is wanted (a trace): it counts
+  // every link's load.
+  const RedundantLinks redundant =
+      options.link_kind_timeline ? RedundantLinks{} : drop_redundant_links(out.network, problem);
+  const FlowCounts counts = count_flows(problem, options.overheads.value > 0);
+
+  SimOptions sim_options;
+  sim_options.symmetry_quotient = options.symmetry_quotient;
+  if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
+  out.overheads = options.overheads;
+
+  // Flow op times to schedule op times: release and start of its data, finish of its last flow op;
+  // the dropped links' statistics.
+  auto schedule_times = [&] {
+    add_redundant_link_stats(out.result, out.network, redundant);
+    std::vector<OpTiming> per_flow_op = std::move(out.ops);
+    out.ops.assign(n_ops, OpTiming{});
+    for (std::size_t i = 0; i < n_ops; ++i)
+      out.ops[i] = {per_flow_op[static_cast<std::size_t>(data_of[i])].release,
+                    per_flow_op[static_cast<std::size_t>(data_of[i])].start,
+                    per_flow_op[static_cast<std::size_t>(finish_of[i])].finish};
+  };
+
+  // Without per-flow answers, the quotient found on the ops (op_quotient.hpp): no flow is built.
+  bool quotient_pays = true;
+  if (options.symmetry_quotient && !options.keep_flows) {
+    out.build_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
+    switch (simulate_op_quotient(out.network, problem, sim_options, counts.flows, out)) {
+      case OpQuotientOutcome::simulated:
+        for (auto& o : out.op_of_flow)
+          if (o >= 0) o = op_of[static_cast<std::size_t>(o)];
+        schedule_times();
+        return finish_schedule_simulation(out, wall_start);
+      case OpQuotientOutcome::not_paying:
+        quotient_pays = false;
+        break;
+      case OpQuotientOutcome::unchecked:
+        break;
+    }
+  }
+
+  // Second pass: the flows.
+  FlowLayout layout = build_flow_table(problem, op_of, counts, out);
+  FlowTable& flows = layout.flows;
+  if (options.keep_flows) keep_flow_specs(flows, out);
+
+  sim_options.symmetry_quotient = options.symmetry_quotient && quotient_pays;
+  out.build_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
+  // Per-flow timing only where the flows are kept; otherwise one row per cell of alike flows.
+  std::vector<std::int32_t> row_of_flow;
+  out.result = simulate_table(out.network, flows, sim_options, options.keep_flows ? nullptr : &row_of_flow);
+  out.ops = flow_op_timings(problem, layout.first_flow, out.result, row_of_flow);
   schedule_times();
   return finish_schedule_simulation(out, wall_start);
 }

@@ -41,6 +41,9 @@
 
 namespace reshard::model {
 
+// The keys of the per-kind tables (efficiency, chain_hop_latency) in a parameters file, index LinkKind.
+inline constexpr std::array<const char*, kLinkKinds> kLinkKindKeys = {"nvlink", "c2c", "pcie", "network"};
+
 struct CostParams {
   // Hardware: achievable fraction of line rate by link kind, index LinkKind.
   std::array<double, kLinkKinds> efficiency = {0.82, 0.85, 0.85, 0.94};
@@ -88,6 +91,8 @@ struct Prediction {
   std::int32_t chain_depth = 0;        // the deepest chain (hops from root to its farthest leaf)
 };
 
+// Throws ScheduleError naming the operation for an op list op_problem refuses (a GPU the topology
+// does not have, an `after` that does not precede).
 Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,
                     const CostParams& params);
 

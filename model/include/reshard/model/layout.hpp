@@ -141,6 +141,8 @@ class ShardMap {
   std::int32_t tensor_count() const { return static_cast<std::int32_t>(by_tensor_.size()); }
   const RankSet& rank_set(RankSetId id) const { return rank_sets_[static_cast<std::size_t>(id)]; }
   std::int32_t rank_set_count() const { return static_cast<std::int32_t>(rank_sets_.size()); }
+  // The GPUs of rank set id's ranks, sorted (a GPU twice when two of the ranks share it).
+  std::vector<GpuId> gpus_of(RankSetId id) const;
   const std::string& description() const { return description_; }
 
   // Sum over ranks of the bytes each holds.

@@ -54,5 +54,7 @@ LoadedScenario load_scenario(const std::filesystem::path& path);
 
 // Parses "0-255", "7", or a list of those, into GPU indices (std::invalid_argument on bad text).
 std::vector<GpuId> parse_gpu_list(const std::vector<std::string>& items);
+// The same for one comma-separated line: "0-255,300".
+std::vector<GpuId> parse_gpu_list(const std::string& text);
 
 }  // namespace reshard::model

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -107,8 +108,36 @@ struct Op {
   std::vector<std::int64_t> after;
 };
 
+// The named strategies (above), in the order compare lists them; one table (strategies.cpp) holds
+// each one's name and what it takes.
+enum class Strategy : std::uint8_t { GatherBroadcast, Direct, DomainGrouped, DomainChain, Hybrid, NemoRlReshard };
+
+// What a strategy takes in its line (describe() writes it, parse_strategy() accepts it) and how the
+// tuner treats it.
+struct StrategyTraits {
+  Strategy strategy;
+  const char* name;
+  bool chunk;      // builds chain ops: takes chunk=SIZE
+  bool channels;   // broadcast rings per bucket: channels=N
+  bool max_chain;  // domains per chain: max_chain=N
+  bool bucket;     // broadcast buckets: bucket=SIZE
+  bool relays;     // relay_ingress, relay_egress, rail_blind
+  bool tuned;      // the tuner's coordinate descent moves its parameters
+};
+const StrategyTraits& traits(Strategy s);
+const char* to_string(Strategy s);
+std::ostream& operator<<(std::ostream& out, Strategy s);
+void to_json(nlohmann::json& j, Strategy s);  // its name
+const std::vector<Strategy>& all_strategies();  // every named strategy (not "auto"), in enum order
+// The strategy called `name`; throws PlanError listing the names for anything else.
+Strategy strategy_named(const std::string& name);
+
+// Parts one buffer may be cut into (an op's `parts`), and the largest count a strategy line takes
+// (channels=N, max_chain=N): gather_broadcast cuts a bucket into one part per channel.
+inline constexpr std::int32_t kMaxParts = 1 << 20;
+
 struct StrategyParams {
-  std::string strategy = "domain_chain";
+  Strategy strategy = Strategy::DomainChain;
   Bytes chunk{512 << 10};            // the chunk chain ops pipeline in (NCCL's Simple protocol: a
                                      // 4 MiB buffer in 8 steps of 512 KiB)
   std::int32_t channels = 0;         // gather_broadcast rings per bucket; 0: one per GPU of a
@@ -149,17 +178,17 @@ void for_each_in_part(const Buffer& b, std::int32_t part, std::int32_t parts, F&
   }
 }
 
-const std::vector<std::string>& strategy_names();  // named strategies (not "auto")
+const std::vector<std::string>& strategy_names();  // the names of all_strategies(), in order
 
 // A strategy with its parameters in one line, as the tuner prints it and the CLI reads it:
 // "NAME [chunk=SIZE] [channels=N] [max_chain=N] [bucket=SIZE] [relay_ingress] [relay_egress]
 // [rail_blind]" (sizes with a unit: 512KiB, 1.6GB).
 // describe() writes only what the strategy uses; parse_strategy() starts from the defaults and
-// throws PlanError naming the token it cannot read (the name itself is checked by build_schedule).
+// throws PlanError naming the token it cannot read or the name it does not know.
 std::string describe(const StrategyParams& p);
 StrategyParams parse_strategy(const std::string& spec);
 
-// Builds the schedule of a named strategy. Throws PlanError for an unknown name.
+// Builds the schedule of a named strategy.
 Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
                         const Topology& topo, const StrategyParams& params);
 
@@ -169,6 +198,14 @@ Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const Shard
 // the chain brought them), chains are trees rooted at their op's src, `after` ids precede, bytes
 // match the slices. Throws ScheduleError naming the operation, the piece and the GPU.
 void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst);
+
+// The op list's shape, checked the same way by everything that reads a schedule (validate, the
+// simulator, the executors' run plan) before it trusts op i: its id is i (ids dense and
+// ascending); every `after` id names an earlier op; `chain` is -1 or one of the schedule's
+// chains; bytes >= 0; src and dst are GPUs 0..gpu_count-1 (gpu_count < 0: not checked); with
+// `content`, `buffer` is one of the schedule's buffers and 0 <= part < parts <= kMaxParts (the
+// simulator reads only bytes and skips this). Returns what is wrong, or an empty string.
+std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count, bool content);
 
 nlohmann::json to_json(const Schedule& s);
 Schedule schedule_from_json(const nlohmann::json& j);  // throws ScheduleError on a malformed document

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +40,14 @@ const char* to_string(DeviceKind k);
 using DeviceId = std::int32_t;
 using LinkId = std::int32_t;
 using GpuId = std::int32_t;  // dense index 0..gpu_count()-1, the numbering used by `gpus:` in scenarios
+
+// An ordered pair of GPUs (a transfer's source and destination), the key of per-pair tables
+// (std::hash below).
+struct GpuPair {
+  GpuId src = -1;
+  GpuId dst = -1;
+  bool operator==(const GpuPair&) const = default;
+};
 
 struct Device {
   DeviceId id = -1;
@@ -197,3 +206,12 @@ class Topology {
 };
 
 }  // namespace reshard::model
+
+// The two 32-bit indices side by side in one 64-bit word, hashed as that word.
+template <>
+struct std::hash<reshard::model::GpuPair> {
+  std::size_t operator()(const reshard::model::GpuPair& p) const noexcept {
+    return std::hash<std::uint64_t>{}((static_cast<std::uint64_t>(static_cast<std::uint32_t>(p.src)) << 32) |
+                                      static_cast<std::uint32_t>(p.dst));
+  }
+};

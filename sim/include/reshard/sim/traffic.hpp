@@ -2,9 +2,8 @@
 // --flows F.csv`, docs/design.md §9).
 //
 // A transfer (src GPU, dst GPU, bytes, after) follows Topology::route(src, dst). Over a route with k
-// equal paths it becomes k sub-flows of bytes/k each (the first bytes % k sub-flows carry one byte
-// more, so the sizes add up exactly), each its own flow on its path's links, with the route's
-// latency. A transfer that waits for transfer X waits for every sub-flow of X. The network is the
+// equal paths it becomes k sub-flows of bytes/k each (equal fractional shares, which add up to the
+// transfer's bytes), each its own flow on its path's links, with the route's latency. A transfer that waits for transfer X waits for every sub-flow of X. The network is the
 // topology's links (flow link i = topology link i) with capacity = bandwidth.
 #pragma once
 
