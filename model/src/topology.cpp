@@ -441,9 +441,11 @@ Topology::Impl* build(const yaml::Node& root, const std::string& file) {
 }
 }  // namespace
 
-Topology Topology::load(const std::filesystem::path& path) {
-  const auto root = yaml::load_file(path);
-  return Topology(std::unique_ptr<Impl>(build(root, path.string())));
+Topology Topology::load(const std::filesystem::path& path) { return load(path, {}); }
+
+Topology Topology::load(const std::filesystem::path& path, const std::vector<Override>& overrides) {
+  const auto root = yaml::load_file(path, overrides);
+  return yaml::naming_overrides(overrides, [&] { return Topology(std::unique_ptr<Impl>(build(root, path.string()))); });
 }
 
 Topology Topology::parse(const std::string& yaml_text, const std::string& name) {

@@ -1,0 +1,266 @@
+#include "reshard/study/sweep.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "compare_parts.hpp"
+#include "reshard/model/errors.hpp"
+#include "reshard/model/scenario.hpp"
+#include "reshard/model/schedule.hpp"
+
+namespace reshard::study {
+
+using namespace reshard::model;
+
+namespace {
+
+// Values built once per key and shared by every thread that asks for them; a thread asking for
+// one being built waits for it. A failure is shared too: every point that needs it fails with it.
+template <class T>
+class SharedCache {
+ public:
+  template <class Make>
+  std::shared_ptr<const T> get(const std::string& key, Make&& make) {
+    std::unique_lock lock(mutex_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      auto f = it->second;
+      lock.unlock();
+      return f.get();
+    }
+    std::promise<std::shared_ptr<const T>> promise;
+    entries_.emplace(key, promise.get_future().share());
+    lock.unlock();
+    try {
+      promise.set_value(std::make_shared<const T>(make()));
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+    }
+    lock.lock();
+    auto f = entries_.at(key);
+    lock.unlock();
+    return f.get();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_future<std::shared_ptr<const T>>> entries_;
+};
+
+struct Plan {
+  ShardMap source, destination;
+  TransferSet transfers;
+};
+
+struct Caches {
+  SharedCache<Topology> topologies;
+  SharedCache<Inventory> inventories;
+  SharedCache<Plan> plans;
+};
+
+std::string overrides_key(const std::vector<Override>& v) {
+  std::string k;
+  for (const auto& o : v) k += "\n" + o.key + "=" + o.value;
+  return k;
+}
+
+std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, Caches& caches) {
+  auto base_row = [&](const std::string& profile) {
+    SweepRow r;
+    r.point = static_cast<std::int64_t>(point);
+    r.inputs = spec.points[point];
+    r.profile = profile;
+    return r;
+  };
+  std::vector<SweepRow> rows;
+  try {
+    const Scenario s = Scenario::load(spec.scenario, spec.overrides(point));
+    const std::string topo_key = s.topology_path.string() + overrides_key(s.topology_overrides);
+    const std::string inv_key = s.model_path.string() + "\n" +
+                                (s.model_options.dtype ? to_string(*s.model_options.dtype) : std::string("-")) + "\n" +
+                                (s.model_options.include_mtp ? "mtp" : "-") + overrides_key(s.model_overrides);
+    std::vector<Override> own;  // the scenario's own keys: with the inventory, they fix the layouts
+    for (const auto& o : s.overrides)
+      if (o.key.rfind("model.", 0) != 0 && o.key.rfind("topology.", 0) != 0) own.push_back(o);
+    const auto topo = caches.topologies.get(topo_key, [&] { return load_topology(s); });
+    const auto inv = caches.inventories.get(inv_key, [&] { return load_inventory(s); });
+    check_gpus(s, *topo);
+    const auto plan = caches.plans.get(inv_key + "\n" + overrides_key(own), [&] {
+      auto [src, dst] = build_layouts(s, *inv);
+      TransferSet ts = model::plan(*inv, src, dst);
+      return Plan{std::move(src), std::move(dst), std::move(ts)};
+    });
+    CompareOptions options;
+    options.simulate = spec.simulate;
+    options.tune = false;
+    options.strategies.clear();
+    for (const auto& st : spec.strategies) {
+      if (st == "auto") options.tune = true;
+      else if (st.find(' ') == std::string::npos) options.strategies.push_back(st);
+      else options.configured.push_back(st);
+    }
+    for (const auto& profile : spec.profiles) {
+      options.profile = profile;
+      const CompareResult r =
+          detail::compare({s, *inv, *topo, plan->source, plan->destination, plan->transfers}, options);
+      for (const auto& c : r.rows) {
+        SweepRow row = base_row(profile);
+        row.strategy = c.name;
+        row.params = describe(c.params);
+        row.estimate_s = c.prediction.time.value;
+        if (c.simulated) row.simulated_s = c.simulated->value;
+        row.lower_bound_s = r.lower_bound.time.value;
+        row.bound_cut = r.lower_bound.binding.cut;
+        row.bound_where = r.lower_bound.binding.where;
+        row.bound_limit = r.lower_bound_limit;
+        row.limited_by = c.limited_by;
+        row.limit = c.limit;
+        row.bottleneck = c.bottleneck;
+        row.network_bytes = c.prediction.network_bytes.value;
+        row.nvlink_bytes = c.prediction.nvlink_bytes.value;
+        row.operations = c.prediction.operations;
+        row.best = r.rows[r.best].name;
+        rows.push_back(std::move(row));
+      }
+    }
+  } catch (const Error& e) {
+    rows.clear();
+    for (const auto& profile : spec.profiles) {
+      rows.push_back(base_row(profile));
+      rows.back().error = e.what();
+    }
+  }
+  return rows;
+}
+
+// Shortest text that reads back as the same double.
+std::string number(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+std::vector<SweepRow> run_sweep(const SweepSpec& spec, const SweepOptions& options) {
+  std::vector<std::size_t> mine;
+  for (std::size_t i = 0; i < spec.points.size(); ++i)
+    if (static_cast<int>(i % static_cast<std::size_t>(options.ranks)) == options.rank) mine.push_back(i);
+  std::vector<std::vector<SweepRow>> results(mine.size());
+  Caches caches;
+  std::atomic<std::size_t> next{0};
+  std::mutex progress_mutex;
+  std::size_t done = 0, failed = 0;
+  auto worker = [&] {
+    for (std::size_t k; (k = next++) < mine.size();) {
+      results[k] = evaluate_point(spec, mine[k], caches);
+      std::lock_guard lock(progress_mutex);
+      ++done;
+      if (!results[k].empty() && !results[k].front().error.empty()) ++failed;
+      if (options.progress) options.progress(done, mine.size(), failed);
+    }
+  };
+  const int threads = std::max(1, std::min<int>(options.threads > 0 ? options.threads
+                                                                    : static_cast<int>(std::thread::hardware_concurrency()),
+                                                static_cast<int>(mine.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  std::vector<SweepRow> rows;
+  for (auto& r : results)
+    for (auto& row : r) rows.push_back(std::move(row));
+  return rows;
+}
+
+nlohmann::json to_json(const SweepRow& r, const SweepSpec& spec) {
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json inputs = nlohmann::json::object();
+  for (std::size_t k = 0; k < spec.keys.size(); ++k) inputs[spec.keys[k]] = r.inputs.at(k);
+  return {{"point", r.point},
+          {"inputs", inputs},
+          {"profile", r.profile},
+          {"strategy", r.strategy},
+          {"params", r.params},
+          {"estimate_s", opt(r.estimate_s)},
+          {"simulated_s", opt(r.simulated_s)},
+          {"lower_bound_s", opt(r.lower_bound_s)},
+          {"bound_cut", r.bound_cut},
+          {"bound_where", r.bound_where},
+          {"bound_limit", r.bound_limit},
+          {"limited_by", r.limited_by},
+          {"limit", r.limit},
+          {"bottleneck", r.bottleneck},
+          {"network_bytes", opt(r.network_bytes)},
+          {"nvlink_bytes", opt(r.nvlink_bytes)},
+          {"operations", opt(r.operations)},
+          {"best", r.best},
+          {"error", r.error}};
+}
+
+SweepRow sweep_row_from_json(const nlohmann::json& j, const SweepSpec& spec) {
+  SweepRow r;
+  r.point = j.at("point").get<std::int64_t>();
+  for (const auto& k : spec.keys) r.inputs.push_back(j.at("inputs").at(k).get<std::string>());
+  auto str = [&](const char* k) { return j.at(k).get<std::string>(); };
+  auto opt_double = [&](const char* k) {
+    return j.at(k).is_null() ? std::optional<double>() : std::optional<double>(j.at(k).get<double>());
+  };
+  auto opt_int = [&](const char* k) {
+    return j.at(k).is_null() ? std::optional<std::int64_t>() : std::optional<std::int64_t>(j.at(k).get<std::int64_t>());
+  };
+  r.profile = str("profile");
+  r.strategy = str("strategy");
+  r.params = str("params");
+  r.estimate_s = opt_double("estimate_s");
+  r.simulated_s = opt_double("simulated_s");
+  r.lower_bound_s = opt_double("lower_bound_s");
+  r.bound_cut = str("bound_cut");
+  r.bound_where = str("bound_where");
+  r.bound_limit = str("bound_limit");
+  r.limited_by = str("limited_by");
+  r.limit = str("limit");
+  r.bottleneck = str("bottleneck");
+  r.network_bytes = opt_int("network_bytes");
+  r.nvlink_bytes = opt_int("nvlink_bytes");
+  r.operations = opt_int("operations");
+  r.best = str("best");
+  r.error = str("error");
+  return r;
+}
+
+std::string csv_header(const SweepSpec& spec) {
+  std::string h = "point";
+  for (const auto& k : spec.keys) h += "," + csv_field(k);
+  return h +
+         ",profile,strategy,params,estimate_s,simulated_s,lower_bound_s,bound_cut,bound_where,bound_limit,"
+         "limited_by,limit,bottleneck,network_bytes,nvlink_bytes,operations,best,error";
+}
+
+std::string to_csv(const SweepRow& r) {
+  auto d = [](const std::optional<double>& v) { return v ? number(*v) : std::string(); };
+  auto i = [](const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string(); };
+  std::string s = std::to_string(r.point);
+  for (const auto& v : r.inputs) s += "," + csv_field(v);
+  for (const std::string& f :
+       {r.profile, r.strategy, r.params, d(r.estimate_s), d(r.simulated_s), d(r.lower_bound_s), r.bound_cut,
+        r.bound_where, r.bound_limit, r.limited_by, r.limit, r.bottleneck, i(r.network_bytes), i(r.nvlink_bytes),
+        i(r.operations), r.best, r.error})
+    s += "," + csv_field(f);
+  return s;
+}
+
+}  // namespace reshard::study
