@@ -1,5 +1,6 @@
 // The `reshard._reshard` extension (pybind11): scenarios loaded from a path, a dict or a loaded
-// Scenario, with `--set`-style overrides; plan, compare, simulate. Results are plain dicts (the
+// Scenario, with `--set` overrides (model/overrides.hpp) given as a dict; plan, compare
+// (study/compare.hpp), simulate, sweep (study/sweep.hpp). Results are plain dicts and lists (the
 // library's JSON values converted); the `reshard` package (reshard/__init__.py) wraps this module
 // and turns sweeps into pandas DataFrames. Library errors become Python exceptions carrying the
 // library's message: reshard.ConfigError, PlanError and ScheduleError, each a reshard.Error, which is
@@ -23,6 +24,8 @@
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/tuner.hpp"
 #include "reshard/sim/schedule_sim.hpp"
+#include "reshard/study/compare.hpp"
+#include "reshard/study/sweep.hpp"
 
 namespace py = pybind11;
 using namespace reshard;
@@ -89,6 +92,17 @@ std::string path_string(const py::handle& v) {
 
 // ---- scenarios
 
+// {"destination.tp": 16, "topology.cluster.nic_speed": "800Gbps"} -> "KEY=VALUE" texts, the value
+// as YAML ("[0-7, 16-23]" for a list).
+std::vector<std::string> override_texts(const py::object& overrides) {
+  std::vector<std::string> out;
+  if (overrides.is_none()) return out;
+  if (!py::isinstance<py::dict>(overrides)) throw py::type_error("overrides: expected a dict {KEY: VALUE}");
+  for (const auto& [k, v] : py::reinterpret_borrow<py::dict>(overrides))
+    out.push_back(py::str(k).cast<std::string>() + "=" + yaml_text(v, true));
+  return out;
+}
+
 using Loaded = std::shared_ptr<const LoadedScenario>;
 
 // `scenario`: a path (str or os.PathLike), a dict in the scenario format (relative model and
@@ -102,10 +116,15 @@ Loaded load(const py::object& scenario, const py::object& overrides, const py::o
   }
   const std::filesystem::path base = base_dir.is_none() ? std::filesystem::current_path()
                                                         : std::filesystem::path(path_string(base_dir));
-  (void)overrides;
-  if (is_path(scenario)) return std::make_shared<const LoadedScenario>(load_scenario(std::filesystem::path(path_string(scenario))));
-  if (py::isinstance<py::dict>(scenario))
-    return std::make_shared<const LoadedScenario>(load_scenario(Scenario::parse(yaml_text(scenario, false), "<dict>", base)));
+  if (is_path(scenario))
+    return std::make_shared<const LoadedScenario>(
+        study::load_scenario_with_overrides(std::filesystem::path(path_string(scenario)), override_texts(overrides), base));
+  if (py::isinstance<py::dict>(scenario)) {
+    std::vector<Override> parsed;
+    for (const auto& text : override_texts(overrides)) parsed.push_back(parse_override(text, base));
+    return std::make_shared<const LoadedScenario>(
+        load_scenario(Scenario::parse(yaml_text(scenario, false), "<dict>", base, parsed)));
+  }
   throw py::type_error("scenario: expected a path, a dict or a reshard.Scenario, got " +
                        py::str(py::type::of(scenario)).cast<std::string>());
 }
@@ -256,6 +275,67 @@ py::object simulate_py(const py::object& scenario, const std::string& strategy, 
   return to_python(j);
 }
 
+// ---- compare: study::compare's JSON, each row with what limits it, and the lower bound's cut.
+py::object compare_py(const py::object& scenario, const std::string& profile, const py::object& params, bool simulate,
+                      bool tune, const std::optional<std::vector<std::string>>& strategies,
+                      const std::vector<std::string>& configured, const py::object& overrides, const py::object& base_dir) {
+  const Loaded sc = load(scenario, overrides, base_dir);
+  study::CompareOptions options;
+  options.profile = profile;
+  if (!params.is_none()) options.params_file = path_string(params);
+  options.simulate = simulate;
+  options.tune = tune;
+  if (strategies) options.strategies = *strategies;
+  options.configured = configured;
+  const study::CompareResult r = [&] {
+    py::gil_scoped_release release;
+    return study::compare(*sc, options);
+  }();
+  nlohmann::json j = study::to_json(r);
+  j["source"] = r.source;
+  j["destination"] = r.destination;
+  j["lower_bound_cut"] = {{"cut", r.lower_bound.binding.cut}, {"where", r.lower_bound.binding.where},
+                          {"limit", r.lower_bound_limit}};
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    j["strategies"][i]["limited_by"] = r.rows[i].limited_by;
+    j["strategies"][i]["limit"] = r.rows[i].limit;
+  }
+  return to_python(j);
+}
+
+// ---- sweep: the scenario file at every point (one value per key), one JSON object per row.
+py::object sweep_py(const py::object& scenario, const std::vector<std::string>& keys, const py::list& points,
+                    const std::optional<std::vector<std::string>>& strategies,
+                    const std::optional<std::vector<std::string>>& profiles, bool simulate, const py::object& overrides,
+                    int threads, const py::object& base_dir) {
+  if (!is_path(scenario)) throw py::type_error("sweep: the scenario must be a path (a file the sweep reloads at every point)");
+  study::SweepSpec spec;
+  spec.name = "python";
+  spec.file = "<sweep>";
+  spec.base_dir = base_dir.is_none() ? std::filesystem::current_path() : std::filesystem::path(path_string(base_dir));
+  spec.scenario = std::filesystem::absolute(path_string(scenario));
+  for (const auto& text : override_texts(overrides)) spec.base.push_back(parse_override(text, spec.base_dir));
+  spec.keys = keys;
+  for (const auto& point : points) {
+    std::vector<std::string> values;
+    for (const auto& v : point) values.push_back(yaml_text(v, true));
+    if (values.size() != keys.size()) throw py::value_error("sweep: a point has a value per key");
+    spec.points.push_back(std::move(values));
+  }
+  spec.strategies = strategies ? *strategies : strategy_names();
+  spec.profiles = profiles ? *profiles : std::vector<std::string>{"reshard"};
+  spec.simulate = simulate;
+  study::SweepOptions options;
+  options.threads = threads;
+  const auto rows = [&] {
+    py::gil_scoped_release release;
+    return study::run_sweep(spec, options);
+  }();
+  py::list out;
+  for (const auto& row : rows) out.append(to_python(study::to_json(row, spec)));
+  return std::move(out);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_reshard, m) {
@@ -303,5 +383,15 @@ PYBIND11_MODULE(_reshard, m) {
         py::arg("params") = py::none(), py::arg("timeline") = false, py::arg("overrides") = py::none(),
         py::arg("base_dir") = py::none(),
         "Simulates one strategy's schedule; timeline=True adds per-op times and per-link-kind rates");
+  m.def("compare", &compare_py, py::arg("scenario"), py::arg("profile") = "reshard", py::arg("params") = py::none(),
+        py::arg("simulate") = false, py::arg("tune") = true, py::arg("strategies") = py::none(),
+        py::arg("configured") = std::vector<std::string>{}, py::arg("overrides") = py::none(),
+        py::arg("base_dir") = py::none(),
+        "`reshard compare --json` as a dict: every strategy estimated (and simulated), the lower bound, the "
+        "tuner's choice ('best'), and per strategy what limits it");
+  m.def("_sweep", &sweep_py, py::arg("scenario"), py::arg("keys"), py::arg("points"), py::arg("strategies") = py::none(),
+        py::arg("profiles") = py::none(), py::arg("simulate") = false, py::arg("overrides") = py::none(),
+        py::arg("threads") = 0, py::arg("base_dir") = py::none(),
+        "The rows of a sweep over explicit points (reshard.sweep builds them from axes)");
   m.def("strategy_names", &strategy_names, "The named strategies (not 'auto')");
 }

@@ -2,6 +2,7 @@
 own behaviour: scenario inputs, errors, timelines. Run by ctest (python_module) with PYTHONPATH at
 the source tree and RESHARD_BUILD_DIR at the build folder."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -80,6 +81,87 @@ class Plan(unittest.TestCase):
             reshard.plan(SMALL, strategy="no_such_strategy")
         self.assertIn("unknown strategy 'no_such_strategy'", str(e.exception))
         self.assertTrue(issubclass(reshard.PlanError, reshard.Error))
+
+
+class Compare(unittest.TestCase):
+    def test_compare_matches_the_command(self):
+        py = reshard.compare(SMALL)
+        cli = cli_json("compare", SMALL)
+        self.assertEqual(py["best"], cli["best"])
+        self.assertEqual(py["lower_bound_s"], cli["lower_bound_s"])
+        self.assertEqual([r["name"] for r in py["strategies"]], [r["name"] for r in cli["strategies"]])
+        for a, b in zip(py["strategies"], cli["strategies"]):
+            self.assertEqual(a["estimate_s"], b["estimate_s"], a["name"])
+            self.assertIn(a["limit"], ("host link", "NIC link", "fabric", "NVLink", "C2C", "PCIe") + (a["limited_by"],))
+        self.assertEqual(py["lower_bound_cut"]["cut"], reshard.plan(SMALL)["lower_bound_cut"]["cut"])
+
+    def test_overrides_equal_the_edited_scenario(self):
+        edited = small_dict()
+        edited["destination"].update({"tp": 4, "dp": 2})
+        by_dict = reshard.compare(edited, tune=False)
+        by_override = reshard.compare(small_dict(), tune=False, overrides={"destination.tp": 4, "destination.dp": 2})
+        by_file = reshard.compare(SMALL, tune=False, overrides={"destination.tp": 4, "destination.dp": 2})
+        for other in (by_override, by_file):
+            self.assertEqual([r["estimate_s"] for r in other["strategies"]], [r["estimate_s"] for r in by_dict["strategies"]])
+        self.assertEqual(reshard.load(SMALL, overrides={"destination.tp": 4, "destination.dp": 2}).summary()["destination"],
+                         "vllm TP4 DP2 EP8 +8 redundant experts on 8 GPUs")
+        # A topology key: a slower NIC can only make the lower bound longer (here the network binds).
+        slow = reshard.plan(SMALL, overrides={"topology.cluster.nic_speed": "100Gbps"})
+        self.assertGreater(slow["lower_bound_s"], reshard.plan(SMALL)["lower_bound_s"])
+
+    def test_override_errors_name_the_override(self):
+        with self.assertRaises(reshard.ConfigError) as e:
+            reshard.plan(SMALL, overrides={"destination.tp": "three"})
+        self.assertIn("--set destination.tp=three", str(e.exception))
+        with self.assertRaises(TypeError):
+            reshard.plan(SMALL, overrides=["destination.tp=4"])
+
+    def test_only_named_strategies_without_the_tuner(self):
+        r = reshard.compare(SMALL, strategies=["direct", "domain_chain"], tune=False)
+        self.assertEqual([row["name"] for row in r["strategies"]], ["direct", "domain_chain"])
+
+    def test_readme_command(self):
+        """The README's command, run as written from the top of the source tree."""
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        out = subprocess.run([sys.executable, "-c",
+                              "import reshard; print(reshard.compare('scenarios/deepseek-v3-h100.yaml')['best'])"],
+                             cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout.strip()
+        self.assertIn(out.split()[0], reshard.strategy_names())
+
+
+@unittest.skipUnless(importlib.util.find_spec("pandas"), "pandas is not installed")
+class Sweep(unittest.TestCase):
+    def test_points(self):
+        keys, points = reshard._points({"a": [1, 2], "b": ["x", "y", "z"]})
+        self.assertEqual(keys, ["a", "b"])
+        self.assertEqual(points, [(1, "x"), (1, "y"), (1, "z"), (2, "x"), (2, "y"), (2, "z")])
+        keys, points = reshard._points([{"a": [1, 2], "b": [3, 4]}, {"c": [5]}])
+        self.assertEqual((keys, points), (["a", "b", "c"], [(1, 3, 5), (2, 4, 5)]))
+        with self.assertRaises(ValueError):
+            reshard._points([{"a": [1, 2], "b": [3]}])
+        with self.assertRaises(ValueError):
+            reshard._points([{"a": [1]}, {"a": [2]}])
+
+    def test_rows_are_compare_at_each_point(self):
+        axes = [{"destination.tp": [2, 4], "destination.dp": [4, 2]}, {"topology.cluster.nic_speed": ["200Gbps", "400Gbps"]}]
+        strategies = ["direct", "domain_chain"]
+        frame = reshard.sweep(SMALL, axes, strategies=strategies, threads=2)
+        self.assertEqual(len(frame), 4 * len(strategies))
+        self.assertEqual(list(frame.columns[:3]), ["destination.tp", "destination.dp", "topology.cluster.nic_speed"])
+        self.assertEqual(list(frame["destination.tp"]), [2, 2, 2, 2, 4, 4, 4, 4])
+        self.assertTrue((frame.error == "").all())
+        for point in (1, 2):  # (2, 4, 400Gbps) and (4, 2, 200Gbps)
+            rows = frame[frame.point == point]
+            tp, dp, nic = rows.iloc[0][["destination.tp", "destination.dp", "topology.cluster.nic_speed"]]
+            c = reshard.compare(SMALL, strategies=strategies, tune=False,
+                                overrides={"destination.tp": tp, "destination.dp": dp, "topology.cluster.nic_speed": nic})
+            self.assertEqual(list(rows.estimate_s), [r["estimate_s"] for r in c["strategies"]])
+            self.assertEqual(rows.iloc[0].lower_bound_s, c["lower_bound_s"])
+
+    def test_a_failing_point_is_a_row_with_its_error(self):
+        frame = reshard.sweep(SMALL, {"destination.tp": [2, 3]}, strategies=["direct"])
+        self.assertEqual(list(frame.error == ""), [True, False])
+        self.assertIn("destination", frame.error.iloc[1])
 
 
 class Simulate(unittest.TestCase):
