@@ -80,7 +80,11 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
       options.params_file.empty() ? CostParams::profile_named(options.profile) : CostParams::load(options.params_file);
   // `described`: named by its full description (a configured strategy).
   auto evaluate = [&](const StrategyParams& p, bool described) {
-    Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+    const std::shared_ptr<const Schedule> built =
+        sc.schedule ? sc.schedule(p)
+                    : std::make_shared<const Schedule>(
+                          build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p));
+    const Schedule& s = *built;
     CompareRow r{described ? describe(s.params) : p.strategy, s.params,
                  estimate(s, ts, sc.inventory, sc.topology, cost), std::nullopt, "", "", ""};
     say(r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating..." : ""));

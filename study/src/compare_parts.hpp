@@ -2,6 +2,9 @@
 // inventories and transfer sets between the points that have them in common.
 #pragma once
 
+#include <functional>
+#include <memory>
+
 #include "reshard/study/compare.hpp"
 
 namespace reshard::study::detail {
@@ -13,6 +16,9 @@ struct ScenarioParts {
   const model::ShardMap& source;
   const model::ShardMap& destination;
   const model::TransferSet& transfers;
+  // The schedule of a strategy on these parts; empty: model::build_schedule (a sweep shares them
+  // between points whose schedules are the same, see sweep.cpp).
+  std::function<std::shared_ptr<const model::Schedule>(const model::StrategyParams&)> schedule = {};
 };
 
 CompareResult compare(const ScenarioParts& parts, const CompareOptions& options);

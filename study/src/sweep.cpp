@@ -58,10 +58,38 @@ struct Plan {
   TransferSet transfers;
 };
 
+// What a schedule depends on in a topology: its devices and links with their kinds, domains and
+// rails, and so its routes (hop counts), but not the links' capacities or latencies. Strategies
+// place operations by structure alone, so topologies that differ only in link speeds (a NIC
+// speed axis) share their schedules (tests/test_sweep.cpp checks this on every strategy).
+std::string structure_of(const Topology& t) {
+  std::string s;
+  for (const auto& d : t.devices())
+    s += d.name + ' ' + to_string(d.kind) + ' ' + std::to_string(d.node) + ' ' + std::to_string(d.domain) + ' ' +
+         std::to_string(d.rail) + ' ' + std::to_string(d.gpu) + '\n';
+  for (const auto& l : t.links())
+    s += std::to_string(l.from) + ' ' + std::to_string(l.to) + ' ' + to_string(l.kind) + '\n';
+  return s;
+}
+
+struct TopologyEntry {
+  Topology topology;
+  std::size_t structure;  // topologies with the same structure_of() have the same number
+};
+
 struct Caches {
-  SharedCache<Topology> topologies;
+  SharedCache<TopologyEntry> topologies;
   SharedCache<Inventory> inventories;
   SharedCache<Plan> plans;
+  SharedCache<Schedule> schedules;
+  std::mutex structures_mutex;
+  std::map<std::string, std::size_t> structures;
+
+  std::size_t structure_number(const Topology& t) {
+    std::string s = structure_of(t);
+    std::lock_guard lock(structures_mutex);
+    return structures.emplace(std::move(s), structures.size()).first->second;
+  }
 };
 
 std::string overrides_key(const std::vector<Override>& v) {
@@ -88,10 +116,16 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, C
     std::vector<Override> own;  // the scenario's own keys: with the inventory, they fix the layouts
     for (const auto& o : s.overrides)
       if (o.key.rfind("model.", 0) != 0 && o.key.rfind("topology.", 0) != 0) own.push_back(o);
-    const auto topo = caches.topologies.get(topo_key, [&] { return load_topology(s); });
+    const auto topo_entry = caches.topologies.get(topo_key, [&] {
+      Topology t = load_topology(s);
+      const std::size_t structure = caches.structure_number(t);
+      return TopologyEntry{std::move(t), structure};
+    });
+    const Topology* topo = &topo_entry->topology;
     const auto inv = caches.inventories.get(inv_key, [&] { return load_inventory(s); });
     check_gpus(s, *topo);
-    const auto plan = caches.plans.get(inv_key + "\n" + overrides_key(own), [&] {
+    const std::string plan_key = inv_key + "\n" + overrides_key(own);
+    const auto plan = caches.plans.get(plan_key, [&] {
       auto [src, dst] = build_layouts(s, *inv);
       TransferSet ts = model::plan(*inv, src, dst);
       return Plan{std::move(src), std::move(dst), std::move(ts)};
@@ -107,8 +141,13 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, C
     }
     for (const auto& profile : spec.profiles) {
       options.profile = profile;
-      const CompareResult r =
-          detail::compare({s, *inv, *topo, plan->source, plan->destination, plan->transfers}, options);
+      detail::ScenarioParts parts{s, *inv, *topo, plan->source, plan->destination, plan->transfers};
+      parts.schedule = [&](const StrategyParams& p) {
+        return caches.schedules.get(plan_key + "\n" + std::to_string(topo_entry->structure) + "\n" + describe(p), [&] {
+          return build_schedule(plan->transfers, *inv, plan->source, plan->destination, *topo, p);
+        });
+      };
+      const CompareResult r = detail::compare(parts, options);
       for (const auto& c : r.rows) {
         SweepRow row = base_row(profile);
         row.strategy = c.name;
