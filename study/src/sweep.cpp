@@ -35,21 +35,24 @@ class SharedCache {
       return f.get();
     }
     std::promise<std::shared_ptr<const T>> promise;
-    entries_.emplace(key, promise.get_future().share());
+    const auto future = promise.get_future().share();
+    entries_.emplace(key, future);
     lock.unlock();
     try {
       promise.set_value(std::make_shared<const T>(make()));
     } catch (...) {
       promise.set_exception(std::current_exception());
     }
-    lock.lock();
-    auto f = entries_.at(key);
-    lock.unlock();
-    return f.get();
+    return future.get();
   }
 
-  // Forgets the entries whose key starts with `prefix` (those in use stay alive with their users).
-  void release(const std::string& prefix) {
+  // Forgets an entry, or every entry whose key starts with `prefix` (values in use stay alive
+  // with their users).
+  void release(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    entries_.erase(key);
+  }
+  void release_prefix(const std::string& prefix) {
     std::lock_guard lock(mutex_);
     auto it = entries_.lower_bound(prefix);
     while (it != entries_.end() && it->first.compare(0, prefix.size(), prefix) == 0) it = entries_.erase(it);
@@ -125,9 +128,9 @@ PointKeys keys_of(const Scenario& s) {
   return k;
 }
 
-// Each point's scenario (or the error reading it), read before any is evaluated, and how many of
-// the points still to come use each shared value: a value is forgotten after its last point, so
-// a long sweep holds only what the points in flight and those still to come share.
+// How many of the points still to come use each shared value (counted from every point's scenario,
+// read before any is evaluated): a value is forgotten after its last point, so a long sweep holds
+// only what the points in flight and those still to come share.
 class Uses {
  public:
   void add(const PointKeys& k) {
@@ -141,7 +144,7 @@ class Uses {
     if (--inventories_[k.inventory] == 0) caches.inventories.release(k.inventory);
     if (--plans_[k.plan] == 0) {
       caches.plans.release(k.plan);
-      caches.schedules.release(k.plan + kSeparator);
+      caches.schedules.release_prefix(k.plan + kSeparator);
     }
   }
 
