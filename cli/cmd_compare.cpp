@@ -1,5 +1,5 @@
-// reshard compare SCENARIO [--profile P] [--set KEY=VALUE]... [--json]: the main what-if. Every strategy's schedule,
-// estimated; the auto tuner's choice.
+// reshard compare SCENARIO [--profile P] [--set KEY=VALUE]... [--json]: the main what-if. Every
+// strategy's schedule, estimated; the auto tuner's choice (study::compare; this file prints it).
 #include <iostream>
 
 #include "commands.hpp"

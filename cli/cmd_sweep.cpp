@@ -49,7 +49,8 @@ class ProgressBar {
     line << "\r[" << bar << "] " << done << "/" << total << " points";
     if (failed) line << ", " << failed << " failed";
     line << ", " << format(Seconds{elapsed});
-    if (done < total && done > 0) line << ", ETA " << format(Seconds{elapsed / static_cast<double>(done) * static_cast<double>(total - done)});
+    if (done < total && done > 0)
+      line << ", ETA " << format(Seconds{elapsed / static_cast<double>(done) * static_cast<double>(total - done)});
     std::cerr << line.str() << "    " << std::flush;
     if (done == total) std::cerr << '\n';
   }
@@ -144,7 +145,9 @@ void run_sweep(const SweepArgs& a) {
 
 void add_sweep_command(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
-  auto* cmd = app.add_subcommand("sweep", "What if, over many points: axes of --set overrides on a scenario, every strategy estimated (mpirun -np N splits the points)");
+  auto* cmd = app.add_subcommand("sweep",
+                                 "What if, over many points: axes of --set overrides on a scenario, every strategy "
+                                 "estimated (mpirun -np N splits the points)");
   cmd->add_option("spec", a->spec, "Sweep spec YAML (docs/sweep.md)")->required();
   cmd->add_option("-o,--output", a->output, "Write PREFIX.csv and PREFIX.jsonl (default: the spec's name)");
   cmd->add_option("-j,--jobs", a->jobs, "Threads per process (default: every core)")->check(CLI::PositiveNumber);

@@ -66,7 +66,7 @@ def _points(axes):
 
 def sweep(scenario, axes, strategies=None, profiles=None, simulate=False, set=None, threads=0, base_dir=None):
     """The scenario file compared at every point of `axes`, with `set` ({KEY: VALUE}) applied to all
-    (as `reshard sweep` does). `axes`: {KEY: values} (product), or a list of such dicts
+    (as `reshard sweep` does, docs/sweep.md). `axes`: {KEY: values} (product), or a list of such dicts
     (keys within one dict zipped, the dicts multiplied). `strategies`: names or "auto" (default:
     every named strategy); `profiles`: default ["reshard"]; `threads`: 0 for one per core.
 

@@ -69,6 +69,10 @@ TEST(Overrides, ModelPathReplacesTheFile) {
   const Scenario s = Scenario::load(kDeepSeek, sets({"model=models/kimi-k2.yaml"}));
   EXPECT_EQ(s.model_path, std::filesystem::path(kSource + "/models/kimi-k2.yaml"));
   EXPECT_EQ(load_inventory(s).config().name, "kimi-k2");
+  // A key of the model file.
+  const LoadedScenario two = load_scenario(kSmall, sets({"model.num_hidden_layers=2"}));
+  EXPECT_EQ(two.inventory.config().num_hidden_layers, 2);
+  EXPECT_LT(two.inventory.bytes().value, load_scenario(kSmall).inventory.bytes().value);
 }
 
 TEST(Overrides, TopologyKeySetsTheNicLinks) {

@@ -35,17 +35,27 @@ class SharedCache {
       return f.get();
     }
     std::promise<std::shared_ptr<const T>> promise;
-    entries_.emplace(key, promise.get_future().share());
+    const auto future = promise.get_future().share();
+    entries_.emplace(key, future);
     lock.unlock();
     try {
       promise.set_value(std::make_shared<const T>(make()));
     } catch (...) {
       promise.set_exception(std::current_exception());
     }
-    lock.lock();
-    auto f = entries_.at(key);
-    lock.unlock();
-    return f.get();
+    return future.get();
+  }
+
+  // Forgets an entry, or every entry whose key starts with `prefix` (values in use stay alive
+  // with their users).
+  void release(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    entries_.erase(key);
+  }
+  void release_prefix(const std::string& prefix) {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.lower_bound(prefix);
+    while (it != entries_.end() && it->first.compare(0, prefix.size(), prefix) == 0) it = entries_.erase(it);
   }
 
  private:
@@ -98,34 +108,82 @@ std::string overrides_key(const std::vector<Override>& v) {
   return k;
 }
 
-std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, Caches& caches) {
-  auto base_row = [&](const std::string& profile) {
-    SweepRow r;
-    r.point = static_cast<std::int64_t>(point);
-    r.inputs = spec.points[point];
-    r.profile = profile;
-    return r;
-  };
+// What a point shares with others: the keys of its topology, inventory and plan (layouts and
+// transfer set; its schedules are keyed by the plan's key, kSeparator, the topology's structure).
+struct PointKeys {
+  std::string topology, inventory, plan;
+};
+constexpr char kSeparator = '\x1f';
+
+PointKeys keys_of(const Scenario& s) {
+  PointKeys k;
+  k.topology = s.topology_path.string() + overrides_key(s.topology_overrides);
+  k.inventory = s.model_path.string() + "\n" +
+                (s.model_options.dtype ? to_string(*s.model_options.dtype) : std::string("-")) + "\n" +
+                (s.model_options.include_mtp ? "mtp" : "-") + overrides_key(s.model_overrides);
+  std::vector<Override> own;  // the scenario's own keys: with the inventory, they fix the layouts
+  for (const auto& o : s.overrides)
+    if (o.key.rfind("model.", 0) != 0 && o.key.rfind("topology.", 0) != 0) own.push_back(o);
+  k.plan = k.inventory + "\n" + overrides_key(own);
+  return k;
+}
+
+// How many of the points still to come use each shared value (counted from every point's scenario,
+// read before any is evaluated): a value is forgotten after its last point, so a long sweep holds
+// only what the points in flight and those still to come share.
+class Uses {
+ public:
+  void add(const PointKeys& k) {
+    ++topologies_[k.topology];
+    ++inventories_[k.inventory];
+    ++plans_[k.plan];
+  }
+  void done(const PointKeys& k, Caches& caches) {
+    std::lock_guard lock(mutex_);
+    if (--topologies_[k.topology] == 0) caches.topologies.release(k.topology);
+    if (--inventories_[k.inventory] == 0) caches.inventories.release(k.inventory);
+    if (--plans_[k.plan] == 0) {
+      caches.plans.release(k.plan);
+      caches.schedules.release_prefix(k.plan + kSeparator);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, int> topologies_, inventories_, plans_;
+};
+
+SweepRow base_row(const SweepSpec& spec, std::size_t point, const std::string& profile) {
+  SweepRow r;
+  r.point = static_cast<std::int64_t>(point);
+  r.inputs = spec.points[point];
+  r.profile = profile;
+  return r;
+}
+
+// A point that failed: one row per profile with the error.
+std::vector<SweepRow> error_rows(const SweepSpec& spec, std::size_t point, const std::string& error) {
+  std::vector<SweepRow> rows;
+  for (const auto& profile : spec.profiles) {
+    rows.push_back(base_row(spec, point, profile));
+    rows.back().error = error;
+  }
+  return rows;
+}
+
+std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, const Scenario& s, const PointKeys& keys,
+                                     Caches& caches) {
   std::vector<SweepRow> rows;
   try {
-    const Scenario s = Scenario::load(spec.scenario, spec.overrides(point));
-    const std::string topo_key = s.topology_path.string() + overrides_key(s.topology_overrides);
-    const std::string inv_key = s.model_path.string() + "\n" +
-                                (s.model_options.dtype ? to_string(*s.model_options.dtype) : std::string("-")) + "\n" +
-                                (s.model_options.include_mtp ? "mtp" : "-") + overrides_key(s.model_overrides);
-    std::vector<Override> own;  // the scenario's own keys: with the inventory, they fix the layouts
-    for (const auto& o : s.overrides)
-      if (o.key.rfind("model.", 0) != 0 && o.key.rfind("topology.", 0) != 0) own.push_back(o);
-    const auto topo_entry = caches.topologies.get(topo_key, [&] {
+    const auto topo_entry = caches.topologies.get(keys.topology, [&] {
       Topology t = load_topology(s);
       const std::size_t structure = caches.structure_number(t);
       return TopologyEntry{std::move(t), structure};
     });
     const Topology* topo = &topo_entry->topology;
-    const auto inv = caches.inventories.get(inv_key, [&] { return load_inventory(s); });
+    const auto inv = caches.inventories.get(keys.inventory, [&] { return load_inventory(s); });
     check_gpus(s, *topo);
-    const std::string plan_key = inv_key + "\n" + overrides_key(own);
-    const auto plan = caches.plans.get(plan_key, [&] {
+    const auto plan = caches.plans.get(keys.plan, [&] {
       auto [src, dst] = build_layouts(s, *inv);
       TransferSet ts = model::plan(*inv, src, dst);
       return Plan{std::move(src), std::move(dst), std::move(ts)};
@@ -143,13 +201,14 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, C
       options.profile = profile;
       detail::ScenarioParts parts{s, *inv, *topo, plan->source, plan->destination, plan->transfers};
       parts.schedule = [&](const StrategyParams& p) {
-        return caches.schedules.get(plan_key + "\n" + std::to_string(topo_entry->structure) + "\n" + describe(p), [&] {
+        const std::string key = keys.plan + kSeparator + std::to_string(topo_entry->structure) + "\n" + describe(p);
+        return caches.schedules.get(key, [&] {
           return build_schedule(plan->transfers, *inv, plan->source, plan->destination, *topo, p);
         });
       };
       const CompareResult r = detail::compare(parts, options);
       for (const auto& c : r.rows) {
-        SweepRow row = base_row(profile);
+        SweepRow row = base_row(spec, point, profile);
         row.strategy = c.name;
         row.params = describe(c.params);
         row.estimate_s = c.prediction.time.value;
@@ -169,11 +228,7 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, C
       }
     }
   } catch (const Error& e) {
-    rows.clear();
-    for (const auto& profile : spec.profiles) {
-      rows.push_back(base_row(profile));
-      rows.back().error = e.what();
-    }
+    return error_rows(spec, point, e.what());
   }
   return rows;
 }
@@ -200,12 +255,30 @@ std::vector<SweepRow> run_sweep(const SweepSpec& spec, const SweepOptions& optio
     if (static_cast<int>(i % static_cast<std::size_t>(options.ranks)) == options.rank) mine.push_back(i);
   std::vector<std::vector<SweepRow>> results(mine.size());
   Caches caches;
+  Uses uses;
+  std::vector<std::optional<Scenario>> scenarios(mine.size());
+  std::vector<PointKeys> keys(mine.size());
+  std::vector<std::string> errors(mine.size());
+  for (std::size_t k = 0; k < mine.size(); ++k) {
+    try {
+      scenarios[k] = Scenario::load(spec.scenario, spec.overrides(mine[k]));
+      keys[k] = keys_of(*scenarios[k]);
+      uses.add(keys[k]);
+    } catch (const Error& e) {
+      errors[k] = e.what();
+    }
+  }
   std::atomic<std::size_t> next{0};
   std::mutex progress_mutex;
   std::size_t done = 0, failed = 0;
   auto worker = [&] {
     for (std::size_t k; (k = next++) < mine.size();) {
-      results[k] = evaluate_point(spec, mine[k], caches);
+      if (scenarios[k]) {
+        results[k] = evaluate_point(spec, mine[k], *scenarios[k], keys[k], caches);
+        uses.done(keys[k], caches);
+      } else {
+        results[k] = error_rows(spec, mine[k], errors[k]);
+      }
       std::lock_guard lock(progress_mutex);
       ++done;
       if (!results[k].empty() && !results[k].front().error.empty()) ++failed;

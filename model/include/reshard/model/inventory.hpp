@@ -142,7 +142,7 @@ class Inventory {
   // Reads an architecture file and builds the inventory. Throws ConfigError (file, line, key) on a
   // missing or bad field.
   static Inventory load(const std::filesystem::path& path, const InventoryOptions& options = {});
-  // The file with `overrides` (keys from its root: architecture.num_hidden_layers) applied first.
+  // The file with `overrides` (keys from its root: num_hidden_layers) applied first.
   static Inventory load(const std::filesystem::path& path, const InventoryOptions& options,
                         const std::vector<Override>& overrides);
   static Inventory parse(const std::string& yaml_text, const std::string& name,

@@ -6,7 +6,7 @@
 //   source.gpus=0-255                    any scenario key; the value is YAML ("[0-7, 16-23]" too)
 //   model=models/kimi-k2.yaml            another model file (relative to `base_dir`)
 //   topology.cluster.nic_speed=800Gbps   a key of the topology file the scenario names
-//   model.architecture.num_hidden_layers=4   a key of the model file
+//   model.num_hidden_layers=4            a key of the model file
 //
 // A path descends through mappings (missing ones are created) and, by index, through lists
 // (topology.links.3.bandwidth). The value replaces what was there, or adds the key.
