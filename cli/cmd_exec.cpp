@@ -16,6 +16,7 @@
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/tuner.hpp"
+#include "set_option.hpp"
 #include "table.hpp"
 #include "warnings.hpp"
 
@@ -31,6 +32,7 @@ struct ExecArgs {
   int max_chain = 0;  // 0: the strategy's own
   bool json = false, dry_run = false;
   std::vector<std::string> inject;
+  std::vector<std::string> sets;  // --set overrides of the scenario
 };
 
 // Whether this is process 0 of an MPI launch (or not under MPI at all), read from the launcher's
@@ -59,7 +61,9 @@ void run_exec(const ExecArgs& a) {
     throw ConfigError(a.input, 0, "--scenario", "a schedule file needs --scenario naming the scenario it was built for");
   const std::string scenario_path = std::filesystem::absolute(from_schedule ? a.scenario : a.input).string();
   opt.scenario_path = scenario_path;
-  const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path));
+  const std::vector<Override> overrides = parse_sets(a.sets);
+  for (const auto& o : overrides) opt.scenario_sets.push_back(o.key + "=" + o.value);  // paths made absolute
+  const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path), overrides);
   if (a.dry_run || first_process()) print_warnings(sc.topology);  // once per run, not once per rank
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   Schedule schedule;
@@ -200,6 +204,7 @@ void add_exec_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("exec", "Run a schedule for real and verify every destination byte (under mpirun for host/nccl)");
   cmd->add_option("input", a->input, "Scenario YAML file, or a schedule JSON file (then --scenario)")->required();
   cmd->add_option("--scenario", a->scenario, "The scenario a schedule file was built for");
+  add_set_option(cmd, a->sets);
   cmd->add_option("--strategy", a->strategy, "Strategy as compare prints it (\"domain_grouped relay_ingress\") or auto");
   cmd->add_option("--max-chain", a->max_chain, "Domains per chain (overrides the strategy's)")->check(CLI::PositiveNumber);
   cmd->add_option("--backend", a->backend, "host (MPI), cuda (one GPU, virtual ranks), nccl (one process per GPU)");

@@ -13,6 +13,7 @@
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/tuner.hpp"
+#include "set_option.hpp"
 #include "table.hpp"
 #include "warnings.hpp"
 
@@ -39,8 +40,9 @@ Stats stats(const std::vector<Bytes>& v) {
 
 }  // namespace
 
-void run_plan(const std::string& path, const std::string& strategy, const std::string& output, bool json) {
-  const LoadedScenario sc = load_scenario(std::filesystem::path(path));
+void run_plan(const std::string& path, const std::vector<std::string>& sets, const std::string& strategy,
+              const std::string& output, bool json) {
+  const LoadedScenario sc = load_scenario(std::filesystem::path(path), parse_sets(sets));
   print_warnings(sc.topology);
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   const LowerBound lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
@@ -170,9 +172,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--strategy", *strategy, "Also build, validate and keep this strategy's schedule: auto, or a name with parameters as compare prints them (\"domain_grouped relay_ingress\")");
   cmd->add_option("-o,--output", *output, "Write the schedule as JSON (with --strategy)");
   cmd->add_flag("--json", *json, "Print one JSON object");
-  cmd->callback([path, strategy, output, json] {
+  auto sets = std::make_shared<std::vector<std::string>>();
+  add_set_option(cmd, *sets);
+  cmd->callback([path, sets, strategy, output, json] {
     if (!output->empty() && strategy->empty()) throw CLI::ValidationError("--output", "needs --strategy");
-    run_plan(*path, *strategy, *output, *json);
+    run_plan(*path, *sets, *strategy, *output, *json);
   });
 }
 

@@ -29,6 +29,7 @@
 #include "reshard/sim/schedule_sim.hpp"
 #include "reshard/sim/trace.hpp"
 #include "reshard/sim/traffic.hpp"
+#include "set_option.hpp"
 #include "simulate_report.hpp"
 #include "warnings.hpp"
 
@@ -39,6 +40,7 @@ namespace {
 struct SimulateOptions {
   std::string input;  // scenario YAML or schedule JSON
   std::string scenario;
+  std::vector<std::string> sets;  // --set overrides of the scenario
   std::string strategy = "domain_chain";
   int max_chain = 0;  // 0: the default (8)
   std::string profile = "reshard";
@@ -168,7 +170,7 @@ void run_schedule(const SimulateOptions& o) {
     throw model::ConfigError(o.input, 0, "--scenario", "--scenario is for schedule files (.json); the input is a scenario");
   if (!o.topology.empty())
     throw model::ConfigError(o.input, 0, "--topology", "--topology is for raw traffic (--flows); the scenario names its topology");
-  const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(from_file ? o.scenario : o.input));
+  const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(from_file ? o.scenario : o.input), parse_sets(o.sets));
   print_warnings(sc.topology);
   const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
   const model::CostParams cost = model::CostParams::profile_named(o.profile);
@@ -249,6 +251,7 @@ void add_simulate_command(CLI::App& app) {
   auto o = std::make_shared<SimulateOptions>();
   cmd->add_option("input", o->input, "Scenario YAML (with --strategy) or schedule JSON (with --scenario)");
   cmd->add_option("--scenario", o->scenario, "Scenario YAML a schedule JSON was built for (its topology and plan)");
+  add_set_option(cmd, o->sets);
   cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate, with parameters as compare prints them: \"domain_grouped relay_ingress\" (default domain_chain)");
   cmd->add_option("--max-chain", o->max_chain, "Domains per chain for domain_chain / hybrid (default 8)")
       ->check(CLI::PositiveNumber);

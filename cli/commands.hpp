@@ -10,6 +10,7 @@ void add_topo_command(CLI::App& app);
 void add_model_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_exec_command(CLI::App& app);

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   reshard::cli::add_model_command(app);
   reshard::cli::add_plan_command(app);
   reshard::cli::add_compare_command(app);
+  reshard::cli::add_sweep_command(app);
   reshard::cli::add_calibrate_command(app);
   reshard::cli::add_simulate_command(app);
   reshard::cli::add_exec_command(app);

@@ -8,7 +8,7 @@ RESHARD_BUILD_DIR=${RESHARD_BUILD_DIR:-$RESHARD_ROOT/build}
 packages=(cmake g++ make pkg-config
           libboost-graph-dev libeigen3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin libsimgrid-dev
-          python3)
+          python3 python3-dev pybind11-dev python3-pandas python3-matplotlib jupyter-nbconvert python3-ipykernel)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,7 +21,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-cmake -S "$RESHARD_ROOT" -B "$RESHARD_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >"$RESHARD_BUILD_DIR.configure.log" 2>&1 ||
+# The Python module is built for Debian's interpreter, where the packages above install (pandas,
+# matplotlib, Jupyter), whatever `python3` comes first on PATH.
+cmake -S "$RESHARD_ROOT" -B "$RESHARD_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=/usr/bin/python3 >"$RESHARD_BUILD_DIR.configure.log" 2>&1 ||
   { cat "$RESHARD_BUILD_DIR.configure.log" >&2; exit 1; }
 sed -n '/reshard configure summary/,/^-- $/p' "$RESHARD_BUILD_DIR.configure.log" >&2
 cmake --build "$RESHARD_BUILD_DIR" -j"$(nproc)" >"$RESHARD_BUILD_DIR.build.log" 2>&1 ||

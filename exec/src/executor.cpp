@@ -12,6 +12,7 @@ namespace detail {
 Measurement new_measurement(const RunPlan& plan, const ExecOptions& options, int world) {
   Measurement m;
   m.scenario_path = options.scenario_path;
+  m.scenario_sets = options.scenario_sets;
   m.backend = options.backend;
   m.profile = options.profile;
   m.ranks = world;

@@ -36,6 +36,7 @@ nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
   nlohmann::json j;
   j["format"] = "reshard-measurement-1";
   j["scenario"] = m.scenario_path;
+  if (!m.scenario_sets.empty()) j["set"] = m.scenario_sets;
   j["backend"] = m.backend;
   j["profile"] = m.profile;
   j["ranks"] = m.ranks;
@@ -85,6 +86,8 @@ Measurement load_measurement(const std::filesystem::path& path) {
     Measurement m;
     key = "scenario";
     m.scenario_path = j.at(key).get<std::string>();
+    key = "set";
+    if (j.contains(key)) m.scenario_sets = j.at(key).get<std::vector<std::string>>();
     key = "backend";
     m.backend = j.at(key).get<std::string>();
     key = "profile";
@@ -116,7 +119,9 @@ Measurement load_measurement(const std::filesystem::path& path) {
 }
 
 std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
-  const LoadedScenario sc = load_scenario(std::filesystem::path(m.scenario_path));
+  std::vector<Override> overrides;
+  for (const auto& text : m.scenario_sets) overrides.push_back(parse_override(text));
+  const LoadedScenario sc = load_scenario(std::filesystem::path(m.scenario_path), overrides);
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   if (m.schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
     throw ScheduleError("the measured schedule has " + std::to_string(m.schedule.piece_count) + " pieces, scenario '" +

@@ -22,4 +22,10 @@ ConfigError::ConfigError(std::string file, int line, std::string key, const std:
       key_(std::move(key)),
       reason_(what) {}
 
+ConfigError::ConfigError(const std::string& message, const ConfigError& from)
+    : Error(message), file_(from.file_), line_(from.line_), key_(from.key_), reason_(from.reason_) {}
+
+OverrideError::OverrideError(const std::string& override_text, const ConfigError& e)
+    : ConfigError(override_text + ": " + e.what(), e), override_(override_text) {}
+
 }  // namespace reshard::model

@@ -217,8 +217,13 @@ Inventory from_root(const yaml::Node& root, const std::string& default_name, con
 }  // namespace
 
 Inventory Inventory::load(const std::filesystem::path& path, const InventoryOptions& options) {
-  const auto root = yaml::load_file(path);
-  return from_root(root, path.stem().string(), options);
+  return load(path, options, {});
+}
+
+Inventory Inventory::load(const std::filesystem::path& path, const InventoryOptions& options,
+                          const std::vector<Override>& overrides) {
+  const auto root = yaml::load_file(path, overrides);
+  return yaml::naming_overrides(overrides, [&] { return from_root(root, path.stem().string(), options); });
 }
 
 Inventory Inventory::parse(const std::string& yaml_text, const std::string& name, const InventoryOptions& options) {

@@ -171,12 +171,8 @@ std::filesystem::path resolve(const std::filesystem::path& base, const std::stri
   return path.is_absolute() ? path : (base / path).lexically_normal();
 }
 
-}  // namespace
-
-Scenario Scenario::parse(const std::string& text, const std::string& name, const std::filesystem::path& base_dir) {
-  const auto root = yaml::load_string(text, name);
+void parse_root(const yaml::Node& root, const std::string& name, const std::filesystem::path& base_dir, Scenario& s) {
   root.allow_only({"name", "description", "model", "topology", "dtype", "include_mtp", "source", "destination"});
-  Scenario s;
   s.file = name;
   s.name = root.get("name") ? root.at("name").str() : std::filesystem::path(name).stem().string();
   if (auto d = root.get("description")) s.description = d->str();
@@ -195,43 +191,99 @@ Scenario Scenario::parse(const std::string& text, const std::string& name, const
   s.destination_line = dst.line();
   s.source = parse_layout(src);
   s.destination = parse_layout(dst);
+}
+
+}  // namespace
+
+Scenario Scenario::parse(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+                         const std::vector<Override>& overrides) {
+  std::vector<Override> own;
+  Scenario s;
+  s.overrides = overrides;
+  for (const auto& o : overrides) {
+    auto file_key = [&](const std::string& prefix, std::vector<Override>& into) {
+      if (o.key.rfind(prefix + ".", 0) != 0) return false;
+      into.push_back({o.key.substr(prefix.size() + 1), o.value, o.text});
+      return true;
+    };
+    if (!file_key("model", s.model_overrides) && !file_key("topology", s.topology_overrides)) own.push_back(o);
+  }
+  const auto root = yaml::load_string(text, name, own);
+  yaml::naming_overrides(own, [&] { parse_root(root, name, base_dir, s); });
   return s;
 }
 
-Scenario Scenario::load(const std::filesystem::path& path) {
+Scenario Scenario::load(const std::filesystem::path& path, const std::vector<Override>& overrides) {
   std::ifstream in(path);
   if (!in) throw ConfigError(path.string(), 0, "", "cannot open scenario file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse(ss.str(), path.string(), path.parent_path());
+  return parse(ss.str(), path.string(), path.parent_path(), overrides);
 }
 
-LoadedScenario load_scenario(const Scenario& s) {
-  // Lines of the source/destination keys, for messages about a whole layout.
-  auto side_error = [&](const std::string& key, const std::string& what) -> ConfigError {
-    return ConfigError(s.file, key.rfind("source", 0) == 0 ? s.source_line : s.destination_line, key, what);
-  };
-  Inventory inv = Inventory::load(s.model_path, s.model_options);
-  Topology topo = Topology::load(s.topology_path);
-  for (const auto* side : {&s.source, &s.destination}) {
-    const char* key = side == &s.source ? "source.gpus" : "destination.gpus";
-    for (auto g : side->gpus)
-      if (g >= topo.gpu_count())
-        throw side_error(key, "GPU " + std::to_string(g) + " is outside the topology '" + topo.name() + "' (" +
-                                  std::to_string(topo.gpu_count()) + " GPUs)");
-  }
+namespace {
+
+// Lines of the source/destination keys, for messages about a whole layout.
+ConfigError side_error(const Scenario& s, const std::string& key, const std::string& what) {
+  return ConfigError(s.file, key.rfind("source", 0) == 0 ? s.source_line : s.destination_line, key, what);
+}
+
+// A `model` or `topology` override that replaced the file: errors in that file name it.
+std::vector<Override> replacing(const Scenario& s, const char* key) {
+  for (const auto& o : s.overrides)
+    if (o.key == key) return {Override{"", "", o.text}};
+  return {};
+}
+
+}  // namespace
+
+Inventory load_inventory(const Scenario& s) {
+  return yaml::naming_overrides(replacing(s, "model"),
+                                [&] { return Inventory::load(s.model_path, s.model_options, s.model_overrides); });
+}
+
+Topology load_topology(const Scenario& s) {
+  return yaml::naming_overrides(replacing(s, "topology"),
+                                [&] { return Topology::load(s.topology_path, s.topology_overrides); });
+}
+
+void check_gpus(const Scenario& s, const Topology& topo) {
+  yaml::naming_overrides(s.overrides, [&] {
+    for (const auto* side : {&s.source, &s.destination}) {
+      const char* key = side == &s.source ? "source.gpus" : "destination.gpus";
+      for (auto g : side->gpus)
+        if (g >= topo.gpu_count())
+          throw side_error(s, key, "GPU " + std::to_string(g) + " is outside the topology '" + topo.name() + "' (" +
+                                       std::to_string(topo.gpu_count()) + " GPUs)");
+    }
+  });
+}
+
+std::pair<ShardMap, ShardMap> build_layouts(const Scenario& s, const Inventory& inv) {
   auto build = [&](const LayoutSpec& spec, const char* key) {
     try {
       return build_shard_map(inv, spec);
     } catch (const PlanError& e) {
-      throw side_error(key, e.what());
+      throw side_error(s, key, e.what());
     }
   };
-  ShardMap src = build(s.source, "source");
-  ShardMap dst = build(s.destination, "destination");
+  return yaml::naming_overrides(s.overrides, [&] {
+    ShardMap src = build(s.source, "source");
+    ShardMap dst = build(s.destination, "destination");
+    return std::pair<ShardMap, ShardMap>(std::move(src), std::move(dst));
+  });
+}
+
+LoadedScenario load_scenario(const Scenario& s) {
+  Inventory inv = load_inventory(s);
+  Topology topo = load_topology(s);
+  check_gpus(s, topo);
+  auto [src, dst] = build_layouts(s, inv);
   return LoadedScenario{s, std::move(inv), std::move(topo), std::move(src), std::move(dst)};
 }
 
-LoadedScenario load_scenario(const std::filesystem::path& path) { return load_scenario(Scenario::load(path)); }
+LoadedScenario load_scenario(const std::filesystem::path& path, const std::vector<Override>& overrides) {
+  return load_scenario(Scenario::load(path, overrides));
+}
 
 }  // namespace reshard::model

@@ -433,19 +433,26 @@ Topology::Impl* build(const yaml::Node& root, const std::string& file) {
   auto impl = std::make_unique<Topology::Impl>();
   if (root.has("cluster") && root.has("devices"))
     root.at("devices").fail("a topology is either generated ('cluster') or explicit ('devices'), not both");
+  if (root.has("cluster") && root.has("clusters"))
+    root.at("clusters").fail("a generated topology has either one 'cluster' or a list of 'clusters', not both");
+  if (root.has("clusters") && root.has("devices"))
+    root.at("devices").fail("a topology is either generated ('clusters') or explicit ('devices'), not both");
   if (root.has("cluster")) impl->d = detail::build_generated(root);
+  else if (root.has("clusters")) impl->d = detail::build_generated_clusters(root);
   else if (root.has("devices")) impl->d = detail::build_explicit(root);
   else
     throw ConfigError(file, 1, "cluster",
                       "required key is missing: a topology needs 'cluster' (a generated cluster of a node "
-                      "template) or 'devices' and 'links' (the explicit form)");
+                      "template), 'clusters' (several) or 'devices' and 'links' (the explicit form)");
   return impl.release();
 }
 }  // namespace
 
-Topology Topology::load(const std::filesystem::path& path) {
-  const auto root = yaml::load_file(path);
-  return Topology(std::unique_ptr<Impl>(build(root, path.string())));
+Topology Topology::load(const std::filesystem::path& path) { return load(path, {}); }
+
+Topology Topology::load(const std::filesystem::path& path, const std::vector<Override>& overrides) {
+  const auto root = yaml::load_file(path, overrides);
+  return yaml::naming_overrides(overrides, [&] { return Topology(std::unique_ptr<Impl>(build(root, path.string()))); });
 }
 
 Topology Topology::parse(const std::string& yaml_text, const std::string& name) {

@@ -140,6 +140,7 @@ class Node;
 
 namespace reshard::model::detail {
 TopologyData build_generated(const yaml::Node& root);
+TopologyData build_generated_clusters(const yaml::Node& root);  // `clusters:`, several templates on one fabric
 TopologyData build_explicit(const yaml::Node& root);
 }  // namespace reshard::model::detail
 

@@ -350,6 +350,251 @@ TopologyData build_generated(const yaml::Node& root) {
   return d;
 }
 
+// Several clusters on one fabric (docs/topology.md, "Several clusters"): each cluster is a node
+// template with its own leaves (its own rails and leaf groups); the clusters' leaves share one
+// spine layer, or, with fabric.core, each cluster is a pod with its own `spines` spines and the
+// core switches join the pods. Capacities as in build_generated, per cluster:
+//   NIC <-> leaf            the cluster's NIC speed
+//   leaf <-> each spine     D_leaf / o / S   (D_leaf = the leaf's NICs x the cluster's NIC speed)
+//   spine <-> each core     D_spine / o_core / K,  K = core.switches / S
+// so traffic between clusters crosses the spines (shared) or the cores (one pod per cluster), and
+// core.oversubscription sets how thin the join is. GPUs are numbered cluster by cluster, in file
+// order, node-major within a cluster.
+TopologyData build_generated_clusters(const yaml::Node& root) {
+  root.allow_only({"name", "description", "clusters", "fabric", "latency"});
+  TopologyData d;
+  d.file = root.file();
+  d.generated = true;
+  d.name = root.get("name") ? root.at("name").str() : std::filesystem::path(root.file()).stem().string();
+
+  struct Part {
+    std::string name;
+    const NodeTemplate* tmpl = nullptr;
+    std::int32_t nodes = 0, first_node = 0, nodes_per_leaf = 0, leaves = 0, first_leaf = 0, first_domain = 0;
+    BytesPerSecond nic, host;
+    LinkKind host_kind = LinkKind::PCIe;
+    std::optional<yaml::Node> template_node, nic_node, host_node;
+  };
+  bool rail_optimized = true;
+  std::int32_t spines = 0;
+  double oversub = 1.0;
+  bool has_core = false;
+  std::int32_t core_switches = 0;
+  double core_oversub = 1.0;
+  std::optional<yaml::Node> core_switches_node;
+  const auto fabric_node = root.get("fabric");
+  if (fabric_node) {
+    fabric_node->allow_only({"rail_optimized", "spines", "oversubscription", "core"});
+    if (auto v = fabric_node->get("rail_optimized")) rail_optimized = v->boolean();
+    if (auto v = fabric_node->get("spines")) spines = positive_int32(*v, 100'000);
+    if (auto v = fabric_node->get("oversubscription")) oversub = positive_number(*v);
+    if (auto core = fabric_node->get("core")) {
+      core->allow_only({"switches", "oversubscription"});
+      has_core = true;
+      core_switches_node = core->at("switches");
+      core_switches = positive_int32(*core_switches_node, 100'000);
+      if (auto v = core->get("oversubscription")) core_oversub = positive_number(*v);
+    }
+  }
+
+  // ---- the clusters
+  const auto list = root.at("clusters");
+  if (list.size() == 0) list.fail("needs at least one cluster");
+  std::vector<Part> parts;
+  std::set<std::string> names;
+  std::int64_t gpu_total64 = 0;
+  std::int32_t total_nodes = 0, total_leaves = 0, total_domains = 0, max_rails = 0;
+  for (const auto& c : list.items()) {
+    c.allow_only({"name", "template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "nodes_per_leaf"});
+    Part p;
+    const auto name_node = c.at("name");
+    p.name = name_node.str();
+    if (p.name.empty() || p.name.find('/') != std::string::npos)
+      name_node.fail("a cluster name must be non-empty and without '/', got '" + p.name + "'");
+    if (!names.insert(p.name).second) name_node.fail("duplicate cluster name '" + p.name + "'");
+    const auto tnode = c.at("template");
+    p.tmpl = find_template(tnode.str());
+    p.template_node = tnode;
+    if (!p.tmpl) {
+      std::string known;
+      for (const auto& t : node_templates()) known += (known.empty() ? "" : ", ") + std::string(t.name);
+      tnode.fail("unknown node template '" + tnode.str() + "'; known templates: " + known);
+    }
+    if (p.tmpl->rack_scale) {
+      if (auto n = c.get("nodes")) n->fail(std::string(p.tmpl->name) + " is counted in racks ('racks: N'), not nodes");
+      p.nodes = positive_int32(c.at("racks"), 100'000) * p.tmpl->nodes_per_domain;
+    } else {
+      if (auto n = c.get("racks")) n->fail(std::string(p.tmpl->name) + " is counted in nodes ('nodes: N'), not racks");
+      p.nodes = positive_int32(c.at("nodes"), 1'000'000);
+    }
+    p.nic_node = c.get("nic_speed");
+    p.nic = p.nic_node ? positive_bandwidth(*p.nic_node) : p.tmpl->nic;
+    p.host_node = c.get("host_link");
+    p.host = p.host_node ? positive_bandwidth(*p.host_node) : p.tmpl->gpu_nic_pcie;
+    p.host_kind = p.tmpl->host_link_kind;
+    if (auto k = c.get("host_link_kind")) {
+      const std::string v = k->str();
+      if (v == "pcie") p.host_kind = LinkKind::PCIe;
+      else if (v == "c2c") p.host_kind = LinkKind::C2C;
+      else k->fail("unknown host link kind '" + v + "'; expected one of: pcie, c2c");
+    }
+    p.nodes_per_leaf = c.get("nodes_per_leaf") ? positive_int32(c.at("nodes_per_leaf")) : p.nodes;
+    const std::int32_t R = p.tmpl->gpus_per_node;
+    const std::int32_t groups = (p.nodes + p.nodes_per_leaf - 1) / p.nodes_per_leaf;
+    p.leaves = rail_optimized ? groups * R : groups;
+    p.first_node = total_nodes;
+    p.first_leaf = total_leaves;
+    p.first_domain = total_domains;
+    total_nodes += p.nodes;
+    total_leaves += p.leaves;
+    total_domains += (p.nodes + p.tmpl->nodes_per_domain - 1) / p.tmpl->nodes_per_domain;
+    max_rails = std::max(max_rails, R);
+    gpu_total64 += static_cast<std::int64_t>(p.nodes) * R;
+    if (gpu_total64 > 4'000'000) c.fail("clusters too large: more than 4000000 GPUs");
+    parts.push_back(std::move(p));
+  }
+  if (total_leaves > 1 && spines == 0) {
+    const std::string why = std::to_string(total_leaves) + " leaf switches over " + std::to_string(parts.size()) +
+                            " cluster(s) need spine switches to reach each other";
+    throw ConfigError(d.file, fabric_node ? fabric_node->line() : list.line(), "fabric.spines",
+                      "required key is missing: " + why);
+  }
+  std::int32_t K = 0;
+  if (has_core) {
+    if (core_switches % spines != 0)
+      core_switches_node->fail("the core switches must be a multiple of the spines per cluster (" +
+                               std::to_string(spines) + "): spine s of every cluster connects to the core switches of plane s");
+    K = core_switches / spines;
+  }
+  const std::int32_t pods = has_core ? static_cast<std::int32_t>(parts.size()) : 1;
+  const Latencies lat = read_generator_latencies(root);
+
+  // ---- devices: every cluster's GPUs first (GPU g is device g), then NVSwitches, NICs, leaves,
+  // spines, cores.
+  const auto gpu_total = static_cast<std::size_t>(gpu_total64);
+  auto node_prefix = [](const Part& p, std::int32_t n) {  // n: node index within the cluster
+    return p.name + "/" +
+           (p.tmpl->rack_scale ? "rack" + std::to_string(n / p.tmpl->nodes_per_domain) + "/tray" +
+                                     std::to_string(n % p.tmpl->nodes_per_domain)
+                               : "node" + std::to_string(n));
+  };
+  for (const auto& p : parts)
+    for (std::int32_t n = 0; n < p.nodes; ++n)
+      for (std::int32_t i = 0; i < p.tmpl->gpus_per_node; ++i)
+        d.add_device(DeviceKind::GPU, node_prefix(p, n) + "/gpu" + std::to_string(i), p.first_node + n, i);
+  std::vector<DeviceId> fabric_dev;
+  for (const auto& p : parts) {
+    const std::int32_t per = p.tmpl->nodes_per_domain;
+    for (std::int32_t k = 0; k < (p.nodes + per - 1) / per; ++k)
+      fabric_dev.push_back(d.add_device(DeviceKind::NVSwitch,
+                                        p.name + "/" + (p.tmpl->rack_scale ? "rack" : "node") + std::to_string(k) + "/nvswitch",
+                                        p.tmpl->rack_scale ? -1 : p.first_node + k, -1));
+  }
+  std::vector<DeviceId> nic_dev;
+  nic_dev.reserve(gpu_total);
+  for (const auto& p : parts)
+    for (std::int32_t n = 0; n < p.nodes; ++n)
+      for (std::int32_t i = 0; i < p.tmpl->gpus_per_node; ++i)
+        nic_dev.push_back(d.add_device(DeviceKind::NIC, node_prefix(p, n) + "/nic" + std::to_string(i), p.first_node + n, i));
+  std::vector<DeviceId> leaf_dev;
+  for (const auto& p : parts) {
+    const std::int32_t R = p.tmpl->gpus_per_node;
+    for (std::int32_t l = 0; l < p.leaves; ++l)
+      leaf_dev.push_back(d.add_device(DeviceKind::Leaf,
+                                      p.name + "/group" + std::to_string(rail_optimized ? l / R : l) + "/leaf" +
+                                          (rail_optimized ? "-rail" + std::to_string(l % R) : std::string()),
+                                      -1, rail_optimized ? l % R : -1));
+  }
+  std::vector<DeviceId> spine_dev;
+  for (std::int32_t q = 0; q < pods; ++q)
+    for (std::int32_t s = 0; s < spines; ++s)
+      spine_dev.push_back(d.add_device(
+          DeviceKind::Spine, (has_core ? parts[static_cast<std::size_t>(q)].name + "/" : std::string()) + "spine" + std::to_string(s),
+          -1, -1));
+  std::vector<DeviceId> core_dev;
+  for (std::int32_t c = 0; c < core_switches; ++c)
+    core_dev.push_back(d.add_device(DeviceKind::Core, "core" + std::to_string(c), -1, -1));
+
+  // ---- links: per GPU (NVLink, host link, NIC <-> leaf), then leaf <-> spine, spine <-> core.
+  auto& f = d.fabric;
+  f.leaves = total_leaves;
+  f.spines_per_pod = spines;
+  f.pods = pods;
+  f.cores_per_plane = K;
+  f.gpu_leaf.resize(gpu_total);
+  f.gpu_to_nic.resize(gpu_total);
+  f.nic_to_gpu.resize(gpu_total);
+  f.nic_to_leaf.resize(gpu_total);
+  f.leaf_to_nic.resize(gpu_total);
+  f.leaf_pod.resize(static_cast<std::size_t>(total_leaves));
+  std::vector<double> leaf_down_total(static_cast<std::size_t>(total_leaves), 0.0);  // D_leaf
+  std::size_t g = 0;
+  for (std::size_t q = 0; q < parts.size(); ++q) {
+    const auto& p = parts[q];
+    const std::int32_t G = p.tmpl->gpus_per_node;
+    for (std::int32_t n = 0; n < p.nodes; ++n) {
+      const std::int32_t group = n / p.nodes_per_leaf;
+      for (std::int32_t i = 0; i < G; ++i, ++g) {
+        const auto gpu = static_cast<DeviceId>(g);
+        d.add_duplex(gpu, fabric_dev[static_cast<std::size_t>(p.first_domain + n / p.tmpl->nodes_per_domain)],
+                     p.tmpl->gpu_nvlink, lat.nvlink, LinkKind::NVLink);
+        const std::int32_t leaf = p.first_leaf + (rail_optimized ? group * G + i : group);
+        f.gpu_leaf[g] = leaf;
+        leaf_down_total[static_cast<std::size_t>(leaf)] += p.nic.value;
+        f.gpu_to_nic[g] = d.add_duplex(gpu, nic_dev[g], p.host, p.host_kind == LinkKind::C2C ? lat.c2c : lat.pcie, p.host_kind);
+        f.nic_to_gpu[g] = f.gpu_to_nic[g] + 1;
+        f.nic_to_leaf[g] = d.add_duplex(nic_dev[g], leaf_dev[static_cast<std::size_t>(leaf)], p.nic, lat.nic_leaf,
+                                        LinkKind::Network);
+        f.leaf_to_nic[g] = f.nic_to_leaf[g] + 1;
+      }
+    }
+    for (std::int32_t l = 0; l < p.leaves; ++l)
+      f.leaf_pod[static_cast<std::size_t>(p.first_leaf + l)] = has_core ? static_cast<std::int32_t>(q) : 0;
+  }
+  f.leaf_up.resize(static_cast<std::size_t>(total_leaves * spines));
+  f.leaf_down.resize(static_cast<std::size_t>(total_leaves * spines));
+  std::vector<double> spine_down_total(static_cast<std::size_t>(pods * spines), 0.0);
+  for (std::int32_t l = 0; l < total_leaves; ++l) {
+    const std::int32_t pod = f.leaf_pod[static_cast<std::size_t>(l)];
+    const BytesPerSecond up{leaf_down_total[static_cast<std::size_t>(l)] / oversub / std::max(spines, 1)};
+    for (std::int32_t s = 0; s < spines; ++s) {
+      const auto slot = static_cast<std::size_t>(l * spines + s);
+      f.leaf_up[slot] = d.add_duplex(leaf_dev[static_cast<std::size_t>(l)],
+                                     spine_dev[static_cast<std::size_t>(pod * spines + s)], up, lat.leaf_spine,
+                                     LinkKind::Network);
+      f.leaf_down[slot] = f.leaf_up[slot] + 1;
+      spine_down_total[static_cast<std::size_t>(pod * spines + s)] += up.value;
+    }
+  }
+  f.spine_up.resize(static_cast<std::size_t>(pods * spines * K));
+  f.spine_down.resize(static_cast<std::size_t>(pods * spines * K));
+  for (std::int32_t q = 0; q < pods; ++q)
+    for (std::int32_t s = 0; s < spines; ++s) {
+      const BytesPerSecond up{spine_down_total[static_cast<std::size_t>(q * spines + s)] / core_oversub / std::max(K, 1)};
+      for (std::int32_t k = 0; k < K; ++k) {
+        const auto slot = static_cast<std::size_t>((q * spines + s) * K + k);
+        f.spine_up[slot] = d.add_duplex(spine_dev[static_cast<std::size_t>(q * spines + s)],
+                                        core_dev[static_cast<std::size_t>(s * K + k)], up, lat.spine_core, LinkKind::Network);
+        f.spine_down[slot] = f.spine_up[slot] + 1;
+      }
+    }
+
+  d.node_count = total_nodes;
+  d.rail_count = rail_optimized ? max_rails : 1;
+  d.finish();
+
+  // A NIC faster than its host link, per cluster (as in build_generated).
+  for (const auto& p : parts) {
+    if (!(p.nic.value > p.host.value)) continue;
+    const yaml::Node& at = p.nic_node ? *p.nic_node : p.host_node ? *p.host_node : *p.template_node;
+    d.warnings.push_back(d.file + ":" + std::to_string(at.line()) + ": " + at.key() + ": cluster '" + p.name + "': the NIC (" +
+                         format(p.nic) + ") is faster than the GPU<->NIC host link (" +
+                         std::string(to_string(p.host_kind)) + " " + format(p.host) +
+                         "): the host link caps each GPU's network bandwidth at " + format(p.host));
+  }
+  return d;
+}
+
 namespace {
 
 DeviceKind parse_device_kind(const yaml::Node& n) {

@@ -174,7 +174,102 @@ std::vector<std::int64_t> Node::integers() const {
   return out;
 }
 
-Node load_string(const std::string& text, const std::string& name) {
+namespace {
+
+bool is_index(const std::string& s) {
+  return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A copy without marks: an override's lines are not lines of the file, so messages about its
+// nodes report the line of the key it sits under.
+YAML::Node unmarked(const YAML::Node& n) {
+  if (n.IsScalar()) return YAML::Node(n.Scalar());
+  if (n.IsSequence()) {
+    YAML::Node out(YAML::NodeType::Sequence);
+    for (const auto& x : n) out.push_back(unmarked(x));
+    return out;
+  }
+  if (n.IsMap()) {
+    YAML::Node out(YAML::NodeType::Map);
+    for (const auto& kv : n) out[kv.first.Scalar()] = unmarked(kv.second);
+    return out;
+  }
+  return YAML::Node(YAML::NodeType::Null);
+}
+
+// Sets o.key in `root` to o.value (parsed as YAML), creating missing mappings on the way.
+void apply(YAML::Node& root, const Override& o, const std::string& name) {
+  auto fail = [&](const std::string& key, int line, const std::string& what) {
+    throw OverrideError(o.text, ConfigError(name, line, key, what));
+  };
+  YAML::Node value;
+  try {
+    value = unmarked(YAML::Load(o.value));
+  } catch (const YAML::Exception& e) {
+    fail(o.key, 0, "the value is not valid YAML: " + e.msg);
+  }
+  YAML::Node cur = root;  // reset() moves it; assigning would overwrite the tree
+  std::string path;
+  std::size_t start = 0;
+  while (true) {
+    const auto dot = o.key.find('.', start);
+    const std::string part = o.key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const bool last = dot == std::string::npos;
+    const int line = line_of(cur, 0);
+    if (cur.IsSequence()) {
+      if (!is_index(part) || std::stoul(part) >= cur.size())
+        fail(path, line, "is a list of " + std::to_string(cur.size()) + "; '" + part + "' is not an index into it");
+      const std::string here = path + "[" + part + "]";
+      if (last) {
+        cur[std::stoul(part)] = value;
+        return;
+      }
+      YAML::Node next = cur[std::stoul(part)];
+      cur.reset(next);
+      path = here;
+    } else {
+      if (cur.IsScalar()) fail(path, line, "is a single value, not a mapping; there is no '" + part + "' under it");
+      if (!cur.IsMap()) cur = YAML::Node(YAML::NodeType::Map);  // null: becomes a mapping in the tree
+      if (last) {
+        cur[part] = value;
+        return;
+      }
+      YAML::Node next = cur[part];
+      cur.reset(next);
+      path = join(path, part);
+    }
+    start = dot + 1;
+  }
+}
+
+bool related(const std::string& error_key, const std::string& override_key) {
+  auto under = [](const std::string& a, const std::string& b) {  // a at or below b
+    return a.rfind(b, 0) == 0 && (a.size() == b.size() || a[b.size()] == '.' || a[b.size()] == '[');
+  };
+  if (override_key.empty()) return true;
+  // Override keys index lists with dots (links.3), reader keys with brackets (links[3]).
+  std::string k;
+  std::size_t start = 0;
+  while (true) {
+    const auto dot = override_key.find('.', start);
+    const std::string part = override_key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    k += is_index(part) && !k.empty() ? "[" + part + "]" : (k.empty() ? "" : ".") + part;
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return under(error_key, k) || (!error_key.empty() && under(k, error_key));
+}
+
+}  // namespace
+
+void rethrow_naming_override(const ConfigError& e, const std::vector<Override>& overrides) {
+  if (!dynamic_cast<const OverrideError*>(&e))
+    for (const auto& o : overrides)
+      if (related(e.key(), o.key)) throw OverrideError(o.text, e);
+  throw;
+}
+
+Node load_string(const std::string& text, const std::string& name, const std::vector<Override>& overrides) {
   auto file = std::make_shared<const std::string>(name);
   YAML::Node root;
   try {
@@ -182,17 +277,17 @@ Node load_string(const std::string& text, const std::string& name) {
   } catch (const YAML::Exception& e) {
     throw ConfigError(name, e.mark.line >= 0 ? e.mark.line + 1 : 0, "", "YAML syntax error: " + e.msg);
   }
-  Node n(root, file, "", 1);
   if (!root.IsMap()) throw ConfigError(name, 1, "", "expected a YAML mapping at the top level");
-  return n;
+  for (const auto& o : overrides) apply(root, o, name);
+  return Node(root, file, "", 1);
 }
 
-Node load_file(const std::filesystem::path& path) {
+Node load_file(const std::filesystem::path& path, const std::vector<Override>& overrides) {
   std::ifstream in(path);
   if (!in) throw ConfigError(path.string(), 0, "", "cannot open file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return load_string(ss.str(), path.string());
+  return load_string(ss.str(), path.string(), overrides);
 }
 
 }  // namespace reshard::model::yaml

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/model/overrides.hpp"
 #include "reshard/model/units.hpp"
 
 namespace reshard::model::yaml {
@@ -64,8 +65,24 @@ class Node {
 };
 
 // Parses a file (syntax errors become ConfigError with the line); the root must be a mapping.
-Node load_file(const std::filesystem::path& path);
+// `overrides` (keys from this file's root) are applied to the tree, in order, before it is returned.
+Node load_file(const std::filesystem::path& path, const std::vector<Override>& overrides = {});
 // Parses text; `name` stands for the file in messages.
-Node load_string(const std::string& text, const std::string& name);
+Node load_string(const std::string& text, const std::string& name, const std::vector<Override>& overrides = {});
+
+// Called inside a catch of ConfigError `e`: rethrows it as an OverrideError naming the first
+// override whose key is e's key, above it, or under it (an override with an empty key owns the
+// whole file); rethrows `e` unchanged when none relates to it or it already names one.
+[[noreturn]] void rethrow_naming_override(const ConfigError& e, const std::vector<Override>& overrides);
+
+// f(), with any ConfigError it throws about an overridden key naming that override.
+template <class F>
+auto naming_overrides(const std::vector<Override>& overrides, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const ConfigError& e) {
+    rethrow_naming_override(e, overrides);
+  }
+}
 
 }  // namespace reshard::model::yaml

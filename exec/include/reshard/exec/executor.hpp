@@ -209,6 +209,7 @@ struct OpTiming {
 
 struct Measurement {
   std::string scenario_path;   // absolute
+  std::vector<std::string> scenario_sets;  // `--set KEY=VALUE` overrides of the scenario (paths absolute)
   std::string backend;
   std::string profile = "reshard";
   std::int32_t ranks = 0;      // processes
@@ -242,6 +243,7 @@ struct ExecOptions {
   std::vector<Fault> faults;
   std::string profile = "reshard";
   std::string scenario_path;
+  std::vector<std::string> scenario_sets;
 };
 
 struct RunResult {

@@ -23,11 +23,27 @@ class ConfigError : public Error {
   const std::string& key() const { return key_; }
   const std::string& reason() const { return reason_; }
 
+ protected:
+  // `message` replaces the composed "FILE:LINE: KEY: what" (OverrideError prefixes it).
+  ConfigError(const std::string& message, const ConfigError& from);
+
  private:
   std::string file_;
   int line_;
   std::string key_;
   std::string reason_;
+};
+
+// A ConfigError about a key a `--set KEY=VALUE` override set (that key, one under it, or the
+// mapping it sits in): the reader's own file, line, key and reason, the message prefixed with the
+// override: "--set destination.tpp=16: FILE:LINE: destination.tpp: unknown key; allowed here: ...".
+class OverrideError : public ConfigError {
+ public:
+  OverrideError(const std::string& override_text, const ConfigError& e);
+  const std::string& override_text() const { return override_; }
+
+ private:
+  std::string override_;
 };
 
 // A layout pair or scenario that cannot be planned (sizes that do not divide, a layout larger than

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "reshard/model/overrides.hpp"
 #include "reshard/model/units.hpp"
 
 namespace reshard::model {
@@ -141,6 +142,9 @@ class Inventory {
   // Reads an architecture file and builds the inventory. Throws ConfigError (file, line, key) on a
   // missing or bad field.
   static Inventory load(const std::filesystem::path& path, const InventoryOptions& options = {});
+  // The file with `overrides` (keys from its root: num_hidden_layers) applied first.
+  static Inventory load(const std::filesystem::path& path, const InventoryOptions& options,
+                        const std::vector<Override>& overrides);
   static Inventory parse(const std::string& yaml_text, const std::string& name,
                          const InventoryOptions& options = {});
   static Inventory build(const ModelConfig& config, const InventoryOptions& options = {});

@@ -14,9 +14,12 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "reshard/model/inventory.hpp"
 #include "reshard/model/layout.hpp"
+#include "reshard/model/overrides.hpp"
 #include "reshard/model/topology.hpp"
 
 namespace reshard::model {
@@ -31,11 +34,19 @@ struct Scenario {
   InventoryOptions model_options;
   LayoutSpec source;
   LayoutSpec destination;
+  // `--set` overrides: all of them as given, and those for the model and topology files (keys
+  // from the file's root), which load_scenario applies when it reads those files.
+  std::vector<Override> overrides;
+  std::vector<Override> model_overrides;
+  std::vector<Override> topology_overrides;
 
   // Parses the file; checks keys, units, GPU lists and world sizes (ConfigError with file, line, key).
-  static Scenario load(const std::filesystem::path& path);
+  // Overrides whose key starts with "model." or "topology." are kept for those files; the others
+  // are applied to the scenario's own tree first (errors about them are OverrideErrors).
+  static Scenario load(const std::filesystem::path& path, const std::vector<Override>& overrides = {});
   // `base_dir` resolves relative model/topology paths.
-  static Scenario parse(const std::string& yaml_text, const std::string& name, const std::filesystem::path& base_dir);
+  static Scenario parse(const std::string& yaml_text, const std::string& name, const std::filesystem::path& base_dir,
+                        const std::vector<Override>& overrides = {});
 };
 
 // A scenario with everything it refers to loaded and both layouts built.
@@ -50,7 +61,16 @@ struct LoadedScenario {
 // Loads the model and the topology, checks that every GPU exists, builds both ShardMaps. Any
 // problem is a ConfigError naming the scenario file, the line and the key.
 LoadedScenario load_scenario(const Scenario& s);
-LoadedScenario load_scenario(const std::filesystem::path& path);
+LoadedScenario load_scenario(const std::filesystem::path& path, const std::vector<Override>& overrides = {});
+
+// The steps of load_scenario, for callers that share what several scenarios have in common:
+// the model and topology files with their overrides (an error in a file that a `model` or
+// `topology` override named is an OverrideError), the check that every GPU of both layouts exists
+// in the topology, and the source and destination ShardMaps (ConfigError naming the scenario key).
+Inventory load_inventory(const Scenario& s);
+Topology load_topology(const Scenario& s);
+void check_gpus(const Scenario& s, const Topology& topo);
+std::pair<ShardMap, ShardMap> build_layouts(const Scenario& s, const Inventory& inv);
 
 // Parses "0-255", "7", or a list of those, into GPU indices (std::invalid_argument on bad text).
 std::vector<GpuId> parse_gpu_list(const std::vector<std::string>& items);

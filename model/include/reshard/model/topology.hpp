@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "reshard/model/overrides.hpp"
 #include "reshard/model/units.hpp"
 
 namespace reshard::model {
@@ -101,6 +102,8 @@ class Topology {
   // Reads a topology YAML file (template cluster, generated cluster or explicit form).
   // Throws ConfigError naming the file, line and key or device on any problem.
   static Topology load(const std::filesystem::path& path);
+  // The file with `overrides` (keys from its root: cluster.nic_speed) applied before it is read.
+  static Topology load(const std::filesystem::path& path, const std::vector<Override>& overrides);
   static Topology parse(const std::string& yaml_text, const std::string& name);
 
   Topology(Topology&&) noexcept;

@@ -1,0 +1,159 @@
+// reshard sweep SPEC.yaml [-o PREFIX] [--jobs N] [--simulate] [--set KEY=VALUE]...
+//
+// Every point of a sweep (study/sweep.hpp, docs/sweep.md) compared: PREFIX.csv (tidy, one row per
+// point x profile x strategy), PREFIX.jsonl (the same rows as JSON lines) and a summary table on
+// stdout, one line per point and profile. Under `mpirun -np N` rank r evaluates the points i with
+// i % N == r and rank 0 gathers the rows and writes everything, exactly as a run in one process.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "commands.hpp"
+#include "reshard/exec/processes.hpp"
+#include "reshard/model/errors.hpp"
+#include "reshard/model/units.hpp"
+#include "reshard/study/sweep.hpp"
+#include "set_option.hpp"
+#include "table.hpp"
+
+namespace reshard::cli {
+
+using namespace reshard::model;
+
+namespace {
+
+struct SweepArgs {
+  std::string spec, output;
+  int jobs = 0;
+  bool simulate = false;
+  std::vector<std::string> sets;
+};
+
+// "[=========>          ] 37/100 points, 2 failed, 12 s, ETA 20 s" redrawn in place.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool on) : on_(on), start_(std::chrono::steady_clock::now()) {}
+  void update(std::size_t done, std::size_t total, std::size_t failed) {
+    if (!on_ || total == 0) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * done / total);
+    std::string bar(static_cast<std::size_t>(filled), '=');
+    if (filled < kWidth) bar += '>' + std::string(static_cast<std::size_t>(kWidth - filled - 1), ' ');
+    std::ostringstream line;
+    line << "\r[" << bar << "] " << done << "/" << total << " points";
+    if (failed) line << ", " << failed << " failed";
+    line << ", " << format(Seconds{elapsed});
+    if (done < total && done > 0)
+      line << ", ETA " << format(Seconds{elapsed / static_cast<double>(done) * static_cast<double>(total - done)});
+    std::cerr << line.str() << "    " << std::flush;
+    if (done == total) std::cerr << '\n';
+  }
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+void print_summary(const study::SweepSpec& spec, const std::vector<study::SweepRow>& rows) {
+  std::vector<std::string> headers{"point>"};
+  for (const auto& k : spec.keys) headers.push_back(k);
+  if (spec.profiles.size() > 1) headers.push_back("profile");
+  for (const char* h : {"lower bound>", "bound limit", "best", "estimate>", "simulated>", "x bound>", "limit", "error"})
+    headers.push_back(h);
+  Table t(headers);
+  std::size_t failed = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    if (i > 0 && rows[i - 1].point == r.point && rows[i - 1].profile == r.profile) continue;  // one line per point
+    std::vector<std::string> line{std::to_string(r.point)};
+    line.insert(line.end(), r.inputs.begin(), r.inputs.end());
+    if (spec.profiles.size() > 1) line.push_back(r.profile);
+    if (!r.error.empty()) {
+      ++failed;
+      line.insert(line.end(), {"-", "-", "-", "-", "-", "-", "-", r.error});
+      t.add(line);
+      continue;
+    }
+    const study::SweepRow* best = &r;
+    for (std::size_t j = i; j < rows.size() && rows[j].point == r.point && rows[j].profile == r.profile; ++j)
+      if (rows[j].strategy == r.best) best = &rows[j];
+    line.insert(line.end(),
+                {format(Seconds{*r.lower_bound_s}), r.bound_limit, best->params, format(Seconds{*best->estimate_s}),
+                 best->simulated_s ? format(Seconds{*best->simulated_s}) : "-",
+                 fixed(*best->estimate_s / *r.lower_bound_s, 2), best->limit, ""});
+    t.add(line);
+  }
+  t.print(std::cout);
+  std::cout << "\n" << rows.size() << " rows; " << failed << " failed point" << (failed == 1 ? "" : "s")
+            << ". best: the fastest strategy of the point ("
+            << (spec.simulate ? "simulated" : "estimated")
+            << "); limit: what bounds its estimate (host link = the GPU <-> NIC link); bound limit: what forms the "
+               "lower bound's binding cut.\n";
+}
+
+void run_sweep(const SweepArgs& a) {
+  exec::ProcessGroup processes;
+  study::SweepSpec spec = study::SweepSpec::load(a.spec);
+  if (a.simulate) spec.simulate = true;
+  for (const auto& s : a.sets) spec.base.push_back(parse_override(s));
+  const bool root = processes.rank() == 0;
+  ProgressBar bar(root && isatty(STDERR_FILENO));
+  study::SweepOptions options;
+  options.threads = a.jobs;
+  options.rank = processes.rank();
+  options.ranks = processes.size();
+  options.progress = [&](std::size_t done, std::size_t total, std::size_t failed) { bar.update(done, total, failed); };
+  std::vector<study::SweepRow> rows = study::run_sweep(spec, options);
+
+  if (processes.size() > 1) {  // every rank's rows as JSON lines to rank 0, back into point order
+    std::string mine;
+    for (const auto& r : rows) mine += to_json(r, spec).dump() + "\n";
+    const auto all = processes.gather(mine);
+    if (!root) return;
+    std::map<std::int64_t, std::vector<study::SweepRow>> by_point;
+    for (const auto& text : all) {
+      std::istringstream in(text);
+      for (std::string line; std::getline(in, line);) {
+        auto r = study::sweep_row_from_json(nlohmann::json::parse(line), spec);
+        by_point[r.point].push_back(std::move(r));
+      }
+    }
+    rows.clear();
+    for (auto& [point, point_rows] : by_point)
+      for (auto& r : point_rows) rows.push_back(std::move(r));
+  }
+  const std::string prefix = a.output.empty() ? spec.name : a.output;
+  std::ofstream csv(prefix + ".csv"), jsonl(prefix + ".jsonl");
+  if (!csv || !jsonl) throw ConfigError(prefix, 0, "--output", "cannot write " + prefix + ".csv and " + prefix + ".jsonl");
+  csv << study::csv_header(spec) << '\n';
+  for (const auto& r : rows) {
+    csv << study::to_csv(r) << '\n';
+    jsonl << to_json(r, spec).dump() << '\n';
+  }
+  print_summary(spec, rows);
+  std::cout << "wrote " << prefix << ".csv and " << prefix << ".jsonl (" << spec.points.size() << " points, "
+            << processes.size() << " process" << (processes.size() == 1 ? "" : "es") << ")\n";
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  auto a = std::make_shared<SweepArgs>();
+  auto* cmd = app.add_subcommand("sweep",
+                                 "What if, over many points: axes of --set overrides on a scenario, every strategy "
+                                 "estimated (mpirun -np N splits the points)");
+  cmd->add_option("spec", a->spec, "Sweep spec YAML (docs/sweep.md)")->required();
+  cmd->add_option("-o,--output", a->output, "Write PREFIX.csv and PREFIX.jsonl (default: the spec's name)");
+  cmd->add_option("-j,--jobs", a->jobs, "Threads per process (default: every core)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--simulate", a->simulate, "Also simulate every schedule");
+  add_set_option(cmd, a->sets);
+  cmd->callback([a] { run_sweep(*a); });
+}
+
+}  // namespace reshard::cli

@@ -1,0 +1,69 @@
+// What if: every strategy on one scenario, estimated (and optionally simulated), with the lower
+// bound and the tuner's choice, as one value (`reshard compare` prints it; sweeps collect it).
+//
+// Per strategy s: estimate_s = model::estimate(schedule(s)).time; simulated_s = the flow-level
+// simulation's makespan plus the same overheads (sim::simulate_schedule). What limits a row is the
+// estimate's largest term (limited_by) and, when that is bandwidth, the kind of its bottleneck link
+// (limit): the GPU <-> NIC host link, the NIC link, a switch-to-switch fabric link or NVLink.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reshard/model/cost.hpp"
+#include "reshard/model/planner.hpp"
+#include "reshard/model/scenario.hpp"
+#include "reshard/model/schedule.hpp"
+
+namespace reshard::study {
+
+struct CompareOptions {
+  std::string profile = "reshard";        // implementation profile (model::CostParams::profile_named)
+  std::string params_file;                // cost parameters file; replaces the profile when set
+  bool simulate = false;                  // simulate every schedule; auto confirms its best by simulation
+  bool tune = true;                       // add the tuner's choice as a last row named "auto"
+  std::vector<std::string> strategies = model::strategy_names();  // named strategies, in order
+  std::vector<std::string> configured;    // configured strategies, as describe() writes them
+  std::function<void(const std::string&)> progress;  // one line per estimate, simulation and tuner step
+};
+
+struct CompareRow {
+  std::string name;  // the strategy's name, a configured strategy's description, or "auto"
+  model::StrategyParams params;
+  model::Prediction prediction;
+  std::optional<model::Seconds> simulated;
+  std::string limited_by;  // the estimate's largest term: bandwidth[+fill][+latency], latency, dependencies, overheads
+  std::string limit;       // bandwidth: "host link", "NIC link", "fabric", "NVLink", "C2C"; else limited_by's term
+  std::string bottleneck;  // the most loaded link, "KIND FROM -> TO" ("-": none)
+};
+
+struct CompareResult {
+  std::string scenario, source, destination, profile;
+  model::LowerBound lower_bound;
+  std::string lower_bound_limit;  // what forms the binding cut: "host link", "NIC link", "GPU links", "mixed cut"
+  std::vector<CompareRow> rows;   // the named strategies, the configured ones, then auto
+  // The best row: auto when tuned, otherwise the lowest simulated time (with `simulate`) or estimate;
+  // ties keep the earlier row.
+  std::size_t best = 0;
+};
+
+// Plans the scenario's transfer set and compares every strategy on it. Throws model::Error
+// (PlanError, ConfigError for an unknown profile or a bad strategy).
+CompareResult compare(const model::LoadedScenario& scenario, const CompareOptions& options);
+
+// `compare --json`: scenario, profile, lower_bound_s, strategies [{name, params, estimate_s,
+// simulated_s, network_bytes, nvlink_bytes, bottleneck, bandwidth_bound_s, critical_path_s,
+// latency_path_s, overheads_s, operations}], best (the best row's parameters).
+nlohmann::json to_json(const CompareResult& result);
+
+// model::load_scenario with `--set KEY=VALUE` texts (model/overrides.hpp); relative `model` and
+// `topology` values resolve against `base_dir` (empty: the current directory).
+model::LoadedScenario load_scenario_with_overrides(const std::filesystem::path& path, const std::vector<std::string>& sets,
+                                                   const std::filesystem::path& base_dir = {});
+
+}  // namespace reshard::study

@@ -1,0 +1,167 @@
+#include "reshard/study/compare.hpp"
+
+#include <algorithm>
+
+#include "compare_parts.hpp"
+#include "reshard/model/schedule.hpp"
+#include "reshard/model/tuner.hpp"
+#include "reshard/sim/schedule_sim.hpp"
+
+namespace reshard::study {
+
+using namespace reshard::model;
+
+namespace {
+
+// What sets an estimate: the largest of its terms.
+std::string limited_by(const Prediction& p) {
+  const double hw = std::max(p.pipeline.value, p.critical_path.value);
+  if (p.overheads.value > hw) return "overheads";
+  if (p.critical_path > p.pipeline) return "dependencies";
+  const double filled = p.pipeline.value - p.latency_path.value;  // bandwidth bound times the fill
+  if (p.latency_path.value > filled) return "latency";
+  std::string s = "bandwidth";
+  if (filled > p.bandwidth_bound.value * 1.001) s += "+fill";
+  if (p.latency_path.value > 0.01 * p.pipeline.value) s += "+latency";
+  return s;
+}
+
+std::string link_name(const Topology& topo, LinkId l) {
+  if (l < 0) return "-";
+  const auto& k = topo.link(l);
+  return std::string(to_string(k.kind)) + " " + topo.device(k.from).name + " -> " + topo.device(k.to).name;
+}
+
+// The part of the cluster a link belongs to: the GPU <-> NIC host link, the NIC's own link, a
+// link between switches, NVLink (GPU <-> NVSwitch) or C2C.
+std::string link_role(const Topology& topo, LinkId l) {
+  const auto& k = topo.link(l);
+  const DeviceKind a = topo.device(k.from).kind, b = topo.device(k.to).kind;
+  auto either = [&](DeviceKind x, DeviceKind y) { return (a == x && b == y) || (a == y && b == x); };
+  if (either(DeviceKind::GPU, DeviceKind::NIC)) return "host link";
+  if (a == DeviceKind::NIC || b == DeviceKind::NIC) return k.kind == LinkKind::Network ? "NIC link" : "host link";
+  if (k.kind == LinkKind::NVLink) return "NVLink";
+  if (k.kind == LinkKind::Network) return "fabric";
+  return to_string(k.kind);
+}
+
+std::string row_limit(const Topology& topo, const Prediction& p, const std::string& limited) {
+  if (limited.rfind("bandwidth", 0) == 0 && p.bottleneck >= 0) return link_role(topo, p.bottleneck);
+  return limited.substr(0, limited.find('+'));
+}
+
+// What forms the lower bound's binding cut (planner.hpp: a cut of NIC links has no suffix in its
+// `where`; host links and mixed cuts name themselves).
+std::string bound_limit(const LowerBound& lb) {
+  const auto& w = lb.binding.where;
+  if (w.find(": host links") != std::string::npos) return "host link";
+  if (w.find(": cut") != std::string::npos) return "mixed cut";
+  if (lb.binding.cut == "dest_gpu_ingress" || lb.binding.cut == "source_gpu_egress") return "GPU links";
+  return "NIC link";
+}
+
+}  // namespace
+
+namespace detail {
+
+CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
+  auto say = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+  const TransferSet& ts = sc.transfers;
+  CompareResult out;
+  out.scenario = sc.scenario.name;
+  out.source = sc.source.description();
+  out.destination = sc.destination.description();
+  out.profile = options.profile;
+  out.lower_bound = lower_bound(ts, sc.source, sc.destination, sc.topology);
+  out.lower_bound_limit = bound_limit(out.lower_bound);
+  const CostParams cost =
+      options.params_file.empty() ? CostParams::profile_named(options.profile) : CostParams::load(options.params_file);
+  // `described`: named by its full description (a configured strategy).
+  auto evaluate = [&](const StrategyParams& p, bool described) {
+    const std::shared_ptr<const Schedule> built =
+        sc.schedule ? sc.schedule(p)
+                    : std::make_shared<const Schedule>(
+                          build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p));
+    const Schedule& s = *built;
+    CompareRow r{described ? describe(s.params) : std::string(to_string(p.strategy)), s.params,
+                 estimate(s, ts, sc.inventory, sc.topology, cost), std::nullopt, "", "", ""};
+    say(r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating..." : ""));
+    if (options.simulate) {
+      sim::ScheduleSimOptions sim_options;
+      sim_options.overheads = r.prediction.overheads;
+      const auto result = sim::simulate_schedule(s, sc.topology, cost, sim_options);
+      r.simulated = result.makespan;
+      say(r.name + ": simulated " + format(result.makespan) + " (" + std::to_string(result.flow_count()) + " flows, " +
+          std::to_string(result.result.simulated_flows) + " simulated) in " + format(result.wall));
+    }
+    return r;
+  };
+  for (const auto& name : options.strategies) {
+    StrategyParams p;
+    p.strategy = strategy_named(name);
+    out.rows.push_back(evaluate(p, false));
+  }
+  for (const auto& spec : options.configured) out.rows.push_back(evaluate(parse_strategy(spec), true));
+  if (options.tune) {  // the tuner's deterministic search, scored by the estimate
+    TuneOptions topts;
+    for (const auto& r : out.rows) topts.seeds.push_back({r.params, r.prediction, r.simulated});
+    if (options.simulate)  // confirm the best candidates by simulation
+      topts.confirm = [&](const Schedule& s) {
+        return sim::simulated_makespan(s, sc.topology, cost, estimate(s, ts, sc.inventory, sc.topology, cost).overheads);
+      };
+    if (options.progress)
+      topts.progress = [&](const StrategyParams& p, const Prediction& pr) {
+        say("auto: " + describe(p) + " -> " + format(pr.time));
+      };
+    const TuneResult tuned = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, topts);
+    out.rows.push_back({"auto", tuned.best.params, tuned.best.prediction, tuned.best.confirmed, "", "", ""});
+    out.best = out.rows.size() - 1;
+  } else {
+    auto time = [&](const CompareRow& r) { return (r.simulated ? *r.simulated : r.prediction.time).value; };
+    for (std::size_t i = 1; i < out.rows.size(); ++i)
+      if (time(out.rows[i]) < time(out.rows[out.best])) out.best = i;
+  }
+  for (auto& r : out.rows) {
+    r.limited_by = limited_by(r.prediction);
+    r.limit = row_limit(sc.topology, r.prediction, r.limited_by);
+    r.bottleneck = link_name(sc.topology, r.prediction.bottleneck);
+  }
+  return out;
+}
+
+}  // namespace detail
+
+CompareResult compare(const LoadedScenario& sc, const CompareOptions& options) {
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  return detail::compare({sc.scenario, sc.inventory, sc.topology, sc.source, sc.destination, ts}, options);
+}
+
+nlohmann::json to_json(const CompareResult& r) {
+  nlohmann::json j;
+  j["scenario"] = r.scenario;
+  j["profile"] = r.profile;
+  j["lower_bound_s"] = r.lower_bound.time.value;
+  auto& arr = j["strategies"] = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    const auto& p = row.prediction;
+    arr.push_back({{"name", row.name}, {"params", describe(row.params)}, {"estimate_s", p.time.value},
+                   {"simulated_s", row.simulated ? nlohmann::json(row.simulated->value) : nlohmann::json(nullptr)},
+                   {"network_bytes", p.network_bytes.value}, {"nvlink_bytes", p.nvlink_bytes.value},
+                   {"bottleneck", row.bottleneck}, {"bandwidth_bound_s", p.bandwidth_bound.value},
+                   {"critical_path_s", p.critical_path.value}, {"latency_path_s", p.latency_path.value},
+                   {"overheads_s", p.overheads.value}, {"operations", p.operations}});
+  }
+  j["best"] = r.rows.empty() ? "" : describe(r.rows[r.best].params);
+  return j;
+}
+
+LoadedScenario load_scenario_with_overrides(const std::filesystem::path& path, const std::vector<std::string>& sets,
+                                            const std::filesystem::path& base_dir) {
+  std::vector<Override> overrides;
+  for (const auto& s : sets) overrides.push_back(parse_override(s, base_dir));
+  return load_scenario(path, overrides);
+}
+
+}  // namespace reshard::study

@@ -1,0 +1,94 @@
+// `reshard sweep` and `--set` on the command line: the files a sweep writes, the same CSV from
+// `mpirun -np 2` as from one process, errors naming the override.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+const std::string kSource = RESHARD_SOURCE_DIR;
+const std::string kSpec = kSource + "/tests/sweep/small-moe-nic.yaml";
+
+std::string run(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int s = pclose(p);
+  *status = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
+  return out;
+}
+
+std::string read(const std::filesystem::path& p) {
+  std::stringstream s;
+  s << std::ifstream(p).rdbuf();
+  return s.str();
+}
+
+std::filesystem::path temp(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("reshard_test_sweep_cli_" + std::to_string(getpid()) + "_" + name);
+}
+
+TEST(SweepCli, WritesCsvJsonLinesAndASummary) {
+  const auto prefix = temp("serial");
+  int st = 0;
+  const auto out = run(std::string(RESHARD_BINARY) + " sweep " + kSpec + " -o " + prefix.string(), &st);
+  ASSERT_EQ(st, 0) << out;
+  // The golden CSV of tests/test_sweep.cpp (library) is what the command writes.
+  EXPECT_EQ(read(prefix.string() + ".csv"), read(kSource + "/tests/sweep/small-moe-nic.csv"));
+  std::istringstream jsonl(read(prefix.string() + ".jsonl"));
+  int lines = 0;
+  for (std::string line; std::getline(jsonl, line);) ++lines;
+  EXPECT_EQ(lines, 4 * 4);  // 4 points x (3 strategies + auto)
+  EXPECT_NE(out.find("host link"), std::string::npos) << out;
+  EXPECT_NE(out.find("0 failed points"), std::string::npos) << out;
+  std::filesystem::remove(prefix.string() + ".csv");
+  std::filesystem::remove(prefix.string() + ".jsonl");
+}
+
+TEST(SweepCli, SetOnCompareNamesTheOverride) {
+  int st = 0;
+  const auto out = run(std::string(RESHARD_BINARY) + " compare " + kSource +
+                           "/scenarios/small-moe-ep.yaml --set destination.tpp=16",
+                       &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("reshard: error: --set destination.tpp=16: "), std::string::npos) << out;
+  EXPECT_NE(out.find("destination.tpp: unknown key"), std::string::npos) << out;
+  const auto ok = run(std::string(RESHARD_BINARY) + " plan " + kSource +
+                          "/scenarios/small-moe-ep.yaml --set topology.cluster.nic_speed=1600Gbps",
+                      &st);
+  EXPECT_EQ(st, 0) << ok;
+  EXPECT_NE(ok.find("host links PCIe 64.0 GB/s per GPU"), std::string::npos) << ok;
+}
+
+#ifdef RESHARD_MPIEXEC
+TEST(SweepCli, MpirunGivesTheSerialCsv) {
+  // Tests may run as root in containers; more processes than cores on CI machines.
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  const auto serial = temp("serial_for_mpi"), parallel = temp("mpi");
+  int st = 0;
+  auto out = run(std::string(RESHARD_BINARY) + " sweep " + kSpec + " -j 1 -o " + serial.string(), &st);
+  ASSERT_EQ(st, 0) << out;
+  out = run(std::string(RESHARD_MPIEXEC) + " --oversubscribe -np 2 " + RESHARD_BINARY + " sweep " + kSpec + " -j 1 -o " +
+                parallel.string(),
+            &st);
+  ASSERT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("(4 points, 2 processes)"), std::string::npos) << out;
+  const std::string csv = read(serial.string() + ".csv");
+  EXPECT_FALSE(csv.empty());
+  EXPECT_EQ(read(parallel.string() + ".csv"), csv);
+  EXPECT_EQ(read(parallel.string() + ".jsonl"), read(serial.string() + ".jsonl"));
+  for (const auto& p : {serial, parallel})
+    for (const char* ext : {".csv", ".jsonl"}) std::filesystem::remove(p.string() + ext);
+}
+#endif
+
+}  // namespace
