@@ -1,5 +1,7 @@
 #include "yaml_reader.hpp"
 
+#include "reshard/model/checked.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -109,15 +111,16 @@ std::string Node::str() const {
 
 std::int64_t Node::integer() const {
   const std::string s = str();
-  std::size_t pos = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &pos);
-  } catch (const std::exception&) {
-    fail("expected an integer, got '" + s + "'");
-  }
-  if (pos != s.size()) fail("expected an integer, got '" + s + "'");
-  return v;
+  const auto v = checked::parse_integer(s);
+  if (!v) fail("expected an integer, got " + checked::quote(s));
+  return *v;
+}
+
+std::int64_t Node::integer_in(std::int64_t lo, std::int64_t hi) const {
+  const std::string s = str();
+  const auto v = checked::parse_integer(s);
+  if (!v || *v < lo || *v > hi) fail("expected an integer in " + checked::range_text(lo, hi) + ", got " + checked::quote(s));
+  return *v;
 }
 
 std::int64_t Node::positive_integer() const {
@@ -128,22 +131,16 @@ std::int64_t Node::positive_integer() const {
 
 double Node::number() const {
   const std::string s = str();
-  std::size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    fail("expected a number, got '" + s + "'");
-  }
-  if (pos != s.size() || !std::isfinite(v)) fail("expected a number, got '" + s + "'");
-  return v;
+  const auto v = checked::parse_finite(s);
+  if (!v) fail("expected a finite number, got " + checked::quote(s));
+  return *v;
 }
 
 bool Node::boolean() const {
   const std::string s = str();
   if (s == "true" || s == "yes" || s == "on") return true;
   if (s == "false" || s == "no" || s == "off") return false;
-  fail("expected true or false, got '" + s + "'");
+  fail("expected true or false, got " + checked::quote(s));
 }
 
 BytesPerSecond Node::bandwidth() const {

@@ -45,7 +45,8 @@ class Node {
   std::vector<std::pair<std::string, Node>> entries() const;  // map entries in file order
 
   std::string str() const;
-  std::int64_t integer() const;
+  std::int64_t integer() const;                                // any 64-bit integer, exactly
+  std::int64_t integer_in(std::int64_t lo, std::int64_t hi) const;  // an integer in lo..hi
   std::int64_t positive_integer() const;  // >= 1
   double number() const;
   bool boolean() const;

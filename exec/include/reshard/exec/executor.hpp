@@ -220,8 +220,10 @@ struct Measurement {
 };
 
 nlohmann::json to_json(const Measurement& m, const RunPlan& plan);
-// Reads a Measurement file (throws ConfigError naming the file and key).
-Measurement load_measurement(const std::filesystem::path& path);
+// Reads a Measurement file (throws ConfigError naming the file and the JSON path of a bad value).
+// Unless `accept_unverified`, a file whose digest does not match its content or its scenario's
+// files, or whose run was not verified, is refused (model/digest.hpp).
+Measurement load_measurement(const std::filesystem::path& path, bool accept_unverified = false);
 
 struct StepComparison {
   std::int32_t step = 0;  // -1: the whole run

@@ -39,6 +39,9 @@ const char* to_string(DeviceKind k);
 using DeviceId = std::int32_t;
 using LinkId = std::int32_t;
 using GpuId = std::int32_t;  // dense index 0..gpu_count()-1, the numbering used by `gpus:` in scenarios
+// The most GPUs a topology or a scenario's GPU list may name: inputs are refused against it before
+// anything is expanded or allocated.
+inline constexpr GpuId kMaxGpus = 1 << 22;
 
 struct Device {
   DeviceId id = -1;
