@@ -215,7 +215,16 @@ void add_exec_command(CLI::App& app) {
   cmd->add_option("--inject", a->inject, "Test-only fault: corrupt:OP, die:RANK, drop:OP");
   cmd->add_flag("--json", a->json, "Print one JSON object (process 0)");
   cmd->add_flag("--dry-run", a->dry_run, "Build and check the schedule, print the process count it needs, run nothing");
-  cmd->callback([a] { run_exec(*a); });
+  cmd->callback([a] {
+    try {
+      run_exec(*a);
+    } catch (const ExecError&) {
+      throw;  // a run's failure: each process's own (the fatal ones are printed where they happen)
+    } catch (const model::Error&) {
+      if (first_process()) throw;
+      throw ReportedByFirstProcess{2};
+    }
+  });
 }
 
 void add_check_command(CLI::App& app) {

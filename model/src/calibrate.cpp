@@ -146,6 +146,7 @@ std::vector<Observation> observations_from_csv(const std::filesystem::path& csv,
   CostParams hw = base;
   hw.per_tensor = hw.per_broadcast_tensor = hw.per_bucket = hw.per_stage = Seconds{0};
   if (csv.extension() == ".json") return observations_from_measurement(csv, hw, accept_unverified);
+  check_input_file(csv, "measurements file");
   std::ifstream in(csv);
   if (!in) throw ConfigError(csv.string(), 0, "", "cannot open measurements file");
   std::vector<Observation> out;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/model/json_file.hpp"
 #include "reshard/model/scenario.hpp"
 
 namespace reshard::model {
@@ -35,6 +36,7 @@ std::string digest(std::string_view text) {
 std::string scenario_digest(const Scenario& s) {
   std::uint64_t h = kBasis;
   for (const auto& path : {std::filesystem::path(s.file), s.model_path, s.topology_path}) {
+    check_input_file(path, "file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw ConfigError(path.string(), 0, "", "cannot open the file to compute its digest");
     std::stringstream ss;

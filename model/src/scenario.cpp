@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "reshard/model/checked.hpp"
+#include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 #include "yaml_reader.hpp"
 
@@ -192,6 +193,7 @@ Scenario Scenario::parse(const std::string& text, const std::string& name, const
 }
 
 Scenario Scenario::load(const std::filesystem::path& path) {
+  check_input_file(path, "scenario file");
   std::ifstream in(path);
   if (!in) throw ConfigError(path.string(), 0, "", "cannot open scenario file");
   std::stringstream ss;

@@ -1,6 +1,7 @@
 #include "yaml_reader.hpp"
 
 #include "reshard/model/checked.hpp"
+#include "reshard/model/json_file.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -185,6 +186,7 @@ Node load_string(const std::string& text, const std::string& name) {
 }
 
 Node load_file(const std::filesystem::path& path) {
+  check_input_file(path, "file");
   std::ifstream in(path);
   if (!in) throw ConfigError(path.string(), 0, "", "cannot open file");
   std::stringstream ss;

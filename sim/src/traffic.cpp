@@ -8,6 +8,7 @@
 
 #include "reshard/model/checked.hpp"
 #include "reshard/model/errors.hpp"
+#include "reshard/model/json_file.hpp"
 
 namespace reshard::sim {
 
@@ -50,6 +51,7 @@ model::GpuId parse_gpu(std::string_view s, const std::string& file, int line, co
 
 std::vector<Transfer> read_transfers_csv(const std::filesystem::path& path) {
   const std::string file = path.string();
+  model::check_input_file(path, "flows file");
   std::ifstream in(path);
   if (!in) throw model::ConfigError(file, 0, "", "cannot open the flows file");
   std::string text;
