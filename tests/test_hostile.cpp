@@ -15,6 +15,7 @@
 #include "reshard/model/inventory.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/topology.hpp"
 #include "reshard/sim/flow_io.hpp"
 #include "reshard/sim/traffic.hpp"
 
@@ -134,6 +135,15 @@ TEST(HostileYaml, ModelCountsAreBoundedBeforeAllocation) {
   c.num_experts_per_tok = 1;
   const auto e3 = config_error([&] { Inventory::build(c); });
   EXPECT_HAS(e3, "tensors");
+}
+
+// Found by fuzz_topology: a complex key ("? key") ended in an escaped YAML::TypedBadConversion.
+TEST(HostileYaml, ComplexKeyIsAConfigError) {
+  const auto e = config_error([] { Topology::parse("name: x\n? [a, b]\n: 3\n", "t.yaml"); });
+  EXPECT_HAS(e, "t.yaml:");
+  EXPECT_HAS(e, "a key must be a plain name");
+  const auto e2 = config_error([] { Scenario::parse("name: x\n? {a: 1}\n: 3\n", "s.yaml", "."); });
+  EXPECT_HAS(e2, "a key must be a plain name");
 }
 
 TEST(HostileYaml, LongValuesAreCutInMessages) {

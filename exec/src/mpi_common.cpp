@@ -16,8 +16,8 @@ namespace reshard::exec::detail {
 
 class SetupWatchdog {
  public:
-  SetupWatchdog(int rank, double timeout_s) : rank_(rank), timeout_s_(timeout_s) {
-    const double delay = timeout_s + (rank == 0 ? 0.0 : rank == 1 ? 2.0 : 4.0);
+  SetupWatchdog(int rank, double timeout_s) : rank_(rank), timeout_s_(timeout_s), start_(std::chrono::steady_clock::now()) {
+    const double delay = timeout_s + (rank == 0 ? 1.5 : rank == 1 ? 3.0 : 4.5);
     thread_ = std::thread([this, delay] {
       std::unique_lock lock(mutex_);
       if (cv_.wait_for(lock, std::chrono::duration<double>(delay), [this] { return done_; })) return;
@@ -28,6 +28,10 @@ class SetupWatchdog {
     });
   }
   ~SetupWatchdog() { stop(); }
+  // Seconds of the timeout left since the watchdog started (setup began).
+  double remaining() const {
+    return timeout_s_ - std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
   void stage(const char* what) {
     std::lock_guard lock(mutex_);
     stage_ = what;
@@ -44,6 +48,7 @@ class SetupWatchdog {
  private:
   int rank_;
   double timeout_s_;
+  std::chrono::steady_clock::time_point start_;
   const char* stage_ = "MPI_Init";
   bool done_ = false;
   std::mutex mutex_;
@@ -95,7 +100,7 @@ MpiWorld mpi_start(const ExecOptions& options) {
     std::vector<MPI_Request> reqs(static_cast<std::size_t>(w.world), MPI_REQUEST_NULL);
     for (int r = 1; r < w.world; ++r)
       MPI_Irecv(&arrived[static_cast<std::size_t>(r)], 1, MPI_INT, r, kTag, MPI_COMM_WORLD, &reqs[static_cast<std::size_t>(r)]);
-    const double deadline = MPI_Wtime() + options.timeout_s;
+    const double deadline = MPI_Wtime() + std::max(w.watchdog->remaining(), 0.0);
     for (int r = 1; r < w.world; ++r)
       if (!poll_until(reqs[static_cast<std::size_t>(r)], deadline))
         throw ExecError("rank 0 waited for rank " + std::to_string(r) + ": it never arrived at the run's setup within " +

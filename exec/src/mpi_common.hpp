@@ -21,10 +21,11 @@ struct MpiWorld {
 // a process that never arrives, and cannot be interrupted; so a watchdog thread, started before
 // MPI_Init, prints one line and ends this process (std::_Exit, the one exit in the library: nothing
 // else can leave a blocked MPI call) when setup has not finished `timeout_s` after it began; the
-// launcher then ends the others. Rank 0's watchdog fires first and the others' 2 s (rank 1) and
-// 4 s (the rest) later, so one process reports. After MPI_Init every process announces itself to
-// rank 0, which waits at most `timeout_s` and throws ExecError naming the first rank that never
-// arrived (stopped, or stuck before MPI_Init ended).
+// launcher then ends the others. After MPI_Init every process announces itself to rank 0, which
+// waits until `timeout_s` after setup began and throws ExecError naming the first rank that never
+// arrived (stopped, or stuck before MPI_Init ended). The watchdogs fire only where that cannot
+// answer (a blocking call): rank 0's 1.5 s after the timeout, rank 1's 3 s, the others' 4.5 s, so
+// one process reports, within the timeout + 5 s.
 MpiWorld mpi_start(const ExecOptions& options);
 // Setup finished (call after the last setup collective): the watchdog stands down.
 void setup_done(MpiWorld& w);

@@ -22,6 +22,12 @@ std::string join(const std::string& a, std::string_view b) {
 }
 }  // namespace
 
+// A mapping's key: a plain scalar (a sequence or mapping as a key, "? [a]: 1", is refused).
+std::string Node::key_text(const YAML::Node& k) const {
+  if (!k.IsScalar()) throw ConfigError(*file_, line_of(k, line_), key_, "a key must be a plain name, not a list or mapping");
+  return k.Scalar();
+}
+
 Node::Node(YAML::Node node, std::shared_ptr<const std::string> file, std::string key, int line)
     : node_(std::move(node)), file_(std::move(file)), key_(std::move(key)), line_(line_of(node_, line)) {}
 
@@ -30,7 +36,7 @@ void Node::fail(const std::string& what) const { throw ConfigError(*file_, line_
 bool Node::has(std::string_view k) const {
   if (!node_.IsMap()) return false;
   for (const auto& kv : node_)
-    if (kv.first.as<std::string>() == k) return true;
+    if (key_text(kv.first) == k) return true;
   return false;
 }
 
@@ -40,7 +46,7 @@ std::optional<Node> Node::get(std::string_view k) const {
     fail("expected a mapping with key '" + std::string(k) + "'");
   }
   for (const auto& kv : node_)
-    if (kv.first.as<std::string>() == k) {
+    if (key_text(kv.first) == k) {
       if (!kv.second || kv.second.IsNull()) return std::nullopt;
       Node n(kv.second, file_, join(key_, k), line_);
       n.line_ = line_of(kv.first, line_);  // report the key's line, not where its value starts
@@ -63,7 +69,7 @@ void Node::allow_only(std::initializer_list<std::string_view> allowed) const {
 void Node::allow_only(const std::vector<std::string>& allowed) const {
   if (!node_.IsMap()) fail("expected a mapping");
   for (const auto& kv : node_) {
-    const std::string k = kv.first.as<std::string>();
+    const std::string k = key_text(kv.first);
     if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
@@ -97,7 +103,7 @@ std::vector<std::pair<std::string, Node>> Node::entries() const {
   if (!node_.IsMap()) fail("expected a mapping");
   std::vector<std::pair<std::string, Node>> out;
   for (const auto& kv : node_) {
-    std::string k = kv.first.as<std::string>();
+    std::string k = key_text(kv.first);
     Node n(kv.second, file_, join(key_, k), line_);
     n.line_ = line_of(kv.first, line_);
     out.emplace_back(k, std::move(n));

@@ -58,6 +58,8 @@ class Node {
   [[noreturn]] void fail(const std::string& what) const;
 
  private:
+  std::string key_text(const YAML::Node& k) const;
+
   YAML::Node node_;
   std::shared_ptr<const std::string> file_;
   std::string key_;
