@@ -35,7 +35,7 @@ for t in topology model scenario params schedule measurement flows flowdump cali
   limit=(-max_total_time="$seconds")
   [[ -n $runs ]] && limit=(-runs="$runs")
   log=$work/$t.log
-  if ! "$dir/fuzz/fuzz_$t" "${limit[@]}" -max_len=65536 -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+  if ! "$dir/fuzz/fuzz_$t" "${limit[@]}" -max_len=65536 -timeout=60 -rss_limit_mb=2048 -print_final_stats=1 \
        -artifact_prefix="$work/$t-" "$work/$t" "$(seeds "$t")" >"$log" 2>&1; then
     tail -40 "$log" >&2
     echo "fuzz_$t: FAILED; the input that failed and the log are kept in $work" >&2

@@ -16,6 +16,7 @@
 #include "host_memory.hpp"
 #include "reshard/exec/executor.hpp"
 #include "staging.hpp"
+#include "reshard/model/calibrate.hpp"
 #include "reshard/model/digest.hpp"
 #include "reshard/model/scenario.hpp"
 #include "small_runs.hpp"
@@ -793,6 +794,17 @@ TEST(MeasurementFile, EditedOrUnverifiedIsRefused) {
   nlohmann::json undigested = good;
   undigested.erase("digest");
   EXPECT_NE(measurement_error(undigested, false).find("refused: it carries no digest"), std::string::npos);
+  {  // calibrate reads Measurements with the same refusal
+    const auto file = std::filesystem::temp_directory_path() / "reshard_test_calibrate_edited.json";
+    std::ofstream(file) << bytes.dump();
+    try {
+      observations_from_csv(file, CostParams::profile_named("reshard"));
+      ADD_FAILURE() << "calibrate accepted an edited Measurement";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("refused: it was edited"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(observations_from_csv(file, CostParams::profile_named("reshard"), true), ConfigError);  // bytes x 1000
+  }
   nlohmann::json dropped = good;  // one op's timing dropped
   dropped["ops"].erase(dropped["ops"].begin());
   EXPECT_NE(measurement_error(redigest(dropped), true).find("ops: lists"), std::string::npos);

@@ -146,6 +146,12 @@ TEST(HostileYaml, ComplexKeyIsAConfigError) {
   EXPECT_HAS(e2, "a key must be a plain name");
 }
 
+TEST(HostileYaml, DeepNestingIsNamed) {
+  // Was "YAML syntax error: bad file".
+  const auto e = config_error([] { Topology::parse("name: " + std::string(5000, '[') + std::string(5000, ']'), "t.yaml"); });
+  EXPECT_HAS(e, "t.yaml:1: YAML syntax error: lists or mappings nested more than");
+}
+
 TEST(HostileYaml, LongValuesAreCutInMessages) {
   const std::string huge(100000, '7');
   const auto e = config_error([&] { parse_scenario(scenario_with("tp: 2\n  dp: 4", "tp: " + huge + "\n  dp: 4")); });

@@ -9,10 +9,16 @@ namespace reshard::model::checked {
 
 std::string cut(std::string_view text) {
   if (text.size() <= kQuoteLimit) return std::string(text);
-  return std::string(text.substr(0, kQuoteLimit)) + "... (" + std::to_string(text.size()) + " characters)";
+  std::string out(text.substr(0, kQuoteLimit));
+  out.append("... (").append(std::to_string(text.size())).append(" characters)");
+  return out;
 }
 
-std::string quote(std::string_view text) { return "'" + cut(text) + "'"; }
+std::string quote(std::string_view text) {
+  std::string out(1, '\'');
+  out.append(cut(text)).push_back('\'');
+  return out;
+}
 
 std::optional<std::int64_t> parse_integer(std::string_view s) {
   std::int64_t v = 0;

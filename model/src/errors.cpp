@@ -6,7 +6,10 @@ namespace reshard::model {
 namespace {
 // A hostile input can make a file name, key or reason of any length; each is cut for the message.
 std::string cut(const std::string& s, std::size_t limit) {
-  return s.size() <= limit ? s : s.substr(0, limit) + "... (" + std::to_string(s.size()) + " characters)";
+  if (s.size() <= limit) return s;
+  std::string out(s, 0, limit);
+  out.append("... (").append(std::to_string(s.size())).append(" characters)");
+  return out;
 }
 std::string compose(const std::string& file, int line, const std::string& key, const std::string& what) {
   std::ostringstream m;

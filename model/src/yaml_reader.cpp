@@ -3,6 +3,8 @@
 #include "reshard/model/checked.hpp"
 #include "reshard/model/json_file.hpp"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -183,6 +185,9 @@ Node load_string(const std::string& text, const std::string& name) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw ConfigError(name, e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
+                      "YAML syntax error: lists or mappings nested more than " + std::to_string(e.depth()) + " deep");
   } catch (const YAML::Exception& e) {
     throw ConfigError(name, e.mark.line >= 0 ? e.mark.line + 1 : 0, "", "YAML syntax error: " + e.msg);
   }
