@@ -12,12 +12,12 @@ namespace reshard::cli {
 using namespace reshard::model;
 
 void run_calibrate(const std::vector<std::string>& files, const std::string& profile, const std::vector<std::string>& fit,
-                   const std::string& name, const std::string& out, bool json) {
+                   const std::string& name, const std::string& out, bool json, bool accept_unverified) {
   CostParams base = CostParams::profile_named(profile);
   std::vector<Observation> obs;
   for (const auto& f : files) {
     if (!json) std::cerr << "  planning the measurements of " << f << "\n";
-    const auto more = observations_from_csv(f, base);
+    const auto more = observations_from_csv(f, base, accept_unverified);
     obs.insert(obs.end(), more.begin(), more.end());
   }
   Calibration c = calibrate(obs, base, fit);
@@ -61,6 +61,7 @@ void add_calibrate_command(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   auto fit = std::make_shared<std::vector<std::string>>();
   auto name = std::make_shared<std::string>();
+  auto accept = std::make_shared<bool>(false);
   cmd->add_option("--name", *name, "Profile name written to the output (default: the base profile's)");
   cmd->add_option("--fit", *fit, "Parameters to fit (default all): per_tensor per_broadcast_tensor per_bucket per_stage")
       ->delimiter(',');
@@ -68,7 +69,11 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--profile", *profile, "Base profile whose hardware parameters stay fixed: reshard or nemo_rl");
   cmd->add_option("-o,--output", *out, "Write the fitted parameters (YAML, read by compare --params)");
   cmd->add_flag("--json", *json, "Print one JSON object");
-  cmd->callback([files, profile, fit, name, out, json] { run_calibrate(*files, *profile, *fit, *name, *out, *json); });
+  cmd->add_flag("--accept-unverified", *accept,
+                "Use Measurements whose digest does not match their content or scenario, or whose run was not verified");
+  cmd->callback([files, profile, fit, name, out, json, accept] {
+    run_calibrate(*files, *profile, *fit, *name, *out, *json, *accept);
+  });
 }
 
 }  // namespace reshard::cli

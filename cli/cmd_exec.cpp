@@ -156,9 +156,15 @@ void run_exec(const ExecArgs& a) {
   if (!a.output.empty()) std::cout << "measurement written to " << a.output << '\n';
 }
 
-void run_check(const std::string& path, bool json) {
-  const exec::Measurement m = exec::load_measurement(path);
-  const auto rows = exec::compare_with_prediction(m);
+void run_check(const std::string& path, bool json, bool accept_unverified) {
+  const exec::Measurement m = exec::load_measurement(path, accept_unverified);
+  const auto rows = [&] {
+    try {
+      return exec::compare_with_prediction(m);
+    } catch (const model::ScheduleError& e) {
+      throw model::ConfigError(path, 0, "schedule", e.what());
+    }
+  }();
   if (json) {
     nlohmann::json j;
     j["measurement"] = path;
@@ -214,16 +220,28 @@ void add_exec_command(CLI::App& app) {
   cmd->add_option("--inject", a->inject, "Test-only fault: corrupt:OP, die:RANK, drop:OP");
   cmd->add_flag("--json", a->json, "Print one JSON object (process 0)");
   cmd->add_flag("--dry-run", a->dry_run, "Build and check the schedule, print the process count it needs, run nothing");
-  cmd->callback([a] { run_exec(*a); });
+  cmd->callback([a] {
+    try {
+      run_exec(*a);
+    } catch (const ExecError&) {
+      throw;  // a run's failure: each process's own (the fatal ones are printed where they happen)
+    } catch (const model::Error&) {
+      if (first_process()) throw;
+      throw ReportedByFirstProcess{2};
+    }
+  });
 }
 
 void add_check_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
+  auto accept = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("check", "Compare a Measurement with the cost model's prediction, step by step");
   cmd->add_option("measurement", *path, "Measurement JSON written by reshard exec -o")->required();
   cmd->add_flag("--json", *json, "Print one JSON object");
-  cmd->callback([path, json] { run_check(*path, *json); });
+  cmd->add_flag("--accept-unverified", *accept,
+                "Use a Measurement whose digest does not match its content or scenario, or whose run was not verified");
+  cmd->callback([path, json, accept] { run_check(*path, *json, *accept); });
 }
 
 }  // namespace reshard::cli

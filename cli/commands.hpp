@@ -16,4 +16,10 @@ void add_simulate_command(CLI::App& app);
 void add_exec_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 
+// An error every process of an mpirun job meets alike (bad input, read before MPI starts): process
+// 0 prints it, the others leave with the same exit code without printing it again.
+struct ReportedByFirstProcess {
+  int exit_code;
+};
+
 }  // namespace reshard::cli

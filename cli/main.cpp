@@ -46,6 +46,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const reshard::cli::ReportedByFirstProcess& e) {
+    return e.exit_code;
   } catch (const reshard::model::Error& e) {
     std::cerr << "reshard: error: " << e.what() << '\n';
     return 2;

@@ -99,7 +99,7 @@ inline double constructed_time(const TransferSet& ts, const ShardMap& src, const
     for (GpuId n : set_gpus(dst, p.needers))
       if (!std::binary_search(holders.begin(), holders.end(), n)) lacking[topo.domain_of(n)].push_back(n);
     for (const auto& [domain, needers] : lacking) {
-      const auto local = std::find_if(holders.begin(), holders.end(), [&](GpuId h) { return topo.domain_of(h) == domain; });
+      const auto local = std::find_if(holders.begin(), holders.end(), [&, domain = domain](GpuId h) { return topo.domain_of(h) == domain; });
       if (local != holders.end()) {  // the domain holds it: NVLink (or the domain's own links) only
         for (GpuId n : needers) loads.send(*local, n, b);
         continue;

@@ -16,6 +16,8 @@
 #include "host_memory.hpp"
 #include "reshard/exec/executor.hpp"
 #include "staging.hpp"
+#include "reshard/model/calibrate.hpp"
+#include "reshard/model/digest.hpp"
 #include "reshard/model/scenario.hpp"
 #include "small_runs.hpp"
 
@@ -118,9 +120,11 @@ const Transfer* find_transfer(const std::vector<Transfer>& list, std::int64_t op
 // Runs every GPU's program in this process as the cuda backend orders it: operations in id order,
 // a send's region copied into the receiver's region; a chain op chunk by chunk, each hop copying
 // chunk k from its `from`'s region (the root's send region, or what `from` received) into its
-// `to`'s. `corrupt` flips the first unpacked byte of that operation at its dst, before dst
-// forwards it.
-Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1, Loopback::Staging staging = Loopback::Staging::Own) {
+// `to`'s. `corrupt` flips one unpacked byte of that operation at its dst (`where`: the first, the
+// middle or the last, as --inject corrupt:OP@WHERE does), before dst forwards it.
+Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1, Loopback::Staging staging = Loopback::Staging::Own,
+                      Fault::Where where = Fault::Where::First) {
+  const std::vector<Fault> faults{{Fault::Kind::Corrupt, corrupt, where}};
   Loopback lb(rp, staging);
   const Schedule& s = *rp.schedule;
   for (const Op& op : s.ops) {
@@ -130,7 +134,7 @@ Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1, Loopback::St
     lb.copy(op.src, st->copies);
     auto flip = [&](GpuId g, const Transfer* t, std::int64_t lo, std::int64_t hi) {
       if (op.id != corrupt || g != op.dst || t->copies.empty()) return;
-      const std::int64_t at = t->copies.front().src_offset;
+      const std::int64_t at = corrupt_offset(faults, *t);
       if (at >= lo && at < hi) lb.region(g, t)[at] ^= 0x5a;
     };
     if (op.chain < 0) {
@@ -613,6 +617,47 @@ TEST(Loopback, WrongByteIsNamedWithRankTensorBoxAndOffset) {
     }
 }
 
+// Verification reads every byte: a flip in the middle or at the very end of what an operation
+// delivers is found and named at its element, on a plain op and inside a forwarded chain chunk.
+TEST(Loopback, FlipAtTheFirstMiddleOrLastByteIsNamedAtItsElement) {
+  const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path("small-gqa-megatron-vllm.yaml")));
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  StrategyParams p;
+  p.strategy = Strategy::Direct;
+  const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+  const RunPlan rp = make_run_plan(sc, ts, s);
+  HandMade h(2, reshard::test::ring4(), 10007);
+  struct Case {
+    const RunPlan& rp;
+    const Inventory& inv;
+    std::int64_t op;
+  };
+  for (const Case& c : {Case{rp, sc.inventory, 5}, Case{h.rp, h.sc.inventory, 0}}) {
+    const Op& op = c.rp.schedule->ops[static_cast<std::size_t>(c.op)];
+    for (const auto where : {Fault::Where::First, Fault::Where::Middle, Fault::Where::Last}) {
+      Loopback lb = run_loopback(c.rp, c.op, Loopback::Staging::Own, where);
+      const GpuProgram& victim = lb.progs[op.dst];
+      const Transfer* t = find_transfer(victim.receives, c.op);
+      ASSERT_NE(t, nullptr);
+      // The flipped byte's place in its destination shard: the copy run that unpacks it.
+      const std::int64_t at = corrupt_offset({{Fault::Kind::Corrupt, c.op, where}}, *t);
+      const CopyRun* run = nullptr;
+      for (const CopyRun& r : t->copies)
+        if (at >= r.src_offset && at < r.src_offset + r.bytes) run = &r;
+      ASSERT_NE(run, nullptr);
+      if (where == Fault::Where::Last) EXPECT_EQ(at, t->copies.back().src_offset + t->copies.back().bytes - 1);
+      const Region& shard = victim.regions[static_cast<std::size_t>(run->dst)];
+      const auto es = dtype_size(c.inv.tensor(shard.tensor).dtype);
+      const std::int64_t element = (run->dst_offset + at - run->src_offset) / es;
+      std::int64_t bytes = 0;
+      const std::string msg = detail::check_destinations(victim, c.inv, lb.mem[op.dst], 1, bytes);
+      EXPECT_NE(msg.find("wrong value at element offset " + std::to_string(element) + " "), std::string::npos)
+          << static_cast<int>(where) << ": " << msg;
+      if (where != Fault::Where::First) EXPECT_NE(at, t->copies.front().src_offset);  // past the first byte
+    }
+  }
+}
+
 TEST(RunPlan, ScheduleOfAnotherScenarioIsRefused) {
   const LoadedScenario moe = load_scenario(std::filesystem::path(scenario_path("small-moe-ep.yaml")));
   const LoadedScenario gqa = load_scenario(std::filesystem::path(scenario_path("small-gqa-megatron-vllm.yaml")));
@@ -633,6 +678,12 @@ TEST(Faults, Parse) {
   EXPECT_EQ(parse_fault("die:3").kind, Fault::Kind::Die);
   EXPECT_EQ(parse_fault("kill:3").kind, Fault::Kind::Kill);
   EXPECT_EQ(parse_fault("drop:0").kind, Fault::Kind::Drop);
+  EXPECT_EQ(parse_fault("stop:2").kind, Fault::Kind::Stop);
+  EXPECT_EQ(parse_fault("corrupt:4@middle").where, Fault::Where::Middle);
+  EXPECT_EQ(parse_fault("corrupt:4@last").target, 4);
+  EXPECT_EQ(parse_fault("corrupt:4@last").where, Fault::Where::Last);
+  EXPECT_THROW(parse_fault("corrupt:4@end"), ConfigError);
+  EXPECT_THROW(parse_fault("drop:4294967296x"), ConfigError);
   EXPECT_THROW(parse_fault("explode:1"), ConfigError);
   EXPECT_THROW(parse_fault("drop:x"), ConfigError);
   EXPECT_THROW(parse_fault("drop:-1"), ConfigError);
@@ -684,6 +735,95 @@ TEST(MeasurementFile, RoundTripsAndComparesStepByStep) {
   // error = (measured - predicted) / predicted.
   const auto& r = rows.front();
   EXPECT_NEAR(r.error(), (r.measured_s - r.predicted_s) / r.predicted_s, 1e-12);
+}
+
+// A Measurement of small-moe-ep (gather_broadcast, synthetic times) as written by `reshard exec -o`.
+nlohmann::json written_measurement() {
+  const std::string path = scenario_path("small-moe-ep.yaml");
+  const LoadedScenario sc = load_scenario(std::filesystem::path(path));
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  StrategyParams p;
+  p.strategy = Strategy::GatherBroadcast;
+  const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+  const RunPlan rp = make_run_plan(sc, ts, s);
+  Measurement m;
+  m.scenario_path = path;
+  m.backend = "host";
+  m.ranks = 16;
+  m.schedule = s;
+  m.ops.assign(s.ops.size(), OpTiming{0.0, 1e-3});
+  m.elapsed_s = 1e-3;
+  m.bytes_verified = ts.bytes_needed.value;
+  m.verified = true;
+  return to_json(m, rp);
+}
+
+std::string measurement_error(const nlohmann::json& j, bool accept) {
+  const auto file = std::filesystem::temp_directory_path() / "reshard_test_exec_edited.json";
+  std::ofstream(file) << j.dump();
+  try {
+    compare_with_prediction(load_measurement(file, accept));
+  } catch (const ConfigError& e) {
+    return std::string("config: ") + e.what();
+  } catch (const ScheduleError& e) {
+    return std::string("schedule: ") + e.what();
+  }
+  return "";
+}
+
+// Edited Measurements were accepted by check (20 of 23 edits) and calibrate: each is refused now,
+// naming why; --accept-unverified lets an unverified or edited one through only when what is left
+// is still a consistent schedule of the scenario.
+TEST(MeasurementFile, EditedOrUnverifiedIsRefused) {
+  const nlohmann::json good = written_measurement();
+  EXPECT_EQ(measurement_error(good, false), "");
+  auto redigest = [](nlohmann::json j) {  // an edit that also recomputes the document digest
+    j["digest"]["document"] = document_digest(j);
+    return j;
+  };
+  nlohmann::json bytes = good;  // one op's bytes x 1000
+  bytes["schedule"]["ops"][0]["bytes"] = bytes["schedule"]["ops"][0]["bytes"].get<std::int64_t>() * 1000;
+  EXPECT_NE(measurement_error(bytes, false).find("refused: it was edited after it was written"), std::string::npos);
+  EXPECT_NE(measurement_error(bytes, true).find("schedule: operation 0"), std::string::npos) << measurement_error(bytes, true);
+  nlohmann::json unverified = good;
+  unverified["verified"] = false;
+  EXPECT_NE(measurement_error(unverified, false).find("refused: it was edited"), std::string::npos);
+  EXPECT_NE(measurement_error(redigest(unverified), false).find("refused: the run's data was not verified"),
+            std::string::npos);
+  EXPECT_EQ(measurement_error(redigest(unverified), true), "");
+  nlohmann::json undigested = good;
+  undigested.erase("digest");
+  EXPECT_NE(measurement_error(undigested, false).find("refused: it carries no digest"), std::string::npos);
+  {  // calibrate reads Measurements with the same refusal
+    const auto file = std::filesystem::temp_directory_path() / "reshard_test_calibrate_edited.json";
+    std::ofstream(file) << bytes.dump();
+    try {
+      observations_from_csv(file, CostParams::profile_named("reshard"));
+      ADD_FAILURE() << "calibrate accepted an edited Measurement";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("refused: it was edited"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(observations_from_csv(file, CostParams::profile_named("reshard"), true), ConfigError);  // bytes x 1000
+  }
+  nlohmann::json dropped = good;  // one op's timing dropped
+  dropped["ops"].erase(dropped["ops"].begin());
+  EXPECT_NE(measurement_error(redigest(dropped), true).find("ops: lists"), std::string::npos);
+  nlohmann::json negative = good;
+  negative["elapsed_s"] = -1.0;
+  EXPECT_NE(measurement_error(redigest(negative), true).find("elapsed_s: a negative elapsed time"), std::string::npos);
+  // Out-of-range indices once segfaulted in estimate: piece, buffer, after, GPU.
+  nlohmann::json piece = good;
+  piece["schedule"]["buffers"][0]["slices"][0][0] = 100000;
+  EXPECT_NE(measurement_error(redigest(piece), true).find("schedule.buffers[0].slices[0][0]"), std::string::npos);
+  nlohmann::json buffer = good;
+  buffer["schedule"]["ops"][0]["buffer"] = 100000;
+  EXPECT_NE(measurement_error(redigest(buffer), true).find("schedule.ops[0].buffer"), std::string::npos);
+  nlohmann::json after = good;
+  after["schedule"]["ops"][2]["after"] = {7};
+  EXPECT_NE(measurement_error(redigest(after), true).find("schedule.ops[2].after[0]"), std::string::npos);
+  nlohmann::json gpu = good;
+  gpu["schedule"]["ops"][0]["dst"] = 1006;
+  EXPECT_NE(measurement_error(redigest(gpu), true).find("GPU 1006 is not in the topology"), std::string::npos);
 }
 
 }  // namespace

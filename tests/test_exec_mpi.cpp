@@ -101,6 +101,35 @@ TEST(ExecHostFaults, CorruptedByteIsCaughtAndNamed) {
   EXPECT_NE(out.find("wrong value at element offset"), std::string::npos) << out;
 }
 
+TEST(ExecHostFaults, CorruptedMiddleAndLastBytesAreCaught) {
+  // The same operation, its byte flipped in the middle and at the end of what GPU 9 unpacks.
+  for (const char* where : {"middle", "last"}) {
+    int st = 0;
+    const auto out = run(mpirun(16) + reshard() + " exec " + kGqa + " --strategy direct --inject corrupt:5@" + where, &st);
+    EXPECT_NE(st, 0) << where << ": " << out;
+    EXPECT_NE(out.find("verification failed: rank 9 (GPU 9): tensor 'model.layers."), std::string::npos) << out;
+    EXPECT_EQ(out.find("wrong value at element offset 0 "), std::string::npos) << where << ": " << out;
+  }
+}
+
+TEST(ExecHostFaults, RankStoppedBeforeSetupIsNamedWithinTheTimeout) {
+  // Rank 6 stops (SIGSTOP) right after MPI_Init: rank 0 names it once the timeout has passed, and
+  // the run ends (the timing itself is checked by scripts/exec_stop_check.sh, not here).
+  int st = 0;
+  const auto out = run(mpirun(16) + reshard() + " exec " + kGqa + " --strategy direct --inject stop:6 --timeout 3s", &st);
+  EXPECT_NE(st, 0) << out;
+  EXPECT_NE(out.find("rank 0 waited for rank 6: it never arrived at the run's setup within 3"), std::string::npos) << out;
+}
+
+TEST(ExecHostFaults, BadInputIsReportedOnceNotByEveryRank) {
+  int st = 0;
+  const auto out = run(mpirun(4) + reshard() + " exec " + kGqa + " --strategy no_such_strategy", &st);
+  EXPECT_NE(st, 0) << out;
+  std::size_t n = 0;
+  for (auto at = out.find("unknown strategy"); at != std::string::npos; at = out.find("unknown strategy", at + 1)) ++n;
+  EXPECT_EQ(n, 1u) << out;
+}
+
 TEST(ExecHostFaults, MissingPeerTimesOutNamingRankAndPeer) {
   int st = 0;
   const auto out = run(mpirun(16) + reshard() + " exec " + kGqa + " --strategy direct --inject drop:5 --timeout 4s", &st);

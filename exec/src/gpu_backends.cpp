@@ -342,8 +342,7 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
       end[i].push_back(new_event());
       cuda_check(cudaEventRecord(end[i].back(), st), "cudaEventRecord", 0);
       if (corrupt && bytes > 0) {
-        const auto& un = receiver.t->copies;
-        launch_flip(d.arena, d.offset_of(receiver) + (un.empty() ? 0 : un.front().src_offset), st);
+        launch_flip(d.arena, d.offset_of(receiver) + corrupt_offset(options.faults, *receiver.t), st);
       }
       run_range(d, receiver.copies, st);
       done[i].push_back(new_event());
@@ -431,7 +430,7 @@ void nccl_check(ncclResult_t r, const char* what, int rank) {
 }  // namespace
 
 RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
-  MpiWorld w = mpi_start();
+  MpiWorld w = mpi_start(options);
   const Schedule& s = *plan.schedule;
   const int devices = cuda_device_count();
   if (devices == 0) throw ExecError("the nccl backend needs a GPU; the CUDA runtime sees none on rank " + std::to_string(w.rank), w.rank, -1, true);
@@ -469,6 +468,7 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
   auto is_local = [&](GpuId g) { return process_of(plan, g, w.world) == w.rank; };
   cudaEvent_t t0 = new_event(), all_done = new_event();
   MPI_Barrier(MPI_COMM_WORLD);
+  setup_done(w);
   if (has_fault(options, Fault::Kind::Kill, w.rank)) std::raise(SIGKILL);  // test-only: a rank killed before its sends
   if (has_fault(options, Fault::Kind::Die, w.rank)) go_silent(w, options.timeout_s);  // test-only: a silent peer
   const auto timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s));
@@ -525,7 +525,7 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
       local[q].region = d.regions_of(cw.op);
       if (has_fault(options, Fault::Kind::Corrupt, cw.op) && o.bytes.value > 0)
         for (const auto& l : d.receive_of.at(cw.op))
-          if (d.gpu_of(l) == o.dst) local[q].flip_at = l.t->copies.empty() ? 0 : l.t->copies.front().src_offset;
+          if (d.gpu_of(l) == o.dst) local[q].flip_at = corrupt_offset(options.faults, *l.t);
     }
     // The processes this one receives from in this step, for the timeout's message.
     std::vector<int> peers;
@@ -619,7 +619,7 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
         for (const auto* l : it->second) {
           if (s.ops[static_cast<std::size_t>(l->t->op)].chain < 0 && has_fault(options, Fault::Kind::Corrupt, l->t->op) &&
               d.bytes_of(*l) > 0)  // corrupt:OP on a plain op: flipped before the unpack
-            launch_flip(d.arena, d.offset_of(*l) + (l->t->copies.empty() ? 0 : l->t->copies.front().src_offset), stream);
+            launch_flip(d.arena, d.offset_of(*l) + corrupt_offset(options.faults, *l->t), stream);
           run_range(d, l->copies, stream);
         }
       if ((wave + 1) % kCheckpoint == 0 && wave + 1 < waves) {

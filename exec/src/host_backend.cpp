@@ -47,7 +47,7 @@ bool has_fault(const ExecOptions& o, Fault::Kind k, std::int64_t target) {
 }  // namespace
 
 RunResult run_host(const RunPlan& plan, const ExecOptions& options) {
-  MpiWorld w = mpi_start();
+  MpiWorld w = mpi_start(options);
   const Schedule& s = *plan.schedule;
   const Inventory& inv = plan.scenario->inventory;
   if (w.world > static_cast<int>(plan.gpus.size())) {
@@ -228,6 +228,7 @@ RunResult run_host(const RunPlan& plan, const ExecOptions& options) {
   out.end.assign(n_ops, -1);
 
   MPI_Barrier(MPI_COMM_WORLD);
+  setup_done(w);
   const double t0 = MPI_Wtime();
   if (has_fault(options, Fault::Kind::Kill, w.rank)) std::raise(SIGKILL);  // test-only: a rank killed before its sends
   if (has_fault(options, Fault::Kind::Die, w.rank)) go_silent(w, options.timeout_s);  // test-only: a silent peer
@@ -304,8 +305,8 @@ RunResult run_host(const RunPlan& plan, const ExecOptions& options) {
   };
   // The byte corrupt:OP flips at the op's receiver: one that lands in a destination shard there.
   auto corrupt_at = [&](const Job& j) -> std::int64_t {
-    if (j.bytes == 0 || j.op->dst != progs[j.prog].gpu || !has_fault(options, Fault::Kind::Corrupt, j.t->op)) return -1;
-    return j.t->copies.empty() ? 0 : j.t->copies.front().src_offset;
+    if (j.bytes == 0 || j.op->dst != progs[j.prog].gpu) return -1;
+    return corrupt_offset(options.faults, *j.t);
   };
   std::size_t next_receive = 0;
   auto post_receives = [&] {

@@ -1,6 +1,9 @@
 // Measurements: JSON in and out, and the step-by-step comparison with the cost model.
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "reshard/model/checked.hpp"
+#include "reshard/model/digest.hpp"
 #include "reshard/model/json_file.hpp"
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/cost.hpp"
@@ -75,47 +78,62 @@ nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
     steps.push_back({{"step", k}, {"ops", sp[k].ops}, {"bytes", sp[k].bytes}, {"start_s", sp[k].start},
                      {"end_s", sp[k].end}, {"seconds", sp[k].end >= sp[k].start ? sp[k].end - sp[k].start : 0.0}});
   j["schedule"] = to_json(m.schedule);
+  const std::string scenario = model::scenario_digest(plan.scenario->scenario);
+  j["digest"] = {{"document", model::document_digest(j)}, {"scenario", scenario}};
   return j;
 }
 
-Measurement load_measurement(const std::filesystem::path& path) {
+Measurement load_measurement(const std::filesystem::path& path, bool accept_unverified) {
+  using namespace model::checked;
+  const std::string file = path.string();
   const nlohmann::json j = model::read_json_file(path, "measurement file");
-  const char* key = "format";
-  try {
-    if (j.at(key) != "reshard-measurement-1") throw ConfigError(path.string(), 0, key, "not a reshard measurement");
-    Measurement m;
-    key = "scenario";
-    m.scenario_path = j.at(key).get<std::string>();
-    key = "set";
-    if (j.contains(key)) m.scenario_sets = j.at(key).get<std::vector<std::string>>();
-    key = "backend";
-    m.backend = j.at(key).get<std::string>();
-    key = "profile";
-    m.profile = j.at(key).get<std::string>();
-    key = "ranks";
-    m.ranks = j.at(key).get<std::int32_t>();
-    key = "verified";
-    m.verified = j.at(key).get<bool>();
-    key = "bytes_verified";
-    m.bytes_verified = j.at(key).get<std::int64_t>();
-    key = "elapsed_s";
-    m.elapsed_s = j.at(key).get<double>();
-    key = "schedule";
-    m.schedule = schedule_from_json(j.at(key));
-    key = "ops";
-    m.ops.assign(m.schedule.ops.size(), OpTiming{});
-    for (const auto& o : j.at(key)) {
-      const auto id = o.at("id").get<std::int64_t>();
-      if (id < 0 || id >= static_cast<std::int64_t>(m.ops.size()))
-        throw ConfigError(path.string(), 0, "ops", "operation " + std::to_string(id) + " is not in the schedule");
-      m.ops[static_cast<std::size_t>(id)] = {o.at("start_s").get<double>(), o.at("end_s").get<double>()};
-    }
-    return m;
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(path.string(), 0, key, std::string("missing or malformed: ") + e.what());
-  } catch (const ScheduleError& e) {
-    throw ConfigError(path.string(), 0, "schedule", e.what());
+  const JsonWhere root{file, ""};
+  if (member(j, "format", root) != "reshard-measurement-1") root.at("format").fail("not a reshard measurement");
+  Measurement m;
+  m.scenario_path = string(member(j, "scenario", root), root.at("scenario"));
+  if (j.contains("set")) {
+    const auto sw = root.at("set");
+    const auto& sets = array(j.at("set"), sw);
+    for (std::size_t i = 0; i < sets.size(); ++i) m.scenario_sets.push_back(string(sets[i], sw.at(i)));
   }
+  m.backend = string(member(j, "backend", root), root.at("backend"));
+  m.profile = string(member(j, "profile", root), root.at("profile"));
+  m.ranks = integer_as<std::int32_t>(member(j, "ranks", root), root.at("ranks"), 1);
+  m.verified = boolean(member(j, "verified", root), root.at("verified"));
+  m.bytes_verified = integer(member(j, "bytes_verified", root), root.at("bytes_verified"), 0,
+                             std::numeric_limits<std::int64_t>::max());
+  m.elapsed_s = finite(member(j, "elapsed_s", root), root.at("elapsed_s"));
+  if (m.elapsed_s < 0) root.at("elapsed_s").fail("a negative elapsed time");
+  m.schedule = schedule_from_json(member(j, "schedule", root), file, "schedule");
+  // Exactly one timing per operation of the schedule, each time finite (-1: not recorded; start and
+  // end come from different ranks' clocks, so end may precede start by the clocks' offset).
+  const auto ow = root.at("ops");
+  const auto& ops = array(member(j, "ops", root), ow);
+  const auto n = static_cast<std::int64_t>(m.schedule.ops.size());
+  if (static_cast<std::int64_t>(ops.size()) != n)
+    ow.fail("lists " + std::to_string(ops.size()) + " operations, the schedule has " + std::to_string(n));
+  std::vector<bool> seen(static_cast<std::size_t>(n), false);
+  m.ops.assign(static_cast<std::size_t>(n), OpTiming{});
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto w = ow.at(i);
+    const auto id = static_cast<std::size_t>(integer(member(ops[i], "id", w), w.at("id"), 0, n - 1));
+    if (seen[id]) w.at("id").fail("operation " + std::to_string(id) + " is listed twice");
+    seen[id] = true;
+    const double start = finite(member(ops[i], "start_s", w), w.at("start_s"));
+    const double end = finite(member(ops[i], "end_s", w), w.at("end_s"));
+    m.ops[id] = {start, end};
+  }
+  std::filesystem::path scenario = m.scenario_path;
+  if (scenario.is_relative()) scenario = (path.parent_path() / scenario).lexically_normal();
+  m.scenario_path = scenario.string();
+  if (!accept_unverified) {
+    std::vector<Override> overrides;  // the scenario as exec ran it, with its --set overrides
+    for (const auto& text : m.scenario_sets) overrides.push_back(parse_override(text));
+    const std::string why = model::measurement_distrust(j, Scenario::load(scenario, overrides));
+    if (!why.empty())
+      throw ConfigError(file, 0, "", "refused: " + why + "; pass --accept-unverified to use it anyway");
+  }
+  return m;
 }
 
 std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
@@ -126,6 +144,8 @@ std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
   if (m.schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
     throw ScheduleError("the measured schedule has " + std::to_string(m.schedule.piece_count) + " pieces, scenario '" +
                         m.scenario_path + "' plans " + std::to_string(ts.pieces.size()));
+  check_gpus(m.schedule, sc.topology.gpu_count());
+  validate(m.schedule, ts, sc.inventory, sc.source, sc.destination);
   const CostParams cost = CostParams::profile_named(m.profile);
   std::int32_t count = 0;
   const auto step = op_steps(m.schedule, count);

@@ -2,14 +2,84 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 namespace reshard::exec::detail {
 
-MpiWorld mpi_start() {
+class SetupWatchdog {
+ public:
+  SetupWatchdog(int rank, double timeout_s) : rank_(rank), timeout_s_(timeout_s), start_(std::chrono::steady_clock::now()) {
+    const double delay = timeout_s + (rank == 0 ? 1.5 : rank == 1 ? 3.0 : 4.5);
+    thread_ = std::thread([this, delay] {
+      std::unique_lock lock(mutex_);
+      if (cv_.wait_for(lock, std::chrono::duration<double>(delay), [this] { return done_; })) return;
+      std::fprintf(stderr, "reshard: error: rank %d: the run's setup (%s) did not finish within %s: a process never arrived\n",
+                   rank_, stage_, model::format(model::Seconds{timeout_s_}).c_str());
+      std::fflush(stderr);
+      std::_Exit(3);
+    });
+  }
+  ~SetupWatchdog() { stop(); }
+  // Seconds of the timeout left since the watchdog started (setup began).
+  double remaining() const {
+    return timeout_s_ - std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void stage(const char* what) {
+    std::lock_guard lock(mutex_);
+    stage_ = what;
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  int rank_;
+  double timeout_s_;
+  std::chrono::steady_clock::time_point start_;
+  const char* stage_ = "MPI_Init";
+  bool done_ = false;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+namespace {
+
+// This process's rank from the launcher's environment (before MPI_Init); -1 when unknown.
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return -1;
+}
+
+bool poll_until(MPI_Request& req, double deadline) {
+  while (true) {
+    int flag = 0;
+    MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    if (flag) return true;
+    if (deadline > 0 && MPI_Wtime() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+}  // namespace
+
+MpiWorld mpi_start(const ExecOptions& options) {
   MpiWorld w;
+  w.watchdog = std::make_shared<SetupWatchdog>(std::max(launcher_rank(), 0), options.timeout_s);
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -18,7 +88,38 @@ MpiWorld mpi_start() {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.world);
+  for (const auto& f : options.faults)
+    if (f.kind == Fault::Kind::Stop && f.target == w.rank) std::raise(SIGSTOP);  // test-only: a stopped process
+  // Arrival: every process tells rank 0 it is here; rank 0 waits at most the timeout for each, then
+  // releases them all. The others wait for the release under the watchdog alone.
+  w.watchdog->stage(w.rank == 0 ? "waiting for every process to arrive" : "waiting for rank 0, which waits for every process");
+  constexpr int kTag = 0x7ffd;  // the finish uses 0x7ffe on MPI_COMM_WORLD; operations use their own communicator
+  int here = 1;
+  if (w.rank == 0) {
+    std::vector<int> arrived(static_cast<std::size_t>(w.world), 0);
+    std::vector<MPI_Request> reqs(static_cast<std::size_t>(w.world), MPI_REQUEST_NULL);
+    for (int r = 1; r < w.world; ++r)
+      MPI_Irecv(&arrived[static_cast<std::size_t>(r)], 1, MPI_INT, r, kTag, MPI_COMM_WORLD, &reqs[static_cast<std::size_t>(r)]);
+    const double deadline = MPI_Wtime() + std::max(w.watchdog->remaining(), 0.0);
+    for (int r = 1; r < w.world; ++r)
+      if (!poll_until(reqs[static_cast<std::size_t>(r)], deadline))
+        throw ExecError("rank 0 waited for rank " + std::to_string(r) + ": it never arrived at the run's setup within " +
+                            model::format(model::Seconds{options.timeout_s}),
+                        0, r, true);
+  } else {
+    MPI_Request req;
+    MPI_Isend(&here, 1, MPI_INT, 0, kTag, MPI_COMM_WORLD, &req);
+    poll_until(req, 0);
+  }
+  MPI_Request go;
+  MPI_Ibcast(&here, 1, MPI_INT, 0, MPI_COMM_WORLD, &go);
+  poll_until(go, 0);
+  w.watchdog->stage("setup collectives");
   return w;
+}
+
+void setup_done(MpiWorld& w) {
+  if (w.watchdog) w.watchdog->stop();
 }
 
 void go_silent(const MpiWorld& w, double timeout_s) {

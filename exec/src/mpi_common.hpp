@@ -1,6 +1,7 @@
 // MPI pieces shared by the host and nccl backends (only compiled with MPI).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,11 +9,26 @@
 
 namespace reshard::exec::detail {
 
+class SetupWatchdog;
+
 struct MpiWorld {
   int rank = 0, world = 1;
   bool initialized_here = false;
+  std::shared_ptr<SetupWatchdog> watchdog;  // armed from mpi_start until setup_done
 };
-MpiWorld mpi_start();  // MPI_Init unless already initialised
+
+// The run's setup under the timeout. A blocking MPI call (MPI_Init, a collective) waits forever for
+// a process that never arrives, and cannot be interrupted; so a watchdog thread, started before
+// MPI_Init, prints one line and ends this process (std::_Exit, the one exit in the library: nothing
+// else can leave a blocked MPI call) when setup has not finished `timeout_s` after it began; the
+// launcher then ends the others. After MPI_Init every process announces itself to rank 0, which
+// waits until `timeout_s` after setup began and throws ExecError naming the first rank that never
+// arrived (stopped, or stuck before MPI_Init ended). The watchdogs fire only where that cannot
+// answer (a blocking call): rank 0's 1.5 s after the timeout, rank 1's 3 s, the others' 4.5 s, so
+// one process reports, within the timeout + 5 s.
+MpiWorld mpi_start(const ExecOptions& options);
+// Setup finished (call after the last setup collective): the watchdog stands down.
+void setup_done(MpiWorld& w);
 
 // Test-only fault: this process stops answering (a dead peer nobody has noticed). A live process
 // times out waiting for it and aborts the run; if none does within three timeouts, this throws.

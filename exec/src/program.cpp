@@ -6,6 +6,7 @@
 
 #include "pattern.hpp"
 #include "reshard/exec/executor.hpp"
+#include "reshard/model/checked.hpp"
 #include "reshard/model/chain.hpp"
 
 namespace reshard::exec {
@@ -362,13 +363,39 @@ Fault parse_fault(const std::string& text) {
   else if (kind == "die") f.kind = Fault::Kind::Die;
   else if (kind == "kill") f.kind = Fault::Kind::Kill;
   else if (kind == "drop") f.kind = Fault::Kind::Drop;
-  else throw ConfigError("--inject", 0, text, "expected corrupt:OP, die:RANK, kill:RANK or drop:OP");
-  const char* begin = colon == std::string::npos ? text.data() + text.size() : text.data() + colon + 1;
-  const char* end = text.data() + text.size();
-  const auto [stop, ec] = std::from_chars(begin, end, f.target);
-  if (begin == end || ec != std::errc() || stop != end || f.target < 0)
-    throw ConfigError("--inject", 0, text, "expected a non-negative number after '" + kind + ":'");
+  else if (kind == "stop") f.kind = Fault::Kind::Stop;
+  else throw ConfigError("--inject", 0, text, "expected corrupt:OP[@first|@middle|@last], die:RANK, kill:RANK, stop:RANK or drop:OP");
+  std::string number = colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (const auto at = number.find('@'); at != std::string::npos && f.kind == Fault::Kind::Corrupt) {
+    const std::string where = number.substr(at + 1);
+    number.resize(at);
+    if (where == "first") f.where = Fault::Where::First;
+    else if (where == "middle") f.where = Fault::Where::Middle;
+    else if (where == "last") f.where = Fault::Where::Last;
+    else throw ConfigError("--inject", 0, text, "expected @first, @middle or @last after the op");
+  }
+  const auto v = checked::parse_integer(number);
+  if (!v || *v < 0) throw ConfigError("--inject", 0, text, "expected a non-negative number after '" + kind + ":'");
+  f.target = *v;
   return f;
+}
+
+std::int64_t corrupt_offset(const std::vector<Fault>& faults, const Transfer& receive) {
+  for (const Fault& f : faults) {
+    if (f.kind != Fault::Kind::Corrupt || f.target != receive.op) continue;
+    const auto& c = receive.copies;
+    if (c.empty()) return 0;
+    std::int64_t total = 0;
+    for (const CopyRun& r : c) total += r.bytes;
+    if (f.where == Fault::Where::First || total == 0) return c.front().src_offset;
+    // The k-th unpacked byte, k = total / 2 (middle) or total - 1 (last).
+    std::int64_t k = f.where == Fault::Where::Middle ? total / 2 : total - 1;
+    for (const CopyRun& r : c) {
+      if (k < r.bytes) return r.src_offset + k;
+      k -= r.bytes;
+    }
+  }
+  return -1;
 }
 
 }  // namespace reshard::exec

@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "reshard/model/checked.hpp"
+#include "reshard/model/digest.hpp"
 #include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
@@ -108,26 +110,43 @@ Observation observe(const std::string& label, Seconds measured, const Schedule& 
 }
 
 // A Measurement written by `reshard exec -o`: the scenario path, the schedule it ran, elapsed_s.
-std::vector<Observation> observations_from_measurement(const std::filesystem::path& file, const CostParams& hw) {
+// Its schedule is validated in full against the scenario's plan before anything estimates it.
+std::vector<Observation> observations_from_measurement(const std::filesystem::path& file, const CostParams& hw,
+                                                       bool accept_unverified) {
+  using namespace checked;
   const nlohmann::json j = read_json_file(file, "measurement file");
-  for (const char* key : {"scenario", "schedule", "elapsed_s"})
-    if (!j.contains(key)) throw ConfigError(file.string(), 0, key, "missing: not a reshard Measurement");
-  std::filesystem::path scenario = j["scenario"].get<std::string>();
+  const JsonWhere root{file.string(), ""};
+  std::filesystem::path scenario = string(member(j, "scenario", root), root.at("scenario"));
   if (scenario.is_relative()) scenario = (file.parent_path() / scenario).lexically_normal();
-  const LoadedScenario sc = load_scenario(scenario);
+  const double elapsed = finite(member(j, "elapsed_s", root), root.at("elapsed_s"));
+  if (!(elapsed > 0)) root.at("elapsed_s").fail("the measured time must be positive, got " + cut(std::to_string(elapsed)));
+  const Scenario scen = Scenario::load(scenario);
+  if (!accept_unverified) {
+    const std::string why = measurement_distrust(j, scen);
+    if (!why.empty())
+      throw ConfigError(file.string(), 0, "", "refused: " + why + "; pass --accept-unverified to use it anyway");
+  }
+  const LoadedScenario sc = load_scenario(scen);
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
-  const Schedule s = schedule_from_json(j["schedule"]);
+  const Schedule s = schedule_from_json(member(j, "schedule", root), file.string(), "schedule");
   if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
     throw ConfigError(file.string(), 0, "schedule", "does not match the plan of " + scenario.string());
-  return {observe(sc.scenario.name + " " + to_string(s.params.strategy) + " (measured)", Seconds{j["elapsed_s"].get<double>()}, s,
-                  ts, sc, hw)};
+  try {
+    check_gpus(s, sc.topology.gpu_count());
+    validate(s, ts, sc.inventory, sc.source, sc.destination);
+  } catch (const ScheduleError& e) {
+    throw ConfigError(file.string(), 0, "schedule", e.what());
+  }
+  return {observe(sc.scenario.name + " " + std::string(to_string(s.params.strategy)) + " (measured)", Seconds{elapsed}, s, ts, sc, hw)};
 }
 }  // namespace
 
-std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base) {
+std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base,
+                                               bool accept_unverified) {
   CostParams hw = base;
   hw.per_tensor = hw.per_broadcast_tensor = hw.per_bucket = hw.per_stage = Seconds{0};
-  if (csv.extension() == ".json") return observations_from_measurement(csv, hw);
+  if (csv.extension() == ".json") return observations_from_measurement(csv, hw, accept_unverified);
+  check_input_file(csv, "measurements file");
   std::ifstream in(csv);
   if (!in) throw ConfigError(csv.string(), 0, "", "cannot open measurements file");
   std::vector<Observation> out;
@@ -156,10 +175,14 @@ std::vector<Observation> observations_from_csv(const std::filesystem::path& csv,
       return cells[it->second];
     };
     Observation o;
-    try {
-      o.measured = Seconds{std::stod(get("measured_s"))};
-    } catch (const std::invalid_argument&) {
-      throw ConfigError(csv.string(), lineno, "measured_s", "not a number: '" + get("measured_s") + "'");
+    {
+      std::string text = get("measured_s");
+      text.erase(0, text.find_first_not_of(" \t"));
+      text.erase(text.find_last_not_of(" \t\r") + 1);
+      const auto v = checked::parse_finite(text);
+      if (!v) throw ConfigError(csv.string(), lineno, "measured_s", "not a finite number: " + checked::quote(text));
+      if (!(*v > 0)) throw ConfigError(csv.string(), lineno, "measured_s", "must be positive, got " + checked::quote(text));
+      o.measured = Seconds{*v};
     }
     const std::filesystem::path scenario_path = (csv.parent_path() / get("scenario")).lexically_normal();
     auto it = loaded.find(scenario_path.string());

@@ -4,13 +4,20 @@
 
 namespace reshard::model {
 namespace {
+// A hostile input can make a file name, key or reason of any length; each is cut for the message.
+std::string cut(const std::string& s, std::size_t limit) {
+  if (s.size() <= limit) return s;
+  std::string out(s, 0, limit);
+  out.append("... (").append(std::to_string(s.size())).append(" characters)");
+  return out;
+}
 std::string compose(const std::string& file, int line, const std::string& key, const std::string& what) {
   std::ostringstream m;
-  m << (file.empty() ? "<input>" : file);
+  m << (file.empty() ? "<input>" : cut(file, 240));
   if (line > 0) m << ':' << line;
   m << ": ";
-  if (!key.empty()) m << key << ": ";
-  m << what;
+  if (!key.empty()) m << cut(key, 160) << ": ";
+  m << cut(what, 2000);
   return m.str();
 }
 }  // namespace

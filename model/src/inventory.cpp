@@ -9,6 +9,8 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/inventory.hpp"
 
+#include "reshard/model/checked.hpp"
+
 namespace reshard::model {
 
 std::int64_t dtype_size(DType d) {
@@ -351,11 +353,26 @@ void build_nemotron(Builder& b, const ModelConfig& c, std::int32_t mtp_steps) {
   throw ConfigError(c.name, 0, key, what);
 }
 
+constexpr std::int64_t kMaxTensors = 10'000'000;
+
 // Checks a programmatic config (files are checked with lines in inventory_config.cpp first).
 void check(const ModelConfig& c) {
   auto pos = [&](const char* key, std::int64_t v) {
     if (v < 1) bad(c, key, "must be a positive integer, got " + std::to_string(v));
   };
+  for (const auto& [key, v] : std::initializer_list<std::pair<const char*, std::int64_t>>{
+           {"hidden_size", c.hidden_size}, {"num_hidden_layers", c.num_hidden_layers}, {"vocab_size", c.vocab_size},
+           {"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
+           {"head_dim", c.head_dim}, {"intermediate_size", c.intermediate_size},
+           {"moe_intermediate_size", c.moe_intermediate_size}, {"n_routed_experts", c.n_routed_experts},
+           {"n_shared_experts", c.n_shared_experts}, {"num_experts_per_tok", c.num_experts_per_tok},
+           {"first_k_dense_replace", c.first_k_dense_replace}, {"num_nextn_predict_layers", c.num_nextn_predict_layers},
+           {"q_lora_rank", c.q_lora_rank}, {"kv_lora_rank", c.kv_lora_rank}, {"qk_nope_head_dim", c.qk_nope_head_dim},
+           {"qk_rope_head_dim", c.qk_rope_head_dim}, {"v_head_dim", c.v_head_dim}, {"mamba_num_heads", c.mamba_num_heads},
+           {"mamba_head_dim", c.mamba_head_dim}, {"n_groups", c.n_groups}, {"ssm_state_size", c.ssm_state_size},
+           {"conv_kernel", c.conv_kernel}, {"moe_shared_expert_intermediate_size", c.shared_expert_intermediate_size},
+           {"moe_latent_size", c.moe_latent_size}})
+    if (v > kMaxDimension) bad(c, key, std::to_string(v) + " is larger than " + std::to_string(kMaxDimension));
   pos("hidden_size", c.hidden_size);
   pos("num_hidden_layers", c.num_hidden_layers);
   pos("vocab_size", c.vocab_size);
@@ -439,10 +456,13 @@ Inventory Inventory::build(const ModelConfig& config, const InventoryOptions& op
   const DType dtype = options.dtype.value_or(c.dtype);
   const auto mtp_steps = options.include_mtp ? static_cast<std::int32_t>(c.num_nextn_predict_layers) : 0;
 
-  // Reserve: the routed experts dominate the count.
-  std::size_t estimate = 16 + static_cast<std::size_t>(c.num_hidden_layers + 2 * mtp_steps) *
-                                  static_cast<std::size_t>(16 + 3 * c.n_routed_experts);
-  inv.tensors_.reserve(estimate);
+  // Reserve: the routed experts dominate the count. Bounded before anything is allocated (each
+  // field is at most kMaxDimension = 2^20, so a product of three fits in 64 bits).
+  const std::int64_t estimate = 16 + (c.num_hidden_layers + 2 * mtp_steps) * (16 + 3 * c.n_routed_experts);
+  if (estimate > kMaxTensors)
+    bad(c, "num_hidden_layers", "the model would have about " + std::to_string(estimate) + " tensors (layers x experts), more than " +
+                                    std::to_string(kMaxTensors) + ", the most reshard plans");
+  inv.tensors_.reserve(static_cast<std::size_t>(estimate));
   Builder b(c, dtype, inv.tensors_);
   if (c.architecture == "deepseek_v3") {
     build_deepseek(b, c, mtp_steps);
@@ -461,7 +481,15 @@ Inventory Inventory::build(const ModelConfig& config, const InventoryOptions& op
   std::vector<std::int64_t> experts_in_layer(layers, 0);
   inv.by_name_.reserve(inv.tensors_.size());
   for (const auto& t : inv.tensors_) {
-    const auto n = t.elements();
+    // Element and byte counts, and their totals, in 64 bits without overflow.
+    std::int64_t n = 1;
+    for (const auto d : t.shape)
+      if (const auto m = checked::mul(n, d)) n = *m;
+      else bad(c, t.name, "has more than 2^63 elements");
+    const auto nbytes = checked::mul(n, dtype_size(t.dtype));
+    const auto total = checked::add(inv.parameters_, n);
+    if (!nbytes || !total || !checked::add(inv.bytes_.value, *nbytes))
+      bad(c, t.name, "the model's parameter or byte count exceeds 2^63");
     const auto bytes = t.bytes();
     inv.parameters_ += n;
     inv.bytes_ += bytes;

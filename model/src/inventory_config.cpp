@@ -90,13 +90,8 @@ const std::vector<Architecture>& architectures() {
 
 void read_field(const yaml::Node& n, const Field& f, ModelConfig& c) {
   switch (f.kind) {
-    case Kind::Positive: c.*f.integer = n.positive_integer(); break;
-    case Kind::NonNegative: {
-      const auto v = n.integer();
-      if (v < 0) n.fail("must be zero or a positive integer, got " + std::to_string(v));
-      c.*f.integer = v;
-      break;
-    }
+    case Kind::Positive: c.*f.integer = n.integer_in(1, kMaxDimension); break;
+    case Kind::NonNegative: c.*f.integer = n.integer_in(0, kMaxDimension); break;
     case Kind::Boolean: c.*f.flag = n.boolean(); break;
     case Kind::Text: c.*f.text = n.str(); break;
   }

@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "reshard/model/checked.hpp"
+#include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 #include "yaml_reader.hpp"
 
@@ -26,14 +28,20 @@ std::vector<GpuId> parse_gpu_list(const std::vector<std::string>& items) {
         pos = 0;
       }
       if (pos != t.size() || t.empty() || v < 0)
-        throw std::invalid_argument("'" + raw + "' is not a GPU index or range like 0-255");
+        throw std::invalid_argument(checked::quote(raw) + " is not a GPU index or range like 0-255");
+      // Refused before any range is expanded: no topology has this many GPUs.
+      if (v >= kMaxGpus)
+        throw std::invalid_argument("GPU " + checked::cut(t) + " in " + checked::quote(raw) + " is beyond " +
+                                    std::to_string(kMaxGpus - 1) + ", the largest GPU index reshard reads");
       return static_cast<GpuId>(v);
     };
     if (dash == std::string::npos) {
       out.push_back(num(s));
     } else {
       const GpuId a = num(s.substr(0, dash)), b = num(s.substr(dash + 1));
-      if (b < a) throw std::invalid_argument("range '" + raw + "' runs backwards");
+      if (b < a) throw std::invalid_argument("range " + checked::quote(raw) + " runs backwards");
+      if (static_cast<std::int64_t>(out.size()) + (b - a) >= kMaxGpus)
+        throw std::invalid_argument("the list names more than " + std::to_string(kMaxGpus) + " GPUs");
       for (GpuId g = a; g <= b; ++g) out.push_back(g);
     }
   }
@@ -125,11 +133,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     if (auto x = n.get("pp")) v.pp = small_int(*x);
     if (auto x = n.get("dp")) v.dp = small_int(*x);
     if (auto x = n.get("ep")) v.ep = small_int(*x);
-    if (auto x = n.get("redundant_experts")) {
-      const auto r = x->integer();
-      if (r < 0) x->fail("must be zero or positive");
-      v.redundant_experts = static_cast<std::int32_t>(r);
-    }
+    if (auto x = n.get("redundant_experts")) v.redundant_experts = static_cast<std::int32_t>(x->integer_in(0, 1'000'000));
     world_check(static_cast<std::int64_t>(v.tp) * v.pp * v.dp, "vllm TP*PP*DP");
     spec.spec = v;
   } else if (fw == "dtensor") {
@@ -214,6 +218,7 @@ Scenario Scenario::parse(const std::string& text, const std::string& name, const
 }
 
 Scenario Scenario::load(const std::filesystem::path& path, const std::vector<Override>& overrides) {
+  check_input_file(path, "scenario file");
   std::ifstream in(path);
   if (!in) throw ConfigError(path.string(), 0, "", "cannot open scenario file");
   std::stringstream ss;

@@ -1,8 +1,10 @@
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "reshard/model/chain.hpp"
+#include "reshard/model/checked.hpp"
 #include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/schedule.hpp"
@@ -220,6 +222,23 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
   v.check_deliveries();
 }
 
+void check_gpus(const Schedule& s, std::int32_t gpu_count) {
+  auto check = [&](GpuId g, const std::string& where) {
+    if (g < 0 || g >= gpu_count)
+      throw ScheduleError(where + ": GPU " + std::to_string(g) + " is not in the topology (0.." +
+                          std::to_string(gpu_count - 1) + ")");
+  };
+  for (const auto& op : s.ops) {
+    check(op.src, "operation " + std::to_string(op.id) + " src");
+    check(op.dst, "operation " + std::to_string(op.id) + " dst");
+  }
+  for (std::size_t c = 0; c < s.chains.size(); ++c)
+    for (const auto& h : s.chains[c].hops) {
+      check(h.from, "chain " + std::to_string(c) + " hop");
+      check(h.to, "chain " + std::to_string(c) + " hop");
+    }
+}
+
 nlohmann::json to_json(const Schedule& s) {
   nlohmann::json j;
   j["format"] = kScheduleFormat;
@@ -255,76 +274,116 @@ nlohmann::json to_json(const Schedule& s) {
   return j;
 }
 
-Schedule schedule_from_json(const nlohmann::json& j) {
-  try {
-    if (j.at("format") != kScheduleFormat)
-      throw ScheduleError("not a " + std::string(kScheduleFormat) + " document (format " + j.at("format").dump() +
-                          "); schedules written by an older reshard must be planned again");
-    Schedule s;
-    s.scenario = j.at("scenario").get<std::string>();
-    const auto& p = j.at("params");
+// Every value is read through the checked layer (checked.hpp): integers in their type's range, no
+// bool or float taken for an integer, and every index checked against what it indexes in the
+// document itself (pieces, buffers, chains, earlier operations), so nothing downstream indexes out
+// of range. Whether the pieces match a plan is validate()'s business.
+Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, const std::string& path) {
+  using namespace checked;
+  const JsonWhere root{file, path};
+  constexpr std::int32_t kI32 = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int64_t kI64 = std::numeric_limits<std::int64_t>::max();
+  const auto& fmt = member(j, "format", root);
+  if (fmt != kScheduleFormat)
+    root.at("format").fail("not a " + std::string(kScheduleFormat) + " document (format " + cut(fmt.dump()) +
+                           "); schedules written by an older reshard must be planned again");
+  Schedule s;
+  s.scenario = string(member(j, "scenario", root), root.at("scenario"));
+  const auto pw = root.at("params");
+  const auto& p = member(j, "params", root);
+  {
+    const auto sw = pw.at("strategy");
+    const std::string name = string(member(p, "strategy", pw), sw);
     try {
-      s.params.strategy = strategy_named(p.at("strategy").get<std::string>());
+      s.params.strategy = strategy_named(name);
     } catch (const PlanError& e) {
-      throw ScheduleError(std::string("params.strategy: ") + e.what());
+      sw.fail(e.what());
     }
-    s.params.chunk = Bytes{p.at("chunk_bytes").get<std::int64_t>()};
-    s.params.channels = p.at("channels").get<std::int32_t>();
-    s.params.max_chain = p.at("max_chain").get<std::int32_t>();
-    s.params.bucket = Bytes{p.at("bucket_bytes").get<std::int64_t>()};
-    s.params.rail_aligned_ingress = p.at("rail_aligned_ingress").get<bool>();
-    s.params.relay_ingress = p.at("relay_ingress").get<bool>();
-    s.params.relay_egress = p.at("relay_egress").get<bool>();
-    s.piece_count = j.at("piece_count").get<std::int32_t>();
-    for (const auto& b : j.at("buffers")) {
-      Buffer buf;
-      buf.bytes = Bytes{b.at("bytes").get<std::int64_t>()};
-      for (const auto& x : b.at("slices")) buf.slices.push_back({x.at(0).get<std::int32_t>(), x.at(1).get<std::int64_t>(), x.at(2).get<std::int64_t>()});
-      s.buffers.push_back(std::move(buf));
-    }
-    for (const auto& c : j.at("chains")) {
-      Chain chain;
-      chain.chunk = Bytes{c.at("chunk_bytes").get<std::int64_t>()};
-      for (const auto& h : c.at("hops"))
-        chain.hops.push_back({h.at(0).get<GpuId>(), h.at(1).get<GpuId>(), h.size() > 2 ? h.at(2).get<std::int32_t>() : -1});
-      s.chains.push_back(std::move(chain));
-    }
-    static const std::unordered_map<std::string, OpPhase> phases = {
-        {"direct", OpPhase::Direct}, {"gather", OpPhase::Gather}, {"broadcast", OpPhase::Broadcast},
-        {"ingress", OpPhase::Ingress}, {"fanout", OpPhase::FanOut}, {"forward", OpPhase::Forward}};
-    for (const auto& o : j.at("ops")) {
-      Op op;
-      op.id = o.at("id").get<std::int64_t>();
-      op.src = o.at("src").get<GpuId>();
-      op.dst = o.at("dst").get<GpuId>();
-      op.buffer = o.at("buffer").get<std::int32_t>();
-      op.part = o.at("part").get<std::int32_t>();
-      op.parts = o.at("parts").get<std::int32_t>();
-      op.bytes = Bytes{o.at("bytes").get<std::int64_t>()};
-      if (auto c = o.find("chain"); c != o.end()) {
-        op.chain = c->get<std::int32_t>();
-        if (op.chain < 0 || op.chain >= static_cast<std::int32_t>(s.chains.size()))
-          throw ScheduleError("operation " + std::to_string(op.id) + ": no chain " + std::to_string(op.chain));
-      }
-      const auto ph = phases.find(o.at("phase").get<std::string>());
-      if (ph == phases.end()) throw ScheduleError("operation " + std::to_string(op.id) + ": unknown phase");
-      op.phase = ph->second;
-      op.after = o.at("after").get<std::vector<std::int64_t>>();
-      s.ops.push_back(std::move(op));
-    }
-    return s;
-  } catch (const nlohmann::json::exception& e) {
-    throw ScheduleError(std::string("malformed schedule JSON: ") + e.what());
   }
+  s.params.chunk = Bytes{integer(member(p, "chunk_bytes", pw), pw.at("chunk_bytes"), 0, kI64)};
+  s.params.channels = integer_as<std::int32_t>(member(p, "channels", pw), pw.at("channels"), 0, kI32);
+  s.params.max_chain = integer_as<std::int32_t>(member(p, "max_chain", pw), pw.at("max_chain"), 0, kI32);
+  s.params.bucket = Bytes{integer(member(p, "bucket_bytes", pw), pw.at("bucket_bytes"), 0, kI64)};
+  s.params.rail_aligned_ingress = boolean(member(p, "rail_aligned_ingress", pw), pw.at("rail_aligned_ingress"));
+  s.params.relay_ingress = boolean(member(p, "relay_ingress", pw), pw.at("relay_ingress"));
+  s.params.relay_egress = boolean(member(p, "relay_egress", pw), pw.at("relay_egress"));
+  s.piece_count = integer_as<std::int32_t>(member(j, "piece_count", root), root.at("piece_count"), 0, kI32);
+  const auto bw = root.at("buffers");
+  const auto& buffers = array(member(j, "buffers", root), bw);
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const auto w = bw.at(i);
+    Buffer buf;
+    buf.bytes = Bytes{integer(member(buffers[i], "bytes", w), w.at("bytes"), 0, kI64)};
+    const auto sw = w.at("slices");
+    const auto& slices = array(member(buffers[i], "slices", w), sw);
+    for (std::size_t k = 0; k < slices.size(); ++k) {
+      const auto xw = sw.at(k);
+      const auto& x = array(slices[k], xw);
+      if (x.size() != 3) xw.fail("expected [piece, offset, count]");
+      buf.slices.push_back({integer_as<std::int32_t>(x[0], xw.at(std::size_t{0}), 0, s.piece_count - 1),
+                            integer(x[1], xw.at(1), 0, kI64), integer(x[2], xw.at(2), 0, kI64)});
+    }
+    s.buffers.push_back(std::move(buf));
+  }
+  const auto cw = root.at("chains");
+  const auto& chains = array(member(j, "chains", root), cw);
+  for (std::size_t i = 0; i < chains.size(); ++i) {
+    const auto w = cw.at(i);
+    Chain chain;
+    chain.chunk = Bytes{integer(member(chains[i], "chunk_bytes", w), w.at("chunk_bytes"), 0, kI64)};
+    const auto hw = w.at("hops");
+    const auto& hops = array(member(chains[i], "hops", w), hw);
+    for (std::size_t k = 0; k < hops.size(); ++k) {
+      const auto xw = hw.at(k);
+      const auto& h = array(hops[k], xw);
+      if (h.size() != 2 && h.size() != 3) xw.fail("expected [from, to] or [from, to, path]");
+      chain.hops.push_back({integer_as<GpuId>(h[0], xw.at(std::size_t{0}), 0, kI32), integer_as<GpuId>(h[1], xw.at(1), 0, kI32),
+                            h.size() > 2 ? integer_as<std::int32_t>(h[2], xw.at(2), 0, kI32) : -1});
+    }
+    if (chain.hops.empty()) hw.fail("a chain needs at least one hop");
+    s.chains.push_back(std::move(chain));
+  }
+  static const std::unordered_map<std::string, OpPhase> phases = {
+      {"direct", OpPhase::Direct}, {"gather", OpPhase::Gather}, {"broadcast", OpPhase::Broadcast},
+      {"ingress", OpPhase::Ingress}, {"fanout", OpPhase::FanOut}, {"forward", OpPhase::Forward}};
+  const auto ow = root.at("ops");
+  const auto& ops = array(member(j, "ops", root), ow);
+  const auto buffer_max = static_cast<std::int32_t>(s.buffers.size()) - 1;
+  const auto chain_max = static_cast<std::int32_t>(s.chains.size()) - 1;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto w = ow.at(i);
+    const auto& o = ops[i];
+    Op op;
+    op.id = integer(member(o, "id", w), w.at("id"), static_cast<std::int64_t>(i), static_cast<std::int64_t>(i));
+    op.src = integer_as<GpuId>(member(o, "src", w), w.at("src"), 0, kI32);
+    op.dst = integer_as<GpuId>(member(o, "dst", w), w.at("dst"), 0, kI32);
+    if (buffer_max < 0) w.at("buffer").fail("the schedule has no buffers");
+    op.buffer = integer_as<std::int32_t>(member(o, "buffer", w), w.at("buffer"), 0, buffer_max);
+    op.parts = integer_as<std::int32_t>(member(o, "parts", w), w.at("parts"), 1, kMaxParts);
+    op.part = integer_as<std::int32_t>(member(o, "part", w), w.at("part"), 0, op.parts - 1);
+    op.bytes = Bytes{integer(member(o, "bytes", w), w.at("bytes"), 0, kI64)};
+    if (o.is_object() && o.contains("chain")) {
+      if (chain_max < 0) w.at("chain").fail("the schedule has no chains");
+      op.chain = integer_as<std::int32_t>(o["chain"], w.at("chain"), 0, chain_max);
+    }
+    const std::string phase = string(member(o, "phase", w), w.at("phase"));
+    const auto ph = phases.find(phase);
+    if (ph == phases.end()) w.at("phase").fail("unknown phase " + quote(phase));
+    op.phase = ph->second;
+    const auto aw = w.at("after");
+    const auto& after = array(member(o, "after", w), aw);
+    for (std::size_t k = 0; k < after.size(); ++k) {
+      if (op.id == 0) aw.at(k).fail("the first operation cannot wait for another");
+      op.after.push_back(integer(after[k], aw.at(k), 0, op.id - 1));
+    }
+    s.ops.push_back(std::move(op));
+  }
+  return s;
 }
 
 Schedule read_schedule_file(const std::string& path) {
   const nlohmann::json j = read_json_file(path, "schedule file");
-  try {
-    return schedule_from_json(j);
-  } catch (const ScheduleError& e) {
-    throw ConfigError(path, 0, "", e.what());
-  }
+  return schedule_from_json(j, path);
 }
 
 }  // namespace reshard::model

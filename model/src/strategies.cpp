@@ -457,7 +457,7 @@ class Builder {
       double bytes = 0;
       for (auto i : cls) bytes += ts_.pieces[static_cast<std::size_t>(i)].bytes.as_double();
       for (const auto& [d, gpus] : by_domain) {
-        if (std::any_of(H.begin(), H.end(), [&](GpuId h) { return domain_of(h) == d; })) continue;
+        if (std::any_of(H.begin(), H.end(), [&, d = d](GpuId h) { return domain_of(h) == d; })) continue;
         remote_bytes += bytes;
         for (auto g : candidates(d, gpus)) candidate[static_cast<std::size_t>(g)] = 1;
       }
@@ -599,7 +599,7 @@ class Builder {
         for (auto i : buckets[k]) {
           const auto& H = holder_gpus(ts_.pieces[static_cast<std::size_t>(i)].holders);
           if (std::binary_search(H.begin(), H.end(), head)) continue;
-          gather[least_loaded(H, egress_, [&](GpuId g) { return domain_of(g) == domain_of(head); })].push_back(i);
+          gather[least_loaded(H, egress_, [&, head = head](GpuId g) { return domain_of(g) == domain_of(head); })].push_back(i);
         }
         std::vector<std::int64_t> gathered;
         for (auto& [h, g] : gather) gathered.push_back(add_op(h, head, add_buffer(g), 0, 1, OpPhase::Gather, previous_gathers));

@@ -1,5 +1,7 @@
 #include "reshard/model/units.hpp"
 
+#include "reshard/model/checked.hpp"
+
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -21,7 +23,9 @@ struct Unit {
 };
 
 // Splits "<number><suffix>" and returns number * factor of the matching suffix.
-double parse_with_units(std::string_view text, const Unit* units, std::size_t n, const char* what) {
+double parse_with_units(std::string_view full_text, const Unit* units, std::size_t n, const char* what) {
+  const std::string shown = checked::cut(full_text);  // quoted in messages, cut
+  const std::string_view text = full_text;
   auto trim = [](std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -44,21 +48,23 @@ double parse_with_units(std::string_view text, const Unit* units, std::size_t n,
   for (std::size_t i = 0; i < n; ++i) expected += (i ? ", " : "") + std::string(units[i].suffix);
   if (number.empty())
     throw std::invalid_argument("expected a " + std::string(what) + " like '" + "12.5" +
-                                std::string(units[0].suffix) + "', got '" + std::string(text) + "'");
+                                std::string(units[0].suffix) + "', got '" + shown + "'");
   double v = 0;
   auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
   if (ec != std::errc() || ptr != number.data() + number.size() || !std::isfinite(v))
-    throw std::invalid_argument("'" + std::string(text) + "' is not a number followed by a unit");
+    throw std::invalid_argument("'" + shown + "' is not a number followed by a unit");
   if (suffix.empty())
-    throw std::invalid_argument("'" + std::string(text) + "' has no unit; write the " + what +
+    throw std::invalid_argument("'" + shown + "' has no unit; write the " + what +
                                 " with one of: " + expected);
   for (std::size_t i = 0; i < n; ++i)
     if (suffix == units[i].suffix) {
-      if (v < 0) throw std::invalid_argument("negative " + std::string(what) + " '" + std::string(text) + "'");
+      if (v < 0) throw std::invalid_argument("negative " + std::string(what) + " '" + shown + "'");
+      if (!std::isfinite(v * units[i].factor))
+        throw std::invalid_argument(std::string(what) + " '" + shown + "' is too large");
       return v * units[i].factor;
     }
-  throw std::invalid_argument("unknown " + std::string(what) + " unit '" + std::string(suffix) + "' in '" +
-                              std::string(text) + "'; expected one of: " + expected);
+  throw std::invalid_argument("unknown " + std::string(what) + " unit '" + checked::cut(suffix) + "' in '" +
+                              shown + "'; expected one of: " + expected);
 }
 
 constexpr std::array<Unit, 10> kBandwidthUnits{{{"Bps", 1},
@@ -100,8 +106,9 @@ Seconds parse_duration(std::string_view text) {
   return Seconds{parse_with_units(text, kDurationUnits.data(), kDurationUnits.size(), "duration")};
 }
 Bytes parse_size(std::string_view text) {
-  return Bytes{static_cast<std::int64_t>(
-      std::llround(parse_with_units(text, kSizeUnits.data(), kSizeUnits.size(), "size")))};
+  const double v = parse_with_units(text, kSizeUnits.data(), kSizeUnits.size(), "size");
+  if (v >= 9.2e18) throw std::invalid_argument("size '" + checked::cut(text) + "' does not fit in 64 bits");
+  return Bytes{static_cast<std::int64_t>(std::llround(v))};
 }
 
 std::string format(Bytes b) {

@@ -1,5 +1,10 @@
 #include "yaml_reader.hpp"
 
+#include "reshard/model/checked.hpp"
+#include "reshard/model/json_file.hpp"
+
+#include <yaml-cpp/depthguard.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -19,6 +24,12 @@ std::string join(const std::string& a, std::string_view b) {
 }
 }  // namespace
 
+// A mapping's key: a plain scalar (a sequence or mapping as a key, "? [a]: 1", is refused).
+std::string Node::key_text(const YAML::Node& k) const {
+  if (!k.IsScalar()) throw ConfigError(*file_, line_of(k, line_), key_, "a key must be a plain name, not a list or mapping");
+  return k.Scalar();
+}
+
 Node::Node(YAML::Node node, std::shared_ptr<const std::string> file, std::string key, int line)
     : node_(std::move(node)), file_(std::move(file)), key_(std::move(key)), line_(line_of(node_, line)) {}
 
@@ -27,7 +38,7 @@ void Node::fail(const std::string& what) const { throw ConfigError(*file_, line_
 bool Node::has(std::string_view k) const {
   if (!node_.IsMap()) return false;
   for (const auto& kv : node_)
-    if (kv.first.as<std::string>() == k) return true;
+    if (key_text(kv.first) == k) return true;
   return false;
 }
 
@@ -37,7 +48,7 @@ std::optional<Node> Node::get(std::string_view k) const {
     fail("expected a mapping with key '" + std::string(k) + "'");
   }
   for (const auto& kv : node_)
-    if (kv.first.as<std::string>() == k) {
+    if (key_text(kv.first) == k) {
       if (!kv.second || kv.second.IsNull()) return std::nullopt;
       Node n(kv.second, file_, join(key_, k), line_);
       n.line_ = line_of(kv.first, line_);  // report the key's line, not where its value starts
@@ -60,7 +71,7 @@ void Node::allow_only(std::initializer_list<std::string_view> allowed) const {
 void Node::allow_only(const std::vector<std::string>& allowed) const {
   if (!node_.IsMap()) fail("expected a mapping");
   for (const auto& kv : node_) {
-    const std::string k = kv.first.as<std::string>();
+    const std::string k = key_text(kv.first);
     if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
@@ -94,7 +105,7 @@ std::vector<std::pair<std::string, Node>> Node::entries() const {
   if (!node_.IsMap()) fail("expected a mapping");
   std::vector<std::pair<std::string, Node>> out;
   for (const auto& kv : node_) {
-    std::string k = kv.first.as<std::string>();
+    std::string k = key_text(kv.first);
     Node n(kv.second, file_, join(key_, k), line_);
     n.line_ = line_of(kv.first, line_);
     out.emplace_back(k, std::move(n));
@@ -109,15 +120,16 @@ std::string Node::str() const {
 
 std::int64_t Node::integer() const {
   const std::string s = str();
-  std::size_t pos = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &pos);
-  } catch (const std::exception&) {
-    fail("expected an integer, got '" + s + "'");
-  }
-  if (pos != s.size()) fail("expected an integer, got '" + s + "'");
-  return v;
+  const auto v = checked::parse_integer(s);
+  if (!v) fail("expected an integer, got " + checked::quote(s));
+  return *v;
+}
+
+std::int64_t Node::integer_in(std::int64_t lo, std::int64_t hi) const {
+  const std::string s = str();
+  const auto v = checked::parse_integer(s);
+  if (!v || *v < lo || *v > hi) fail("expected an integer in " + checked::range_text(lo, hi) + ", got " + checked::quote(s));
+  return *v;
 }
 
 std::int64_t Node::positive_integer() const {
@@ -128,22 +140,16 @@ std::int64_t Node::positive_integer() const {
 
 double Node::number() const {
   const std::string s = str();
-  std::size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    fail("expected a number, got '" + s + "'");
-  }
-  if (pos != s.size() || !std::isfinite(v)) fail("expected a number, got '" + s + "'");
-  return v;
+  const auto v = checked::parse_finite(s);
+  if (!v) fail("expected a finite number, got " + checked::quote(s));
+  return *v;
 }
 
 bool Node::boolean() const {
   const std::string s = str();
   if (s == "true" || s == "yes" || s == "on") return true;
   if (s == "false" || s == "no" || s == "off") return false;
-  fail("expected true or false, got '" + s + "'");
+  fail("expected true or false, got " + checked::quote(s));
 }
 
 BytesPerSecond Node::bandwidth() const {
@@ -274,6 +280,9 @@ Node load_string(const std::string& text, const std::string& name, const std::ve
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw ConfigError(name, e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
+                      "YAML syntax error: lists or mappings nested more than " + std::to_string(e.depth()) + " deep");
   } catch (const YAML::Exception& e) {
     throw ConfigError(name, e.mark.line >= 0 ? e.mark.line + 1 : 0, "", "YAML syntax error: " + e.msg);
   }
@@ -283,6 +292,7 @@ Node load_string(const std::string& text, const std::string& name, const std::ve
 }
 
 Node load_file(const std::filesystem::path& path, const std::vector<Override>& overrides) {
+  check_input_file(path, "file");
   std::ifstream in(path);
   if (!in) throw ConfigError(path.string(), 0, "", "cannot open file");
   std::stringstream ss;

@@ -46,7 +46,8 @@ class Node {
   std::vector<std::pair<std::string, Node>> entries() const;  // map entries in file order
 
   std::string str() const;
-  std::int64_t integer() const;
+  std::int64_t integer() const;                                // any 64-bit integer, exactly
+  std::int64_t integer_in(std::int64_t lo, std::int64_t hi) const;  // an integer in lo..hi
   std::int64_t positive_integer() const;  // >= 1
   double number() const;
   bool boolean() const;
@@ -58,6 +59,8 @@ class Node {
   [[noreturn]] void fail(const std::string& what) const;
 
  private:
+  std::string key_text(const YAML::Node& k) const;
+
   YAML::Node node_;
   std::shared_ptr<const std::string> file_;
   std::string key_;

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <string>
 
+#include "reshard/model/checked.hpp"
 #include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 
@@ -71,13 +73,12 @@ void allow_only(const nlohmann::json& obj, std::initializer_list<const char*> al
 }
 
 double number(const nlohmann::json& v, const std::string& key, const std::string& file) {
-  if (!v.is_number()) throw model::ConfigError(file, 0, key, "expected a number, got " + v.dump());
-  return v.get<double>();
+  return model::checked::finite(v, {file, key});
 }
 
-std::int64_t integer(const nlohmann::json& v, const std::string& key, const std::string& file) {
-  if (!v.is_number_integer()) throw model::ConfigError(file, 0, key, "expected an integer, got " + v.dump());
-  return v.get<std::int64_t>();
+std::int64_t integer(const nlohmann::json& v, const std::string& key, const std::string& file,
+                     std::int64_t lo = 0, std::int64_t hi = std::numeric_limits<std::int64_t>::max()) {
+  return model::checked::integer(v, {file, key}, lo, hi);
 }
 
 }  // namespace
@@ -109,11 +110,15 @@ FlowDump flow_dump_from_json(const nlohmann::json& j, const std::string& file) {
     f.bytes = ByteAmount{number(member(fj, "bytes", where, file), where + ".bytes", file)};
     const auto& lk = member(fj, "links", where, file);
     if (!lk.is_array()) throw model::ConfigError(file, 0, where + ".links", "expected an array of link ids");
-    for (const auto& v : lk) f.links.push_back(static_cast<std::int32_t>(integer(v, where + ".links", file)));
+    const auto link_max = static_cast<std::int64_t>(d.network.capacity.size()) - 1;
+    for (std::size_t k = 0; k < lk.size(); ++k)
+      f.links.push_back(static_cast<std::int32_t>(
+          integer(lk[k], where + ".links[" + std::to_string(k) + "]", file, 0, link_max)));
     f.latency = Seconds{fj.contains("latency_s") ? number(fj["latency_s"], where + ".latency_s", file) : 0.0};
     if (fj.contains("after")) {
       if (!fj["after"].is_array()) throw model::ConfigError(file, 0, where + ".after", "expected an array of flow ids");
-      for (const auto& v : fj["after"]) f.after.push_back(integer(v, where + ".after", file));
+      for (std::size_t k = 0; k < fj["after"].size(); ++k)
+        f.after.push_back(integer(fj["after"][k], where + ".after[" + std::to_string(k) + "]", file));
     }
     FlowTiming t;
     if (fj.contains("release_s")) t.release = Seconds{number(fj["release_s"], where + ".release_s", file)};

@@ -6,7 +6,9 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "reshard/model/checked.hpp"
 #include "reshard/model/errors.hpp"
+#include "reshard/model/json_file.hpp"
 
 namespace reshard::sim {
 
@@ -31,17 +33,25 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 }
 
 std::int64_t parse_int(std::string_view s, const std::string& file, int line, const std::string& column) {
-  std::int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
-    throw model::ConfigError(file, line, column, "expected an integer, got '" + std::string(s) + "'");
-  return v;
+  const auto v = model::checked::parse_integer(s);
+  if (!v) throw model::ConfigError(file, line, column, "expected an integer, got " + model::checked::quote(s));
+  return *v;
+}
+
+// A GPU index: an integer that fits a GpuId (whether the topology has it is checked with the topology).
+model::GpuId parse_gpu(std::string_view s, const std::string& file, int line, const std::string& column) {
+  const auto v = parse_int(s, file, line, column);
+  if (v < -1 || v >= model::kMaxGpus)
+    throw model::ConfigError(file, line, column, "GPU " + model::checked::cut(s) + " is not an index in 0.." +
+                                                     std::to_string(model::kMaxGpus - 1));
+  return static_cast<model::GpuId>(v);
 }
 
 }  // namespace
 
 std::vector<Transfer> read_transfers_csv(const std::filesystem::path& path) {
   const std::string file = path.string();
+  model::check_input_file(path, "flows file");
   std::ifstream in(path);
   if (!in) throw model::ConfigError(file, 0, "", "cannot open the flows file");
   std::string text;
@@ -58,8 +68,8 @@ std::vector<Transfer> read_transfers_csv(const std::filesystem::path& path) {
                       cols[2] == "dst" && cols[3] == "bytes" && (cols.size() == 4 || cols[4] == "after");
       if (!ok)
         throw model::ConfigError(file, line, "header",
-                                 "expected the header 'id,src,dst,bytes' or 'id,src,dst,bytes,after', got '" +
-                                     std::string(row) + "'");
+                                 "expected the header 'id,src,dst,bytes' or 'id,src,dst,bytes,after', got " +
+                                     model::checked::quote(row));
       header = true;
       continue;
     }
@@ -69,8 +79,8 @@ std::vector<Transfer> read_transfers_csv(const std::filesystem::path& path) {
     Transfer t;
     t.line = line;
     t.id = parse_int(cols[0], file, line, "id");
-    t.src = static_cast<model::GpuId>(parse_int(cols[1], file, line, "src"));
-    t.dst = static_cast<model::GpuId>(parse_int(cols[2], file, line, "dst"));
+    t.src = parse_gpu(cols[1], file, line, "src");
+    t.dst = parse_gpu(cols[2], file, line, "dst");
     const auto b = cols[3];
     if (!b.empty() && b.find_first_not_of("0123456789") == std::string_view::npos) {
       t.bytes = Bytes{parse_int(b, file, line, "bytes")};

@@ -186,8 +186,10 @@ StepWaves step_waves(const model::Schedule& s, const std::vector<std::int64_t>& 
 // ---- Faults (test-only injection) --------------------------------------------------------------
 
 struct Fault {
-  enum class Kind : std::uint8_t { Corrupt, Die, Kill, Drop } kind = Kind::Corrupt;
-  std::int64_t target = 0;  // Corrupt, Drop: an op id; Die, Kill: a process rank
+  enum class Kind : std::uint8_t { Corrupt, Die, Kill, Drop, Stop } kind = Kind::Corrupt;
+  std::int64_t target = 0;  // Corrupt, Drop: an op id; Die, Kill, Stop: a process rank
+  // Corrupt: which byte of those the receiver unpacks into its destination shards is flipped.
+  enum class Where : std::uint8_t { First, Middle, Last } where = Where::First;
 };
 // "corrupt:OP" flips a byte the receiver of OP got; "die:RANK" makes that process go silent before
 // its sends (it answers nobody, as a dead peer the launcher has not noticed); "kill:RANK" kills it
@@ -195,8 +197,13 @@ struct Fault {
 // For a chain op, the receiver is the op's dst (its last hop's `to`): the byte is flipped in the
 // chunk that holds it when that chunk arrives at dst, before dst forwards it (so dst's subtree, if
 // any, gets it flipped too); and "never sends" is the root: no chunk leaves it, every GPU of the
-// tree waits for its parent. Throws ConfigError on other text.
+// tree waits for its parent. "corrupt:OP@middle" and "corrupt:OP@last" flip the middle or the last
+// of the bytes the receiver unpacks (in unpack order) instead of the first. "stop:RANK" stops that process (SIGSTOP) right after MPI_Init, before
+// the run's setup: the others must end within the timeout, naming it. Throws ConfigError on other text.
 Fault parse_fault(const std::string& text);
+// The offset in a receive's staging region of the byte a corrupt fault on its op flips (-1: none
+// for this op; 0 when the receive unpacks nothing).
+std::int64_t corrupt_offset(const std::vector<Fault>& faults, const Transfer& receive);
 
 // ---- Measurements -------------------------------------------------------------------------------
 
@@ -221,8 +228,10 @@ struct Measurement {
 };
 
 nlohmann::json to_json(const Measurement& m, const RunPlan& plan);
-// Reads a Measurement file (throws ConfigError naming the file and key).
-Measurement load_measurement(const std::filesystem::path& path);
+// Reads a Measurement file (throws ConfigError naming the file and the JSON path of a bad value).
+// Unless `accept_unverified`, a file whose digest does not match its content or its scenario's
+// files, or whose run was not verified, is refused (model/digest.hpp).
+Measurement load_measurement(const std::filesystem::path& path, bool accept_unverified = false);
 
 struct StepComparison {
   std::int32_t step = 0;  // -1: the whole run

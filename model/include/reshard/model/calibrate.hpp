@@ -53,7 +53,10 @@ Calibration calibrate(const std::vector<Observation>& observations, const CostPa
 // lines are comments; scenario paths relative to the CSV file), or a Measurement JSON written by
 // `reshard exec -o` (its scenario, the schedule it ran, elapsed_s). Each is planned, scheduled and
 // estimated with `base` (overheads zeroed) to make an Observation. ConfigError names file and line.
-std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base);
+// A Measurement whose digest does not match or whose run was not verified is refused unless
+// `accept_unverified` (model/digest.hpp).
+std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base,
+                                               bool accept_unverified = false);
 
 // Writes the params as a YAML file that CostParams::load reads, with the fit's rows as comments.
 void write_params(const std::filesystem::path& out, const Calibration& c, const std::string& note);

@@ -20,6 +20,11 @@ namespace reshard::model {
 
 enum class DType : std::uint8_t { BF16, FP16, FP32, FP8 };
 std::int64_t dtype_size(DType d);  // bytes per element
+
+// The largest value any ModelConfig count or dimension may take (hidden size, vocabulary, experts,
+// layers...): shipped models stay below 2^18, and with every field at most 2^20 a product of three
+// (a tensor's shape) fits in 64 bits. Element and byte totals are summed with overflow checks.
+inline constexpr std::int64_t kMaxDimension = 1 << 20;
 const char* to_string(DType d);
 DType parse_dtype(const std::string& s);  // "bf16", "fp16", "fp32", "fp8"; throws std::invalid_argument
 

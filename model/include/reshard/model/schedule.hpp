@@ -208,7 +208,13 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
 std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count, bool content);
 
 nlohmann::json to_json(const Schedule& s);
-Schedule schedule_from_json(const nlohmann::json& j);  // throws ScheduleError on a malformed document
+// Every GPU an operation or chain hop names is one of the topology's 0..gpu_count-1 (ScheduleError).
+void check_gpus(const Schedule& s, std::int32_t gpu_count);
+
+// Reads a schedule written by to_json. A malformed document or a value out of range (an index that
+// points nowhere, a bool or float for an integer) is a ConfigError naming `file` and the JSON path
+// (`path` prefixes it, for a schedule embedded in another document).
+Schedule schedule_from_json(const nlohmann::json& j, const std::string& file = "", const std::string& path = "");
 // Reads a schedule JSON file; an unreadable file, bad JSON or a malformed schedule is a ConfigError
 // naming the file. Whether it matches a scenario is for the caller to check.
 Schedule read_schedule_file(const std::string& path);

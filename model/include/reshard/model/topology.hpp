@@ -41,6 +41,9 @@ const char* to_string(DeviceKind k);
 using DeviceId = std::int32_t;
 using LinkId = std::int32_t;
 using GpuId = std::int32_t;  // dense index 0..gpu_count()-1, the numbering used by `gpus:` in scenarios
+// The most GPUs a topology or a scenario's GPU list may name: inputs are refused against it before
+// anything is expanded or allocated.
+inline constexpr GpuId kMaxGpus = 1 << 22;
 
 // An ordered pair of GPUs (a transfer's source and destination), the key of per-pair tables
 // (std::hash below).

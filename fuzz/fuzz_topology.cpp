@@ -1,0 +1,12 @@
+// Topology YAML (topologies/*.yaml).
+#include "fuzz_common.hpp"
+#include "reshard/model/errors.hpp"
+#include "reshard/model/topology.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    reshard::model::Topology::parse(reshard::fuzz::text_of(data, size), "fuzz.yaml");
+  } catch (const reshard::model::Error&) {
+  }
+  return 0;
+}

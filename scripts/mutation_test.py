@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Mutation testing: plants one plausible bug at a time in the core (planner, layouts, validator,
+estimate, simulator, verification, the checked readers), rebuilds the test programs that should
+catch it, runs them whole, and restores the file. A mutation is "caught" when a test fails, and
+"missed" when every test passes. Prints one line per mutation and the score.
+
+    scripts/mutation_test.py [--build build] [--only NAME ...]
+
+Needs a configured build directory (scripts/bootstrap.sh or the README's cmake line). Every file is
+restored on exit, also on Ctrl-C.
+"""
+import argparse
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# (name, file, original text, mutated text, the test programs that should catch it)
+MUTATIONS = [
+    ("lower bound: source GPU egress cut removed", "model/src/planner.cpp",
+     'consider("source_gpu_egress", gpu_out, gpu_egress, "gpu", no_links);', '',
+     ["test_lower_bound"]),
+    ("lower bound: destination GPU ingress cut removed", "model/src/planner.cpp",
+     'consider("dest_gpu_ingress", gpu_in, gpu_ingress, "gpu", no_links);', '',
+     ["test_lower_bound"]),
+    ("lower bound: source domain egress cut removed", "model/src/planner.cpp",
+     'consider("source_domain_egress", domain_out, dom_net_out, "domain",', 'if (false) consider("source_domain_egress", domain_out, dom_net_out, "domain",',
+     ["test_lower_bound"]),
+    ("validator: the tail of a piece is not checked", "model/src/schedule.cpp",
+     "if (pos != pc.box.elements())", "if (false && pos != pc.box.elements())",
+     ["test_schedule", "test_sim_schedule"]),
+    ("validator: elements delivered twice accepted", "model/src/schedule.cpp",
+     "if (b < pos)", "if (false && b < pos)",
+     ["test_schedule", "test_sim_schedule"]),
+    ("validator: forwarding what was never received accepted", "model/src/schedule.cpp",
+     "      if (!ok)\n        throw ScheduleError(where", "      if (false && !ok)\n        throw ScheduleError(where",
+     ["test_schedule", "test_sim_schedule"]),
+    ("verification: only the first element of each row compared", "exec/src/host_memory.cpp",
+     "for (std::int64_t k = 0; k < n; ++k) {\n        pattern_bytes(r.tensor, global + k, es, want);",
+     "for (std::int64_t k = 0; k < std::min<std::int64_t>(n, 1); ++k) {\n        pattern_bytes(r.tensor, global + k, es, want);",
+     ["test_exec"]),
+    ("estimate: ECMP paths not shared (each path carries all bytes)", "model/src/cost.cpp",
+     "if (it == c.shares.end()) c.shares.push_back({l, 1.0 / k});", "if (it == c.shares.end()) c.shares.push_back({l, 1.0});",
+     ["test_schedule", "test_sim_schedule"]),
+    ("estimate: route latency ignored", "model/src/cost.cpp",
+     "    c.latency = r.latency.value;\n    (r.kind", "    c.latency = 0;\n    (r.kind",
+     ["test_schedule", "test_sim_schedule"]),
+    ("simulator: a fixed link's share not charged to its other links", "sim/src/maxmin.cpp",
+     "other.remaining -= static_cast<double>(flows) * share;", "other.remaining -= 0.5 * static_cast<double>(flows) * share;",
+     ["test_maxmin", "test_sim"]),
+    ("layout megatron: expert EP rank off by one", "model/src/layout_megatron.cpp",
+     "const auto ep_rank = static_cast<std::int32_t>(t.expert / (E / m.ep));",
+     "const auto ep_rank = static_cast<std::int32_t>((t.expert + 1) % E / (E / m.ep));",
+     ["test_layout"]),
+    ("layout vllm: DP replicas interleaved", "model/src/layout_vllm.cpp",
+     "const Rank r = base + q % v.tp + v.tp * v.pp * (q / v.tp);", "const Rank r = base + q % v.tp + v.tp * (q / v.tp);",
+     ["test_layout"]),
+    ("units: KiB read as 1000 bytes", "model/src/units.cpp",
+     '{"KiB", 1024.0},', '{"KiB", 1000.0},',
+     ["test_units"]),
+    ("checked readers: integer overflow of a product ignored", "model/src/checked.cpp",
+     "if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;", "__builtin_mul_overflow(a, b, &r);",
+     ["test_hostile"]),
+    ("schedule reader: an op may wait for itself", "model/src/schedule.cpp",
+     "op.after.push_back(integer(after[k], aw.at(k), 0, op.id - 1));", "op.after.push_back(integer(after[k], aw.at(k), 0, op.id));",
+     ["test_hostile"]),
+    ("measurement: an unverified run accepted", "model/src/digest.cpp",
+     'if (v == doc.end() || *v != true) return "the run\'s data was not verified";', "",
+     ["test_exec"]),
+    ("exec chunks: the short last chunk dropped", "exec/include/reshard/exec/executor.hpp",
+     "return part_bytes <= 0 ? 0 : (part_bytes + chunk - 1) / chunk;", "return part_bytes <= 0 ? 0 : part_bytes / chunk;",
+     ["test_exec"]),
+]
+
+
+def run(cmd, cwd, timeout):
+    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=str(ROOT / "build"))
+    ap.add_argument("--only", nargs="*", help="substrings of mutation names to run")
+    ap.add_argument("-j", default="2")
+    a = ap.parse_args()
+    chosen = [m for m in MUTATIONS if not a.only or any(s in m[0] for s in a.only)]
+    caught = 0
+    for name, rel, old, new, targets in chosen:
+        path = ROOT / rel
+        original = path.read_text()
+        if original.count(old) != 1:
+            print(f"SKIP   {name}: the original text occurs {original.count(old)} times in {rel}")
+            continue
+        t0 = time.time()
+        try:
+            path.write_text(original.replace(old, new))
+            b = run(["cmake", "--build", a.build, "-j", a.j, "--target", *targets], ROOT, 3600)
+            if b.returncode != 0:
+                verdict = "caught (does not build)"
+            else:
+                failed = [t for t in targets if run([str(pathlib.Path(a.build) / "tests" / t)], a.build, 3600).returncode != 0]
+                verdict = "caught by " + ", ".join(failed) if failed else "MISSED"
+        finally:
+            path.write_text(original)
+        caught += verdict.startswith("caught")
+        print(f"{verdict:40s} {name}  [{rel}; {time.time() - t0:.0f} s]", flush=True)
+    # Rebuild the restored sources so the build directory matches the tree again.
+    run(["cmake", "--build", a.build, "-j", a.j, "--target", *sorted({t for m in chosen for t in m[4]})], ROOT, 3600)
+    print(f"score: {caught} of {len(chosen)} mutations caught ({100.0 * caught / max(len(chosen), 1):.0f} %)")
+    return 0 if caught == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
