@@ -217,7 +217,7 @@ void add_exec_command(CLI::App& app) {
   cmd->add_option("--timeout", a->timeout, "A peer that does not answer within this ends the run (e.g. 30s)");
   cmd->add_option("-o,--output", a->output, "Write the Measurement JSON here");
   cmd->add_option("--profile", a->profile, "Cost profile recorded for reshard check (reshard or nemo_rl)");
-  cmd->add_option("--inject", a->inject, "Test-only fault: corrupt:OP, die:RANK, drop:OP");
+  cmd->add_option("--inject", a->inject, "Test-only fault: corrupt:OP[@middle|@last], die:RANK, kill:RANK, stop:RANK, drop:OP");
   cmd->add_flag("--json", a->json, "Print one JSON object (process 0)");
   cmd->add_flag("--dry-run", a->dry_run, "Build and check the schedule, print the process count it needs, run nothing");
   cmd->callback([a] {

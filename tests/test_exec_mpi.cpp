@@ -8,6 +8,8 @@
 // (one process per GPU).
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -101,15 +103,20 @@ TEST(ExecHostFaults, CorruptedByteIsCaughtAndNamed) {
   EXPECT_NE(out.find("wrong value at element offset"), std::string::npos) << out;
 }
 
-TEST(ExecHostFaults, CorruptedMiddleAndLastBytesAreCaught) {
-  // The same operation, its byte flipped in the middle and at the end of what GPU 9 unpacks.
-  for (const char* where : {"middle", "last"}) {
+TEST(ExecHostFaults, CorruptedFirstMiddleAndLastBytesAreCaughtEachAtItsOwnElement) {
+  // The same operation, its byte flipped at the start, in the middle and at the end of what GPU 9
+  // unpacks: each is caught, and each names another element (a check of the first bytes alone
+  // would miss the last two).
+  std::set<std::string> named;
+  for (const char* where : {"first", "middle", "last"}) {
     int st = 0;
     const auto out = run(mpirun(16) + reshard() + " exec " + kGqa + " --strategy direct --inject corrupt:5@" + where, &st);
     EXPECT_NE(st, 0) << where << ": " << out;
-    EXPECT_NE(out.find("verification failed: rank 9 (GPU 9): tensor 'model.layers."), std::string::npos) << out;
-    EXPECT_EQ(out.find("wrong value at element offset 0 "), std::string::npos) << where << ": " << out;
+    const auto at = out.find("verification failed: rank 9 (GPU 9): tensor 'model.layers.");
+    ASSERT_NE(at, std::string::npos) << where << ": " << out;
+    named.insert(out.substr(at, out.find(": got", at) - at));
   }
+  EXPECT_EQ(named.size(), 3u);
 }
 
 TEST(ExecHostFaults, RankStoppedBeforeSetupIsNamedWithinTheTimeout) {

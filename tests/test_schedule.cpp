@@ -116,6 +116,13 @@ TEST(Schedule, BrokenScheduleIsRejectedNamingThePiece) {
   auto miscounted = s;
   miscounted.ops.front().bytes += Bytes{1};
   EXPECT_NE(error_of(miscounted).find("bytes"), std::string::npos) << error_of(miscounted);
+  // The chain op sent twice: every GPU it reaches gets every element of its part twice.
+  auto twice = s;
+  Op again = s.ops[k];
+  again.id = static_cast<std::int64_t>(twice.ops.size());
+  again.after.clear();
+  twice.ops.push_back(again);
+  EXPECT_NE(error_of(twice).find("delivered twice"), std::string::npos) << error_of(twice);
   // Losing only the tail of a piece: the last element of a buffer's last slice (one that ends where
   // its piece ends) cut off, its bytes
   // and those of every op carrying it adjusted to match, so everything but that one element of one

@@ -21,6 +21,7 @@ TEST(Units, DurationAndSize) {
   EXPECT_DOUBLE_EQ(parse_duration("1.5us").value, 1.5e-6);
   EXPECT_DOUBLE_EQ(parse_duration("150ns").value, 150e-9);
   EXPECT_DOUBLE_EQ(parse_duration("2ms").value, 2e-3);
+  EXPECT_EQ(parse_size("512KiB").value, 512LL << 10);  // 1 KiB = 1024 B, not 1000
   EXPECT_EQ(parse_size("64MiB").value, 64LL << 20);
   EXPECT_EQ(parse_size("5GB").value, 5'000'000'000LL);
 }

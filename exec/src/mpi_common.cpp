@@ -20,7 +20,13 @@ class SetupWatchdog {
     const double delay = timeout_s + (rank == 0 ? 1.5 : rank == 1 ? 3.0 : 4.5);
     thread_ = std::thread([this, delay] {
       std::unique_lock lock(mutex_);
-      if (cv_.wait_for(lock, std::chrono::duration<double>(delay), [this] { return done_; })) return;
+      const auto deadline = start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(delay));
+      while (true) {
+        if (cv_.wait_until(lock, deadline, [this] { return done_; })) return;
+        cv_.wait(lock, [this] { return done_ || !paused_; });  // a bounded, non-blocking check answers itself
+        if (done_) return;
+        if (std::chrono::steady_clock::now() >= deadline) break;
+      }
       std::fprintf(stderr, "reshard: error: rank %d: the run's setup (%s) did not finish within %s: a process never arrived\n",
                    rank_, stage_, model::format(model::Seconds{timeout_s_}).c_str());
       std::fflush(stderr);
@@ -32,9 +38,14 @@ class SetupWatchdog {
   double remaining() const {
     return timeout_s_ - std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
-  void stage(const char* what) {
-    std::lock_guard lock(mutex_);
-    stage_ = what;
+  // `paused`: what follows cannot block and reports a missing process itself.
+  void stage(const char* what, bool paused = false) {
+    {
+      std::lock_guard lock(mutex_);
+      stage_ = what;
+      paused_ = paused;
+    }
+    cv_.notify_all();
   }
   void stop() {
     {
@@ -51,6 +62,7 @@ class SetupWatchdog {
   std::chrono::steady_clock::time_point start_;
   const char* stage_ = "MPI_Init";
   bool done_ = false;
+  bool paused_ = false;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::thread thread_;
@@ -92,7 +104,8 @@ MpiWorld mpi_start(const ExecOptions& options) {
     if (f.kind == Fault::Kind::Stop && f.target == w.rank) std::raise(SIGSTOP);  // test-only: a stopped process
   // Arrival: every process tells rank 0 it is here; rank 0 waits at most the timeout for each, then
   // releases them all. The others wait for the release under the watchdog alone.
-  w.watchdog->stage(w.rank == 0 ? "waiting for every process to arrive" : "waiting for rank 0, which waits for every process");
+  w.watchdog->stage(w.rank == 0 ? "waiting for every process to arrive" : "waiting for rank 0, which waits for every process",
+                    w.rank == 0);
   constexpr int kTag = 0x7ffd;  // the finish uses 0x7ffe on MPI_COMM_WORLD; operations use their own communicator
   int here = 1;
   if (w.rank == 0) {
@@ -100,12 +113,15 @@ MpiWorld mpi_start(const ExecOptions& options) {
     std::vector<MPI_Request> reqs(static_cast<std::size_t>(w.world), MPI_REQUEST_NULL);
     for (int r = 1; r < w.world; ++r)
       MPI_Irecv(&arrived[static_cast<std::size_t>(r)], 1, MPI_INT, r, kTag, MPI_COMM_WORLD, &reqs[static_cast<std::size_t>(r)]);
-    const double deadline = MPI_Wtime() + std::max(w.watchdog->remaining(), 0.0);
+    // At least 1 s, so that processes that did arrive are seen even when MPI_Init took the whole timeout.
+    const double deadline = MPI_Wtime() + std::max(w.watchdog->remaining(), 1.0);
     for (int r = 1; r < w.world; ++r)
-      if (!poll_until(reqs[static_cast<std::size_t>(r)], deadline))
+      if (!poll_until(reqs[static_cast<std::size_t>(r)], deadline)) {
+        w.watchdog->stage("reporting a missing process");
         throw ExecError("rank 0 waited for rank " + std::to_string(r) + ": it never arrived at the run's setup within " +
                             model::format(model::Seconds{options.timeout_s}),
                         0, r, true);
+      }
   } else {
     MPI_Request req;
     MPI_Isend(&here, 1, MPI_INT, 0, kTag, MPI_COMM_WORLD, &req);

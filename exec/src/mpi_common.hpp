@@ -23,9 +23,9 @@ struct MpiWorld {
 // else can leave a blocked MPI call) when setup has not finished `timeout_s` after it began; the
 // launcher then ends the others. After MPI_Init every process announces itself to rank 0, which
 // waits until `timeout_s` after setup began and throws ExecError naming the first rank that never
-// arrived (stopped, or stuck before MPI_Init ended). The watchdogs fire only where that cannot
-// answer (a blocking call): rank 0's 1.5 s after the timeout, rank 1's 3 s, the others' 4.5 s, so
-// one process reports, within the timeout + 5 s.
+// arrived (stopped, or stuck before MPI_Init ended); its watchdog waits while it does. The
+// watchdogs fire where nothing else can answer (a blocking call): rank 0's 1.5 s after the
+// timeout, rank 1's 3 s, the others' 4.5 s, so one process reports, within the timeout + 5 s.
 MpiWorld mpi_start(const ExecOptions& options);
 // Setup finished (call after the last setup collective): the watchdog stands down.
 void setup_done(MpiWorld& w);
