@@ -171,6 +171,21 @@ TEST(VllmLayout, ExpertParallelWithRedundantExperts) {
   EXPECT_EQ(shards_of(inv, m2, "model.layers.0.mlp.experts.5.down_proj.weight"), (Shards{{"[0:256, 0:128]", {1, 3}}}));
 }
 
+TEST(VllmLayout, ExpertParallelAcrossReplicasWithPipelineStages) {
+  const auto inv = Inventory::parse(kMoe, "moe.yaml");
+  // TP2 x PP2 x DP2 on 8 GPUs: rank = 4 dp + 2 pp + tp (each replica's ranks together, TP fastest);
+  // stage 0 holds layers 0-1, stage 1 layers 2-3. EP4 spans TP x DP: EP rank q = tp + 2 dp, 8
+  // experts / 4 = 2 per EP rank, so expert e sits on q = e / 2, in every stage at that stage's
+  // ranks: GPU 4 (q / 2) + 2 pp + q % 2.
+  //   expert 5 (q 2: tp 0, dp 1): layer 0 -> GPU 4, layer 3 -> GPU 6
+  //   expert 3 (q 1: tp 1, dp 0): layer 2 -> GPU 3
+  LayoutSpec spec{VllmSpec{.tp = 2, .pp = 2, .dp = 2, .ep = 4}, iota(8)};
+  const auto m = build_shard_map(inv, spec);
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.5.gate_proj.weight"), (Shards{{"[0:128, 0:256]", {4}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.3.mlp.experts.5.gate_proj.weight"), (Shards{{"[0:128, 0:256]", {6}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.2.mlp.experts.3.down_proj.weight"), (Shards{{"[0:256, 0:128]", {3}}}));
+}
+
 TEST(DTensorLayout, UnevenChunksAndNestedSharding) {
   const auto inv = Inventory::parse(kGqa, "gqa.yaml");
   // Mesh [4] Shard(0): torch.chunk of 1000 vocabulary rows into 4 -> chunk 250 each (even); of the

@@ -56,12 +56,6 @@ void cuda_check(cudaError_t e, const char* what, int rank) {
   if (e != cudaSuccess) throw ExecError(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e), rank, -1, true);
 }
 
-bool has_fault(const ExecOptions& o, Fault::Kind k, std::int64_t target) {
-  for (const auto& f : o.faults)
-    if (f.kind == k && f.target == target) return true;
-  return false;
-}
-
 template <class T>
 T* to_device(const std::vector<T>& v, int rank) {
   T* p = nullptr;
@@ -276,6 +270,91 @@ double seconds_between(cudaEvent_t a, cudaEvent_t b) {
   return ms / 1000.0;
 }
 
+// Events made during a run, destroyed together when it ends.
+class EventPool {
+ public:
+  explicit EventPool(int rank) : rank_(rank) {}
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  ~EventPool() {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+  cudaEvent_t make() {
+    cudaEvent_t e = nullptr;
+    cuda_check(cudaEventCreate(&e), "cudaEventCreate", rank_);
+    events_.push_back(e);
+    return e;
+  }
+
+ private:
+  int rank_;
+  std::vector<cudaEvent_t> events_;
+};
+
+// Per op of a cuda run: `start` (after the pack), the events whose latest records end it (a plain
+// op: one; a chain op: one per hop, recorded after each chunk it moves) and those that say it is
+// done (after the unpack at every receiver).
+struct OpEvents {
+  cudaEvent_t start = nullptr;
+  std::vector<cudaEvent_t> end, done;
+};
+
+// A chain op on the cuda backend: chunk by chunk, every hop in order (a hop's `from` has chunk k
+// before it sends it), each copy on the stream of the hop's sender after the event of the hop that
+// brought it the chunk. Every GPU holds the whole part, so a hop never waits for a free slot; a
+// GPU's stream runs its chunks in order, so ops on one chain run in order on every GPU of it.
+template <class StreamOf>
+void enqueue_chain_op(DeviceRun& d, const Schedule& s, const Op& op, std::int64_t bytes, bool drop, bool corrupt,
+                      StreamOf stream_of, EventPool& events, OpEvents& ev) {
+  const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+  const auto region = d.regions_of(op.id);
+  std::map<GpuId, std::size_t> hop_into;
+  for (std::size_t h = 0; h < c.hops.size(); ++h) {
+    hop_into[c.hops[h].to] = h;
+    ev.end.push_back(events.make());
+  }
+  const DeviceRun::Local* at_dst = nullptr;
+  for (const auto& l : d.receive_of.at(op.id))
+    if (d.gpu_of(l) == op.dst) at_dst = &l;
+  const std::int64_t flip_at =
+      corrupt && bytes > 0 && at_dst ? (at_dst->t->copies.empty() ? 0 : at_dst->t->copies.front().src_offset) : -1;
+  const std::int64_t chunks = chain_chunks(bytes, c.chunk.value);
+  for (std::int64_t k = 0; k < std::max<std::int64_t>(chunks, 1); ++k) {
+    const ChunkRange r = chunks > 0 ? chain_chunk(bytes, c.chunk.value, k) : ChunkRange{};
+    for (std::size_t h = 0; h < c.hops.size(); ++h) {
+      const ChainHop& hop = c.hops[h];
+      cudaStream_t hs = stream_of(hop.from);
+      if (hop.from != op.src)
+        cuda_check(cudaStreamWaitEvent(hs, ev.end[hop_into.at(hop.from)], 0), "cudaStreamWaitEvent", 0);
+      if (r.bytes > 0 && !(drop && hop.from == op.src))  // drop: nothing leaves the root
+        cuda_check(cudaMemcpyAsync(d.arena + region.at(hop.to) + r.begin, d.arena + region.at(hop.from) + r.begin,
+                                   static_cast<std::size_t>(r.bytes), cudaMemcpyDeviceToDevice, hs),
+                   "cudaMemcpyAsync", 0);
+      if (hop.to == op.dst && flip_at >= r.begin && flip_at < r.begin + r.bytes)  // before dst forwards it
+        launch_flip(d.arena, region.at(hop.to) + flip_at, hs);
+      cuda_check(cudaEventRecord(ev.end[h], hs), "cudaEventRecord", 0);
+    }
+  }
+  for (const auto& l : d.receive_of.at(op.id)) {
+    cudaStream_t rs = stream_of(d.gpu_of(l));
+    cuda_check(cudaStreamWaitEvent(rs, ev.end[hop_into.at(d.gpu_of(l))], 0), "cudaStreamWaitEvent", 0);
+    run_range(d, l.copies, rs);
+    ev.done.push_back(events.make());
+    cuda_check(cudaEventRecord(ev.done.back(), rs), "cudaEventRecord", 0);
+  }
+}
+
+// Every stream waits for all work enqueued so far on every stream.
+void join_streams(const std::vector<cudaStream_t>& streams, EventPool& events) {
+  std::vector<cudaEvent_t> now(streams.size());
+  for (std::size_t k = 0; k < streams.size(); ++k) {
+    now[k] = events.make();
+    cuda_check(cudaEventRecord(now[k], streams[k]), "cudaEventRecord", 0);
+  }
+  for (auto& st : streams)
+    for (cudaEvent_t e : now) cuda_check(cudaStreamWaitEvent(st, e, 0), "cudaStreamWaitEvent", 0);
+}
+
 }  // namespace
 
 RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
@@ -294,104 +373,47 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
   // The timeout covers the operations (not the allocation and the fill before them).
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s));
-  std::vector<cudaEvent_t> events;  // every event made below, destroyed at the end
-  auto new_event = [&] {
-    cudaEvent_t e = nullptr;
-    cuda_check(cudaEventCreate(&e), "cudaEventCreate", 0);
-    events.push_back(e);
-    return e;
-  };
+  EventPool events(0);
   auto stream_of = [&](GpuId g) { return streams[static_cast<std::size_t>(plan.gpu_index(g)) % n_streams]; };
-  // Per op: `start` (after the pack), the events whose latest records end it (a plain op: one; a
-  // chain op: one per hop, recorded after each chunk it moves) and those that say it is done
-  // (after the unpack at every receiver).
-  std::vector<cudaEvent_t> start(s.ops.size(), nullptr);
-  std::vector<std::vector<cudaEvent_t>> end(s.ops.size()), done(s.ops.size());
-  cudaEvent_t t0 = new_event(), all_done = new_event();
+  std::vector<OpEvents> ev(s.ops.size());
+  cudaEvent_t t0 = events.make(), all_done = events.make();
   cuda_check(cudaEventRecord(t0, streams[0]), "cudaEventRecord", 0);
   for (auto& st : streams) cuda_check(cudaStreamWaitEvent(st, t0, 0), "cudaStreamWaitEvent", 0);
   std::size_t next_fence = 0;
   for (const Op& op : s.ops) {
-    const auto i = static_cast<std::size_t>(op.id);
+    OpEvents& e = ev[static_cast<std::size_t>(op.id)];
     if (next_fence < d.fences.size() && d.fences[next_fence] == op.id) {
-      // Staging memory of earlier ops is reused from here: every stream waits for all earlier work.
-      ++next_fence;
-      std::vector<cudaEvent_t> now(n_streams);
-      for (std::size_t k = 0; k < n_streams; ++k) {
-        now[k] = new_event();
-        cuda_check(cudaEventRecord(now[k], streams[k]), "cudaEventRecord", 0);
-      }
-      for (auto& st : streams)
-        for (cudaEvent_t e : now) cuda_check(cudaStreamWaitEvent(st, e, 0), "cudaStreamWaitEvent", 0);
+      ++next_fence;  // staging memory of earlier ops is reused from here
+      join_streams(streams, events);
     }
     cudaStream_t st = stream_of(op.src);
     for (auto a : op.after)
-      for (cudaEvent_t e : done[static_cast<std::size_t>(a)]) cuda_check(cudaStreamWaitEvent(st, e, 0), "cudaStreamWaitEvent", 0);
+      for (cudaEvent_t x : ev[static_cast<std::size_t>(a)].done) cuda_check(cudaStreamWaitEvent(st, x, 0), "cudaStreamWaitEvent", 0);
     const DeviceRun::Local& sender = d.send_of.at(op.id);
     run_range(d, sender.copies, st);
-    start[i] = new_event();
-    cuda_check(cudaEventRecord(start[i], st), "cudaEventRecord", 0);
+    e.start = events.make();
+    cuda_check(cudaEventRecord(e.start, st), "cudaEventRecord", 0);
     const std::int64_t bytes = d.bytes_of(sender);
-    const bool drop = has_fault(options, Fault::Kind::Drop, op.id), corrupt = has_fault(options, Fault::Kind::Corrupt, op.id);
-    if (op.chain < 0) {
-      const DeviceRun::Local& receiver = d.receive_of.at(op.id).front();
-      if (!drop && bytes > 0)
-        cuda_check(cudaMemcpyAsync(d.arena + d.offset_of(receiver), d.arena + d.offset_of(sender), static_cast<std::size_t>(bytes),
-                                   cudaMemcpyDeviceToDevice, st),
-                   "cudaMemcpyAsync", 0);
-      end[i].push_back(new_event());
-      cuda_check(cudaEventRecord(end[i].back(), st), "cudaEventRecord", 0);
-      if (corrupt && bytes > 0) {
-        launch_flip(d.arena, d.offset_of(receiver) + corrupt_offset(options.faults, *receiver.t), st);
-      }
-      run_range(d, receiver.copies, st);
-      done[i].push_back(new_event());
-      cuda_check(cudaEventRecord(done[i].back(), st), "cudaEventRecord", 0);
+    const bool drop = has_fault(options.faults, Fault::Kind::Drop, op.id);
+    const bool corrupt = has_fault(options.faults, Fault::Kind::Corrupt, op.id);
+    if (op.chain >= 0) {
+      enqueue_chain_op(d, s, op, bytes, drop, corrupt, stream_of, events, e);
       continue;
     }
-    // A chain op: chunk by chunk, every hop in order (a hop's `from` has chunk k before it sends it),
-    // each copy on the stream of the hop's sender after the event of the hop that brought it the
-    // chunk. Every GPU holds the whole part, so a hop never waits for a free slot; a GPU's stream
-    // runs its chunks in order, so ops on one chain run in order on every GPU of it.
-    const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
-    const auto region = d.regions_of(op.id);
-    std::map<GpuId, std::size_t> hop_into;
-    for (std::size_t h = 0; h < c.hops.size(); ++h) {
-      hop_into[c.hops[h].to] = h;
-      end[i].push_back(new_event());
-    }
-    const DeviceRun::Local* at_dst = nullptr;
-    for (const auto& l : d.receive_of.at(op.id))
-      if (d.gpu_of(l) == op.dst) at_dst = &l;
-    const std::int64_t flip_at =
-        corrupt && bytes > 0 && at_dst ? (at_dst->t->copies.empty() ? 0 : at_dst->t->copies.front().src_offset) : -1;
-    const std::int64_t chunks = chain_chunks(bytes, c.chunk.value);
-    for (std::int64_t k = 0; k < std::max<std::int64_t>(chunks, 1); ++k) {
-      const ChunkRange r = chunks > 0 ? chain_chunk(bytes, c.chunk.value, k) : ChunkRange{};
-      for (std::size_t h = 0; h < c.hops.size(); ++h) {
-        const ChainHop& hop = c.hops[h];
-        cudaStream_t hs = stream_of(hop.from);
-        if (hop.from != op.src)
-          cuda_check(cudaStreamWaitEvent(hs, end[i][hop_into.at(hop.from)], 0), "cudaStreamWaitEvent", 0);
-        if (r.bytes > 0 && !(drop && hop.from == op.src))  // drop: nothing leaves the root
-          cuda_check(cudaMemcpyAsync(d.arena + region.at(hop.to) + r.begin, d.arena + region.at(hop.from) + r.begin,
-                                     static_cast<std::size_t>(r.bytes), cudaMemcpyDeviceToDevice, hs),
-                     "cudaMemcpyAsync", 0);
-        if (hop.to == op.dst && flip_at >= r.begin && flip_at < r.begin + r.bytes)  // before dst forwards it
-          launch_flip(d.arena, region.at(hop.to) + flip_at, hs);
-        cuda_check(cudaEventRecord(end[i][h], hs), "cudaEventRecord", 0);
-      }
-    }
-    for (const auto& l : d.receive_of.at(op.id)) {
-      cudaStream_t rs = stream_of(d.gpu_of(l));
-      cuda_check(cudaStreamWaitEvent(rs, end[i][hop_into.at(d.gpu_of(l))], 0), "cudaStreamWaitEvent", 0);
-      run_range(d, l.copies, rs);
-      done[i].push_back(new_event());
-      cuda_check(cudaEventRecord(done[i].back(), rs), "cudaEventRecord", 0);
-    }
+    const DeviceRun::Local& receiver = d.receive_of.at(op.id).front();
+    if (!drop && bytes > 0)
+      cuda_check(cudaMemcpyAsync(d.arena + d.offset_of(receiver), d.arena + d.offset_of(sender), static_cast<std::size_t>(bytes),
+                                 cudaMemcpyDeviceToDevice, st),
+                 "cudaMemcpyAsync", 0);
+    e.end.push_back(events.make());
+    cuda_check(cudaEventRecord(e.end.back(), st), "cudaEventRecord", 0);
+    if (corrupt && bytes > 0) launch_flip(d.arena, d.offset_of(receiver) + corrupt_offset(options.faults, *receiver.t), st);
+    run_range(d, receiver.copies, st);
+    e.done.push_back(events.make());
+    cuda_check(cudaEventRecord(e.done.back(), st), "cudaEventRecord", 0);
   }
   for (std::size_t k = 0; k < n_streams; ++k) {
-    cudaEvent_t e = new_event();
+    cudaEvent_t e = events.make();
     cuda_check(cudaEventRecord(e, streams[k]), "cudaEventRecord", 0);
     cuda_check(cudaStreamWaitEvent(streams[0], e, 0), "cudaStreamWaitEvent", 0);
   }
@@ -405,14 +427,13 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
   auto& m = res.measurement;
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     double last = -1;
-    for (cudaEvent_t e : end[i]) last = std::max(last, seconds_between(t0, e));
-    m.ops[i] = {seconds_between(t0, start[i]), last};
+    for (cudaEvent_t e : ev[i].end) last = std::max(last, seconds_between(t0, e));
+    m.ops[i] = {seconds_between(t0, ev[i].start), last};
   }
   m.elapsed_s = seconds_between(t0, all_done);
   const std::string err = check(d, plan.scenario->inventory, m.bytes_verified, streams[0]);
   if (!err.empty()) throw ExecError("verification failed: " + err, 0, -1);
   m.verified = true;
-  for (cudaEvent_t e : events) cudaEventDestroy(e);
   for (auto& st : streams) cudaStreamDestroy(st);
   return res;
 }
@@ -424,14 +445,244 @@ RunResult run_nccl(const RunPlan&, const ExecOptions&) {
 #else
 
 namespace {
+
 void nccl_check(ncclResult_t r, const char* what, int rank) {
   if (r != ncclSuccess) throw ExecError(std::string("NCCL: ") + what + ": " + ncclGetErrorString(r), rank, -1, true);
 }
+
+// Per step of an nccl run: what happens around each wave, and the chain ops' local regions.
+struct StepMarks {
+  struct ChainHere {
+    std::map<GpuId, std::int64_t> region;  // local GPUs' regions
+    std::int64_t flip_at = -1;             // corrupt:OP: byte of dst's region, dst local
+  };
+  std::vector<ChainHere> chains;                       // as StepWaves::chains
+  std::map<std::int64_t, cudaEvent_t> before, after;  // waves whose start or end times an op
+  std::map<std::int64_t, std::vector<const DeviceRun::Local*>> pack_in, unpack_after;  // per wave
+  std::vector<int> peers;  // the processes this one receives from in this step, for the timeout's message
+};
+
+// The run on this process: per step, its sends and receives in waves (step_waves): one grouped
+// send/receive each; a chain op's chunk c crosses a hop of depth d in wave offset + c + d - 1.
+// Every process of a chain computes the same waves and issues its sends and receives in (op, hop)
+// order in each, so NCCL matches them pair by pair. A send is packed just before its first wave, a
+// receive unpacked just after its last chunk's (the waves staging_requests_in_waves lays the
+// staging memory out by).
+class NcclRun {
+ public:
+  NcclRun(const RunPlan& plan, const ExecOptions& options, MpiWorld& w, ncclComm_t comm, cudaStream_t stream)
+      : plan_(plan), options_(options), w_(w), s_(*plan.schedule), comm_(comm), stream_(stream), events_(w.rank),
+        timeout_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s))) {}
+
+  LocalOutcome run() {
+    d_.rank = w_.rank;
+    prepare(d_, plan_, gpus_of_process(plan_, w_.rank, w_.world), stream_, true);
+    // My sends and receives per step, in op id order.
+    std::vector<std::vector<std::int64_t>> step_ops(static_cast<std::size_t>(plan_.steps));
+    for (const Op& op : s_.ops)
+      if (d_.send_of.count(op.id) || d_.receive_of.count(op.id))
+        step_ops[static_cast<std::size_t>(plan_.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
+    cudaEvent_t t0 = events_.make(), all_done = events_.make();
+    MPI_Barrier(MPI_COMM_WORLD);
+    setup_done(w_);
+    if (has_fault(options_.faults, Fault::Kind::Kill, w_.rank)) std::raise(SIGKILL);  // test-only: a rank killed before its sends
+    if (has_fault(options_.faults, Fault::Kind::Die, w_.rank)) go_silent(w_, options_.timeout_s);  // test-only: a silent peer
+    deadline_ = std::chrono::steady_clock::now() + timeout_;
+    cuda_check(cudaEventRecord(t0, stream_), "cudaEventRecord", w_.rank);
+    op_start_.assign(s_.ops.size(), nullptr);
+    op_end_.assign(s_.ops.size(), {});
+    for (std::size_t k = 0; k < step_ops.size(); ++k) run_step(k, step_ops[k]);
+    cuda_check(cudaEventRecord(all_done, stream_), "cudaEventRecord", w_.rank);
+    cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", w_.rank);
+    LocalOutcome out;
+    out.start.assign(s_.ops.size(), -1);
+    out.end.assign(s_.ops.size(), -1);
+    for (std::size_t i = 0; i < s_.ops.size(); ++i) {
+      if (op_start_[i]) out.start[i] = seconds_between(t0, op_start_[i]);
+      for (cudaEvent_t e : op_end_[i]) out.end[i] = std::max(out.end[i], seconds_between(t0, e));
+    }
+    out.elapsed = seconds_between(t0, all_done);
+    out.error = check(d_, plan_.scenario->inventory, out.bytes_verified, stream_);
+    return out;
+  }
+
+ private:
+  bool is_local(GpuId g) const { return process_of(plan_, g, w_.world) == w_.rank; }
+  int proc_of(GpuId g) const { return process_of(plan_, g, w_.world); }
+  cudaEvent_t mark(std::map<std::int64_t, cudaEvent_t>& at, std::int64_t wave) {
+    auto& e = at[wave];
+    if (!e) e = events_.make();
+    return e;
+  }
+
+  void run_step(std::size_t k, const std::vector<std::int64_t>& ops) {
+    const StepWaves sw = step_waves(s_, ops);
+    const StepMarks m = mark_step(ops, sw);
+    // At most a few hundred waves queued: a peer that never answers is found before the launch
+    // queue fills (a full queue blocks the next launch, and the timeout with it).
+    constexpr std::int64_t kCheckpoint = 128;
+    std::vector<std::pair<cudaEvent_t, std::int64_t>> checkpoints;  // (event, waves before it)
+    for (std::int64_t wave = 0; wave < sw.waves; ++wave) {
+      enqueue_wave(ops, sw, m, wave);
+      if ((wave + 1) % kCheckpoint == 0 && wave + 1 < sw.waves) {
+        checkpoints.emplace_back(events_.make(), wave + 1);
+        cuda_check(cudaEventRecord(checkpoints.back().first, stream_), "cudaEventRecord", w_.rank);
+        if (checkpoints.size() >= 3) {
+          const auto& [e, done] = checkpoints[checkpoints.size() - 3];
+          wait_or_abort(e, k, m.peers, " (before wave " + std::to_string(done) + " of " + std::to_string(sw.waves) + ")");
+        }
+      }
+    }
+    // Wait per step so a peer that never answers is named by the step it left unfinished.
+    cudaEvent_t step_end = events_.make();
+    cuda_check(cudaEventRecord(step_end, stream_), "cudaEventRecord", w_.rank);
+    wait_or_abort(step_end, k, m.peers, "");
+  }
+
+  // The waves a step's packs, unpacks and op times sit at; the chain ops' local regions and flips.
+  StepMarks mark_step(const std::vector<std::int64_t>& ops, const StepWaves& sw) {
+    StepMarks m;
+    m.chains.resize(sw.chains.size());
+    std::map<std::int64_t, const ChainWaves*> waves_of;
+    for (const ChainWaves& cw : sw.chains) waves_of[cw.op] = &cw;
+    for (auto op : ops) {
+      const Op& o = s_.ops[static_cast<std::size_t>(op)];
+      const auto cw = waves_of.find(op);
+      const Chain* chain = o.chain >= 0 ? &s_.chains[static_cast<std::size_t>(o.chain)] : nullptr;
+      const std::int64_t last_chunk = cw == waves_of.end() ? 0 : std::max<std::int64_t>(cw->second->chunks - 1, 0);
+      if (auto it = d_.send_of.find(op); it != d_.send_of.end()) {
+        const std::int64_t wave = chain ? cw->second->wave_of(0, 0) : 0;
+        m.pack_in[wave].push_back(&it->second);
+        op_start_[static_cast<std::size_t>(op)] = mark(m.before, wave);
+      }
+      if (auto it = d_.receive_of.find(op); it != d_.receive_of.end())
+        for (const auto& l : it->second) {
+          std::int64_t wave = 0;
+          if (chain)
+            for (std::size_t h = 0; h < chain->hops.size(); ++h)
+              if (chain->hops[h].to == d_.gpu_of(l)) wave = cw->second->wave_of(h, last_chunk);
+          m.unpack_after[wave].push_back(&l);
+          op_end_[static_cast<std::size_t>(op)].push_back(mark(m.after, wave));
+          m.peers.push_back(proc_of(l.t->peer));
+        }
+    }
+    std::sort(m.peers.begin(), m.peers.end());
+    m.peers.erase(std::unique(m.peers.begin(), m.peers.end()), m.peers.end());
+    for (std::size_t q = 0; q < sw.chains.size(); ++q) {
+      const ChainWaves& cw = sw.chains[q];
+      const Op& o = s_.ops[static_cast<std::size_t>(cw.op)];
+      m.chains[q].region = d_.regions_of(cw.op);
+      if (has_fault(options_.faults, Fault::Kind::Corrupt, cw.op) && o.bytes.value > 0)
+        for (const auto& l : d_.receive_of.at(cw.op))
+          if (d_.gpu_of(l) == o.dst) m.chains[q].flip_at = corrupt_offset(options_.faults, *l.t);
+    }
+    return m;
+  }
+
+  // One wave: the packs due, one grouped send/receive, the flips and unpacks due.
+  void enqueue_wave(const std::vector<std::int64_t>& ops, const StepWaves& sw, const StepMarks& m, std::int64_t wave) {
+    if (auto it = m.pack_in.find(wave); it != m.pack_in.end())
+      for (const auto* l : it->second) run_range(d_, l->copies, stream_);
+    if (auto it = m.before.find(wave); it != m.before.end())
+      cuda_check(cudaEventRecord(it->second, stream_), "cudaEventRecord", w_.rank);
+    bool grouped = false;
+    auto group = [&] {
+      if (!grouped) nccl_check(ncclGroupStart(), "ncclGroupStart", w_.rank);
+      grouped = true;
+    };
+    auto send = [&](std::int64_t offset, std::int64_t bytes, GpuId to) {
+      group();
+      nccl_check(ncclSend(d_.arena + offset, static_cast<std::size_t>(bytes), ncclUint8, proc_of(to), comm_, stream_),
+                 "ncclSend", w_.rank);
+    };
+    auto receive = [&](std::int64_t offset, std::int64_t bytes, GpuId from) {
+      group();
+      nccl_check(ncclRecv(d_.arena + offset, static_cast<std::size_t>(bytes), ncclUint8, proc_of(from), comm_, stream_),
+                 "ncclRecv", w_.rank);
+    };
+    std::size_t next_chain = 0;
+    for (auto op : ops) {
+      const Op& o = s_.ops[static_cast<std::size_t>(op)];
+      const bool drop = has_fault(options_.faults, Fault::Kind::Drop, op);
+      if (o.chain < 0) {
+        if (wave != 0) continue;
+        // Both sides know an operation's size; empty ones are skipped on both.
+        if (auto it = d_.send_of.find(op); it != d_.send_of.end() && !drop && d_.bytes_of(it->second) > 0)
+          send(d_.offset_of(it->second), d_.bytes_of(it->second), o.dst);
+        if (auto it = d_.receive_of.find(op); it != d_.receive_of.end() && d_.bytes_of(it->second.front()) > 0)
+          receive(d_.offset_of(it->second.front()), d_.bytes_of(it->second.front()), o.src);
+        continue;
+      }
+      const std::size_t q = next_chain++;
+      const ChainWaves& cw = sw.chains[q];
+      const Chain& chain = s_.chains[static_cast<std::size_t>(o.chain)];
+      for (std::size_t h = 0; h < chain.hops.size(); ++h) {
+        const std::int64_t c = cw.chunk_in(h, wave);
+        if (c < 0) continue;
+        const ChainHop& hop = chain.hops[h];
+        const ChunkRange r = chain_chunk(o.bytes.value, chain.chunk.value, c);
+        if (is_local(hop.from) && !(drop && hop.from == o.src))  // drop: nothing leaves the root
+          send(m.chains[q].region.at(hop.from) + r.begin, r.bytes, hop.to);
+        if (is_local(hop.to)) receive(m.chains[q].region.at(hop.to) + r.begin, r.bytes, hop.from);
+      }
+    }
+    if (grouped) nccl_check(ncclGroupEnd(), "ncclGroupEnd", w_.rank);
+    if (auto it = m.after.find(wave); it != m.after.end())
+      cuda_check(cudaEventRecord(it->second, stream_), "cudaEventRecord", w_.rank);
+    // corrupt:OP on a chain: flipped at dst in the wave its chunk arrives, before dst forwards it.
+    for (std::size_t q = 0; q < sw.chains.size(); ++q) {
+      const std::int64_t flip_at = m.chains[q].flip_at;
+      if (flip_at < 0) continue;
+      const ChainWaves& cw = sw.chains[q];
+      const Op& o = s_.ops[static_cast<std::size_t>(cw.op)];
+      const Chain& chain = s_.chains[static_cast<std::size_t>(o.chain)];
+      for (std::size_t h = 0; h < chain.hops.size(); ++h)
+        if (chain.hops[h].to == o.dst && wave == cw.wave_of(h, flip_at / chain.chunk.value))
+          launch_flip(d_.arena, m.chains[q].region.at(o.dst) + flip_at, stream_);
+    }
+    if (auto it = m.unpack_after.find(wave); it != m.unpack_after.end())
+      for (const auto* l : it->second) {
+        if (s_.ops[static_cast<std::size_t>(l->t->op)].chain < 0 &&
+            has_fault(options_.faults, Fault::Kind::Corrupt, l->t->op) && d_.bytes_of(*l) > 0)
+          // corrupt:OP on a plain op: flipped before the unpack
+          launch_flip(d_.arena, d_.offset_of(*l) + corrupt_offset(options_.faults, *l->t), stream_);
+        run_range(d_, l->copies, stream_);
+      }
+  }
+
+  // Waits for e; a wait past the deadline aborts the communicator and names the step's peers.
+  void wait_or_abort(cudaEvent_t e, std::size_t step, const std::vector<int>& peers, const std::string& where) {
+    if (wait_event(e, deadline_, w_.rank)) {
+      deadline_ = std::chrono::steady_clock::now() + timeout_;  // the limit is on silence
+      return;
+    }
+    std::string list;
+    for (int p : peers) list += (list.empty() ? "" : ", ") + std::to_string(p);
+    ncclCommAbort(comm_);
+    throw ExecError("rank " + std::to_string(w_.rank) + " waited in step " + std::to_string(step) + where +
+                        " for rank(s) " + list + ": no answer within " + format(Seconds{options_.timeout_s}),
+                    w_.rank, peers.empty() ? -1 : peers.front(), true);
+  }
+
+  const RunPlan& plan_;
+  const ExecOptions& options_;
+  MpiWorld& w_;
+  const Schedule& s_;
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  DeviceRun d_;
+  EventPool events_;
+  std::chrono::steady_clock::duration timeout_;
+  std::chrono::steady_clock::time_point deadline_;
+  // Per op: the events its start and end are read from (-1 time where none is local).
+  std::vector<cudaEvent_t> op_start_;
+  std::vector<std::vector<cudaEvent_t>> op_end_;
+};
+
 }  // namespace
 
 RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
   MpiWorld w = mpi_start(options);
-  const Schedule& s = *plan.schedule;
   const int devices = cuda_device_count();
   if (devices == 0) throw ExecError("the nccl backend needs a GPU; the CUDA runtime sees none on rank " + std::to_string(w.rank), w.rank, -1, true);
   if (w.world > static_cast<int>(plan.gpus.size())) {
@@ -449,205 +700,7 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   ncclComm_t comm = nullptr;
   nccl_check(ncclCommInitRank(&comm, w.world, id, w.rank), "ncclCommInitRank", w.rank);
-
-  DeviceRun d;
-  d.rank = w.rank;
-  prepare(d, plan, gpus_of_process(plan, w.rank, w.world), stream, true);
-  // My sends and receives per step, in op id order.
-  std::vector<std::vector<std::int64_t>> step_ops(static_cast<std::size_t>(plan.steps));
-  for (const Op& op : s.ops)
-    if (d.send_of.count(op.id) || d.receive_of.count(op.id))
-      step_ops[static_cast<std::size_t>(plan.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
-  std::vector<cudaEvent_t> events;  // every event made below, destroyed at the end
-  auto new_event = [&] {
-    cudaEvent_t e = nullptr;
-    cuda_check(cudaEventCreate(&e), "cudaEventCreate", w.rank);
-    events.push_back(e);
-    return e;
-  };
-  auto is_local = [&](GpuId g) { return process_of(plan, g, w.world) == w.rank; };
-  cudaEvent_t t0 = new_event(), all_done = new_event();
-  MPI_Barrier(MPI_COMM_WORLD);
-  setup_done(w);
-  if (has_fault(options, Fault::Kind::Kill, w.rank)) std::raise(SIGKILL);  // test-only: a rank killed before its sends
-  if (has_fault(options, Fault::Kind::Die, w.rank)) go_silent(w, options.timeout_s);  // test-only: a silent peer
-  const auto timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s));
-  auto deadline = std::chrono::steady_clock::now() + timeout;  // moves on with every wait that ends: the limit is on silence
-  cuda_check(cudaEventRecord(t0, stream), "cudaEventRecord", w.rank);
-  // Per op: the events its start and end are read from (-1 time where none is local).
-  std::vector<cudaEvent_t> op_start(s.ops.size(), nullptr);
-  std::vector<std::vector<cudaEvent_t>> op_end(s.ops.size());
-  for (std::size_t k = 0; k < step_ops.size(); ++k) {
-    // Waves (step_waves): one grouped send/receive each; a chain op's chunk c crosses a hop of
-    // depth d in wave offset + c + d - 1. Every process of a chain computes the same waves and
-    // issues its sends and receives in (op, hop) order in each, so NCCL matches them pair by pair.
-    // A send is packed just before its first wave, a receive unpacked just after its last chunk's
-    // (the waves staging_requests_in_waves lays the staging memory out by).
-    const StepWaves sw = step_waves(s, step_ops[k]);
-    const std::int64_t waves = sw.waves;
-    struct ChainHere {
-      std::map<GpuId, std::int64_t> region;  // local GPUs' regions
-      std::int64_t flip_at = -1;             // corrupt:OP: byte of dst's region, dst local
-    };
-    std::vector<ChainHere> local(sw.chains.size());
-    std::map<std::int64_t, const ChainWaves*> waves_of;
-    for (const ChainWaves& cw : sw.chains) waves_of[cw.op] = &cw;
-    std::map<std::int64_t, cudaEvent_t> before, after;  // waves whose start or end times an op
-    auto mark = [&](std::map<std::int64_t, cudaEvent_t>& at, std::int64_t wave) {
-      auto& e = at[wave];
-      if (!e) e = new_event();
-      return e;
-    };
-    std::map<std::int64_t, std::vector<const DeviceRun::Local*>> pack_in, unpack_after;  // per wave
-    for (auto op : step_ops[k]) {
-      const Op& o = s.ops[static_cast<std::size_t>(op)];
-      const auto cw = waves_of.find(op);
-      const Chain* chain = o.chain >= 0 ? &s.chains[static_cast<std::size_t>(o.chain)] : nullptr;
-      const std::int64_t last_chunk = cw == waves_of.end() ? 0 : std::max<std::int64_t>(cw->second->chunks - 1, 0);
-      if (auto it = d.send_of.find(op); it != d.send_of.end()) {
-        const std::int64_t wave = chain ? cw->second->wave_of(0, 0) : 0;
-        pack_in[wave].push_back(&it->second);
-        op_start[static_cast<std::size_t>(op)] = mark(before, wave);
-      }
-      if (auto it = d.receive_of.find(op); it != d.receive_of.end())
-        for (const auto& l : it->second) {
-          std::int64_t wave = 0;
-          if (chain)
-            for (std::size_t h = 0; h < chain->hops.size(); ++h)
-              if (chain->hops[h].to == d.gpu_of(l)) wave = cw->second->wave_of(h, last_chunk);
-          unpack_after[wave].push_back(&l);
-          op_end[static_cast<std::size_t>(op)].push_back(mark(after, wave));
-        }
-    }
-    for (std::size_t q = 0; q < sw.chains.size(); ++q) {
-      const ChainWaves& cw = sw.chains[q];
-      const Op& o = s.ops[static_cast<std::size_t>(cw.op)];
-      local[q].region = d.regions_of(cw.op);
-      if (has_fault(options, Fault::Kind::Corrupt, cw.op) && o.bytes.value > 0)
-        for (const auto& l : d.receive_of.at(cw.op))
-          if (d.gpu_of(l) == o.dst) local[q].flip_at = corrupt_offset(options.faults, *l.t);
-    }
-    // The processes this one receives from in this step, for the timeout's message.
-    std::vector<int> peers;
-    for (auto op : step_ops[k])
-      if (auto it = d.receive_of.find(op); it != d.receive_of.end())
-        for (const auto& l : it->second) peers.push_back(process_of(plan, l.t->peer, w.world));
-    std::sort(peers.begin(), peers.end());
-    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
-    auto wait_or_abort = [&](cudaEvent_t e, const std::string& where) {
-      if (wait_event(e, deadline, w.rank)) {
-        deadline = std::chrono::steady_clock::now() + timeout;
-        return;
-      }
-      std::string list;
-      for (int p : peers) list += (list.empty() ? "" : ", ") + std::to_string(p);
-      ncclCommAbort(comm);
-      throw ExecError("rank " + std::to_string(w.rank) + " waited in step " + std::to_string(k) + where + " for rank(s) " + list +
-                          ": no answer within " + format(Seconds{options.timeout_s}),
-                      w.rank, peers.empty() ? -1 : peers.front(), true);
-    };
-    // At most a few hundred waves queued: a peer that never answers is found before the launch
-    // queue fills (a full queue blocks the next launch, and the timeout with it).
-    constexpr std::int64_t kCheckpoint = 128;
-    std::vector<std::pair<cudaEvent_t, std::int64_t>> checkpoints;  // (event, waves before it)
-    for (std::int64_t wave = 0; wave < waves; ++wave) {
-      if (auto it = pack_in.find(wave); it != pack_in.end())
-        for (const auto* l : it->second) run_range(d, l->copies, stream);
-      if (auto it = before.find(wave); it != before.end()) cuda_check(cudaEventRecord(it->second, stream), "cudaEventRecord", w.rank);
-      bool grouped = false;
-      auto group = [&] {
-        if (!grouped) nccl_check(ncclGroupStart(), "ncclGroupStart", w.rank);
-        grouped = true;
-      };
-      std::size_t next_chain = 0;
-      for (auto op : step_ops[k]) {
-        const Op& o = s.ops[static_cast<std::size_t>(op)];
-        const bool drop = has_fault(options, Fault::Kind::Drop, op);
-        if (o.chain < 0) {
-          if (wave != 0) continue;
-          // Both sides know an operation's size; empty ones are skipped on both.
-          if (auto it = d.send_of.find(op); it != d.send_of.end() && !drop && d.bytes_of(it->second) > 0) {
-            group();
-            nccl_check(ncclSend(d.arena + d.offset_of(it->second), static_cast<std::size_t>(d.bytes_of(it->second)), ncclUint8,
-                                process_of(plan, o.dst, w.world), comm, stream),
-                       "ncclSend", w.rank);
-          }
-          if (auto it = d.receive_of.find(op); it != d.receive_of.end() && d.bytes_of(it->second.front()) > 0) {
-            const auto& l = it->second.front();
-            group();
-            nccl_check(ncclRecv(d.arena + d.offset_of(l), static_cast<std::size_t>(d.bytes_of(l)), ncclUint8,
-                                process_of(plan, o.src, w.world), comm, stream),
-                       "ncclRecv", w.rank);
-          }
-          continue;
-        }
-        const std::size_t q = next_chain++;
-        const ChainWaves& cw = sw.chains[q];
-        const Chain& chain = s.chains[static_cast<std::size_t>(o.chain)];
-        for (std::size_t h = 0; h < chain.hops.size(); ++h) {
-          const std::int64_t c = cw.chunk_in(h, wave);
-          if (c < 0) continue;
-          const ChainHop& hop = chain.hops[h];
-          const ChunkRange r = chain_chunk(o.bytes.value, chain.chunk.value, c);
-          if (is_local(hop.from) && !(drop && hop.from == o.src)) {  // drop: nothing leaves the root
-            group();
-            nccl_check(ncclSend(d.arena + local[q].region.at(hop.from) + r.begin, static_cast<std::size_t>(r.bytes), ncclUint8,
-                                process_of(plan, hop.to, w.world), comm, stream),
-                       "ncclSend", w.rank);
-          }
-          if (is_local(hop.to)) {
-            group();
-            nccl_check(ncclRecv(d.arena + local[q].region.at(hop.to) + r.begin, static_cast<std::size_t>(r.bytes), ncclUint8,
-                                process_of(plan, hop.from, w.world), comm, stream),
-                       "ncclRecv", w.rank);
-          }
-        }
-      }
-      if (grouped) nccl_check(ncclGroupEnd(), "ncclGroupEnd", w.rank);
-      if (auto it = after.find(wave); it != after.end()) cuda_check(cudaEventRecord(it->second, stream), "cudaEventRecord", w.rank);
-      // corrupt:OP on a chain: flipped at dst in the wave its chunk arrives, before dst forwards it.
-      for (std::size_t q = 0; q < sw.chains.size(); ++q) {
-        if (local[q].flip_at < 0) continue;
-        const ChainWaves& cw = sw.chains[q];
-        const Op& o = s.ops[static_cast<std::size_t>(cw.op)];
-        const Chain& chain = s.chains[static_cast<std::size_t>(o.chain)];
-        for (std::size_t h = 0; h < chain.hops.size(); ++h)
-          if (chain.hops[h].to == o.dst && wave == cw.wave_of(h, local[q].flip_at / chain.chunk.value))
-            launch_flip(d.arena, local[q].region.at(o.dst) + local[q].flip_at, stream);
-      }
-      if (auto it = unpack_after.find(wave); it != unpack_after.end())
-        for (const auto* l : it->second) {
-          if (s.ops[static_cast<std::size_t>(l->t->op)].chain < 0 && has_fault(options, Fault::Kind::Corrupt, l->t->op) &&
-              d.bytes_of(*l) > 0)  // corrupt:OP on a plain op: flipped before the unpack
-            launch_flip(d.arena, d.offset_of(*l) + corrupt_offset(options.faults, *l->t), stream);
-          run_range(d, l->copies, stream);
-        }
-      if ((wave + 1) % kCheckpoint == 0 && wave + 1 < waves) {
-        checkpoints.emplace_back(new_event(), wave + 1);
-        cuda_check(cudaEventRecord(checkpoints.back().first, stream), "cudaEventRecord", w.rank);
-        if (checkpoints.size() >= 3) {
-          const auto& [e, done] = checkpoints[checkpoints.size() - 3];
-          wait_or_abort(e, " (before wave " + std::to_string(done) + " of " + std::to_string(waves) + ")");
-        }
-      }
-    }
-    // Wait per step so a peer that never answers is named by the step it left unfinished.
-    cudaEvent_t step_end = new_event();
-    cuda_check(cudaEventRecord(step_end, stream), "cudaEventRecord", w.rank);
-    wait_or_abort(step_end, "");
-  }
-  cuda_check(cudaEventRecord(all_done, stream), "cudaEventRecord", w.rank);
-  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", w.rank);
-  LocalOutcome out;
-  out.start.assign(s.ops.size(), -1);
-  out.end.assign(s.ops.size(), -1);
-  for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    if (op_start[i]) out.start[i] = seconds_between(t0, op_start[i]);
-    for (cudaEvent_t e : op_end[i]) out.end[i] = std::max(out.end[i], seconds_between(t0, e));
-  }
-  out.elapsed = seconds_between(t0, all_done);
-  out.error = check(d, plan.scenario->inventory, out.bytes_verified, stream);
-  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  LocalOutcome out = NcclRun(plan, options, w, comm, stream).run();
   ncclCommDestroy(comm);
   cudaStreamDestroy(stream);
   return mpi_finish(plan, options, w, out);

@@ -380,6 +380,12 @@ Fault parse_fault(const std::string& text) {
   return f;
 }
 
+bool has_fault(const std::vector<Fault>& faults, Fault::Kind k, std::int64_t target) {
+  for (const auto& f : faults)
+    if (f.kind == k && f.target == target) return true;
+  return false;
+}
+
 std::int64_t corrupt_offset(const std::vector<Fault>& faults, const Transfer& receive) {
   for (const Fault& f : faults) {
     if (f.kind != Fault::Kind::Corrupt || f.target != receive.op) continue;

@@ -69,11 +69,11 @@ const char* to_string(DeviceKind k) {
 
 namespace detail {
 
-std::size_t TopologyData::checked_gpu(GpuId g) const {
-  if (g < 0 || static_cast<std::size_t>(g) >= gpu_devices.size())
-    throw std::out_of_range("GPU index " + std::to_string(g) + " out of range (topology '" + name + "' has " +
-                            std::to_string(gpu_devices.size()) + " GPUs)");
-  return static_cast<std::size_t>(g);
+std::size_t TopologyData::checked_index(const char* what, std::int64_t i, std::size_t n) const {
+  if (i < 0 || static_cast<std::size_t>(i) >= n)
+    throw IndexError(std::string(what) + " index " + std::to_string(i) + " out of range (topology '" + name +
+                     "' has " + std::to_string(n) + ")");
+  return static_cast<std::size_t>(i);
 }
 
 DeviceId TopologyData::add_device(DeviceKind kind, std::string dev_name, std::int32_t node, std::int32_t rail,
@@ -469,8 +469,12 @@ std::int32_t Topology::link_count() const { return static_cast<std::int32_t>(imp
 std::int32_t Topology::rail_count() const { return impl_->d.rail_count; }
 bool Topology::generated() const { return impl_->d.generated; }
 
-const Device& Topology::device(DeviceId id) const { return impl_->d.devices.at(static_cast<std::size_t>(id)); }
-const Link& Topology::link(LinkId id) const { return impl_->d.links.at(static_cast<std::size_t>(id)); }
+const Device& Topology::device(DeviceId id) const {
+  return impl_->d.devices[impl_->d.checked_index("device", id, impl_->d.devices.size())];
+}
+const Link& Topology::link(LinkId id) const {
+  return impl_->d.links[impl_->d.checked_index("link", id, impl_->d.links.size())];
+}
 const std::vector<Link>& Topology::links() const { return impl_->d.links; }
 const std::vector<Device>& Topology::devices() const { return impl_->d.devices; }
 
@@ -483,7 +487,7 @@ std::int32_t Topology::domain_of(GpuId g) const { return device(gpu_device(g)).d
 std::int32_t Topology::node_of(GpuId g) const { return device(gpu_device(g)).node; }
 std::int32_t Topology::rail_of(GpuId g) const { return device(gpu_device(g)).rail; }
 const std::vector<GpuId>& Topology::gpus_in_domain(std::int32_t domain) const {
-  return impl_->d.domain_gpus.at(static_cast<std::size_t>(domain));
+  return impl_->d.domain_gpus[impl_->d.checked_domain(domain)];
 }
 std::optional<DeviceId> Topology::nic_of(GpuId g) const {
   const DeviceId nic = impl_->d.gpu_nic[impl_->d.checked_gpu(g)];
@@ -539,30 +543,14 @@ Route Topology::search_route(GpuId a, GpuId b) const {
 BytesPerSecond Topology::bisection_bandwidth() const {
   const auto& d = impl_->d;
   if (d.node_count < 2) return BytesPerSecond{0};
-  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
-  using FlowGraph = boost::adjacency_list<
-      boost::vecS, boost::vecS, boost::directedS, boost::no_property,
-      boost::property<boost::edge_capacity_t, std::int64_t,
-                      boost::property<boost::edge_residual_capacity_t, std::int64_t,
-                                      boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
   const std::size_t n = d.devices.size();
-  FlowGraph fg(n + 2);
+  detail::MaxFlowGraph fg(n + 2);
   const std::size_t source = n;
   const std::size_t sink = n + 1;
-  auto capacity = boost::get(boost::edge_capacity, fg);
-  auto reverse = boost::get(boost::edge_reverse, fg);
-  auto add = [&](std::size_t u, std::size_t v, std::int64_t cap) {
-    auto e = boost::add_edge(u, v, fg).first;
-    auto back = boost::add_edge(v, u, fg).first;
-    capacity[e] = cap;
-    capacity[back] = 0;
-    reverse[e] = back;
-    reverse[back] = e;
-  };
   std::vector<std::int64_t> out_cap(n, 0), in_cap(n, 0);
   for (const auto& l : d.links) {
     const auto cap = static_cast<std::int64_t>(std::llround(l.bandwidth.value));
-    add(static_cast<std::size_t>(l.from), static_cast<std::size_t>(l.to), cap);
+    fg.add(static_cast<std::size_t>(l.from), static_cast<std::size_t>(l.to), cap);
     out_cap[static_cast<std::size_t>(l.from)] += cap;
     in_cap[static_cast<std::size_t>(l.to)] += cap;
   }
@@ -570,10 +558,10 @@ BytesPerSecond Topology::bisection_bandwidth() const {
   for (DeviceId v : d.gpu_devices) {
     const auto& dev = d.devices[static_cast<std::size_t>(v)];
     const auto u = static_cast<std::size_t>(v);
-    if (dev.node < half) add(source, u, out_cap[u]);
-    else add(u, sink, in_cap[u]);
+    if (dev.node < half) fg.add(source, u, out_cap[u]);
+    else fg.add(u, sink, in_cap[u]);
   }
-  const std::int64_t flow = boost::push_relabel_max_flow(fg, source, sink);
+  const std::int64_t flow = boost::push_relabel_max_flow(fg.g, source, sink);
   return BytesPerSecond{static_cast<double>(flow)};
 }
 

@@ -31,6 +31,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "reshard/model/errors.hpp"
 #include "topology_impl.hpp"
 
 namespace reshard::model::detail {
@@ -71,32 +72,17 @@ enum class Outside : std::uint8_t { Ignored, Feeds, Drains };
 // sink, and its capacity as the sum of their bandwidths.
 NetworkCut region_cut(const TopologyData& d, const std::vector<DeviceId>& region, const std::vector<DeviceId>& sources,
                       const std::vector<DeviceId>& sinks, Outside outside, bool near_sink) {
-  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
-  using FlowGraph = boost::adjacency_list<
-      boost::vecS, boost::vecS, boost::directedS, boost::no_property,
-      boost::property<boost::edge_capacity_t, std::int64_t,
-                      boost::property<boost::edge_residual_capacity_t, std::int64_t,
-                                      boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
-  using Edge = FlowGraph::edge_descriptor;
+  using Edge = MaxFlowGraph::Edge;
   std::unordered_map<DeviceId, std::size_t> local;
   local.reserve(region.size());
   for (DeviceId v : region) local.emplace(v, local.size());
   const std::size_t n = region.size();
   const std::size_t S = n, T = n + 1;
-  FlowGraph fg(n + 2);
-  auto capacity = boost::get(boost::edge_capacity, fg);
-  auto residual = boost::get(boost::edge_residual_capacity, fg);
-  auto reverse = boost::get(boost::edge_reverse, fg);
+  MaxFlowGraph fg(n + 2);
+  auto residual = boost::get(boost::edge_residual_capacity, fg.g);
+  auto reverse = boost::get(boost::edge_reverse, fg.g);
   std::vector<std::pair<Edge, LinkId>> link_edges;  // the forward edge of every link taken in
-  auto add = [&](std::size_t u, std::size_t v, std::int64_t cap) {
-    const Edge e = boost::add_edge(u, v, fg).first;
-    const Edge back = boost::add_edge(v, u, fg).first;
-    capacity[e] = cap;
-    capacity[back] = 0;
-    reverse[e] = back;
-    reverse[back] = e;
-    return e;
-  };
+  auto add = [&](std::size_t u, std::size_t v, std::int64_t cap) { return fg.add(u, v, cap); };
   std::int64_t total = 1;
   auto add_link = [&](std::size_t u, std::size_t v, const Link& l) {
     const auto cap = static_cast<std::int64_t>(std::llround(l.bandwidth.value));
@@ -119,7 +105,7 @@ NetworkCut region_cut(const TopologyData& d, const std::vector<DeviceId>& region
   }
   for (DeviceId v : sources) add(S, local.at(v), total);  // more than every link together: never cut
   for (DeviceId v : sinks) add(local.at(v), T, total);
-  boost::edmonds_karp_max_flow(fg, S, T);
+  boost::edmonds_karp_max_flow(fg.g, S, T);
 
   // The side of the cut: vertices reachable from S in the residual graph (near the source), or
   // the vertices that reach T in it (near the sink).
@@ -129,11 +115,11 @@ NetworkCut region_cut(const TopologyData& d, const std::vector<DeviceId>& region
   while (!stack.empty()) {
     const std::size_t u = stack.back();
     stack.pop_back();
-    for (auto [e, end] = boost::out_edges(u, fg); e != end; ++e) {
+    for (auto [e, end] = boost::out_edges(u, fg.g); e != end; ++e) {
       // Forward search: u -> w usable when its residual is positive. Backward search: w -> u is
       // the reverse of the out-edge u -> w, usable when its residual is positive.
       const Edge step = near_sink ? reverse[*e] : *e;
-      const std::size_t w = boost::target(*e, fg);
+      const std::size_t w = boost::target(*e, fg.g);
       if (residual[step] > 0 && !side[w]) {
         side[w] = 1;
         stack.push_back(w);
@@ -142,7 +128,7 @@ NetworkCut region_cut(const TopologyData& d, const std::vector<DeviceId>& region
   }
   NetworkCut cut;
   for (const auto& [e, id] : link_edges) {
-    const bool from_in = side[boost::source(e, fg)], to_in = side[boost::target(e, fg)];
+    const bool from_in = side[boost::source(e, fg.g)], to_in = side[boost::target(e, fg.g)];
     if (near_sink ? (!from_in && to_in) : (from_in && !to_in)) {
       cut.links.push_back(id);
       cut.capacity.value += d.links[static_cast<std::size_t>(id)].bandwidth.value;
@@ -164,7 +150,7 @@ std::string quoted_names(const TopologyData& d, const std::vector<DeviceId>& ids
 }  // namespace
 
 NetworkCut TopologyData::domain_cut(std::int32_t domain, CutDirection dir, bool search) const {
-  const auto& gpus = domain_gpus.at(static_cast<std::size_t>(domain));
+  const auto& gpus = domain_gpus[checked_domain(domain)];
   const bool in = dir == CutDirection::Ingress;
   if (generated && !search) {
     NetworkCut cut;
@@ -264,15 +250,6 @@ void TopologyData::compute_cuts() {
 
 namespace reshard::model {
 
-namespace {
-std::size_t checked_domain(const detail::TopologyData& d, std::int32_t k) {
-  if (k < 0 || static_cast<std::size_t>(k) >= d.domain_gpus.size())
-    throw std::out_of_range("NVLink domain " + std::to_string(k) + " out of range (topology '" + d.name + "' has " +
-                            std::to_string(d.domain_gpus.size()) + " domains)");
-  return static_cast<std::size_t>(k);
-}
-}  // namespace
-
 std::optional<HostLink> Topology::host_link(GpuId g) const {
   const auto& d = impl_->d;
   const auto i = d.checked_gpu(g);
@@ -288,17 +265,15 @@ BytesPerSecond Topology::gpu_network_bandwidth(GpuId g) const {
 
 BytesPerSecond Topology::domain_network_capacity(std::int32_t domain, CutDirection dir) const {
   const auto& d = impl_->d;
-  const auto k = checked_domain(d, domain);
+  const auto k = d.checked_domain(domain);
   return BytesPerSecond{dir == CutDirection::Ingress ? d.domain_in_cap[k] : d.domain_out_cap[k]};
 }
 
 NetworkCut Topology::domain_network_cut(std::int32_t domain, CutDirection dir) const {
-  checked_domain(impl_->d, domain);
   return impl_->d.domain_cut(domain, dir, false);
 }
 
 NetworkCut Topology::search_domain_network_cut(std::int32_t domain, CutDirection dir) const {
-  checked_domain(impl_->d, domain);
   return impl_->d.domain_cut(domain, dir, true);
 }
 

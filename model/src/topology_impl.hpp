@@ -53,6 +53,34 @@ struct Fabric {
   std::vector<LinkId> gpu_to_nic, nic_to_gpu, nic_to_leaf, leaf_to_nic;
 };
 
+// A directed graph for Boost's max-flow algorithms (push-relabel, Edmonds-Karp): every edge
+// with its reverse edge of capacity 0, capacities in whole bytes per second.
+struct MaxFlowGraph {
+  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+  using Graph = boost::adjacency_list<
+      boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+      boost::property<boost::edge_capacity_t, std::int64_t,
+                      boost::property<boost::edge_residual_capacity_t, std::int64_t,
+                                      boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
+  using Edge = Graph::edge_descriptor;
+
+  explicit MaxFlowGraph(std::size_t vertices) : g(vertices) {}
+  // The edge u -> v of capacity cap (and its reverse).
+  Edge add(std::size_t u, std::size_t v, std::int64_t cap) {
+    auto capacity = boost::get(boost::edge_capacity, g);
+    auto reverse = boost::get(boost::edge_reverse, g);
+    const Edge e = boost::add_edge(u, v, g).first;
+    const Edge back = boost::add_edge(v, u, g).first;
+    capacity[e] = cap;
+    capacity[back] = 0;
+    reverse[e] = back;
+    reverse[back] = e;
+    return e;
+  }
+
+  Graph g;
+};
+
 // Route caches, shared by copies of one Topology (the topology is immutable once built, so a
 // cached entry is valid for every copy). Guarded by a reader/writer lock: route() is thread-safe.
 struct RouteCache {
@@ -85,9 +113,12 @@ struct TopologyData {
   std::vector<std::string> warnings;                     // see Topology::warnings
   std::shared_ptr<RouteCache> cache = std::make_shared<RouteCache>();
 
-  // g as an index of the per-GPU tables; std::out_of_range naming the topology when it has no GPU g
-  // (Topology's contract for GPU indices: its callers check what users give them).
-  std::size_t checked_gpu(GpuId g) const;
+  // i as an index of a table of n entries; IndexError naming the topology and `what` ("GPU",
+  // "NVLink domain", "device", "link") when it has no entry i (Topology's contract for indices:
+  // its callers check what users give them).
+  std::size_t checked_index(const char* what, std::int64_t i, std::size_t n) const;
+  std::size_t checked_gpu(GpuId g) const { return checked_index("GPU", g, gpu_devices.size()); }
+  std::size_t checked_domain(std::int32_t k) const { return checked_index("NVLink domain", k, domain_gpus.size()); }
 
   DeviceId add_device(DeviceKind kind, std::string name, std::int32_t node, std::int32_t rail, int line = 0);
   // A directed link; returns its id.

@@ -77,19 +77,47 @@ std::int32_t positive_int32(const yaml::Node& n, std::int64_t max = 1'000'000) {
 
 namespace {
 
-// cluster: the node template, the size, the NIC and host-link overrides.
-struct ClusterSpec {
+// One cluster of a generated topology: its node template, size, NIC and host-link overrides, and
+// where its nodes, leaves and NVLink domains start in the topology's numbering. A one-cluster
+// topology (`cluster:`) is one part without a name; with `clusters:` each part's name prefixes
+// its devices' names.
+struct ClusterPart {
+  explicit ClusterPart(yaml::Node template_key) : template_node(std::move(template_key)) {}
+  std::string name;
   const NodeTemplate* tmpl = nullptr;
   yaml::Node template_node;
   std::int32_t nodes = 0;
-  std::optional<yaml::Node> nic_node, host_node;  // cluster.nic_speed, cluster.host_link when given
+  std::optional<yaml::Node> nic_node, host_node;  // nic_speed, host_link when given
   BytesPerSecond nic_bw, host_bw;
   LinkKind host_kind = LinkKind::PCIe;
+  std::int32_t nodes_per_leaf = 0, leaves = 0;
+  std::int32_t first_node = 0, first_leaf = 0, first_domain = 0;
+
+  std::string prefix() const { return name.empty() ? std::string() : name + "/"; }
+  std::int32_t gpus_per_node() const { return tmpl->gpus_per_node; }
+  std::int32_t domains() const { return (nodes + tmpl->nodes_per_domain - 1) / tmpl->nodes_per_domain; }
+  // "node3" or "rack0/tray3", n counted within the cluster.
+  std::string node_label(std::int32_t n) const {
+    const std::int32_t per = tmpl->nodes_per_domain;
+    return prefix() + (tmpl->rack_scale ? "rack" + std::to_string(n / per) + "/tray" + std::to_string(n % per)
+                                        : "node" + std::to_string(n));
+  }
 };
 
-ClusterSpec read_cluster(const yaml::Node& cluster) {
-  cluster.allow_only({"template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind"});
-  ClusterSpec c{nullptr, cluster.at("template")};
+// A cluster's own keys: template, size, NIC and host link (`named`: an item of `clusters:`, which
+// also carries name and nodes_per_leaf).
+ClusterPart read_cluster(const yaml::Node& cluster, bool named) {
+  if (named)
+    cluster.allow_only({"name", "template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "nodes_per_leaf"});
+  else
+    cluster.allow_only({"template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind"});
+  ClusterPart c(cluster.at("template"));
+  if (named) {
+    const auto name_node = cluster.at("name");
+    c.name = name_node.str();
+    if (c.name.empty() || c.name.find('/') != std::string::npos)
+      name_node.fail("a cluster name must be non-empty and without '/', got '" + c.name + "'");
+  }
   const yaml::Node& tnode = c.template_node;
   c.tmpl = find_template(tnode.str());
   if (!c.tmpl) {
@@ -111,7 +139,7 @@ ClusterSpec read_cluster(const yaml::Node& cluster) {
   }
   c.nic_node = cluster.get("nic_speed");
   c.nic_bw = c.nic_node ? positive_bandwidth(*c.nic_node) : tmpl->nic;
-  // The GPU <-> NIC host link: the template's unless cluster.host_link / host_link_kind say otherwise.
+  // The GPU <-> NIC host link: the template's unless host_link / host_link_kind say otherwise.
   c.host_node = cluster.get("host_link");
   c.host_bw = c.host_node ? positive_bandwidth(*c.host_node) : tmpl->gpu_nic_pcie;
   c.host_kind = tmpl->host_link_kind;
@@ -121,134 +149,155 @@ ClusterSpec read_cluster(const yaml::Node& cluster) {
     else if (v == "c2c") c.host_kind = LinkKind::C2C;
     else k->fail("unknown host link kind '" + v + "'; expected one of: pcie, c2c");
   }
-  const std::int32_t G = tmpl->gpus_per_node;
-  if (static_cast<std::int64_t>(c.nodes) * G > 4'000'000)
-    cluster.fail("cluster too large: " + std::to_string(static_cast<std::int64_t>(c.nodes) * G) + " GPUs");
+  c.nodes_per_leaf = named && cluster.get("nodes_per_leaf") ? positive_int32(cluster.at("nodes_per_leaf")) : c.nodes;
   return c;
 }
 
-// fabric: leaves, spines, the optional core layer, and the sizes they give.
+// fabric: the rails, the spine layer and the optional core layer shared by every cluster, and the
+// pod of each leaf.
 struct FabricSpec {
+  std::optional<yaml::Node> node;  // the fabric mapping, when given
   bool rail_optimized = true;
-  std::int32_t nodes_per_leaf = 0;
+  std::int32_t nodes_per_leaf = 0;  // fabric.nodes_per_leaf (one cluster); 0 when not given
   std::int32_t spines = 0;
+  std::optional<yaml::Node> spines_node;
   double oversub = 1.0;
   bool has_core = false;
-  std::int32_t groups_per_pod = 0;
+  std::int32_t groups_per_pod = 0;  // core.leaf_groups_per_pod (one cluster)
   std::int32_t core_switches = 0;
+  std::optional<yaml::Node> core_switches_node;
   double core_oversub = 1.0;
-  std::int32_t groups = 0, leaves = 0, K = 0, pods = 1;
+  std::int32_t K = 0, pods = 1;         // cores per plane; pods (spine layers)
+  std::int32_t leaves = 0;              // over every cluster
+  std::vector<std::int32_t> leaf_pod;   // per leaf
+  std::vector<std::string> pod_prefix;  // per pod: what names its spines ("" without a core layer)
 };
 
-// R: rails (NICs per node).
-FabricSpec read_fabric(const yaml::Node& root, const yaml::Node& cluster, std::int32_t nodes, std::int32_t R) {
+// The fabric keys (`one_cluster`: a `cluster:` topology, whose fabric also groups leaves by
+// nodes_per_leaf and pods by core.leaf_groups_per_pod).
+FabricSpec read_fabric_keys(const yaml::Node& root, bool one_cluster) {
   FabricSpec fs;
-  fs.nodes_per_leaf = nodes;
-  std::optional<yaml::Node> spines_node, core_switches_node;
-  const auto fabric_node = root.get("fabric");
-  if (fabric_node) {
-    fabric_node->allow_only({"rail_optimized", "nodes_per_leaf", "spines", "oversubscription", "core"});
-    if (auto v = fabric_node->get("rail_optimized")) fs.rail_optimized = v->boolean();
-    if (auto v = fabric_node->get("nodes_per_leaf")) fs.nodes_per_leaf = positive_int32(*v);
-    if ((spines_node = fabric_node->get("spines"))) fs.spines = positive_int32(*spines_node, 100'000);
-    if (auto v = fabric_node->get("oversubscription")) fs.oversub = positive_number(*v);
-    if (auto core = fabric_node->get("core")) {
-      core->allow_only({"leaf_groups_per_pod", "switches", "oversubscription"});
-      fs.has_core = true;
-      fs.groups_per_pod = positive_int32(core->at("leaf_groups_per_pod"));
-      core_switches_node = core->at("switches");
-      fs.core_switches = positive_int32(*core_switches_node, 100'000);
-      if (auto v = core->get("oversubscription")) fs.core_oversub = positive_number(*v);
-    }
+  fs.node = root.get("fabric");
+  if (!fs.node) return fs;
+  const yaml::Node& f = *fs.node;
+  if (one_cluster) f.allow_only({"rail_optimized", "nodes_per_leaf", "spines", "oversubscription", "core"});
+  else f.allow_only({"rail_optimized", "spines", "oversubscription", "core"});
+  if (auto v = f.get("rail_optimized")) fs.rail_optimized = v->boolean();
+  if (auto v = f.get("nodes_per_leaf")) fs.nodes_per_leaf = positive_int32(*v);
+  if ((fs.spines_node = f.get("spines"))) fs.spines = positive_int32(*fs.spines_node, 100'000);
+  if (auto v = f.get("oversubscription")) fs.oversub = positive_number(*v);
+  if (auto core = f.get("core")) {
+    if (one_cluster) core->allow_only({"leaf_groups_per_pod", "switches", "oversubscription"});
+    else core->allow_only({"switches", "oversubscription"});
+    fs.has_core = true;
+    if (one_cluster) fs.groups_per_pod = positive_int32(core->at("leaf_groups_per_pod"));
+    fs.core_switches_node = core->at("switches");
+    fs.core_switches = positive_int32(*fs.core_switches_node, 100'000);
+    if (auto v = core->get("oversubscription")) fs.core_oversub = positive_number(*v);
   }
-  fs.groups = (nodes + fs.nodes_per_leaf - 1) / fs.nodes_per_leaf;
-  fs.leaves = fs.rail_optimized ? fs.groups * R : fs.groups;
-  if (fs.leaves > 1 && fs.spines == 0) {
-    const std::string why = std::to_string(fs.leaves) + " leaf switches (" + std::to_string(fs.groups) +
-                            " group(s) of nodes" + (fs.rail_optimized ? " x " + std::to_string(R) + " rails" : "") +
-                            ") need spine switches to reach each other";
-    if (fabric_node) throw ConfigError(root.file(), fabric_node->line(), "fabric.spines", "required key is missing: " + why);
-    throw ConfigError(root.file(), cluster.line(), "fabric.spines", "required key is missing: " + why);
-  }
-  if (fs.has_core && fs.spines == 0)
-    throw ConfigError(root.file(), fabric_node->line(), "fabric.spines", "a core layer needs spine switches");
-  if (fs.has_core) {
-    if (fs.core_switches % fs.spines != 0)
-      core_switches_node->fail("the core switches must be a multiple of the spines per pod (" + std::to_string(fs.spines) +
-                               "): spine s of every pod connects to the core switches of plane s");
-    fs.K = fs.core_switches / fs.spines;
-  }
-  fs.pods = fs.has_core ? (fs.groups + fs.groups_per_pod - 1) / fs.groups_per_pod : 1;
   return fs;
 }
 
-// The devices of a generated cluster, by role.
+// Leaves per cluster (a leaf per group of nodes_per_leaf nodes, per rail when rail-optimized),
+// their numbering over the clusters, and the core layer's planes. `pod_of_leaf_group(part, group)`
+// gives a leaf group's pod; `unit`: what shares the spines of one pod, in error messages.
+template <class PodOf>
+void lay_out_fabric(FabricSpec& fs, std::vector<ClusterPart>& parts, std::int32_t pods, const std::string& unit,
+                    const std::string& file, int missing_spines_line, const std::string& why_spines, PodOf pod_of_leaf_group) {
+  std::int32_t nodes = 0, domains = 0;
+  for (auto& p : parts) {
+    const std::int32_t groups = (p.nodes + p.nodes_per_leaf - 1) / p.nodes_per_leaf;
+    p.leaves = fs.rail_optimized ? groups * p.gpus_per_node() : groups;
+    p.first_node = nodes;
+    p.first_leaf = fs.leaves;
+    p.first_domain = domains;
+    nodes += p.nodes;
+    fs.leaves += p.leaves;
+    domains += p.domains();
+  }
+  if (fs.leaves > 1 && fs.spines == 0)
+    throw ConfigError(file, fs.node ? fs.node->line() : missing_spines_line, "fabric.spines",
+                      "required key is missing: " + std::to_string(fs.leaves) + " leaf switches " + why_spines +
+                          " need spine switches to reach each other");
+  if (fs.has_core && fs.spines == 0)
+    throw ConfigError(file, fs.node->line(), "fabric.spines", "a core layer needs spine switches");
+  if (fs.has_core) {
+    if (fs.core_switches % fs.spines != 0)
+      fs.core_switches_node->fail("the core switches must be a multiple of the spines per " + unit + " (" +
+                                  std::to_string(fs.spines) + "): spine s of every " + unit +
+                                  " connects to the core switches of plane s");
+    fs.K = fs.core_switches / fs.spines;
+  }
+  fs.pods = fs.has_core ? pods : 1;
+  fs.leaf_pod.reserve(static_cast<std::size_t>(fs.leaves));
+  for (std::size_t q = 0; q < parts.size(); ++q) {
+    const std::int32_t R = parts[q].gpus_per_node();
+    for (std::int32_t l = 0; l < parts[q].leaves; ++l)
+      fs.leaf_pod.push_back(fs.has_core ? pod_of_leaf_group(q, fs.rail_optimized ? l / R : l) : 0);
+  }
+}
+
+// The devices of a generated topology, by role.
 struct GeneratedDevices {
   std::vector<DeviceId> fabric, nic, leaf, spine, core;  // NVSwitch per domain, NIC per GPU, ...
 };
 
-// GPUs first, so GPU g is device g (node-major, GPU index in the node minor).
-GeneratedDevices add_devices(TopologyData& d, const ClusterSpec& c, const FabricSpec& fs) {
-  const NodeTemplate* tmpl = c.tmpl;
-  const std::int32_t nodes = c.nodes, G = tmpl->gpus_per_node, R = G;
-  const bool racks = tmpl->rack_scale;
-  const std::int32_t per_domain = tmpl->nodes_per_domain;
-  auto node_prefix = [&](std::int32_t n) {
-    return racks ? "rack" + std::to_string(n / per_domain) + "/tray" + std::to_string(n % per_domain)
-                 : "node" + std::to_string(n);
-  };
-  const std::size_t gpu_total = static_cast<std::size_t>(nodes) * static_cast<std::size_t>(G);
-  d.devices.reserve(gpu_total * 2 +
-                    static_cast<std::size_t>(nodes / per_domain + fs.leaves + fs.pods * fs.spines + fs.core_switches + 1));
-  for (std::int32_t n = 0; n < nodes; ++n) {
-    const std::string prefix = node_prefix(n);
-    for (std::int32_t i = 0; i < G; ++i) d.add_device(DeviceKind::GPU, prefix + "/gpu" + std::to_string(i), n, i);
+// Every cluster's GPUs first, so GPU g is device g (cluster by cluster, node-major, GPU index in
+// the node minor); then NVSwitches, NICs, leaves, spines, cores.
+GeneratedDevices add_devices(TopologyData& d, const std::vector<ClusterPart>& parts, const FabricSpec& fs) {
+  std::size_t gpu_total = 0, domains = 0;
+  for (const auto& p : parts) {
+    gpu_total += static_cast<std::size_t>(p.nodes) * static_cast<std::size_t>(p.gpus_per_node());
+    domains += static_cast<std::size_t>(p.domains());
   }
+  d.devices.reserve(gpu_total * 2 + domains +
+                    static_cast<std::size_t>(fs.leaves + fs.pods * fs.spines + fs.core_switches));
+  for (const auto& p : parts)
+    for (std::int32_t n = 0; n < p.nodes; ++n)
+      for (std::int32_t i = 0; i < p.gpus_per_node(); ++i)
+        d.add_device(DeviceKind::GPU, p.node_label(n) + "/gpu" + std::to_string(i), p.first_node + n, i);
   GeneratedDevices dev;
-  const std::int32_t domains = (nodes + per_domain - 1) / per_domain;
-  dev.fabric.resize(static_cast<std::size_t>(domains));
-  for (std::int32_t k = 0; k < domains; ++k)
-    dev.fabric[static_cast<std::size_t>(k)] =
-        d.add_device(DeviceKind::NVSwitch, (racks ? "rack" : "node") + std::to_string(k) + "/nvswitch",
-                     racks ? -1 : k, -1);
-  dev.nic.resize(gpu_total);
-  for (std::int32_t n = 0; n < nodes; ++n) {
-    const std::string prefix = node_prefix(n);
-    for (std::int32_t i = 0; i < G; ++i)
-      dev.nic[static_cast<std::size_t>(n * G + i)] = d.add_device(DeviceKind::NIC, prefix + "/nic" + std::to_string(i), n, i);
+  for (const auto& p : parts) {
+    const bool racks = p.tmpl->rack_scale;
+    for (std::int32_t k = 0; k < p.domains(); ++k)
+      dev.fabric.push_back(d.add_device(DeviceKind::NVSwitch,
+                                        p.prefix() + (racks ? "rack" : "node") + std::to_string(k) + "/nvswitch",
+                                        racks ? -1 : p.first_node + k, -1));
   }
-  dev.leaf.resize(static_cast<std::size_t>(fs.leaves));
-  for (std::int32_t l = 0; l < fs.leaves; ++l) {
-    const std::int32_t g = fs.rail_optimized ? l / R : l;
-    dev.leaf[static_cast<std::size_t>(l)] = d.add_device(
-        DeviceKind::Leaf,
-        "group" + std::to_string(g) + "/leaf" + (fs.rail_optimized ? "-rail" + std::to_string(l % R) : std::string()), -1,
-        fs.rail_optimized ? l % R : -1);
+  dev.nic.reserve(gpu_total);
+  for (const auto& p : parts)
+    for (std::int32_t n = 0; n < p.nodes; ++n)
+      for (std::int32_t i = 0; i < p.gpus_per_node(); ++i)
+        dev.nic.push_back(d.add_device(DeviceKind::NIC, p.node_label(n) + "/nic" + std::to_string(i), p.first_node + n, i));
+  for (const auto& p : parts) {
+    const std::int32_t R = p.gpus_per_node();
+    for (std::int32_t l = 0; l < p.leaves; ++l)
+      dev.leaf.push_back(d.add_device(DeviceKind::Leaf,
+                                      p.prefix() + "group" + std::to_string(fs.rail_optimized ? l / R : l) + "/leaf" +
+                                          (fs.rail_optimized ? "-rail" + std::to_string(l % R) : std::string()),
+                                      -1, fs.rail_optimized ? l % R : -1));
   }
-  dev.spine.resize(static_cast<std::size_t>(fs.pods * fs.spines));
-  for (std::int32_t p = 0; p < fs.pods; ++p)
+  for (std::int32_t q = 0; q < fs.pods; ++q)
     for (std::int32_t s = 0; s < fs.spines; ++s)
-      dev.spine[static_cast<std::size_t>(p * fs.spines + s)] = d.add_device(
-          DeviceKind::Spine, (fs.has_core ? "pod" + std::to_string(p) + "/" : std::string()) + "spine" + std::to_string(s),
-          -1, -1);
-  dev.core.resize(static_cast<std::size_t>(fs.core_switches));
-  for (std::int32_t i = 0; i < fs.core_switches; ++i)
-    dev.core[static_cast<std::size_t>(i)] = d.add_device(DeviceKind::Core, "core" + std::to_string(i), -1, -1);
+      dev.spine.push_back(
+          d.add_device(DeviceKind::Spine, fs.pod_prefix[static_cast<std::size_t>(q)] + "spine" + std::to_string(s), -1, -1));
+  for (std::int32_t c = 0; c < fs.core_switches; ++c)
+    dev.core.push_back(d.add_device(DeviceKind::Core, "core" + std::to_string(c), -1, -1));
   return dev;
 }
 
-// The links, recorded in d.fabric for structural routing (Fabric, topology_impl.hpp).
-void add_links(TopologyData& d, const ClusterSpec& c, const FabricSpec& fs, const GeneratedDevices& dev,
+// The links, recorded in d.fabric for structural routing (Fabric, topology_impl.hpp): per GPU
+// (NVLink, host link, NIC <-> leaf), then leaf <-> spine, spine <-> core.
+void add_links(TopologyData& d, const std::vector<ClusterPart>& parts, const FabricSpec& fs, const GeneratedDevices& dev,
                const Latencies& lat) {
-  const NodeTemplate* tmpl = c.tmpl;
-  const std::int32_t nodes = c.nodes, G = tmpl->gpus_per_node, R = G, per_domain = tmpl->nodes_per_domain;
   const std::int32_t leaves = fs.leaves, spines = fs.spines, pods = fs.pods, K = fs.K;
-  const std::size_t gpu_total = static_cast<std::size_t>(nodes) * static_cast<std::size_t>(G);
+  const std::size_t gpu_total = dev.nic.size();
   auto& f = d.fabric;
   f.leaves = leaves;
   f.spines_per_pod = spines;
   f.pods = pods;
   f.cores_per_plane = K;
+  f.leaf_pod = fs.leaf_pod;
   f.gpu_leaf.resize(gpu_total);
   f.gpu_to_nic.resize(gpu_total);
   f.nic_to_gpu.resize(gpu_total);
@@ -256,38 +305,41 @@ void add_links(TopologyData& d, const ClusterSpec& c, const FabricSpec& fs, cons
   f.leaf_to_nic.resize(gpu_total);
   d.links.reserve(gpu_total * 6 + static_cast<std::size_t>(leaves * spines * 2 + pods * spines * K * 2));
   std::vector<std::int32_t> leaf_nics(static_cast<std::size_t>(leaves), 0);
-  for (std::int32_t n = 0; n < nodes; ++n) {
-    const std::int32_t group = n / fs.nodes_per_leaf;
-    for (std::int32_t i = 0; i < G; ++i) {
-      const auto g = static_cast<std::size_t>(n * G + i);
-      const auto gpu = static_cast<DeviceId>(g);
-      d.add_duplex(gpu, dev.fabric[static_cast<std::size_t>(n / per_domain)], tmpl->gpu_nvlink, lat.nvlink, LinkKind::NVLink);
-      const std::int32_t leaf = fs.rail_optimized ? group * R + i : group;
-      f.gpu_leaf[g] = leaf;
-      ++leaf_nics[static_cast<std::size_t>(leaf)];
-      f.gpu_to_nic[g] = d.add_duplex(gpu, dev.nic[g], c.host_bw, c.host_kind == LinkKind::C2C ? lat.c2c : lat.pcie,
-                                     c.host_kind);
-      f.nic_to_gpu[g] = f.gpu_to_nic[g] + 1;
-      f.nic_to_leaf[g] = d.add_duplex(dev.nic[g], dev.leaf[static_cast<std::size_t>(leaf)], c.nic_bw, lat.nic_leaf,
-                                      LinkKind::Network);
-      f.leaf_to_nic[g] = f.nic_to_leaf[g] + 1;
+  std::vector<BytesPerSecond> leaf_nic_bw(static_cast<std::size_t>(leaves));  // a leaf serves one cluster
+  std::size_t g = 0;
+  for (const auto& p : parts) {
+    const std::int32_t G = p.gpus_per_node();
+    for (std::int32_t n = 0; n < p.nodes; ++n) {
+      const std::int32_t group = n / p.nodes_per_leaf;
+      for (std::int32_t i = 0; i < G; ++i, ++g) {
+        const auto gpu = static_cast<DeviceId>(g);
+        d.add_duplex(gpu, dev.fabric[static_cast<std::size_t>(p.first_domain + n / p.tmpl->nodes_per_domain)],
+                     p.tmpl->gpu_nvlink, lat.nvlink, LinkKind::NVLink);
+        const std::int32_t leaf = p.first_leaf + (fs.rail_optimized ? group * G + i : group);
+        f.gpu_leaf[g] = leaf;
+        ++leaf_nics[static_cast<std::size_t>(leaf)];
+        leaf_nic_bw[static_cast<std::size_t>(leaf)] = p.nic_bw;
+        f.gpu_to_nic[g] = d.add_duplex(gpu, dev.nic[g], p.host_bw, p.host_kind == LinkKind::C2C ? lat.c2c : lat.pcie,
+                                       p.host_kind);
+        f.nic_to_gpu[g] = f.gpu_to_nic[g] + 1;
+        f.nic_to_leaf[g] = d.add_duplex(dev.nic[g], dev.leaf[static_cast<std::size_t>(leaf)], p.nic_bw, lat.nic_leaf,
+                                        LinkKind::Network);
+        f.leaf_to_nic[g] = f.nic_to_leaf[g] + 1;
+      }
     }
   }
-  f.leaf_pod.resize(static_cast<std::size_t>(leaves));
   f.leaf_up.resize(static_cast<std::size_t>(leaves * spines));
   f.leaf_down.resize(static_cast<std::size_t>(leaves * spines));
   std::vector<double> spine_down_total(static_cast<std::size_t>(pods * spines), 0.0);
   for (std::int32_t l = 0; l < leaves; ++l) {
-    const std::int32_t group = fs.rail_optimized ? l / R : l;
-    const std::int32_t pod = fs.has_core ? group / fs.groups_per_pod : 0;
-    f.leaf_pod[static_cast<std::size_t>(l)] = pod;
+    const auto li = static_cast<std::size_t>(l);
+    const std::int32_t pod = f.leaf_pod[li];
     // uplink per spine = D_leaf / o / S
-    const BytesPerSecond up{leaf_nics[static_cast<std::size_t>(l)] * c.nic_bw.value / fs.oversub / std::max(spines, 1)};
+    const BytesPerSecond up{leaf_nics[li] * leaf_nic_bw[li].value / fs.oversub / std::max(spines, 1)};
     for (std::int32_t s = 0; s < spines; ++s) {
       const auto slot = static_cast<std::size_t>(l * spines + s);
-      f.leaf_up[slot] = d.add_duplex(dev.leaf[static_cast<std::size_t>(l)],
-                                     dev.spine[static_cast<std::size_t>(pod * spines + s)], up, lat.leaf_spine,
-                                     LinkKind::Network);
+      f.leaf_up[slot] = d.add_duplex(dev.leaf[li], dev.spine[static_cast<std::size_t>(pod * spines + s)], up,
+                                     lat.leaf_spine, LinkKind::Network);
       f.leaf_down[slot] = f.leaf_up[slot] + 1;
       spine_down_total[static_cast<std::size_t>(pod * spines + s)] += up.value;
     }
@@ -310,9 +362,15 @@ void add_links(TopologyData& d, const ClusterSpec& c, const FabricSpec& fs, cons
 // A NIC faster than its host link cannot be filled: every byte a GPU sends or receives over the
 // network crosses the host link first. Named after the key that set the faster side; empty when
 // the host link keeps up.
-std::string host_link_warning(const std::string& file, const ClusterSpec& c) {
+std::string host_link_warning(const std::string& file, const ClusterPart& c) {
   if (!(c.nic_bw.value > c.host_bw.value)) return {};
   const std::string host = std::string(to_string(c.host_kind)) + " " + format(c.host_bw);
+  const std::string caps = ": the host link caps each GPU's network bandwidth at " + format(c.host_bw);
+  if (!c.name.empty()) {  // an item of `clusters:`
+    const yaml::Node& at = c.nic_node ? *c.nic_node : c.host_node ? *c.host_node : c.template_node;
+    return file + ":" + std::to_string(at.line()) + ": " + at.key() + ": cluster '" + c.name + "': the NIC (" +
+           format(c.nic_bw) + ") is faster than the GPU<->NIC host link (" + host + ")" + caps;
+  }
   const std::string tmpl_name(c.tmpl->name);
   std::string where, what;
   if (c.nic_node) {
@@ -325,29 +383,48 @@ std::string host_link_warning(const std::string& file, const ClusterSpec& c) {
     what = "the GPU<->NIC host link (" + host + ") is slower than the " + tmpl_name + " template's NIC (" +
            format(c.nic_bw) + ")";
   }
-  return where + what + ": the host link caps each GPU's network bandwidth at " + format(c.host_bw);
+  return where + what + caps;
+}
+
+TopologyData generated_topology(const yaml::Node& root, std::vector<ClusterPart> parts, FabricSpec fs) {
+  TopologyData d;
+  d.file = root.file();
+  d.generated = true;
+  d.name = root.get("name") ? root.at("name").str() : std::filesystem::path(root.file()).stem().string();
+  const Latencies lat = read_generator_latencies(root);
+  const GeneratedDevices dev = add_devices(d, parts, fs);
+  add_links(d, parts, fs, dev, lat);
+  std::int32_t max_rails = 0;
+  for (const auto& p : parts) {
+    d.node_count += p.nodes;
+    max_rails = std::max(max_rails, p.gpus_per_node());  // one NIC per GPU: rail r = the r-th GPU/NIC of a node
+  }
+  d.rail_count = fs.rail_optimized ? max_rails : 1;
+  d.finish();
+  for (const auto& p : parts)
+    if (std::string w = host_link_warning(d.file, p); !w.empty()) d.warnings.push_back(std::move(w));
+  return d;
 }
 
 }  // namespace
 
 TopologyData build_generated(const yaml::Node& root) {
   root.allow_only({"name", "description", "cluster", "fabric", "latency"});
-  TopologyData d;
-  d.file = root.file();
-  d.generated = true;
-  d.name = root.get("name") ? root.at("name").str() : std::filesystem::path(root.file()).stem().string();
   const auto cluster = root.at("cluster");
-  const ClusterSpec c = read_cluster(cluster);
-  const std::int32_t R = c.tmpl->gpus_per_node;  // one NIC per GPU: rail r = the r-th GPU/NIC of a node
-  const FabricSpec fs = read_fabric(root, cluster, c.nodes, R);
-  const Latencies lat = read_generator_latencies(root);
-  const GeneratedDevices dev = add_devices(d, c, fs);
-  add_links(d, c, fs, dev, lat);
-  d.node_count = c.nodes;
-  d.rail_count = fs.rail_optimized ? R : 1;
-  d.finish();
-  if (std::string w = host_link_warning(d.file, c); !w.empty()) d.warnings.push_back(std::move(w));
-  return d;
+  std::vector<ClusterPart> parts{read_cluster(cluster, false)};
+  ClusterPart& c = parts[0];
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node() > 4'000'000)
+    cluster.fail("cluster too large: " + std::to_string(static_cast<std::int64_t>(c.nodes) * c.gpus_per_node()) + " GPUs");
+  FabricSpec fs = read_fabric_keys(root, true);
+  if (fs.nodes_per_leaf > 0) c.nodes_per_leaf = fs.nodes_per_leaf;
+  const std::int32_t groups = (c.nodes + c.nodes_per_leaf - 1) / c.nodes_per_leaf;
+  const std::int32_t pods = fs.has_core ? (groups + fs.groups_per_pod - 1) / fs.groups_per_pod : 1;
+  const std::int32_t R = c.gpus_per_node();
+  lay_out_fabric(fs, parts, pods, "pod", root.file(), cluster.line(),
+                 "(" + std::to_string(groups) + " group(s) of nodes" + (fs.rail_optimized ? " x " + std::to_string(R) + " rails" : "") + ")",
+                 [&](std::size_t, std::int32_t group) { return group / std::max(fs.groups_per_pod, 1); });
+  for (std::int32_t p = 0; p < fs.pods; ++p) fs.pod_prefix.push_back(fs.has_core ? "pod" + std::to_string(p) + "/" : "");
+  return generated_topology(root, std::move(parts), std::move(fs));
 }
 
 // Several clusters on one fabric (docs/topology.md, "Several clusters"): each cluster is a node
@@ -362,237 +439,26 @@ TopologyData build_generated(const yaml::Node& root) {
 // order, node-major within a cluster.
 TopologyData build_generated_clusters(const yaml::Node& root) {
   root.allow_only({"name", "description", "clusters", "fabric", "latency"});
-  TopologyData d;
-  d.file = root.file();
-  d.generated = true;
-  d.name = root.get("name") ? root.at("name").str() : std::filesystem::path(root.file()).stem().string();
-
-  struct Part {
-    std::string name;
-    const NodeTemplate* tmpl = nullptr;
-    std::int32_t nodes = 0, first_node = 0, nodes_per_leaf = 0, leaves = 0, first_leaf = 0, first_domain = 0;
-    BytesPerSecond nic, host;
-    LinkKind host_kind = LinkKind::PCIe;
-    std::optional<yaml::Node> template_node, nic_node, host_node;
-  };
-  bool rail_optimized = true;
-  std::int32_t spines = 0;
-  double oversub = 1.0;
-  bool has_core = false;
-  std::int32_t core_switches = 0;
-  double core_oversub = 1.0;
-  std::optional<yaml::Node> core_switches_node;
-  const auto fabric_node = root.get("fabric");
-  if (fabric_node) {
-    fabric_node->allow_only({"rail_optimized", "spines", "oversubscription", "core"});
-    if (auto v = fabric_node->get("rail_optimized")) rail_optimized = v->boolean();
-    if (auto v = fabric_node->get("spines")) spines = positive_int32(*v, 100'000);
-    if (auto v = fabric_node->get("oversubscription")) oversub = positive_number(*v);
-    if (auto core = fabric_node->get("core")) {
-      core->allow_only({"switches", "oversubscription"});
-      has_core = true;
-      core_switches_node = core->at("switches");
-      core_switches = positive_int32(*core_switches_node, 100'000);
-      if (auto v = core->get("oversubscription")) core_oversub = positive_number(*v);
-    }
-  }
-
-  // ---- the clusters
+  FabricSpec fs = read_fabric_keys(root, false);
   const auto list = root.at("clusters");
   if (list.size() == 0) list.fail("needs at least one cluster");
-  std::vector<Part> parts;
+  std::vector<ClusterPart> parts;
   std::set<std::string> names;
-  std::int64_t gpu_total64 = 0;
-  std::int32_t total_nodes = 0, total_leaves = 0, total_domains = 0, max_rails = 0;
+  std::int64_t gpus = 0;
   for (const auto& c : list.items()) {
-    c.allow_only({"name", "template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "nodes_per_leaf"});
-    Part p;
-    const auto name_node = c.at("name");
-    p.name = name_node.str();
-    if (p.name.empty() || p.name.find('/') != std::string::npos)
-      name_node.fail("a cluster name must be non-empty and without '/', got '" + p.name + "'");
-    if (!names.insert(p.name).second) name_node.fail("duplicate cluster name '" + p.name + "'");
-    const auto tnode = c.at("template");
-    p.tmpl = find_template(tnode.str());
-    p.template_node = tnode;
-    if (!p.tmpl) {
-      std::string known;
-      for (const auto& t : node_templates()) known += (known.empty() ? "" : ", ") + std::string(t.name);
-      tnode.fail("unknown node template '" + tnode.str() + "'; known templates: " + known);
-    }
-    if (p.tmpl->rack_scale) {
-      if (auto n = c.get("nodes")) n->fail(std::string(p.tmpl->name) + " is counted in racks ('racks: N'), not nodes");
-      p.nodes = positive_int32(c.at("racks"), 100'000) * p.tmpl->nodes_per_domain;
-    } else {
-      if (auto n = c.get("racks")) n->fail(std::string(p.tmpl->name) + " is counted in nodes ('nodes: N'), not racks");
-      p.nodes = positive_int32(c.at("nodes"), 1'000'000);
-    }
-    p.nic_node = c.get("nic_speed");
-    p.nic = p.nic_node ? positive_bandwidth(*p.nic_node) : p.tmpl->nic;
-    p.host_node = c.get("host_link");
-    p.host = p.host_node ? positive_bandwidth(*p.host_node) : p.tmpl->gpu_nic_pcie;
-    p.host_kind = p.tmpl->host_link_kind;
-    if (auto k = c.get("host_link_kind")) {
-      const std::string v = k->str();
-      if (v == "pcie") p.host_kind = LinkKind::PCIe;
-      else if (v == "c2c") p.host_kind = LinkKind::C2C;
-      else k->fail("unknown host link kind '" + v + "'; expected one of: pcie, c2c");
-    }
-    p.nodes_per_leaf = c.get("nodes_per_leaf") ? positive_int32(c.at("nodes_per_leaf")) : p.nodes;
-    const std::int32_t R = p.tmpl->gpus_per_node;
-    const std::int32_t groups = (p.nodes + p.nodes_per_leaf - 1) / p.nodes_per_leaf;
-    p.leaves = rail_optimized ? groups * R : groups;
-    p.first_node = total_nodes;
-    p.first_leaf = total_leaves;
-    p.first_domain = total_domains;
-    total_nodes += p.nodes;
-    total_leaves += p.leaves;
-    total_domains += (p.nodes + p.tmpl->nodes_per_domain - 1) / p.tmpl->nodes_per_domain;
-    max_rails = std::max(max_rails, R);
-    gpu_total64 += static_cast<std::int64_t>(p.nodes) * R;
-    if (gpu_total64 > 4'000'000) c.fail("clusters too large: more than 4000000 GPUs");
+    ClusterPart p = read_cluster(c, true);
+    if (!names.insert(p.name).second) c.at("name").fail("duplicate cluster name '" + p.name + "'");
+    gpus += static_cast<std::int64_t>(p.nodes) * p.gpus_per_node();
+    if (gpus > 4'000'000) c.fail("clusters too large: more than 4000000 GPUs");
     parts.push_back(std::move(p));
   }
-  if (total_leaves > 1 && spines == 0) {
-    const std::string why = std::to_string(total_leaves) + " leaf switches over " + std::to_string(parts.size()) +
-                            " cluster(s) need spine switches to reach each other";
-    throw ConfigError(d.file, fabric_node ? fabric_node->line() : list.line(), "fabric.spines",
-                      "required key is missing: " + why);
-  }
-  std::int32_t K = 0;
-  if (has_core) {
-    if (core_switches % spines != 0)
-      core_switches_node->fail("the core switches must be a multiple of the spines per cluster (" +
-                               std::to_string(spines) + "): spine s of every cluster connects to the core switches of plane s");
-    K = core_switches / spines;
-  }
-  const std::int32_t pods = has_core ? static_cast<std::int32_t>(parts.size()) : 1;
-  const Latencies lat = read_generator_latencies(root);
-
-  // ---- devices: every cluster's GPUs first (GPU g is device g), then NVSwitches, NICs, leaves,
-  // spines, cores.
-  const auto gpu_total = static_cast<std::size_t>(gpu_total64);
-  auto node_prefix = [](const Part& p, std::int32_t n) {  // n: node index within the cluster
-    return p.name + "/" +
-           (p.tmpl->rack_scale ? "rack" + std::to_string(n / p.tmpl->nodes_per_domain) + "/tray" +
-                                     std::to_string(n % p.tmpl->nodes_per_domain)
-                               : "node" + std::to_string(n));
-  };
-  for (const auto& p : parts)
-    for (std::int32_t n = 0; n < p.nodes; ++n)
-      for (std::int32_t i = 0; i < p.tmpl->gpus_per_node; ++i)
-        d.add_device(DeviceKind::GPU, node_prefix(p, n) + "/gpu" + std::to_string(i), p.first_node + n, i);
-  std::vector<DeviceId> fabric_dev;
-  for (const auto& p : parts) {
-    const std::int32_t per = p.tmpl->nodes_per_domain;
-    for (std::int32_t k = 0; k < (p.nodes + per - 1) / per; ++k)
-      fabric_dev.push_back(d.add_device(DeviceKind::NVSwitch,
-                                        p.name + "/" + (p.tmpl->rack_scale ? "rack" : "node") + std::to_string(k) + "/nvswitch",
-                                        p.tmpl->rack_scale ? -1 : p.first_node + k, -1));
-  }
-  std::vector<DeviceId> nic_dev;
-  nic_dev.reserve(gpu_total);
-  for (const auto& p : parts)
-    for (std::int32_t n = 0; n < p.nodes; ++n)
-      for (std::int32_t i = 0; i < p.tmpl->gpus_per_node; ++i)
-        nic_dev.push_back(d.add_device(DeviceKind::NIC, node_prefix(p, n) + "/nic" + std::to_string(i), p.first_node + n, i));
-  std::vector<DeviceId> leaf_dev;
-  for (const auto& p : parts) {
-    const std::int32_t R = p.tmpl->gpus_per_node;
-    for (std::int32_t l = 0; l < p.leaves; ++l)
-      leaf_dev.push_back(d.add_device(DeviceKind::Leaf,
-                                      p.name + "/group" + std::to_string(rail_optimized ? l / R : l) + "/leaf" +
-                                          (rail_optimized ? "-rail" + std::to_string(l % R) : std::string()),
-                                      -1, rail_optimized ? l % R : -1));
-  }
-  std::vector<DeviceId> spine_dev;
-  for (std::int32_t q = 0; q < pods; ++q)
-    for (std::int32_t s = 0; s < spines; ++s)
-      spine_dev.push_back(d.add_device(
-          DeviceKind::Spine, (has_core ? parts[static_cast<std::size_t>(q)].name + "/" : std::string()) + "spine" + std::to_string(s),
-          -1, -1));
-  std::vector<DeviceId> core_dev;
-  for (std::int32_t c = 0; c < core_switches; ++c)
-    core_dev.push_back(d.add_device(DeviceKind::Core, "core" + std::to_string(c), -1, -1));
-
-  // ---- links: per GPU (NVLink, host link, NIC <-> leaf), then leaf <-> spine, spine <-> core.
-  auto& f = d.fabric;
-  f.leaves = total_leaves;
-  f.spines_per_pod = spines;
-  f.pods = pods;
-  f.cores_per_plane = K;
-  f.gpu_leaf.resize(gpu_total);
-  f.gpu_to_nic.resize(gpu_total);
-  f.nic_to_gpu.resize(gpu_total);
-  f.nic_to_leaf.resize(gpu_total);
-  f.leaf_to_nic.resize(gpu_total);
-  f.leaf_pod.resize(static_cast<std::size_t>(total_leaves));
-  std::vector<double> leaf_down_total(static_cast<std::size_t>(total_leaves), 0.0);  // D_leaf
-  std::size_t g = 0;
-  for (std::size_t q = 0; q < parts.size(); ++q) {
-    const auto& p = parts[q];
-    const std::int32_t G = p.tmpl->gpus_per_node;
-    for (std::int32_t n = 0; n < p.nodes; ++n) {
-      const std::int32_t group = n / p.nodes_per_leaf;
-      for (std::int32_t i = 0; i < G; ++i, ++g) {
-        const auto gpu = static_cast<DeviceId>(g);
-        d.add_duplex(gpu, fabric_dev[static_cast<std::size_t>(p.first_domain + n / p.tmpl->nodes_per_domain)],
-                     p.tmpl->gpu_nvlink, lat.nvlink, LinkKind::NVLink);
-        const std::int32_t leaf = p.first_leaf + (rail_optimized ? group * G + i : group);
-        f.gpu_leaf[g] = leaf;
-        leaf_down_total[static_cast<std::size_t>(leaf)] += p.nic.value;
-        f.gpu_to_nic[g] = d.add_duplex(gpu, nic_dev[g], p.host, p.host_kind == LinkKind::C2C ? lat.c2c : lat.pcie, p.host_kind);
-        f.nic_to_gpu[g] = f.gpu_to_nic[g] + 1;
-        f.nic_to_leaf[g] = d.add_duplex(nic_dev[g], leaf_dev[static_cast<std::size_t>(leaf)], p.nic, lat.nic_leaf,
-                                        LinkKind::Network);
-        f.leaf_to_nic[g] = f.nic_to_leaf[g] + 1;
-      }
-    }
-    for (std::int32_t l = 0; l < p.leaves; ++l)
-      f.leaf_pod[static_cast<std::size_t>(p.first_leaf + l)] = has_core ? static_cast<std::int32_t>(q) : 0;
-  }
-  f.leaf_up.resize(static_cast<std::size_t>(total_leaves * spines));
-  f.leaf_down.resize(static_cast<std::size_t>(total_leaves * spines));
-  std::vector<double> spine_down_total(static_cast<std::size_t>(pods * spines), 0.0);
-  for (std::int32_t l = 0; l < total_leaves; ++l) {
-    const std::int32_t pod = f.leaf_pod[static_cast<std::size_t>(l)];
-    const BytesPerSecond up{leaf_down_total[static_cast<std::size_t>(l)] / oversub / std::max(spines, 1)};
-    for (std::int32_t s = 0; s < spines; ++s) {
-      const auto slot = static_cast<std::size_t>(l * spines + s);
-      f.leaf_up[slot] = d.add_duplex(leaf_dev[static_cast<std::size_t>(l)],
-                                     spine_dev[static_cast<std::size_t>(pod * spines + s)], up, lat.leaf_spine,
-                                     LinkKind::Network);
-      f.leaf_down[slot] = f.leaf_up[slot] + 1;
-      spine_down_total[static_cast<std::size_t>(pod * spines + s)] += up.value;
-    }
-  }
-  f.spine_up.resize(static_cast<std::size_t>(pods * spines * K));
-  f.spine_down.resize(static_cast<std::size_t>(pods * spines * K));
-  for (std::int32_t q = 0; q < pods; ++q)
-    for (std::int32_t s = 0; s < spines; ++s) {
-      const BytesPerSecond up{spine_down_total[static_cast<std::size_t>(q * spines + s)] / core_oversub / std::max(K, 1)};
-      for (std::int32_t k = 0; k < K; ++k) {
-        const auto slot = static_cast<std::size_t>((q * spines + s) * K + k);
-        f.spine_up[slot] = d.add_duplex(spine_dev[static_cast<std::size_t>(q * spines + s)],
-                                        core_dev[static_cast<std::size_t>(s * K + k)], up, lat.spine_core, LinkKind::Network);
-        f.spine_down[slot] = f.spine_up[slot] + 1;
-      }
-    }
-
-  d.node_count = total_nodes;
-  d.rail_count = rail_optimized ? max_rails : 1;
-  d.finish();
-
-  // A NIC faster than its host link, per cluster (as in build_generated).
-  for (const auto& p : parts) {
-    if (!(p.nic.value > p.host.value)) continue;
-    const yaml::Node& at = p.nic_node ? *p.nic_node : p.host_node ? *p.host_node : *p.template_node;
-    d.warnings.push_back(d.file + ":" + std::to_string(at.line()) + ": " + at.key() + ": cluster '" + p.name + "': the NIC (" +
-                         format(p.nic) + ") is faster than the GPU<->NIC host link (" +
-                         std::string(to_string(p.host_kind)) + " " + format(p.host) +
-                         "): the host link caps each GPU's network bandwidth at " + format(p.host));
-  }
-  return d;
+  const auto n = static_cast<std::int32_t>(parts.size());
+  lay_out_fabric(fs, parts, n, "cluster", root.file(), list.line(),
+                 "over " + std::to_string(parts.size()) + " cluster(s)",
+                 [](std::size_t cluster, std::int32_t) { return static_cast<std::int32_t>(cluster); });
+  for (std::int32_t p = 0; p < fs.pods; ++p)
+    fs.pod_prefix.push_back(fs.has_core ? parts[static_cast<std::size_t>(p)].name + "/" : "");
+  return generated_topology(root, std::move(parts), std::move(fs));
 }
 
 namespace {

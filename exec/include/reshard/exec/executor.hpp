@@ -201,6 +201,8 @@ struct Fault {
 // of the bytes the receiver unpacks (in unpack order) instead of the first. "stop:RANK" stops that process (SIGSTOP) right after MPI_Init, before
 // the run's setup: the others must end within the timeout, naming it. Throws ConfigError on other text.
 Fault parse_fault(const std::string& text);
+// Whether `faults` holds a fault of kind k on target (a rank or an operation id).
+bool has_fault(const std::vector<Fault>& faults, Fault::Kind k, std::int64_t target);
 // The offset in a receive's staging region of the byte a corrupt fault on its op flips (-1: none
 // for this op; 0 when the receive unpacks nothing).
 std::int64_t corrupt_offset(const std::vector<Fault>& faults, const Transfer& receive);

@@ -53,6 +53,13 @@ class PlanError : public Error {
   using Error::Error;
 };
 
+// A GPU, NVLink domain or host-link index a topology does not have (Topology's accessors check
+// every index they are given; the message names the topology and how many it has).
+class IndexError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A schedule that is inconsistent with itself or with its scenario.
 class ScheduleError : public Error {
  public:

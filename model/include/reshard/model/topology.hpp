@@ -191,7 +191,7 @@ class Topology {
   // topologies: every path of the fewest hops (breadth-first search over the graph, NVLink links
   // only when a and b share a domain, through other GPUs only when there is no path without them;
   // at most 64 paths), cached per GPU pair. a == b gives a route
-  // without paths. GPU indices out of range throw std::out_of_range.
+  // without paths. GPU indices out of range throw IndexError.
   Route route(GpuId a, GpuId b) const;
   // The same search as for explicit topologies, on any topology, uncached (tests compare it with
   // the structural routes of generated clusters).
