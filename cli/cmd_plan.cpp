@@ -1,5 +1,6 @@
-// reshard plan SCENARIO [--strategy S [-o schedule.json]] [--json]: the exact transfer set and the
-// lower bound; with a strategy, its validated schedule.
+// reshard plan SCENARIO [--strategy S|auto [-o schedule.json]] [--profile P | --params FILE] [--json]:
+// the exact transfer set and the lower bound; with a strategy, its validated schedule (auto tuned
+// for the profile or parameters file).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -53,6 +54,7 @@ void run_plan(const PlanArgs& a) {
   auto progress = ProgressLine::for_stderr(a.json);
   progress.stage("load scenario");
   const LoadedScenario sc = load_scenario(std::filesystem::path(a.path), parse_sets(a.sets));
+  progress.clear();  // warnings on lines of their own
   print_warnings(sc.topology);
   progress.stage("plan");
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);

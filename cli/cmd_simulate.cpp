@@ -1,14 +1,16 @@
 // `reshard simulate`: the flow simulator (docs/design.md §9) in three modes.
-//   simulate SCENARIO [--strategy S] [--max-chain N] [--profile P]
+//   simulate SCENARIO [--strategy S|auto] [--max-chain N] [--profile P | --params FILE]
 //       builds the strategy's schedule for the scenario and simulates it (sim::simulate_schedule);
-//   simulate SCHEDULE.json --scenario SCENARIO [--profile P]
-//       a schedule written by model::to_json, on the scenario's topology (refused when it was built
+//   simulate SCHEDULE.json [--scenario SCENARIO] [--profile P | --params FILE]
+//       a schedule written by model::to_json, on the topology of the scenario it names or
+//       --scenario gives (cli/inputs.hpp: schedule_scenario_file); refused when it was built
 //       for another plan: piece_count differs, or model::validate rejects it);
 //   simulate --topology T --flows F.csv
 //       raw GPU-to-GPU traffic (sim::traffic_flows);
 //   simulate --topology T --collective broadcast|all_gather --ranks GPUS --size S [--channels N] [--chunk C]
 //       an NCCL ring collective (model/collective.hpp), reported as nccl-tests reports it.
-// Each with --json, --trace F (Chrome trace) and --dump-flows F (every simulated flow with its times).
+// Each with --json, --trace F (Chrome trace) and --dump-flows F (every simulated flow with its times);
+// schedule modes draw their progress on a terminal's stderr (cli/progress.hpp).
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -176,6 +178,7 @@ void run_schedule(const SimulateOptions& o) {
   const std::string scenario_file = from_file ? schedule_scenario_file(o.input, schedule, o.scenario) : o.input;
   progress.stage("plan");
   const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(scenario_file), parse_sets(o.sets));
+  progress.clear();  // warnings on lines of their own
   print_warnings(sc.topology);
   const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
   const model::CostParams cost = cost_params(o.profile, o.params);
@@ -249,7 +252,7 @@ void run_simulate(const SimulateOptions& o) {
   if (o.input.empty())
     throw model::ConfigError("", 0, "simulate",
                              "give a scenario (simulate SCENARIO --strategy S), a schedule (simulate SCHEDULE.json "
-                             "--scenario SCENARIO) or raw traffic (simulate --topology T --flows F.csv)");
+                             "[--scenario SCENARIO]) or raw traffic (simulate --topology T --flows F.csv)");
   run_schedule(o);
 }
 
@@ -258,7 +261,7 @@ void run_simulate(const SimulateOptions& o) {
 void add_simulate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate", "Flow-level discrete-event simulation (max-min fair sharing)");
   auto o = std::make_shared<SimulateOptions>();
-  cmd->add_option("input", o->input, "Scenario YAML (with --strategy) or schedule JSON (with --scenario)");
+  cmd->add_option("input", o->input, "Scenario YAML (with --strategy) or schedule JSON");
   cmd->add_option("--scenario", o->scenario,
                   "Scenario YAML a schedule JSON was built for (default: the scenario the schedule names, as "
                   "NAME.yaml next to it, in ./scenarios or the shipped scenarios)");
