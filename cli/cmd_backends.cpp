@@ -16,7 +16,7 @@ void add_backends_command(CLI::App& app) {
     if (*json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& b : list) j.push_back({{"name", b.name}, {"available", b.available}, {"detail", b.detail}});
-      std::cout << nlohmann::json{{"backends", j}}.dump(2) << '\n';
+      std::cout << nlohmann::json{{"schema", "reshard-backends-1"}, {"backends", j}}.dump(2) << '\n';
       return;
     }
     Table t({"backend", "available", "detail"});

@@ -25,7 +25,8 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
   if (!out.empty()) write_params(out, c, "Base profile: " + profile + ".");
   if (json) {
     nlohmann::json j;
-    j["params"] = {{"profile", c.params.profile},
+    j["schema"] = "reshard-calibrate-1";
+    j["cost_params"] = {{"profile", c.params.profile},
                    {"per_op_s", c.params.per_op.value},
                    {"per_tensor_s", c.params.per_tensor.value},
                    {"per_broadcast_tensor_s", c.params.per_broadcast_tensor.value},
@@ -33,9 +34,9 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
                    {"per_stage_s", c.params.per_stage.value}};
     auto& rows = j["rows"] = nlohmann::json::array();
     for (const auto& r : c.rows)
-      rows.push_back({{"label", r.label}, {"measured_s", r.measured.value}, {"predicted_s", r.predicted.value},
+      rows.push_back({{"label", r.label}, {"measured_s", r.measured.value}, {"estimate_s", r.predicted.value},
                       {"relative_error", r.relative_error}});
-    j["residual"] = c.rms_relative_error;
+    j["rms_relative_error"] = c.rms_relative_error;
     std::cout << j.dump(2) << '\n';
     return;
   }

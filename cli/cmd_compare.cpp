@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "progress.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/study/compare.hpp"
 #include "set_option.hpp"
@@ -16,10 +17,10 @@ using namespace reshard::model;
 void run_compare(const std::string& path, const std::vector<std::string>& sets, study::CompareOptions options, bool json) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path), parse_sets(sets));
   print_warnings(sc.topology);
-  // Progress on stderr: the estimate as soon as it is known, then the simulation (seconds to
-  // minutes at scale) with its size and wall time.
-  if (!json) options.progress = [](const std::string& line) { std::cerr << "  " << line << "\n"; };
+  auto progress = ProgressLine::for_stderr(json);  // rows, tuner candidates, confirmations
+  options.progress = progress.callback();
   const study::CompareResult r = study::compare(sc, options);
+  progress.clear();
   if (json) {
     std::cout << study::to_json(r).dump(2) << '\n';
     return;
@@ -62,14 +63,15 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--params", *params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_option("--strategy", *extra,
-                  "Also compare this configured strategy, written as auto prints it (\"domain_grouped relay_ingress\"); repeatable");
+                  "Also compare this configured strategy, written as auto prints it (\"domain_grouped relay_ingress\"); repeatable (auto is always compared)");
   add_set_option(cmd, *sets);
   cmd->callback([path, profile, params, simulate, json, extra, sets] {
     study::CompareOptions options;
     options.profile = *profile;
     options.params_file = *params;
     options.simulate = *simulate;
-    options.configured = *extra;
+    for (const auto& s : *extra)
+      if (s != "auto") options.configured.push_back(s);  // auto is always the last row
     run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *sets,
                 options, *json);
   });

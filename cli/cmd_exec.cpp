@@ -15,7 +15,7 @@
 #include "reshard/model/cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
-#include "reshard/model/tuner.hpp"
+#include "inputs.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
 #include "warnings.hpp"
@@ -43,10 +43,6 @@ bool first_process() {
   return true;
 }
 
-bool is_json_file(const std::string& path) {
-  return path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-}
-
 void run_exec(const ExecArgs& a) {
   exec::ExecOptions opt;
   opt.backend = a.backend;
@@ -56,45 +52,44 @@ void run_exec(const ExecArgs& a) {
   CostParams::profile_named(a.profile);  // an unknown profile is refused before anything runs
 
   // Everything below up to execute() is checked before any process moves a byte.
-  const bool from_schedule = is_json_file(a.input);
-  if (from_schedule && a.scenario.empty())
-    throw ConfigError(a.input, 0, "--scenario", "a schedule file needs --scenario naming the scenario it was built for");
-  const std::string scenario_path = std::filesystem::absolute(from_schedule ? a.scenario : a.input).string();
+  const bool from_schedule = is_schedule_file(a.input);
+  Schedule schedule;
+  if (from_schedule) schedule = read_schedule_file(a.input);
+  const std::string scenario_path =
+      std::filesystem::absolute(from_schedule ? schedule_scenario_file(a.input, schedule, a.scenario) : a.input).string();
   opt.scenario_path = scenario_path;
   const std::vector<Override> overrides = parse_sets(a.sets);
   for (const auto& o : overrides) opt.scenario_sets.push_back(o.key + "=" + o.value);  // paths made absolute
   const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path), overrides);
   if (a.dry_run || first_process()) print_warnings(sc.topology);  // once per run, not once per rank
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
-  Schedule schedule;
-  if (from_schedule) {
-    schedule = read_schedule_file(a.input);
-  } else {
-    StrategyParams p;
-    if (a.strategy == "auto") {
-      p = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, CostParams::profile_named(a.profile)).best.params;
-    } else {
-      p = parse_strategy(a.strategy);
-      if (a.max_chain > 0) p.max_chain = a.max_chain;
-    }
+  if (!from_schedule) {
+    const StrategyParams p = strategy_params(a.strategy, sc, ts, CostParams::profile_named(a.profile), a.max_chain);
     schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     schedule.scenario = sc.scenario.name;
   }
   const exec::RunPlan rp = exec::make_run_plan(sc, ts, schedule);
+  std::int64_t moved = 0;
+  for (const auto& o : schedule.ops) moved += o.bytes.value;
+  const nlohmann::json common{{"scenario", sc.scenario.name},
+                              {"strategy", to_string(schedule.params.strategy)},
+                              {"params", describe(schedule.params)},
+                              {"gpus", rp.gpus.size()},
+                              {"operations", schedule.ops.size()},
+                              {"bytes_moved", moved}};
   if (a.dry_run) {  // what a run needs, without starting one (no MPI, no GPU)
-    std::int64_t moved = 0;
-    for (const auto& o : schedule.ops) moved += o.bytes.value;
     if (a.json) {
-      std::cout << nlohmann::json{{"gpus", rp.gpus.size()}, {"processes", rp.gpus.size()}, {"strategy", describe(schedule.params)},
-                                  {"operations", schedule.ops.size()}, {"steps", rp.steps}, {"bytes_moved", moved},
-                                  {"bytes_needed", ts.bytes_needed.value}}
-                       .dump(2)
-                << '\n';
+      nlohmann::json j{{"schema", "reshard-exec-dry-run-1"}};
+      j.update(common);
+      j["processes"] = rp.gpus.size();
+      j["steps"] = rp.steps;
+      j["bytes_needed"] = ts.bytes_needed.value;
+      std::cout << j.dump(2) << '\n';
     } else {
       print_fields(std::cout, {{"scenario", sc.scenario.name},
                                {"strategy", describe(schedule.params)},
                                {"GPUs", std::to_string(rp.gpus.size()) + " (mpirun -np " + std::to_string(rp.gpus.size()) + ")"},
-                               {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + " steps"},
+                               {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + (rp.steps == 1 ? " step" : " steps")},
                                {"bytes moved", format(Bytes{moved})}});
     }
     return;
@@ -118,27 +113,25 @@ void run_exec(const ExecArgs& a) {
     out << mj.dump(1) << '\n';
   }
   if (a.json) {
-    nlohmann::json j;
+    nlohmann::json j{{"schema", "reshard-exec-1"}};
+    j.update(common);
+    j["backend"] = m.backend;
+    j["ranks"] = m.ranks;
     j["verified"] = m.verified;
     j["bytes_verified"] = m.bytes_verified;
-    j["ranks"] = m.ranks;
-    j["gpus"] = rp.gpus.size();
-    j["backend"] = m.backend;
-    j["strategy"] = describe(schedule.params);
-    j["operations"] = schedule.ops.size();
-    j["elapsed_s"] = m.elapsed_s;
-    j["steps"] = mj["steps"];
-    if (!a.output.empty()) j["measurement"] = a.output;
+    j["measured_s"] = m.elapsed_s;
+    auto& steps = j["steps"] = nlohmann::json::array();
+    for (const auto& st : mj["steps"])
+      steps.push_back({{"step", st["step"]}, {"operations", st["ops"]}, {"bytes", st["bytes"]}, {"measured_s", st["seconds"]}});
+    if (!a.output.empty()) j["measurement_file"] = a.output;
     std::cout << j.dump(2) << '\n';
     return;
   }
-  std::int64_t moved = 0;
-  for (const auto& o : schedule.ops) moved += o.bytes.value;
   print_fields(std::cout, {{"scenario", sc.scenario.name},
                            {"strategy", describe(schedule.params)},
                            {"backend", m.backend + " (" + std::to_string(m.ranks) + " processes, " +
                                            std::to_string(rp.gpus.size()) + " GPUs)"},
-                           {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + " steps"},
+                           {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + (rp.steps == 1 ? " step" : " steps")},
                            {"bytes moved", format(Bytes{moved})},
                            {"elapsed", format(Seconds{m.elapsed_s})},
                            {"rate", format(BytesPerSecond{m.elapsed_s > 0 ? moved / m.elapsed_s : 0})},
@@ -167,14 +160,19 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
   }();
   if (json) {
     nlohmann::json j;
-    j["measurement"] = path;
-    j["scenario"] = m.scenario_path;
+    j["schema"] = "reshard-check-1";
+    j["measurement_file"] = path;
+    j["scenario"] = m.schedule.scenario;
+    j["scenario_file"] = m.scenario_path;
+    j["strategy"] = to_string(m.schedule.params.strategy);
+    j["params"] = describe(m.schedule.params);
     j["profile"] = m.profile;
     j["backend"] = m.backend;
+    j["verified"] = m.verified;
     auto& steps = j["steps"] = nlohmann::json::array();
     for (const auto& r : rows) {
-      nlohmann::json row = {{"ops", r.ops}, {"bytes", r.bytes}, {"predicted_s", r.predicted_s},
-                            {"measured_s", r.measured_s}, {"error", r.error()}};
+      nlohmann::json row = {{"operations", r.ops}, {"bytes", r.bytes}, {"estimate_s", r.predicted_s},
+                            {"measured_s", r.measured_s}, {"relative_error", r.error()}};
       if (r.step < 0) {
         j["total"] = row;
       } else {
@@ -185,7 +183,8 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
     std::cout << j.dump(2) << '\n';
     return;
   }
-  print_fields(std::cout, {{"measurement", path}, {"scenario", m.scenario_path}, {"backend", m.backend},
+  print_fields(std::cout, {{"measurement", path}, {"scenario", m.schedule.scenario + " (" + m.scenario_path + ")"},
+                           {"strategy", describe(m.schedule.params)}, {"backend", m.backend},
                            {"profile", m.profile}, {"verified", m.verified ? "yes" : "no"}});
   std::cout << '\n';
   Table t({"step", "ops>", "bytes>", "predicted>", "measured>", "error>"});
@@ -208,8 +207,10 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
 void add_exec_command(CLI::App& app) {
   auto a = std::make_shared<ExecArgs>();
   auto* cmd = app.add_subcommand("exec", "Run a schedule for real and verify every destination byte (under mpirun for host/nccl)");
-  cmd->add_option("input", a->input, "Scenario YAML file, or a schedule JSON file (then --scenario)")->required();
-  cmd->add_option("--scenario", a->scenario, "The scenario a schedule file was built for");
+  cmd->add_option("input", a->input, "Scenario YAML file, or a schedule JSON file")->required();
+  cmd->add_option("--scenario", a->scenario,
+                  "The scenario a schedule file was built for (default: the scenario the schedule names, as NAME.yaml "
+                  "next to it, in ./scenarios or the shipped scenarios)");
   add_set_option(cmd, a->sets);
   cmd->add_option("--strategy", a->strategy, "Strategy as compare prints it (\"domain_grouped relay_ingress\") or auto");
   cmd->add_option("--max-chain", a->max_chain, "Domains per chain (overrides the strategy's)")->check(CLI::PositiveNumber);

@@ -15,16 +15,6 @@ namespace reshard::cli {
 
 namespace {
 
-// Parameter counts: billions (B) from 1e9, millions (M) from 1e6, thousands (K) below.
-std::string billions(std::int64_t n) {
-  char buf[64];
-  const double v = static_cast<double>(n);
-  if (n >= 1'000'000'000) std::snprintf(buf, sizeof buf, "%.2f B", v / 1e9);
-  else if (n >= 1'000'000) std::snprintf(buf, sizeof buf, "%.2f M", v / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.2f K", v / 1e3);
-  return buf;
-}
-
 std::string percent(double share) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f %%", 100.0 * share);
@@ -86,7 +76,8 @@ void run(const ModelArgs& a) {
                                        {"share", static_cast<double>(inv.parameters(c)) / static_cast<double>(total)}};
     }
     const auto& cfg = inv.config();
-    nlohmann::json out = {{"name", cfg.name},
+    nlohmann::json out = {{"schema", "reshard-model-1"},
+                          {"model", cfg.name},
                           {"architecture", cfg.architecture},
                           {"synthetic", cfg.synthetic},
                           {"include_mtp", inv.includes_mtp()},
@@ -108,8 +99,8 @@ void run(const ModelArgs& a) {
                               {"model", cfg.name + (cfg.synthetic ? " (synthetic)" : "")},
                               {"architecture", cfg.architecture},
                               {"layers", layers},
-                              {"parameters", billions(total)},
-                              {"active parameters", billions(inv.active_parameters())},
+                              {"parameters", format_count(total)},
+                              {"active parameters", format_count(inv.active_parameters())},
                               {"bytes", model::format(inv.bytes())},
                               {"tensors", count(static_cast<std::int64_t>(inv.tensors().size()))},
                           });
@@ -119,10 +110,10 @@ void run(const ModelArgs& a) {
     const auto c = static_cast<model::TensorClass>(i);
     const auto n = inv.parameters(c);
     if (n == 0) continue;
-    t.add({model::to_string(c), billions(n), percent(static_cast<double>(n) / static_cast<double>(total)),
+    t.add({model::to_string(c), format_count(n), percent(static_cast<double>(n) / static_cast<double>(total)),
            model::format(inv.bytes(c))});
   }
-  t.add({"total", billions(total), percent(1.0), model::format(inv.bytes())});
+  t.add({"total", format_count(total), percent(1.0), model::format(inv.bytes())});
   t.print(std::cout);
 }
 

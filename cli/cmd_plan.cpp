@@ -1,6 +1,8 @@
-// reshard plan SCENARIO [--strategy S [-o schedule.json]] [--json]: the exact transfer set and the
-// lower bound; with a strategy, its validated schedule.
+// reshard plan SCENARIO [--strategy S|auto [-o schedule.json]] [--profile P | --params FILE] [--json]:
+// the exact transfer set and the lower bound; with a strategy, its validated schedule (auto tuned
+// for the profile or parameters file).
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <optional>
 #include <iostream>
@@ -12,7 +14,8 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
-#include "reshard/model/tuner.hpp"
+#include "inputs.hpp"
+#include "progress.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
 #include "warnings.hpp"
@@ -40,27 +43,37 @@ Stats stats(const std::vector<Bytes>& v) {
 
 }  // namespace
 
-void run_plan(const std::string& path, const std::vector<std::string>& sets, const std::string& strategy,
-              const std::string& output, bool json) {
-  const LoadedScenario sc = load_scenario(std::filesystem::path(path), parse_sets(sets));
+struct PlanArgs {
+  std::string path, strategy, output, profile = "reshard", params;
+  std::vector<std::string> sets;
+  bool json = false;
+};
+
+void run_plan(const PlanArgs& a) {
+  const std::string& output = a.output;
+  auto progress = ProgressLine::for_stderr(a.json);
+  progress.stage("load scenario");
+  const LoadedScenario sc = load_scenario(std::filesystem::path(a.path), parse_sets(a.sets));
+  progress.clear();  // warnings on lines of their own
   print_warnings(sc.topology);
+  progress.stage("plan");
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  progress.stage("lower bound");
   const LowerBound lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
   const GpuTraffic traffic = gpu_traffic(ts, sc.source, sc.destination);
 
   // With --strategy: the schedule, validated, written for simulate / exec to replay unchanged.
   std::optional<Schedule> schedule;
-  if (!strategy.empty()) {
-    StrategyParams params;
-    if (strategy == "auto") {
-      params = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, CostParams::profile_named("reshard")).best.params;
-    } else {
-      params = parse_strategy(strategy);
-    }
+  if (!a.strategy.empty()) {
+    const CostParams cost = cost_params(a.profile, a.params);  // what auto is tuned for
+    const StrategyParams params = strategy_params(a.strategy, sc, ts, cost, 0, progress.callback());
+    progress.stage("build schedule");
     schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);
     schedule->scenario = sc.scenario.name;
+    progress.stage("validate");
     validate(*schedule, ts, sc.inventory, sc.source, sc.destination);
     if (!output.empty()) {
+      progress.stage("write " + output);
       std::ofstream out(output);
       if (!out) throw ConfigError(output, 0, "", "cannot write the schedule");
       out << to_json(*schedule).dump() << '\n';
@@ -80,20 +93,28 @@ void run_plan(const std::string& path, const std::vector<std::string>& sets, con
     ++cls_pieces[c];
   }
   const Stats recv = stats(traffic.dest_received), sent = stats(traffic.source_sent);
+  progress.clear();
 
-  if (json) {
+  if (a.json) {
+    auto bytes = [](double b) { return static_cast<std::int64_t>(std::llround(b)); };
+    auto spread = [&](const Stats& st) {
+      return nlohmann::json{{"max", bytes(st.max)}, {"mean", bytes(st.mean)}, {"imbalance", st.imbalance()}};
+    };
     nlohmann::json j;
+    j["schema"] = "reshard-plan-1";
     j["scenario"] = sc.scenario.name;
+    j["model"] = sc.inventory.config().name;
     j["parameters"] = sc.inventory.parameters();
     j["logical_bytes"] = ts.logical_bytes.value;
     j["source_gpus"] = sc.source.world_size();
-    j["dest_gpus"] = sc.destination.world_size();
+    j["destination_gpus"] = sc.destination.world_size();
     j["world_size"] = all.size();
     j["pieces"] = ts.pieces.size();
     j["bytes_needed"] = ts.bytes_needed.value;
     j["bytes_to_move"] = ts.bytes_to_move.value;
     j["lower_bound_s"] = lb.time.value;
-    j["lower_bound_cut"] = {{"cut", lb.binding.cut}, {"where", lb.binding.where}};
+    j["bound_cut"] = lb.binding.cut;
+    j["bound_where"] = lb.binding.where;
     nlohmann::json cuts = nlohmann::json::array();
     for (const auto& c : lb.cuts)
       cuts.push_back({{"cut", c.cut}, {"where", c.where}, {"bytes", c.bytes.value},
@@ -102,18 +123,19 @@ void run_plan(const std::string& path, const std::vector<std::string>& sets, con
     nlohmann::json by_class = nlohmann::json::object();
     for (int c = 0; c < kTensorClassCount; ++c)
       if (cls_logical[static_cast<std::size_t>(c)] > 0)
-        by_class[to_string(static_cast<TensorClass>(c))] = {{"logical_bytes", cls_logical[static_cast<std::size_t>(c)]},
-                                                             {"bytes_needed", cls_needed[static_cast<std::size_t>(c)]},
+        by_class[to_string(static_cast<TensorClass>(c))] = {{"logical_bytes", bytes(cls_logical[static_cast<std::size_t>(c)])},
+                                                             {"bytes_needed", bytes(cls_needed[static_cast<std::size_t>(c)])},
                                                              {"pieces", cls_pieces[static_cast<std::size_t>(c)]}};
     j["by_class"] = by_class;
     if (schedule) {
-      j["strategy"] = schedule->params.strategy;
+      j["strategy"] = to_string(schedule->params.strategy);
+      j["params"] = describe(schedule->params);
       j["operations"] = schedule->ops.size();
       j["buffers"] = schedule->buffers.size();
       if (!output.empty()) j["schedule_file"] = output;
     }
-    j["dest_received_bytes"] = {{"max", recv.max}, {"mean", recv.mean}, {"imbalance", recv.imbalance()}};
-    j["source_sent_bytes"] = {{"max", sent.max}, {"mean", sent.mean}, {"imbalance", sent.imbalance()}};
+    j["destination_received_bytes"] = spread(recv);
+    j["source_sent_bytes"] = spread(sent);
     std::cout << j.dump(2) << '\n';
     return;
   }
@@ -121,8 +143,8 @@ void run_plan(const std::string& path, const std::vector<std::string>& sets, con
   const auto& cfg = sc.inventory.config();
   print_fields(std::cout,
                {{"scenario", sc.scenario.name},
-                {"model", cfg.name + ", " + fixed(static_cast<double>(sc.inventory.parameters()) / 1e9, 2) +
-                              " B parameters, " + format(ts.logical_bytes) +
+                {"model", cfg.name + ", " + format_count(sc.inventory.parameters()) + " parameters, " +
+                              format(ts.logical_bytes) +
                               (sc.scenario.model_options.include_mtp ? " (MTP included)" : " (MTP excluded)")},
                 {"topology", sc.topology.name() + ", " + std::to_string(sc.topology.gpu_count()) + " GPUs"},
                 {"source", sc.source.description()},
@@ -164,19 +186,17 @@ void run_plan(const std::string& path, const std::vector<std::string>& sets, con
 
 void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Plan the exact transfer set of a scenario and its lower bound");
-  auto path = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
-  auto strategy = std::make_shared<std::string>();
-  auto output = std::make_shared<std::string>();
-  cmd->add_option("scenario", *path, "Scenario YAML file")->required();
-  cmd->add_option("--strategy", *strategy, "Also build, validate and keep this strategy's schedule: auto, or a name with parameters as compare prints them (\"domain_grouped relay_ingress\")");
-  cmd->add_option("-o,--output", *output, "Write the schedule as JSON (with --strategy)");
-  cmd->add_flag("--json", *json, "Print one JSON object");
-  auto sets = std::make_shared<std::vector<std::string>>();
-  add_set_option(cmd, *sets);
-  cmd->callback([path, sets, strategy, output, json] {
-    if (!output->empty() && strategy->empty()) throw CLI::ValidationError("--output", "needs --strategy");
-    run_plan(*path, *sets, *strategy, *output, *json);
+  auto a = std::make_shared<PlanArgs>();
+  cmd->add_option("scenario", a->path, "Scenario YAML file")->required();
+  cmd->add_option("--strategy", a->strategy, "Also build, validate and keep this strategy's schedule: auto, or a name with parameters as compare prints them (\"domain_grouped relay_ingress\")");
+  cmd->add_option("-o,--output", a->output, "Write the schedule as JSON (with --strategy)");
+  cmd->add_option("--profile", a->profile, "Implementation profile auto tunes for: reshard or nemo_rl");
+  cmd->add_option("--params", a->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
+  cmd->add_flag("--json", a->json, "Print one JSON object");
+  add_set_option(cmd, a->sets);
+  cmd->callback([a] {
+    if (!a->output.empty() && a->strategy.empty()) throw CLI::ValidationError("--output", "needs --strategy");
+    run_plan(*a);
   });
 }
 

@@ -1,14 +1,16 @@
 // `reshard simulate`: the flow simulator (docs/design.md §9) in three modes.
-//   simulate SCENARIO [--strategy S] [--max-chain N] [--profile P]
+//   simulate SCENARIO [--strategy S|auto] [--max-chain N] [--profile P | --params FILE]
 //       builds the strategy's schedule for the scenario and simulates it (sim::simulate_schedule);
-//   simulate SCHEDULE.json --scenario SCENARIO [--profile P]
-//       a schedule written by model::to_json, on the scenario's topology (refused when it was built
+//   simulate SCHEDULE.json [--scenario SCENARIO] [--profile P | --params FILE]
+//       a schedule written by model::to_json, on the topology of the scenario it names or
+//       --scenario gives (cli/inputs.hpp: schedule_scenario_file); refused when it was built
 //       for another plan: piece_count differs, or model::validate rejects it);
 //   simulate --topology T --flows F.csv
 //       raw GPU-to-GPU traffic (sim::traffic_flows);
 //   simulate --topology T --collective broadcast|all_gather --ranks GPUS --size S [--channels N] [--chunk C]
 //       an NCCL ring collective (model/collective.hpp), reported as nccl-tests reports it.
-// Each with --json, --trace F (Chrome trace) and --dump-flows F (every simulated flow with its times).
+// Each with --json, --trace F (Chrome trace) and --dump-flows F (every simulated flow with its times);
+// schedule modes draw their progress on a terminal's stderr (cli/progress.hpp).
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -29,6 +31,8 @@
 #include "reshard/sim/schedule_sim.hpp"
 #include "reshard/sim/trace.hpp"
 #include "reshard/sim/traffic.hpp"
+#include "inputs.hpp"
+#include "progress.hpp"
 #include "set_option.hpp"
 #include "simulate_report.hpp"
 #include "warnings.hpp"
@@ -44,6 +48,7 @@ struct SimulateOptions {
   std::string strategy = "domain_chain";
   int max_chain = 0;  // 0: the default (8)
   std::string profile = "reshard";
+  std::string params;  // cost parameters file (replaces the profile)
   std::string topology;
   std::string flows;
   std::string collective;
@@ -116,7 +121,7 @@ void run_collective(const SimulateOptions& o) {
   }
   spec.channels = o.channels;
   const model::Schedule schedule = model::collective_schedule(spec, topology);
-  const model::CostParams cost = model::CostParams::profile_named(o.profile);
+  const model::CostParams cost = cost_params(o.profile, o.params);
   const model::Prediction prediction = model::estimate(schedule, model::TransferSet{}, model::Inventory{}, topology, cost);
   sim::ScheduleSimOptions options;
   options.symmetry_quotient = !o.no_symmetry;
@@ -128,9 +133,10 @@ void run_collective(const SimulateOptions& o) {
   const double bytes = spec.size.as_double();
   auto algbw = [&](model::Seconds t) { return t.value > 0 ? bytes / t.value : 0.0; };
   if (o.json) {
-    nlohmann::json j{{"collective", model::to_string(spec.kind)},
+    nlohmann::json j{{"schema", "reshard-simulate-collective-1"},
+                     {"collective", model::to_string(spec.kind)},
                      {"topology", topology.name()},
-                     {"ranks", n},
+                     {"gpus", n},
                      {"size_bytes", spec.size.value},
                      {"channels", spec.channels},
                      {"chunk_bytes", spec.chunk.value},
@@ -140,7 +146,7 @@ void run_collective(const SimulateOptions& o) {
                      {"algbw_Bps", algbw(sim.makespan)},
                      {"busbw_Bps", algbw(sim.makespan) * factor},
                      {"estimate_busbw_Bps", algbw(prediction.time) * factor},
-                     {"transfers", schedule.ops.size()},
+                     {"operations", schedule.ops.size()},
                      {"events", sim.events},
                      {"wall_s", sim.wall.value}};
     add_jitter(j, o);
@@ -157,42 +163,43 @@ void run_collective(const SimulateOptions& o) {
   print_jitter(o);
 }
 
-bool is_json_path(const std::string& path) {
-  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-}
-
 void run_schedule(const SimulateOptions& o) {
-  const bool from_file = is_json_path(o.input);
-  if (from_file && o.scenario.empty())
-    throw model::ConfigError(o.input, 0, "--scenario",
-                             "simulating a schedule file needs the scenario it was built for: --scenario SCENARIO.yaml");
+  const bool from_file = is_schedule_file(o.input);
   if (!from_file && !o.scenario.empty())
     throw model::ConfigError(o.input, 0, "--scenario", "--scenario is for schedule files (.json); the input is a scenario");
   if (!o.topology.empty())
     throw model::ConfigError(o.input, 0, "--topology", "--topology is for raw traffic (--flows); the scenario names its topology");
-  const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(from_file ? o.scenario : o.input), parse_sets(o.sets));
-  print_warnings(sc.topology);
-  const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
-  const model::CostParams cost = model::CostParams::profile_named(o.profile);
+  auto progress = ProgressLine::for_stderr(o.json);
   model::Schedule schedule;
   if (from_file) {
+    progress.stage("read schedule");
     schedule = model::read_schedule_file(o.input);
+  }
+  const std::string scenario_file = from_file ? schedule_scenario_file(o.input, schedule, o.scenario) : o.input;
+  progress.stage("plan");
+  const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(scenario_file), parse_sets(o.sets));
+  progress.clear();  // warnings on lines of their own
+  print_warnings(sc.topology);
+  const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
+  const model::CostParams cost = cost_params(o.profile, o.params);
+  if (from_file) {
     if (schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
       throw model::ConfigError(o.input, 0, "piece_count",
                                "the schedule was built for " + std::to_string(schedule.piece_count) +
-                                   " pieces, but scenario " + o.scenario + " plans " + std::to_string(ts.pieces.size()) +
+                                   " pieces, but scenario " + scenario_file + " plans " + std::to_string(ts.pieces.size()) +
                                    "; it belongs to another scenario");
     try {
       model::check_gpus(schedule, sc.topology.gpu_count());
       model::validate(schedule, ts, sc.inventory, sc.source, sc.destination);
     } catch (const model::ScheduleError& e) {
-      throw model::ConfigError(o.input, 0, "ops", std::string("not a valid schedule for ") + o.scenario + ": " + e.what());
+      throw model::ConfigError(o.input, 0, "ops", "not a valid schedule for " + scenario_file + ": " + e.what());
     }
   } else {
-    model::StrategyParams p = model::parse_strategy(o.strategy);
-    if (o.max_chain > 0) p.max_chain = o.max_chain;
-    schedule = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+    const model::StrategyParams params = strategy_params(o.strategy, sc, ts, cost, o.max_chain, progress.callback());
+    progress.stage("build schedule");
+    schedule = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);
   }
+  progress.stage("estimate");
   const model::Prediction prediction = model::estimate(schedule, ts, sc.inventory, sc.topology, cost);
   sim::ScheduleSimOptions options;
   options.overheads = prediction.overheads;
@@ -201,11 +208,15 @@ void run_schedule(const SimulateOptions& o) {
   options.capacity_jitter = o.jitter;
   options.jitter_seed = o.seed;
   options.keep_flows = !o.dump_flows.empty() || !o.trace.empty();
+  progress.stage("build flows");
+  options.progress = progress.callback();
   const auto sim = sim::simulate_schedule(schedule, sc.topology, cost, options);
+  progress.clear();
 
   ScheduleReference ref;
   ref.scenario = sc.scenario.name;
   ref.strategy = model::describe(schedule.params) + (from_file ? " (from " + o.input + ")" : "");
+  if (from_file) ref.schedule_file = o.input;
   ref.profile = cost.profile;
   ref.estimate = prediction.time;
   ref.lower_bound = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
@@ -241,7 +252,7 @@ void run_simulate(const SimulateOptions& o) {
   if (o.input.empty())
     throw model::ConfigError("", 0, "simulate",
                              "give a scenario (simulate SCENARIO --strategy S), a schedule (simulate SCHEDULE.json "
-                             "--scenario SCENARIO) or raw traffic (simulate --topology T --flows F.csv)");
+                             "[--scenario SCENARIO]) or raw traffic (simulate --topology T --flows F.csv)");
   run_schedule(o);
 }
 
@@ -250,13 +261,16 @@ void run_simulate(const SimulateOptions& o) {
 void add_simulate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate", "Flow-level discrete-event simulation (max-min fair sharing)");
   auto o = std::make_shared<SimulateOptions>();
-  cmd->add_option("input", o->input, "Scenario YAML (with --strategy) or schedule JSON (with --scenario)");
-  cmd->add_option("--scenario", o->scenario, "Scenario YAML a schedule JSON was built for (its topology and plan)");
+  cmd->add_option("input", o->input, "Scenario YAML (with --strategy) or schedule JSON");
+  cmd->add_option("--scenario", o->scenario,
+                  "Scenario YAML a schedule JSON was built for (default: the scenario the schedule names, as "
+                  "NAME.yaml next to it, in ./scenarios or the shipped scenarios)");
   add_set_option(cmd, o->sets);
-  cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate, with parameters as compare prints them: \"domain_grouped relay_ingress\" (default domain_chain)");
+  cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate: auto (the tuner's choice), or a name with parameters as compare prints them: \"domain_grouped relay_ingress\" (default domain_chain)");
   cmd->add_option("--max-chain", o->max_chain, "Domains per chain for domain_chain / hybrid (default 8)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--profile", o->profile, "Implementation profile for efficiencies and overheads: reshard or nemo_rl");
+  cmd->add_option("--params", o->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_option("--topology", o->topology, "Topology YAML (raw traffic replay)");
   cmd->add_option("--flows", o->flows, "Traffic CSV: id,src,dst,bytes[,after] with GPU indices; after = ids joined by ';'");
   cmd->add_option("--collective", o->collective, "Simulate an NCCL ring collective: broadcast or all_gather (with --topology, --ranks, --size)");

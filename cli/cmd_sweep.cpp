@@ -6,14 +6,13 @@
 // i % N == r and rank 0 gathers the rows and writes everything, exactly as a run in one process.
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
 
 #include "commands.hpp"
+#include "progress.hpp"
 #include "reshard/exec/processes.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/units.hpp"
@@ -32,32 +31,6 @@ struct SweepArgs {
   int jobs = 0;
   bool simulate = false;
   std::vector<std::string> sets;
-};
-
-// "[=========>          ] 37/100 points, 2 failed, 12 s, ETA 20 s" redrawn in place.
-class ProgressBar {
- public:
-  explicit ProgressBar(bool on) : on_(on), start_(std::chrono::steady_clock::now()) {}
-  void update(std::size_t done, std::size_t total, std::size_t failed) {
-    if (!on_ || total == 0) return;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(kWidth * done / total);
-    std::string bar(static_cast<std::size_t>(filled), '=');
-    if (filled < kWidth) bar += '>' + std::string(static_cast<std::size_t>(kWidth - filled - 1), ' ');
-    std::ostringstream line;
-    line << "\r[" << bar << "] " << done << "/" << total << " points";
-    if (failed) line << ", " << failed << " failed";
-    line << ", " << format(Seconds{elapsed});
-    if (done < total && done > 0)
-      line << ", ETA " << format(Seconds{elapsed / static_cast<double>(done) * static_cast<double>(total - done)});
-    std::cerr << line.str() << "    " << std::flush;
-    if (done == total) std::cerr << '\n';
-  }
-
- private:
-  bool on_;
-  std::chrono::steady_clock::time_point start_;
 };
 
 void print_summary(const study::SweepSpec& spec, const std::vector<study::SweepRow>& rows) {
@@ -103,13 +76,17 @@ void run_sweep(const SweepArgs& a) {
   if (a.simulate) spec.simulate = true;
   for (const auto& s : a.sets) spec.base.push_back(parse_override(s));
   const bool root = processes.rank() == 0;
-  ProgressBar bar(root && isatty(STDERR_FILENO));
+  ProgressLine progress(std::cerr, root && isatty(STDERR_FILENO));
   study::SweepOptions options;
   options.threads = a.jobs;
   options.rank = processes.rank();
   options.ranks = processes.size();
-  options.progress = [&](std::size_t done, std::size_t total, std::size_t failed) { bar.update(done, total, failed); };
+  options.progress = [&](std::size_t done, std::size_t total, std::size_t failed) {
+    progress.update({"points", static_cast<std::int64_t>(done), static_cast<std::int64_t>(total),
+                     failed ? std::to_string(failed) + " failed" : ""});
+  };
   std::vector<study::SweepRow> rows = study::run_sweep(spec, options);
+  progress.clear();
 
   if (processes.size() > 1) {  // every rank's rows as JSON lines to rank 0, back into point order
     std::string mine;
@@ -134,7 +111,9 @@ void run_sweep(const SweepArgs& a) {
   csv << study::csv_header(spec) << '\n';
   for (const auto& r : rows) {
     csv << study::to_csv(r) << '\n';
-    jsonl << to_json(r, spec).dump() << '\n';
+    nlohmann::json j = to_json(r, spec);
+    j["schema"] = "reshard-sweep-row-1";  // docs/json-schema.md
+    jsonl << j.dump() << '\n';
   }
   print_summary(spec, rows);
   std::cout << "wrote " << prefix << ".csv and " << prefix << ".jsonl (" << spec.points.size() << " points, "

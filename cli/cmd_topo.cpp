@@ -90,8 +90,9 @@ void run_topo(const std::string& file, bool json) {
 
   if (json) {
     nlohmann::json j;
-    j["name"] = t.name();
-    j["file"] = file;
+    j["schema"] = "reshard-topo-1";
+    j["topology"] = t.name();
+    j["topology_file"] = file;
     j["form"] = t.generated() ? "generated" : "explicit";
     j["gpus"] = t.gpu_count();
     j["nodes"] = t.node_count();

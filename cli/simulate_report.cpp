@@ -20,7 +20,8 @@ std::string percent(double x) {
 }  // namespace
 
 nlohmann::json simulation_json(const sim::FlowSimResult& result, std::size_t transfers, std::size_t flows) {
-  return {{"makespan_s", result.makespan.value},
+  return {{"schema", "reshard-simulate-flows-1"},
+          {"simulated_s", result.makespan.value},
           {"transfers", transfers},
           {"flows", flows},
           {"events", result.events},
@@ -78,23 +79,30 @@ void print_busiest_links(std::ostream& out, const sim::FlowNetwork& network, con
 
 nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
                                         const ScheduleReference& ref) {
-  return {{"makespan_s", sim.makespan.value},
-          {"transfers", schedule.ops.size()},
-          {"flows", sim.flow_count()},
-          {"events", sim.events},
-          {"rate_updates", sim.result.rate_updates},
-          {"simulated_flows", sim.result.simulated_flows},
-          {"wall_s", sim.wall.value},
-          {"wall_build_s", sim.build_wall.value},
-          {"wall_classes_s", sim.result.classes_wall.value},
-          {"wall_event_loop_s", sim.result.event_loop_wall.value},
-          {"ops_makespan_s", sim.ops_makespan.value},
-          {"overheads_s", sim.overheads.value},
-          {"estimate_s", ref.estimate.value},
-          {"lower_bound_s", ref.lower_bound.time.value},
-          {"scenario", ref.scenario},
-          {"strategy", ref.strategy},
-          {"profile", ref.profile}};
+  const double lb = ref.lower_bound.time.value;
+  nlohmann::json j{{"schema", "reshard-simulate-1"},
+                   {"scenario", ref.scenario},
+                   {"strategy", model::to_string(schedule.params.strategy)},
+                   {"params", model::describe(schedule.params)},
+                   {"profile", ref.profile},
+                   {"simulated_s", sim.makespan.value},
+                   {"ops_makespan_s", sim.ops_makespan.value},
+                   {"overheads_s", sim.overheads.value},
+                   {"estimate_s", ref.estimate.value},
+                   {"lower_bound_s", lb},
+                   {"bound_cut", ref.lower_bound.binding.cut},
+                   {"bound_where", ref.lower_bound.binding.where},
+                   {"operations", schedule.ops.size()},
+                   {"flows", sim.flow_count()},
+                   {"events", sim.events},
+                   {"rate_updates", sim.result.rate_updates},
+                   {"simulated_flows", sim.result.simulated_flows},
+                   {"wall_s", sim.wall.value},
+                   {"wall_build_s", sim.build_wall.value},
+                   {"wall_classes_s", sim.result.classes_wall.value},
+                   {"wall_event_loop_s", sim.result.event_loop_wall.value}};
+  if (!ref.schedule_file.empty()) j["schedule_file"] = ref.schedule_file;
+  return j;
 }
 
 void print_schedule_report(std::ostream& out, const model::Schedule& schedule, const sim::ScheduleSimulation& sim,

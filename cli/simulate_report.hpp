@@ -15,7 +15,7 @@
 
 namespace reshard::cli {
 
-// {"makespan_s", "transfers", "flows", "events", "wall_s"}.
+// Schema reshard-simulate-flows-1 (docs/json-schema.md): simulated_s, transfers, flows, events, wall times.
 nlohmann::json simulation_json(const sim::FlowSimResult& result, std::size_t transfers, std::size_t flows);
 
 // Summary fields, the critical path (at most `path_rows` steps) and the `top_links` busiest links.
@@ -31,13 +31,14 @@ void print_busiest_links(std::ostream& out, const sim::FlowNetwork& network, con
 struct ScheduleReference {
   std::string scenario;
   std::string strategy;  // strategy and parameters, e.g. "domain_chain chunk=512KiB max_chain=8"
+  std::string schedule_file;  // where the schedule was read from; empty: built here
   std::string profile;
   model::Seconds estimate;     // model::estimate(...).time
   model::LowerBound lower_bound;
 };
 
-// {"makespan_s", "transfers" (ops), "flows", "events", "wall_s", "ops_makespan_s", "overheads_s",
-//  "estimate_s", "lower_bound_s", "scenario", "strategy", "profile"}.
+// Schema reshard-simulate-1 (docs/json-schema.md): the scenario and strategy, simulated_s (=
+// ops_makespan_s + overheads_s), estimate_s, the lower bound and its cut, counts and wall times.
 nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
                                         const ScheduleReference& ref);
 

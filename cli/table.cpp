@@ -53,6 +53,15 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+std::string format_count(std::int64_t n) {
+  char buf[64];
+  const double v = static_cast<double>(n);
+  if (n >= 1'000'000'000) std::snprintf(buf, sizeof buf, "%.2f B", v / 1e9);
+  else if (n >= 1'000'000) std::snprintf(buf, sizeof buf, "%.2f M", v / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.2f K", v / 1e3);
+  return buf;
+}
+
 void print_fields(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& fields) {
   std::size_t w = 0;
   for (const auto& [k, v] : fields) w = std::max(w, k.size());

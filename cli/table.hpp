@@ -1,6 +1,7 @@
 // Aligned text tables for the readable output of every command.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ class Table {
 
 // A number with a fixed count of decimals ("1.11").
 std::string fixed(double v, int digits);
+
+// A count scaled to billions (B) from 1e9, millions (M) from 1e6, thousands (K) below: "1.23 M".
+std::string format_count(std::int64_t n);
 
 // "key: value" lines with the values aligned.
 void print_fields(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& fields);

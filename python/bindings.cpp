@@ -166,7 +166,7 @@ Schedule schedule_for(const LoadedScenario& sc, const TransferSet& ts, const std
 nlohmann::json scenario_json(const LoadedScenario& sc) {
   return {{"scenario", sc.scenario.name},
           {"description", sc.scenario.description},
-          {"file", sc.scenario.file},
+          {"scenario_file", sc.scenario.file},
           {"model", sc.inventory.config().name},
           {"parameters", sc.inventory.parameters()},
           {"topology", sc.topology.name()},
@@ -174,7 +174,7 @@ nlohmann::json scenario_json(const LoadedScenario& sc) {
           {"source", sc.source.description()},
           {"destination", sc.destination.description()},
           {"source_gpus", sc.source.world_size()},
-          {"dest_gpus", sc.destination.world_size()}};
+          {"destination_gpus", sc.destination.world_size()}};
 }
 
 // ---- plan: the transfer set and the lower bound; with a strategy, its validated schedule and estimate.
@@ -189,7 +189,8 @@ py::object plan_py(const py::object& scenario, const std::optional<std::string>&
   j["bytes_needed"] = ts.bytes_needed.value;
   j["bytes_to_move"] = ts.bytes_to_move.value;
   j["lower_bound_s"] = lb.time.value;
-  j["lower_bound_cut"] = {{"cut", lb.binding.cut}, {"where", lb.binding.where}};
+  j["bound_cut"] = lb.binding.cut;
+  j["bound_where"] = lb.binding.where;
   auto& cuts = j["cuts"] = nlohmann::json::array();
   for (const auto& c : lb.cuts)
     cuts.push_back({{"cut", c.cut}, {"where", c.where}, {"bytes", c.bytes.value}, {"capacity_Bps", c.capacity.value},
@@ -198,7 +199,8 @@ py::object plan_py(const py::object& scenario, const std::optional<std::string>&
     const CostParams cost = cost_params(profile, params);
     const Schedule s = schedule_for(*sc, ts, *strategy, cost);
     validate(s, ts, sc->inventory, sc->source, sc->destination);
-    j["strategy"] = describe(s.params);
+    j["strategy"] = to_string(s.params.strategy);
+    j["params"] = describe(s.params);
     j["buffers"] = s.buffers.size();
     j["estimate"] = prediction_json(estimate(s, ts, sc->inventory, sc->topology, cost), sc->topology);
   }
@@ -223,9 +225,10 @@ py::object simulate_py(const py::object& scenario, const std::string& strategy, 
     return sim::simulate_schedule(s, sc->topology, cost, options);
   }();
   nlohmann::json j = {{"scenario", sc->scenario.name},
-                      {"strategy", describe(s.params)},
-                      {"profile", profile},
-                      {"makespan_s", r.makespan.value},
+                      {"strategy", to_string(s.params.strategy)},
+                      {"params", describe(s.params)},
+                      {"profile", cost.profile},
+                      {"simulated_s", r.makespan.value},
                       {"ops_makespan_s", r.ops_makespan.value},
                       {"overheads_s", r.overheads.value},
                       {"estimate_s", pred.time.value},
@@ -291,16 +294,7 @@ py::object compare_py(const py::object& scenario, const std::string& profile, co
     py::gil_scoped_release release;
     return study::compare(*sc, options);
   }();
-  nlohmann::json j = study::to_json(r);
-  j["source"] = r.source;
-  j["destination"] = r.destination;
-  j["lower_bound_cut"] = {{"cut", r.lower_bound.binding.cut}, {"where", r.lower_bound.binding.where},
-                          {"limit", r.lower_bound_limit}};
-  for (std::size_t i = 0; i < r.rows.size(); ++i) {
-    j["strategies"][i]["limited_by"] = r.rows[i].limited_by;
-    j["strategies"][i]["limit"] = r.rows[i].limit;
-  }
-  return to_python(j);
+  return to_python(study::to_json(r));
 }
 
 // ---- sweep: the scenario file at every point (one value per key), one JSON object per row.

@@ -41,7 +41,8 @@ class Plan(unittest.TestCase):
         cli = cli_json("plan", SMALL)
         for key in ("bytes_needed", "bytes_to_move", "logical_bytes", "pieces", "lower_bound_s"):
             self.assertEqual(py[key], cli[key], key)
-        self.assertEqual(py["lower_bound_cut"], cli["lower_bound_cut"])
+        for key in ("bound_cut", "bound_where", "destination_gpus"):
+            self.assertEqual(py[key], cli[key], key)
         # The lower bound is the largest cut bound.
         self.assertAlmostEqual(py["lower_bound_s"], max(c["time_s"] for c in py["cuts"]), places=15)
 
@@ -87,13 +88,13 @@ class Compare(unittest.TestCase):
     def test_compare_matches_the_command(self):
         py = reshard.compare(SMALL)
         cli = cli_json("compare", SMALL)
-        self.assertEqual(py["best"], cli["best"])
+        self.assertEqual((py["best"], py["best_params"]), (cli["best"], cli["best_params"]))
         self.assertEqual(py["lower_bound_s"], cli["lower_bound_s"])
-        self.assertEqual([r["name"] for r in py["strategies"]], [r["name"] for r in cli["strategies"]])
+        self.assertEqual([r["strategy"] for r in py["strategies"]], [r["strategy"] for r in cli["strategies"]])
         for a, b in zip(py["strategies"], cli["strategies"]):
-            self.assertEqual(a["estimate_s"], b["estimate_s"], a["name"])
+            self.assertEqual(a["estimate_s"], b["estimate_s"], a["strategy"])
             self.assertIn(a["limit"], ("host link", "NIC link", "fabric", "NVLink", "C2C", "PCIe") + (a["limited_by"],))
-        self.assertEqual(py["lower_bound_cut"]["cut"], reshard.plan(SMALL)["lower_bound_cut"]["cut"])
+        self.assertEqual(py["bound_cut"], reshard.plan(SMALL)["bound_cut"])
 
     def test_overrides_equal_the_edited_scenario(self):
         edited = small_dict()
@@ -118,13 +119,13 @@ class Compare(unittest.TestCase):
 
     def test_only_named_strategies_without_the_tuner(self):
         r = reshard.compare(SMALL, strategies=["direct", "domain_chain"], tune=False)
-        self.assertEqual([row["name"] for row in r["strategies"]], ["direct", "domain_chain"])
+        self.assertEqual([row["strategy"] for row in r["strategies"]], ["direct", "domain_chain"])
 
     def test_readme_command(self):
         """The README's command, run as written from the top of the source tree."""
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         out = subprocess.run([sys.executable, "-c",
-                              "import reshard; print(reshard.compare('scenarios/deepseek-v3-h100.yaml')['best'])"],
+                              "import reshard; print(reshard.compare('scenarios/deepseek-v3-h100.yaml')['best_params'])"],
                              cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout.strip()
         self.assertIn(out.split()[0], reshard.strategy_names())
 
@@ -168,7 +169,7 @@ class Simulate(unittest.TestCase):
     def test_simulation_matches_the_command(self):
         py = reshard.simulate(SMALL, strategy="domain_chain")
         cli = cli_json("simulate", SMALL, "--strategy", "domain_chain")
-        self.assertAlmostEqual(py["makespan_s"], cli["makespan_s"], delta=1e-12 * cli["makespan_s"])
+        self.assertAlmostEqual(py["simulated_s"], cli["simulated_s"], delta=1e-12 * cli["simulated_s"])
         self.assertAlmostEqual(py["estimate_s"], cli["estimate_s"], delta=1e-12 * cli["estimate_s"])
 
     def test_timeline(self):
@@ -180,7 +181,7 @@ class Simulate(unittest.TestCase):
         self.assertTrue(all(f >= s >= 0 for s, f in zip(ops["start_s"], ops["finish_s"])))
         # The last op finishes at ops_makespan; the makespan adds the overheads after it.
         self.assertAlmostEqual(max(ops["finish_s"]), r["ops_makespan_s"], delta=1e-15)
-        self.assertAlmostEqual(r["makespan_s"], r["ops_makespan_s"] + r["overheads_s"], delta=1e-12)
+        self.assertAlmostEqual(r["simulated_s"], r["ops_makespan_s"] + r["overheads_s"], delta=1e-12)
         tl = r["link_timeline"]
         self.assertGreater(len(tl["time_s"]), 0)
         self.assertLessEqual(set(tl["kind"]), set(r["link_capacity_Bps"]))

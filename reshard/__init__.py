@@ -1,7 +1,7 @@
 """reshard from Python: load a scenario, plan, compare, simulate and sweep.
 
     import reshard
-    reshard.compare("scenarios/deepseek-v3-h100.yaml")["best"]
+    reshard.compare("scenarios/deepseek-v3-h100.yaml")["best_params"]
     reshard.simulate("scenarios/deepseek-v3-h100.yaml", strategy="auto", timeline=True)
     reshard.sweep("scenarios/kimi-k3-gb200.yaml", {"topology.cluster.nic_speed": ["400Gbps", "800Gbps"]})
     reshard.sweep("scenarios/deepseek-v3-h100.yaml",

@@ -85,7 +85,7 @@ TEST(ExecHost, EverySmallScenarioEveryStrategyVerifiesBytesNeeded) {
       EXPECT_TRUE(j["verified"].get<bool>()) << name << " " << strategy;
       EXPECT_EQ(j["bytes_verified"].get<std::int64_t>(), needed) << name << " " << strategy;
       EXPECT_EQ(j["ranks"].get<int>(), n);
-      EXPECT_GT(j["elapsed_s"].get<double>(), 0);
+      EXPECT_GT(j["measured_s"].get<double>(), 0);
       EXPECT_FALSE(j["steps"].empty());
     }
   }
@@ -192,10 +192,10 @@ TEST(ExecHost, MeasurementGoesThroughCheckAndCalibrate) {
   const auto j = json_of(check);
   ASSERT_FALSE(j["steps"].empty());
   for (const auto& row : j["steps"]) {
-    EXPECT_GT(row["predicted_s"].get<double>(), 0);
+    EXPECT_GT(row["estimate_s"].get<double>(), 0);
     EXPECT_GT(row["measured_s"].get<double>(), 0);
-    EXPECT_NEAR(row["error"].get<double>(),
-                (row["measured_s"].get<double>() - row["predicted_s"].get<double>()) / row["predicted_s"].get<double>(), 1e-9);
+    EXPECT_NEAR(row["relative_error"].get<double>(),
+                (row["measured_s"].get<double>() - row["estimate_s"].get<double>()) / row["estimate_s"].get<double>(), 1e-9);
   }
   EXPECT_GT(j["total"]["measured_s"].get<double>(), 0);
   // calibrate reads measured refit times as CSV rows (scenario,strategy,measured_s): the

@@ -145,7 +145,7 @@ TEST(Scenarios, PlanCommandJson) {
   char buf[4096];
   while (auto n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   ASSERT_EQ(pclose(p), 0);
-  for (const char* key : {"\"parameters\"", "\"logical_bytes\"", "\"source_gpus\"", "\"dest_gpus\"", "\"world_size\"",
+  for (const char* key : {"\"parameters\"", "\"logical_bytes\"", "\"source_gpus\"", "\"destination_gpus\"", "\"world_size\"",
                           "\"pieces\"", "\"bytes_needed\"", "\"lower_bound_s\""})
     EXPECT_NE(out.find(key), std::string::npos) << key;
 }

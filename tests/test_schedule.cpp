@@ -330,6 +330,9 @@ TEST(StrategySpec, DescribeAndParseRoundTripAndBadTokensAreNamed) {
   EXPECT_TRUE(p.relay_egress);
   EXPECT_FALSE(p.relay_ingress);
   EXPECT_EQ(describe(parse_strategy("gather_broadcast bucket=1.6GB")), "gather_broadcast chunk=512KiB bucket=1600MB");
+  // A size's unit may stand apart, as the docs write sizes ("1.6 GB"); a flag after a size stays a flag.
+  EXPECT_EQ(describe(parse_strategy("gather_broadcast bucket=1.6 GB")), "gather_broadcast chunk=512KiB bucket=1600MB");
+  EXPECT_EQ(describe(parse_strategy("hybrid chunk=1 MiB relay_ingress")), "hybrid chunk=1MiB max_chain=8 relay_ingress");
   auto error_of = [](const std::string& spec) {
     try {
       parse_strategy(spec);
@@ -341,6 +344,8 @@ TEST(StrategySpec, DescribeAndParseRoundTripAndBadTokensAreNamed) {
   EXPECT_NE(error_of("domain_chain max_chain=0").find("'max_chain=0' needs an integer in 1.."), std::string::npos);
   EXPECT_NE(error_of("domain_chain max_chain=4x").find("'max_chain=4x'"), std::string::npos);
   EXPECT_NE(error_of("domain_chain chunk=4").find("'chunk=4'"), std::string::npos);
+  EXPECT_NE(error_of("domain_chain chunk=4 relay_ingress").find("'chunk=4': '4' has no unit"), std::string::npos);
+  EXPECT_NE(error_of("domain_chain chunk=4 XB").find("'chunk=4XB'"), std::string::npos);
   EXPECT_NE(error_of("domain_chain chunks=4").find("'chunks' is gone"), std::string::npos);
   EXPECT_NE(error_of("domain_chain depth=2").find("unknown parameter 'depth'"), std::string::npos);
   EXPECT_NE(error_of("domain_chain relay").find("unknown flag 'relay'"), std::string::npos);

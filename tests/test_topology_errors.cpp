@@ -235,7 +235,7 @@ TEST(TopologyCommand, FastNicWarningAndHostLinkBound) {
   r = run_reshard("plan '" + scenario.string() + "' --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto p = nlohmann::json::parse(r.out);
-  EXPECT_EQ(p.at("lower_bound_cut").at("where").get<std::string>(), "domain 1: host links PCIe 64.0 GB/s per GPU");
+  EXPECT_EQ(p.at("bound_where").get<std::string>(), "domain 1: host links PCIe 64.0 GB/s per GPU");
   std::filesystem::remove_all(dir);
 }
 

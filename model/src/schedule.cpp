@@ -12,7 +12,7 @@
 namespace reshard::model {
 
 namespace {
-constexpr const char* kScheduleFormat = "reshard-schedule-2";
+constexpr const char* kScheduleFormat = "reshard-schedule-3";
 }  // namespace
 
 std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count, bool content) {
@@ -245,7 +245,7 @@ nlohmann::json to_json(const Schedule& s) {
   j["scenario"] = s.scenario;
   j["params"] = {{"strategy", to_string(s.params.strategy)}, {"chunk_bytes", s.params.chunk.value}, {"channels", s.params.channels},
                  {"max_chain", s.params.max_chain}, {"bucket_bytes", s.params.bucket.value},
-                 {"rail_aligned_ingress", s.params.rail_aligned_ingress}, {"relay_ingress", s.params.relay_ingress},
+                 {"rail_blind", !s.params.rail_aligned_ingress}, {"relay_ingress", s.params.relay_ingress},
                  {"relay_egress", s.params.relay_egress}};
   j["piece_count"] = s.piece_count;
   auto& buffers = j["buffers"] = nlohmann::json::array();
@@ -304,7 +304,7 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, co
   s.params.channels = integer_as<std::int32_t>(member(p, "channels", pw), pw.at("channels"), 0, kI32);
   s.params.max_chain = integer_as<std::int32_t>(member(p, "max_chain", pw), pw.at("max_chain"), 0, kI32);
   s.params.bucket = Bytes{integer(member(p, "bucket_bytes", pw), pw.at("bucket_bytes"), 0, kI64)};
-  s.params.rail_aligned_ingress = boolean(member(p, "rail_aligned_ingress", pw), pw.at("rail_aligned_ingress"));
+  s.params.rail_aligned_ingress = !boolean(member(p, "rail_blind", pw), pw.at("rail_blind"));
   s.params.relay_ingress = boolean(member(p, "relay_ingress", pw), pw.at("relay_ingress"));
   s.params.relay_egress = boolean(member(p, "relay_egress", pw), pw.at("relay_egress"));
   s.piece_count = integer_as<std::int32_t>(member(j, "piece_count", root), root.at("piece_count"), 0, kI32);

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <iterator>
 #include <limits>
@@ -142,7 +143,20 @@ StrategyParams parse_strategy(const std::string& spec) {
   auto refuse = [&](const std::string& token) {
     throw PlanError("strategy '" + spec + "': " + name + " takes no '" + token + "' (" + describe_usage(*t) + ")");
   };
+  // A size written with its unit apart ("bucket=1.6 GB", as the docs write sizes) is one token.
+  std::vector<std::string> tokens;
   for (std::string token; in >> token;) {
+    const std::string& last = tokens.empty() ? token : tokens.back();
+    const bool size_key = last.rfind("chunk=", 0) == 0 || last.rfind("bucket=", 0) == 0;
+    if (&last != &token && size_key && std::isdigit(static_cast<unsigned char>(last.back())) &&
+        std::isalpha(static_cast<unsigned char>(token.front())) && token.find('=') == std::string::npos &&
+        token != "relay_ingress" && token != "relay_egress" && token != "rail_blind") {
+      tokens.back() += token;
+      continue;
+    }
+    tokens.push_back(token);
+  }
+  for (const std::string& token : tokens) {
     const auto eq = token.find('=');
     const std::string key = token.substr(0, eq);
     if (eq == std::string::npos) {

@@ -482,7 +482,13 @@ FlowSimResult Engine::run() {
   // time come before finishes, as a flow that starts and one that ends at the same instant never
   // share a rate. "Equal" is to tolerance::kBatchWindow relative (tolerances.hpp says why).
   constexpr double kBatchWindow = tolerance::kBatchWindow;
+  const auto total_events = static_cast<std::int64_t>(2 * n);
+  std::int64_t reported = 0;  // events at the last progress report
   while (!starts_.empty() || !finishes_.empty()) {
+    if (opt_.progress && result_.events - reported >= 65536) {
+      reported = result_.events;
+      opt_.progress({"simulate", reported, total_events, ""});
+    }
     const double t = std::min(starts_.empty() ? INFINITY : starts_.top().time,
                               finishes_.empty() ? INFINITY : finishes_.top_time());
     const double horizon = t * (1 + kBatchWindow);
@@ -502,6 +508,7 @@ FlowSimResult Engine::run() {
     }
     if (solver_.pending()) refill(t);
   }
+  if (opt_.progress) opt_.progress({"simulate", result_.events, total_events, ""});
 
   result_.event_loop_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count()};
   // Busy time per link; bytes and utilization come from the caller's flows (add_link_traffic).

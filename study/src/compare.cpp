@@ -1,6 +1,7 @@
 #include "reshard/study/compare.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include "compare_parts.hpp"
 #include "reshard/model/schedule.hpp"
@@ -65,19 +66,20 @@ std::string bound_limit(const LowerBound& lb) {
 namespace detail {
 
 CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
-  auto say = [&](const std::string& line) {
-    if (options.progress) options.progress(line);
+  auto say = [&](const char* stage, std::int64_t done, std::int64_t total, const std::string& item) {
+    if (options.progress) options.progress({stage, done, total, item});
   };
   const TransferSet& ts = sc.transfers;
+  const auto strategy_rows = static_cast<std::int64_t>(options.strategies.size() + options.configured.size());
   CompareResult out;
   out.scenario = sc.scenario.name;
   out.source = sc.source.description();
   out.destination = sc.destination.description();
-  out.profile = options.profile;
   out.lower_bound = lower_bound(ts, sc.source, sc.destination, sc.topology);
   out.lower_bound_limit = bound_limit(out.lower_bound);
   const CostParams cost =
       options.params_file.empty() ? CostParams::profile_named(options.profile) : CostParams::load(options.params_file);
+  out.profile = cost.profile;  // a parameters file names its own
   // `described`: named by its full description (a configured strategy).
   auto evaluate = [&](const StrategyParams& p, bool described) {
     const std::shared_ptr<const Schedule> built =
@@ -87,14 +89,15 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
     const Schedule& s = *built;
     CompareRow r{described ? describe(s.params) : std::string(to_string(p.strategy)), s.params,
                  estimate(s, ts, sc.inventory, sc.topology, cost), std::nullopt, "", "", ""};
-    say(r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating..." : ""));
+    const auto row = static_cast<std::int64_t>(out.rows.size());
+    say("strategies", options.simulate ? row : row + 1, strategy_rows,
+        r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating" : ""));
     if (options.simulate) {
       sim::ScheduleSimOptions sim_options;
       sim_options.overheads = r.prediction.overheads;
       const auto result = sim::simulate_schedule(s, sc.topology, cost, sim_options);
       r.simulated = result.makespan;
-      say(r.name + ": simulated " + format(result.makespan) + " (" + std::to_string(result.flow_count()) + " flows, " +
-          std::to_string(result.result.simulated_flows) + " simulated) in " + format(result.wall));
+      say("strategies", row + 1, strategy_rows, r.name + ": simulated " + format(result.makespan));
     }
     return r;
   };
@@ -107,13 +110,18 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   if (options.tune) {  // the tuner's deterministic search, scored by the estimate
     TuneOptions topts;
     for (const auto& r : out.rows) topts.seeds.push_back({r.params, r.prediction, r.simulated});
+    std::atomic<std::int64_t> candidates = 0, confirmed = 0;  // counted for the progress line
     if (options.simulate)  // confirm the best candidates by simulation
       topts.confirm = [&](const Schedule& s) {
-        return sim::simulated_makespan(s, sc.topology, cost, estimate(s, ts, sc.inventory, sc.topology, cost).overheads);
+        say("confirm", confirmed, topts.confirm_top, describe(s.params) + ", simulating");
+        const Seconds t =
+            sim::simulated_makespan(s, sc.topology, cost, estimate(s, ts, sc.inventory, sc.topology, cost).overheads);
+        say("confirm", ++confirmed, topts.confirm_top, describe(s.params) + ": simulated " + format(t));
+        return t;
       };
-    if (options.progress)
+    if (options.progress)  // the budget bounds the candidates; the search may end before it
       topts.progress = [&](const StrategyParams& p, const Prediction& pr) {
-        say("auto: " + describe(p) + " -> " + format(pr.time));
+        say("tune", ++candidates, topts.budget, describe(p) + ": " + format(pr.time));
       };
     const TuneResult tuned = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, topts);
     out.rows.push_back({"auto", tuned.best.params, tuned.best.prediction, tuned.best.confirmed, "", "", ""});
@@ -140,20 +148,40 @@ CompareResult compare(const LoadedScenario& sc, const CompareOptions& options) {
 
 nlohmann::json to_json(const CompareResult& r) {
   nlohmann::json j;
+  j["schema"] = "reshard-compare-1";
   j["scenario"] = r.scenario;
+  j["source"] = r.source;
+  j["destination"] = r.destination;
   j["profile"] = r.profile;
-  j["lower_bound_s"] = r.lower_bound.time.value;
+  const LowerBound& lb = r.lower_bound;
+  j["lower_bound_s"] = lb.time.value;
+  j["bound_cut"] = lb.binding.cut;
+  j["bound_where"] = lb.binding.where;
+  j["bound_limit"] = r.lower_bound_limit;
   auto& arr = j["strategies"] = nlohmann::json::array();
+  const double baseline = r.rows.empty() ? 0 : r.rows.front().prediction.time.value;
   for (const auto& row : r.rows) {
     const auto& p = row.prediction;
-    arr.push_back({{"name", row.name}, {"params", describe(row.params)}, {"estimate_s", p.time.value},
+    const double t = p.time.value;
+    arr.push_back({{"strategy", row.name},
+                   {"params", describe(row.params)},
+                   {"estimate_s", t},
                    {"simulated_s", row.simulated ? nlohmann::json(row.simulated->value) : nlohmann::json(nullptr)},
-                   {"network_bytes", p.network_bytes.value}, {"nvlink_bytes", p.nvlink_bytes.value},
-                   {"bottleneck", row.bottleneck}, {"bandwidth_bound_s", p.bandwidth_bound.value},
-                   {"critical_path_s", p.critical_path.value}, {"latency_path_s", p.latency_path.value},
-                   {"overheads_s", p.overheads.value}, {"operations", p.operations}});
+                   {"bound_ratio", lb.time.value > 0 ? t / lb.time.value : 0.0},
+                   {"speedup", t > 0 ? baseline / t : 0.0},
+                   {"limited_by", row.limited_by},
+                   {"limit", row.limit},
+                   {"bottleneck", row.bottleneck},
+                   {"network_bytes", p.network_bytes.value},
+                   {"nvlink_bytes", p.nvlink_bytes.value},
+                   {"bandwidth_bound_s", p.bandwidth_bound.value},
+                   {"critical_path_s", p.critical_path.value},
+                   {"latency_path_s", p.latency_path.value},
+                   {"overheads_s", p.overheads.value},
+                   {"operations", p.operations}});
   }
-  j["best"] = r.rows.empty() ? "" : describe(r.rows[r.best].params);
+  j["best"] = r.rows.empty() ? "" : r.rows[r.best].name;
+  j["best_params"] = r.rows.empty() ? "" : describe(r.rows[r.best].params);
   return j;
 }
 

@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/model/progress.hpp"
 #include "reshard/model/units.hpp"
 
 namespace reshard::sim {
@@ -135,6 +136,9 @@ struct SimOptions {
   // on long dependency chains, have about as many classes as flows: the refinement's first pass, a
   // hash along the dependency chains, shows it, and the plain engine runs.
   bool symmetry_quotient = true;
+  // Optional: stage "simulate", events processed of 2 per simulated flow (a start and a finish),
+  // reported every 65536 events and once at the end.
+  model::ProgressFn progress;
 };
 
 struct FlowSimResult {

@@ -68,6 +68,8 @@ struct ScheduleSimOptions {
   // string, gigabytes for a tuned Kimi-K3 schedule (docs/performance.md). Where both ways use the
   // quotient, the answer is the same bit for bit (tested).
   bool keep_flows = false;
+  // SimOptions::progress.
+  model::ProgressFn progress;
 };
 
 struct OpTiming {

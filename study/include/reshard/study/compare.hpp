@@ -17,6 +17,7 @@
 
 #include "reshard/model/cost.hpp"
 #include "reshard/model/planner.hpp"
+#include "reshard/model/progress.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 
@@ -29,7 +30,9 @@ struct CompareOptions {
   bool tune = true;                       // add the tuner's choice as a last row named "auto"
   std::vector<std::string> strategies = model::strategy_names();  // named strategies, in order
   std::vector<std::string> configured;    // configured strategies, as describe() writes them
-  std::function<void(const std::string&)> progress;  // one line per estimate, simulation and tuner step
+  // Stages "strategies" (rows estimated, and simulated, of the named and configured strategies),
+  // "tune" (candidates evaluated of at most TuneOptions::budget) and "confirm" (simulations).
+  model::ProgressFn progress;
 };
 
 struct CompareRow {
@@ -56,9 +59,8 @@ struct CompareResult {
 // (PlanError, ConfigError for an unknown profile or a bad strategy).
 CompareResult compare(const model::LoadedScenario& scenario, const CompareOptions& options);
 
-// `compare --json`: scenario, profile, lower_bound_s, strategies [{name, params, estimate_s,
-// simulated_s, network_bytes, nvlink_bytes, bottleneck, bandwidth_bound_s, critical_path_s,
-// latency_path_s, overheads_s, operations}], best (the best row's parameters).
+// `compare --json`, schema reshard-compare-1 (docs/json-schema.md): the scenario, the lower bound
+// and its binding cut, one entry per row under "strategies", and the best row.
 nlohmann::json to_json(const CompareResult& result);
 
 // model::load_scenario with `--set KEY=VALUE` texts (model/overrides.hpp); relative `model` and

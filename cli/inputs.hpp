@@ -1,0 +1,34 @@
+// What several commands take alike: a strategy (or auto), a profile or parameters file, and the
+// scenario a schedule file was built for.
+#pragma once
+
+#include <string>
+
+#include "reshard/model/cost.hpp"
+#include "reshard/model/progress.hpp"
+#include "reshard/model/scenario.hpp"
+#include "reshard/model/schedule.hpp"
+
+namespace reshard::cli {
+
+// `--params FILE` when given (a file written by reshard calibrate), else `--profile NAME`.
+model::CostParams cost_params(const std::string& profile, const std::string& params_file);
+
+// `--strategy`: "auto" (the tuner's choice under `cost`) or a strategy with its parameters as
+// describe() writes them; `max_chain` > 0 replaces the strategy's (`--max-chain`). The tuner
+// reports its candidates to `progress` (stage "tune", of at most its budget).
+model::StrategyParams strategy_params(const std::string& spec, const model::LoadedScenario& sc,
+                                      const model::TransferSet& ts, const model::CostParams& cost, int max_chain = 0,
+                                      const model::ProgressFn& progress = {});
+
+// The scenario file of a schedule read from `schedule_file`: `scenario_file` when given
+// (--scenario), else the scenario the schedule names, found as NAME.yaml next to the schedule, in
+// ./scenarios/ or in the shipped scenarios/ (the first whose `name` matches). Throws ConfigError
+// naming the schedule and the places looked at when none matches.
+std::string schedule_scenario_file(const std::string& schedule_file, const model::Schedule& schedule,
+                                   const std::string& scenario_file);
+
+// Whether a path names a schedule file (.json) rather than a scenario.
+bool is_schedule_file(const std::string& path);
+
+}  // namespace reshard::cli
