@@ -15,6 +15,7 @@
 #include "reshard/model/cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/schedule_file.hpp"
 #include "reshard/model/tuner.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
@@ -43,8 +44,9 @@ bool first_process() {
   return true;
 }
 
-bool is_json_file(const std::string& path) {
-  return path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+// A schedule file: JSON by name, binary by its magic.
+bool is_schedule_file(const std::string& path) {
+  return (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0) || is_binary_schedule_file(path);
 }
 
 void run_exec(const ExecArgs& a) {
@@ -56,7 +58,7 @@ void run_exec(const ExecArgs& a) {
   CostParams::profile_named(a.profile);  // an unknown profile is refused before anything runs
 
   // Everything below up to execute() is checked before any process moves a byte.
-  const bool from_schedule = is_json_file(a.input);
+  const bool from_schedule = is_schedule_file(a.input);
   if (from_schedule && a.scenario.empty())
     throw ConfigError(a.input, 0, "--scenario", "a schedule file needs --scenario naming the scenario it was built for");
   const std::string scenario_path = std::filesystem::absolute(from_schedule ? a.scenario : a.input).string();
@@ -208,7 +210,7 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
 void add_exec_command(CLI::App& app) {
   auto a = std::make_shared<ExecArgs>();
   auto* cmd = app.add_subcommand("exec", "Run a schedule for real and verify every destination byte (under mpirun for host/nccl)");
-  cmd->add_option("input", a->input, "Scenario YAML file, or a schedule JSON file (then --scenario)")->required();
+  cmd->add_option("input", a->input, "Scenario YAML file, or a schedule file, JSON or binary (then --scenario)")->required();
   cmd->add_option("--scenario", a->scenario, "The scenario a schedule file was built for");
   add_set_option(cmd, a->sets);
   cmd->add_option("--strategy", a->strategy, "Strategy as compare prints it (\"domain_grouped relay_ingress\") or auto");

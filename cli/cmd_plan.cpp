@@ -1,4 +1,4 @@
-// reshard plan SCENARIO [--strategy S [-o schedule.json]] [--json]: the exact transfer set and the
+// reshard plan SCENARIO [--strategy S [-o schedule.json|schedule.rsched]] [--json]: the exact transfer set and the
 // lower bound; with a strategy, its validated schedule.
 #include <algorithm>
 #include <fstream>
@@ -12,6 +12,7 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/schedule_file.hpp"
 #include "reshard/model/tuner.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
@@ -60,11 +61,7 @@ void run_plan(const std::string& path, const std::vector<std::string>& sets, con
     schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);
     schedule->scenario = sc.scenario.name;
     validate(*schedule, ts, sc.inventory, sc.source, sc.destination);
-    if (!output.empty()) {
-      std::ofstream out(output);
-      if (!out) throw ConfigError(output, 0, "", "cannot write the schedule");
-      out << to_json(*schedule).dump() << '\n';
-    }
+    if (!output.empty()) write_schedule_file(output, *schedule);
   }
 
   std::set<GpuId> all(sc.source.gpus().begin(), sc.source.gpus().end());
@@ -170,7 +167,7 @@ void add_plan_command(CLI::App& app) {
   auto output = std::make_shared<std::string>();
   cmd->add_option("scenario", *path, "Scenario YAML file")->required();
   cmd->add_option("--strategy", *strategy, "Also build, validate and keep this strategy's schedule: auto, or a name with parameters as compare prints them (\"domain_grouped relay_ingress\")");
-  cmd->add_option("-o,--output", *output, "Write the schedule as JSON (with --strategy)");
+  cmd->add_option("-o,--output", *output, "Write the schedule (with --strategy): JSON when FILE ends in .json, else the compact binary format");
   cmd->add_flag("--json", *json, "Print one JSON object");
   auto sets = std::make_shared<std::vector<std::string>>();
   add_set_option(cmd, *sets);

@@ -23,6 +23,7 @@
 #include "reshard/model/planner.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/schedule_file.hpp"
 #include "reshard/model/topology.hpp"
 #include "reshard/sim/flow_io.hpp"
 #include "reshard/sim/flow_sim.hpp"
@@ -157,8 +158,9 @@ void run_collective(const SimulateOptions& o) {
   print_jitter(o);
 }
 
+// A schedule file: JSON by name, binary by its magic.
 bool is_json_path(const std::string& path) {
-  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  return (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) || model::is_binary_schedule_file(path);
 }
 
 void run_schedule(const SimulateOptions& o) {
@@ -167,7 +169,7 @@ void run_schedule(const SimulateOptions& o) {
     throw model::ConfigError(o.input, 0, "--scenario",
                              "simulating a schedule file needs the scenario it was built for: --scenario SCENARIO.yaml");
   if (!from_file && !o.scenario.empty())
-    throw model::ConfigError(o.input, 0, "--scenario", "--scenario is for schedule files (.json); the input is a scenario");
+    throw model::ConfigError(o.input, 0, "--scenario", "--scenario is for schedule files (.json or binary); the input is a scenario");
   if (!o.topology.empty())
     throw model::ConfigError(o.input, 0, "--topology", "--topology is for raw traffic (--flows); the scenario names its topology");
   const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(from_file ? o.scenario : o.input), parse_sets(o.sets));
