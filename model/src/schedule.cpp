@@ -42,7 +42,8 @@ namespace {
 // The validator works on units: a unit is (buffer, part, parts), the exact element ranges one
 // operation moves. Its ranges are computed once per unit, however many operations move it (a ring
 // broadcast moves the same unit once per hop), so the cost is the number of operations plus the
-// slices of the units plus, for every piece, its needers times the units holding it.
+// slices of the units plus the deliveries (a unit's ranges times the GPUs it reaches), sorted per
+// piece. No string is built unless a check fails.
 // Three phases: the chains' shapes, each operation (in id order), the deliveries per needer.
 class Validator {
  public:
@@ -67,7 +68,7 @@ class Validator {
   // Operation i: its shape, its unit and bytes, and that its sender holds or received all it sends.
   void check_op(std::size_t i) {
     const Op& op = s_.ops[i];
-    // Built only for an error: a string per operation is most of the time of a large schedule.
+    // Built only for an error (built for every operation, it cost more than the checks).
     const auto where = [&] {
       return "operation " + std::to_string(op.id) + " (" + to_string(op.phase) + ", GPU " + std::to_string(op.src) + " -> " +
              std::to_string(op.dst) + ")";

@@ -223,21 +223,20 @@ void decode_after(const unsigned char* p, OpRecord& r, const Where& w) {
   }
 }
 
-// A chain or buffer record: its own field and where its hops or slices are.
+// A chain record: its chunk and where its hops are.
 struct Span {
-  std::int64_t value = 0;  // chunk or bytes
+  std::int64_t value = 0;  // chunk
   std::uint64_t begin = 0;
   std::uint32_t n = 0;
 };
 
-Span decode_span(const unsigned char* p, const char* section, std::uint64_t i, std::uint64_t total, const char* items,
-                 const Where& w) {
+Span decode_chain_span(const unsigned char* p, std::uint64_t i, const Layout& l, const Where& w) {
   Span s{get_i64(p), get_u64(p + 8), get_u32(p + 16)};
-  const std::string key = record(section, i);
-  if (s.value < 0) w.fail(key, "negative bytes");
-  if (s.begin > total || s.n > total - s.begin)
-    w.fail(key, std::string(items) + " " + std::to_string(s.begin) + "+" + std::to_string(s.n) + " outside the " +
-                    std::to_string(total) + " of their section");
+  const std::string key = record("chains", i);
+  if (s.value < 0) w.fail(key, "negative chunk bytes");
+  if (s.begin > l.hops || s.n > l.hops - s.begin)
+    w.fail(key, "hops " + std::to_string(s.begin) + "+" + std::to_string(s.n) + " outside the " + std::to_string(l.hops) +
+                    " of their section");
   return s;
 }
 
@@ -368,15 +367,27 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }  // namespace
 
 std::string schedule_to_binary(const Schedule& s) {
+  // The index is built from the ops and chains, so their shape is checked first.
   std::int32_t gpu_count = 0;
   std::uint64_t after = 0, hops = 0, slices = 0;
-  for (const Op& op : s.ops) {
-    gpu_count = std::max({gpu_count, op.src + 1, op.dst + 1});
+  auto gpu = [&](GpuId g, const std::string& where) {
+    if (g < 0) throw ScheduleError(where + ": GPU " + std::to_string(g));
+    gpu_count = std::max(gpu_count, g + 1);
+  };
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const Op& op = s.ops[i];
+    if (const std::string problem = op_problem(s, i, -1, false); !problem.empty())
+      throw ScheduleError("operation " + std::to_string(i) + ": " + problem);
+    gpu(op.src, "operation " + std::to_string(i));
+    gpu(op.dst, "operation " + std::to_string(i));
     after += op.after.size();
   }
-  for (const Chain& c : s.chains) {
-    hops += c.hops.size();
-    for (const ChainHop& h : c.hops) gpu_count = std::max({gpu_count, h.from + 1, h.to + 1});
+  for (std::size_t c = 0; c < s.chains.size(); ++c) {
+    hops += s.chains[c].hops.size();
+    for (const ChainHop& h : s.chains[c].hops) {
+      gpu(h.from, "chain " + std::to_string(c));
+      gpu(h.to, "chain " + std::to_string(c));
+    }
   }
   std::vector<std::uint8_t> forms;
   forms.reserve(s.buffers.size());
@@ -503,7 +514,7 @@ Schedule schedule_from_binary(const std::string& bytes, const std::string& file)
   }
   s.chains.reserve(l.chains);
   for (std::uint64_t i = 0; i < l.chains; ++i) {
-    const Span span = decode_span(d + l.chains_at + kChainBytes * i, "chains", i, l.hops, "hops", w);
+    const Span span = decode_chain_span(d + l.chains_at + kChainBytes * i, i, l, w);
     s.chains.push_back(decode_chain(span, d + l.hops_at + kHopBytes * span.begin, i, l, w));
   }
   s.ops.reserve(l.ops);
@@ -664,7 +675,7 @@ RankSchedule read_rank_schedule(const std::string& path, GpuId gpu) {
   for (auto c : r.chain_ids) {
     const auto i = static_cast<std::uint64_t>(c);
     const std::string rec = in.read(l.chains_at + kChainBytes * i, kChainBytes);
-    const Span span = decode_span(bytes_of(rec), "chains", i, l.hops, "hops", w);
+    const Span span = decode_chain_span(bytes_of(rec), i, l, w);
     r.chains.push_back(decode_chain(span, bytes_of(in.read(l.hops_at + kHopBytes * span.begin, kHopBytes * span.n)), i, l, w));
   }
   for (auto b : r.buffer_ids) {

@@ -17,7 +17,8 @@ namespace reshard::model {
 inline constexpr char kScheduleMagic[8] = {'R', 'S', 'H', 'D', 'S', 'C', 'H', 'D'};
 inline constexpr std::uint32_t kScheduleBinaryVersion = 1;
 
-// The binary file's bytes for `s` (docs/schedule-format.md).
+// The binary file's bytes for `s` (docs/schedule-format.md). A schedule whose op list is malformed
+// (op_problem, without content) or that names a negative GPU is a ScheduleError.
 std::string schedule_to_binary(const Schedule& s);
 // Reads the bytes of a binary schedule file; `file` names it in messages. Every count, offset and
 // index is checked against the header and the sections before it is used: a truncated or corrupt
