@@ -207,7 +207,7 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
 void add_exec_command(CLI::App& app) {
   auto a = std::make_shared<ExecArgs>();
   auto* cmd = app.add_subcommand("exec", "Run a schedule for real and verify every destination byte (under mpirun for host/nccl)");
-  cmd->add_option("input", a->input, "Scenario YAML file, or a schedule JSON file")->required();
+  cmd->add_option("input", a->input, "Scenario YAML file, or a schedule file (JSON or binary)")->required();
   cmd->add_option("--scenario", a->scenario,
                   "The scenario a schedule file was built for (default: the scenario the schedule names, as NAME.yaml "
                   "next to it, in ./scenarios or the shipped scenarios)");

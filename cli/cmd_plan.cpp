@@ -1,6 +1,6 @@
-// reshard plan SCENARIO [--strategy S|auto [-o schedule.json]] [--profile P | --params FILE] [--json]:
-// the exact transfer set and the lower bound; with a strategy, its validated schedule (auto tuned
-// for the profile or parameters file).
+// reshard plan SCENARIO [--strategy S|auto [-o schedule.json|schedule.rsched]] [--profile P | --params FILE]
+// [--json]: the exact transfer set and the lower bound; with a strategy, its validated schedule (auto
+// tuned for the profile or parameters file), written as JSON or the compact binary format.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -14,6 +14,7 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/schedule_file.hpp"
 #include "inputs.hpp"
 #include "progress.hpp"
 #include "set_option.hpp"
@@ -74,9 +75,7 @@ void run_plan(const PlanArgs& a) {
     validate(*schedule, ts, sc.inventory, sc.source, sc.destination);
     if (!output.empty()) {
       progress.stage("write " + output);
-      std::ofstream out(output);
-      if (!out) throw ConfigError(output, 0, "", "cannot write the schedule");
-      out << to_json(*schedule).dump() << '\n';
+      write_schedule_file(output, *schedule);
     }
   }
 
@@ -189,7 +188,7 @@ void add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   cmd->add_option("scenario", a->path, "Scenario YAML file")->required();
   cmd->add_option("--strategy", a->strategy, "Also build, validate and keep this strategy's schedule: auto, or a name with parameters as compare prints them (\"domain_grouped relay_ingress\")");
-  cmd->add_option("-o,--output", a->output, "Write the schedule as JSON (with --strategy)");
+  cmd->add_option("-o,--output", a->output, "Write the schedule (with --strategy): JSON when FILE ends in .json, else the compact binary format");
   cmd->add_option("--profile", a->profile, "Implementation profile auto tunes for: reshard or nemo_rl");
   cmd->add_option("--params", a->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_flag("--json", a->json, "Print one JSON object");

@@ -1,7 +1,7 @@
 // `reshard simulate`: the flow simulator (docs/design.md §9) in three modes.
 //   simulate SCENARIO [--strategy S|auto] [--max-chain N] [--profile P | --params FILE]
 //       builds the strategy's schedule for the scenario and simulates it (sim::simulate_schedule);
-//   simulate SCHEDULE.json [--scenario SCENARIO] [--profile P | --params FILE]
+//   simulate SCHEDULE(.json|.rsched) [--scenario SCENARIO] [--profile P | --params FILE]
 //       a schedule written by model::to_json, on the topology of the scenario it names or
 //       --scenario gives (cli/inputs.hpp: schedule_scenario_file); refused when it was built
 //       for another plan: piece_count differs, or model::validate rejects it);
@@ -166,7 +166,7 @@ void run_collective(const SimulateOptions& o) {
 void run_schedule(const SimulateOptions& o) {
   const bool from_file = is_schedule_file(o.input);
   if (!from_file && !o.scenario.empty())
-    throw model::ConfigError(o.input, 0, "--scenario", "--scenario is for schedule files (.json); the input is a scenario");
+    throw model::ConfigError(o.input, 0, "--scenario", "--scenario is for schedule files (.json or binary); the input is a scenario");
   if (!o.topology.empty())
     throw model::ConfigError(o.input, 0, "--topology", "--topology is for raw traffic (--flows); the scenario names its topology");
   auto progress = ProgressLine::for_stderr(o.json);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/model/schedule_file.hpp"
 #include "reshard/model/tuner.hpp"
 
 namespace reshard::cli {
@@ -53,7 +54,7 @@ std::string schedule_scenario_file(const std::string& schedule_file, const Sched
 }
 
 bool is_schedule_file(const std::string& path) {
-  return path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  return (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0) || model::is_binary_schedule_file(path);
 }
 
 }  // namespace reshard::cli

@@ -28,7 +28,7 @@ model::StrategyParams strategy_params(const std::string& spec, const model::Load
 std::string schedule_scenario_file(const std::string& schedule_file, const model::Schedule& schedule,
                                    const std::string& scenario_file);
 
-// Whether a path names a schedule file (.json) rather than a scenario.
+// Whether a path names a schedule file (.json, or the binary format by its magic) rather than a scenario.
 bool is_schedule_file(const std::string& path);
 
 }  // namespace reshard::cli

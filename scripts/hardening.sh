@@ -30,7 +30,7 @@ seeds() {
   esac
 }
 work=$(mktemp -d)
-for t in topology model scenario params schedule measurement flows flowdump calibration; do
+for t in topology model scenario params schedule schedule_bin measurement flows flowdump calibration; do
   mkdir -p "$work/$t"
   limit=(-max_total_time="$seconds")
   [[ -n $runs ]] && limit=(-runs="$runs")

@@ -843,6 +843,16 @@ TEST(SimulateScheduleCli, ScheduleFileModeMatchesScenarioModeAndRefusesAnotherPl
   const auto tr = nlohmann::json::parse(std::ifstream(trace));
   EXPECT_GT(tr["traceEvents"].size(), s.ops.size());
 
+  // The binary file `plan -o` writes for any name but *.json (docs/schedule-format.md): the same
+  // simulation.
+  const auto bin = std::filesystem::temp_directory_path() / "reshard_test_sim_schedule.rsched";
+  const auto planned = run_cli("plan " + kRoot + "/scenarios/small-gqa-megatron-vllm.yaml --strategy hybrid -o " + bin.string(), &status);
+  ASSERT_EQ(status, 0) << planned;
+  const auto from_bin = run_cli("simulate " + bin.string() + " --scenario " + kRoot + "/scenarios/small-gqa-megatron-vllm.yaml --json", &status);
+  ASSERT_EQ(status, 0) << from_bin;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(from_bin)["makespan_s"].get<double>(), expected);
+  std::filesystem::remove(bin);
+
   // The same schedule against a scenario with another plan is refused, naming the file and key.
   const auto bad = run_cli("simulate " + file.string() + " --scenario " + kRoot + "/scenarios/small-moe-ep.yaml", &status);
   EXPECT_NE(status, 0);

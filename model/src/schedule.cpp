@@ -5,7 +5,6 @@
 
 #include "reshard/model/chain.hpp"
 #include "reshard/model/checked.hpp"
-#include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/schedule.hpp"
 
@@ -43,7 +42,8 @@ namespace {
 // The validator works on units: a unit is (buffer, part, parts), the exact element ranges one
 // operation moves. Its ranges are computed once per unit, however many operations move it (a ring
 // broadcast moves the same unit once per hop), so the cost is the number of operations plus the
-// slices of the units plus, for every piece, its needers times the units holding it.
+// slices of the units plus the deliveries (a unit's ranges times the GPUs it reaches), sorted per
+// piece. No string is built unless a check fails.
 // Three phases: the chains' shapes, each operation (in id order), the deliveries per needer.
 class Validator {
  public:
@@ -68,20 +68,23 @@ class Validator {
   // Operation i: its shape, its unit and bytes, and that its sender holds or received all it sends.
   void check_op(std::size_t i) {
     const Op& op = s_.ops[i];
-    const std::string where = "operation " + std::to_string(op.id) + " (" + to_string(op.phase) + ", GPU " +
-                              std::to_string(op.src) + " -> " + std::to_string(op.dst) + ")";
-    if (const std::string problem = op_problem(s_, i, -1, true); !problem.empty()) throw ScheduleError(where + ": " + problem);
+    // Built only for an error (built for every operation, it cost more than the checks).
+    const auto where = [&] {
+      return "operation " + std::to_string(op.id) + " (" + to_string(op.phase) + ", GPU " + std::to_string(op.src) + " -> " +
+             std::to_string(op.dst) + ")";
+    };
+    if (const std::string problem = op_problem(s_, i, -1, true); !problem.empty()) throw ScheduleError(where() + ": " + problem);
     if (op.chain >= 0) {
       const Chain& c = s_.chains[static_cast<std::size_t>(op.chain)];
       if (c.hops.front().from != op.src)
-        throw ScheduleError(where + ": chain " + std::to_string(op.chain) + " is rooted at GPU " +
+        throw ScheduleError(where() + ": chain " + std::to_string(op.chain) + " is rooted at GPU " +
                             std::to_string(c.hops.front().from) + ", not at the op's src");
       if (c.hops.back().to != op.dst)
-        throw ScheduleError(where + ": a chain op's dst must be its last hop's receiver, GPU " + std::to_string(c.hops.back().to));
+        throw ScheduleError(where() + ": a chain op's dst must be its last hop's receiver, GPU " + std::to_string(c.hops.back().to));
     }
     const std::int32_t u = unit_of(op, where);
     if (op.bytes.value != unit_bytes_[static_cast<std::size_t>(u)])
-      throw ScheduleError(where + ": carries " + std::to_string(op.bytes.value) + " bytes, but part " +
+      throw ScheduleError(where() + ": carries " + std::to_string(op.bytes.value) + " bytes, but part " +
                           std::to_string(op.part) + " of " + std::to_string(op.parts) + " of buffer " +
                           std::to_string(op.buffer) + " holds " + std::to_string(unit_bytes_[static_cast<std::size_t>(u)]));
     op_unit_[i] = u;
@@ -98,42 +101,49 @@ class Validator {
         if (ok) break;
       }
       if (!ok)
-        throw ScheduleError(where + ", " + describe_piece(r.piece) + ": GPU " + std::to_string(op.src) +
+        throw ScheduleError(where() + ", " + describe_piece(r.piece) + ": GPU " + std::to_string(op.src) +
                             " forwards elements it neither holds nor received before");
     }
   }
 
   // Every needer GPU that does not hold a piece receives each of its elements exactly once.
+  // Works from the deliveries: every GPU a unit reaches (an op's dst, every GPU its chain reaches,
+  // once per op) receives each of the unit's ranges; per piece these (GPU, begin, end) triples,
+  // sorted, give each needer's ranges in order. The cost is the ranges delivered plus a sort.
   void check_deliveries() const {
-    // How often each GPU receives each unit from plain transfers, and the chains that carry each
-    // unit (every GPU a chain reaches receives its unit once).
-    std::unordered_map<std::int64_t, std::int32_t> received;
-    auto rkey = [](GpuId g, std::int32_t u) { return (static_cast<std::int64_t>(g) << 32) | static_cast<std::uint32_t>(u); };
-    std::vector<std::vector<std::int32_t>> unit_chains(unit_ranges_.size());
+    // Per unit: the GPUs receiving it, one entry per delivery.
+    std::vector<std::vector<GpuId>> receivers(unit_ranges_.size());
     for (const auto& op : s_.ops) {
-      const std::int32_t u = op_unit_[static_cast<std::size_t>(op.id)];
-      if (op.chain < 0) ++received[rkey(op.dst, u)];
-      else unit_chains[static_cast<std::size_t>(u)].push_back(op.chain);
+      auto& r = receivers[static_cast<std::size_t>(op_unit_[static_cast<std::size_t>(op.id)])];
+      if (op.chain < 0) r.push_back(op.dst);
+      else {
+        const auto& reached = reached_[static_cast<std::size_t>(op.chain)];
+        r.insert(r.end(), reached.begin(), reached.end());
+      }
     }
-    auto times_received = [&](GpuId g, std::int32_t u) {
-      std::int32_t n = 0;
-      if (auto it = received.find(rkey(g, u)); it != received.end()) n = it->second;
-      for (auto c : unit_chains[static_cast<std::size_t>(u)]) n += chain_reaches(c, g) ? 1 : 0;
-      return n;
+    struct Delivery {
+      GpuId gpu;
+      std::int64_t begin, end;
+      bool operator<(const Delivery& o) const { return gpu != o.gpu ? gpu < o.gpu : begin != o.begin ? begin < o.begin : end < o.end; }
     };
     // The units holding each piece.
-    std::vector<std::vector<std::pair<std::int32_t, const Range*>>> piece_units(ts_.pieces.size());
+    std::vector<std::vector<std::pair<std::int32_t, const Range*>>> piece_ranges(ts_.pieces.size());
     for (std::size_t u = 0; u < unit_ranges_.size(); ++u)
-      for (const auto& r : unit_ranges_[u]) piece_units[static_cast<std::size_t>(r.piece)].push_back({static_cast<std::int32_t>(u), &r});
+      for (const auto& r : unit_ranges_[u]) piece_ranges[static_cast<std::size_t>(r.piece)].push_back({static_cast<std::int32_t>(u), &r});
+    std::vector<Delivery> d;
     std::vector<std::pair<std::int64_t, std::int64_t>> got;
     for (std::int32_t i = 0; i < s_.piece_count; ++i) {
+      d.clear();
+      for (const auto& [u, r] : piece_ranges[static_cast<std::size_t>(i)])
+        for (GpuId g : receivers[static_cast<std::size_t>(u)]) d.push_back({g, r->begin, r->end});
+      std::sort(d.begin(), d.end());
       const auto& pc = ts_.pieces[static_cast<std::size_t>(i)];
       for (auto g : needers_[static_cast<std::size_t>(pc.needers)]) {
         if (holds(g, i)) continue;
         got.clear();
-        for (const auto& [u, r] : piece_units[static_cast<std::size_t>(i)])
-          for (std::int32_t k = times_received(g, u); k > 0; --k) got.push_back({r->begin, r->end});
-        check_covered(got, pc.box.elements(), describe_piece(i) + " at GPU " + std::to_string(g));
+        auto it = std::lower_bound(d.begin(), d.end(), Delivery{g, std::numeric_limits<std::int64_t>::min(), 0});
+        for (; it != d.end() && it->gpu == g; ++it) got.push_back({it->begin, it->end});
+        check_covered(got, pc.box.elements(), [&] { return describe_piece(i) + " at GPU " + std::to_string(g); });
       }
     }
   }
@@ -160,7 +170,8 @@ class Validator {
   bool delivers(const Op& o, GpuId g) const { return o.chain < 0 ? o.dst == g : chain_reaches(o.chain, g); }
 
   // The unit op moves, its ranges computed the first time.
-  std::int32_t unit_of(const Op& op, const std::string& where) {
+  template <class Where>
+  std::int32_t unit_of(const Op& op, const Where& where) {
     const std::int64_t key = (static_cast<std::int64_t>(op.buffer) << 40) | (static_cast<std::int64_t>(op.part) << 20) | op.parts;
     auto [it, fresh] = unit_index_.try_emplace(key, static_cast<std::int32_t>(unit_ranges_.size()));
     if (fresh) {
@@ -169,10 +180,10 @@ class Validator {
       for_each_in_part(s_.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
                        [&](std::int32_t piece, std::int64_t b, std::int64_t e) {
                          if (piece < 0 || piece >= s_.piece_count)
-                           throw ScheduleError(where + ": no piece " + std::to_string(piece));
+                           throw ScheduleError(where() + ": no piece " + std::to_string(piece));
                          const auto& pc = ts_.pieces[static_cast<std::size_t>(piece)];
                          if (b < 0 || e > pc.box.elements())
-                           throw ScheduleError(where + ", " + describe_piece(piece) + ": slice outside the piece");
+                           throw ScheduleError(where() + ", " + describe_piece(piece) + ": slice outside the piece");
                          ranges.push_back({piece, b, e});
                          bytes += (e - b) * dtype_size(inv_.tensor(pc.tensor).dtype);
                        });
@@ -182,21 +193,21 @@ class Validator {
     return it->second;
   }
 
-  // The element ranges `got` (sorted here) tile [0, elements) exactly once.
-  static void check_covered(std::vector<std::pair<std::int64_t, std::int64_t>>& got, std::int64_t elements,
-                            const std::string& what) {
-    if (got.empty()) throw ScheduleError(what + ": never delivered");
-    std::sort(got.begin(), got.end());
+  // The element ranges `got` (sorted) tile [0, elements) exactly once.
+  template <class What>
+  static void check_covered(const std::vector<std::pair<std::int64_t, std::int64_t>>& got, std::int64_t elements,
+                            const What& what) {
+    if (got.empty()) throw ScheduleError(what() + ": never delivered");
     std::int64_t pos = 0;
     for (const auto& [b, e] : got) {
       if (b < pos)
-        throw ScheduleError(what + ": elements " + std::to_string(b) + ".." + std::to_string(std::min(e, pos)) +
+        throw ScheduleError(what() + ": elements " + std::to_string(b) + ".." + std::to_string(std::min(e, pos)) +
                             " delivered twice");
-      if (b > pos) throw ScheduleError(what + ": elements " + std::to_string(pos) + ".." + std::to_string(b) + " never delivered");
+      if (b > pos) throw ScheduleError(what() + ": elements " + std::to_string(pos) + ".." + std::to_string(b) + " never delivered");
       pos = e;
     }
     if (pos != elements)
-      throw ScheduleError(what + ": elements " + std::to_string(pos) + ".." + std::to_string(elements) + " never delivered");
+      throw ScheduleError(what() + ": elements " + std::to_string(pos) + ".." + std::to_string(elements) + " never delivered");
   }
 
   const Schedule& s_;
@@ -379,11 +390,6 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, co
     s.ops.push_back(std::move(op));
   }
   return s;
-}
-
-Schedule read_schedule_file(const std::string& path) {
-  const nlohmann::json j = read_json_file(path, "schedule file");
-  return schedule_from_json(j, path);
 }
 
 }  // namespace reshard::model

@@ -50,6 +50,7 @@ struct PieceSlice {
   std::int32_t piece = -1;
   std::int64_t offset = 0;  // first element, row-major within the piece's box
   std::int64_t count = 0;   // elements
+  bool operator==(const PieceSlice&) const = default;
 };
 
 // A packed buffer: slices of pieces, concatenated. Operations move whole buffers or parts of them,
@@ -57,6 +58,7 @@ struct PieceSlice {
 struct Buffer {
   std::vector<PieceSlice> slices;
   Bytes bytes;
+  bool operator==(const Buffer&) const = default;
 };
 
 enum class OpPhase : std::uint8_t { Direct, Gather, Broadcast, Ingress, FanOut, Forward };
@@ -86,6 +88,7 @@ struct ChainHop {
 struct Chain {
   std::vector<ChainHop> hops;
   Bytes chunk{512 << 10};
+  bool operator==(const Chain&) const = default;
 };
 // NCCL's in-flight slots per connection (NCCL_STEPS): a hop keeps this many chunks in flight, so a
 // chunk's latency is hidden behind the transfer of the others (model/chain.hpp).
@@ -106,6 +109,7 @@ struct Op {
   Bytes bytes;
   OpPhase phase = OpPhase::Direct;
   std::vector<std::int64_t> after;
+  bool operator==(const Op&) const = default;
 };
 
 // The named strategies (above), in the order compare lists them; one table (strategies.cpp) holds
@@ -149,6 +153,7 @@ struct StrategyParams {
   bool rail_aligned_ingress = true;  // prefer ingress GPUs on the holder's rail
   bool relay_ingress = false;        // any GPU of a domain may be its ingress, needed there or not
   bool relay_egress = false;         // any GPU of a holder's domain may send (fed over NVLink)
+  bool operator==(const StrategyParams&) const = default;
 };
 
 struct Schedule {
@@ -158,6 +163,7 @@ struct Schedule {
   std::vector<Buffer> buffers;
   std::vector<Chain> chains;
   std::vector<Op> ops;
+  bool operator==(const Schedule&) const = default;
 };
 
 // Calls f(piece, begin, end) for the element ranges [begin, end) of each slice that part `part` of
@@ -215,8 +221,9 @@ void check_gpus(const Schedule& s, std::int32_t gpu_count);
 // points nowhere, a bool or float for an integer) is a ConfigError naming `file` and the JSON path
 // (`path` prefixes it, for a schedule embedded in another document).
 Schedule schedule_from_json(const nlohmann::json& j, const std::string& file = "", const std::string& path = "");
-// Reads a schedule JSON file; an unreadable file, bad JSON or a malformed schedule is a ConfigError
-// naming the file. Whether it matches a scenario is for the caller to check.
+// Reads a schedule file, JSON or binary (schedule_file.hpp: told apart by the binary format's
+// magic); an unreadable file, bad JSON, a truncated or corrupt binary file or a malformed schedule
+// is a ConfigError naming the file. Whether it matches a scenario is for the caller to check.
 Schedule read_schedule_file(const std::string& path);
 
 }  // namespace reshard::model

@@ -1,0 +1,71 @@
+// Schedule files (docs/schedule-format.md): JSON (`reshard-schedule-2`, schedule.hpp's to_json)
+// and the compact binary format `reshard-schedule-bin`, fixed-width little-endian records with an
+// index by GPU, so a process of a run reads the operations its GPU takes part in and nothing else.
+// Readers tell the formats apart by the binary format's magic, never by the file's name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reshard/model/schedule.hpp"
+
+namespace reshard::model {
+
+// The binary format's first 8 bytes and the version this reshard writes and reads; a file of a
+// newer version is refused with a message saying so.
+inline constexpr char kScheduleMagic[8] = {'R', 'S', 'H', 'D', 'S', 'C', 'H', 'D'};
+inline constexpr std::uint32_t kScheduleBinaryVersion = 1;
+
+// The binary file's bytes for `s` (docs/schedule-format.md). A schedule whose op list is malformed
+// (op_problem, without content) or that names a negative GPU is a ScheduleError.
+std::string schedule_to_binary(const Schedule& s);
+// Reads the bytes of a binary schedule file; `file` names it in messages. Every count, offset and
+// index is checked against the header and the sections before it is used: a truncated or corrupt
+// file is one ConfigError naming the file, the record (ops[17].chain) and what is wrong.
+Schedule schedule_from_binary(const std::string& bytes, const std::string& file = "");
+
+// Whether `path` starts with the binary format's magic (false for a file that cannot be read).
+bool is_binary_schedule_file(const std::string& path);
+
+// Writes `s` to `path`: JSON when the name ends in ".json", the binary format otherwise.
+// ConfigError when the file cannot be written.
+void write_schedule_file(const std::string& path, const Schedule& s);
+
+// The operations one GPU takes part in (it sends, receives, or is a hop of the op's chain), with
+// what they name: ids as in the whole schedule (ascending), the buffers and chains they use (ids
+// ascending, `buffer_ids[k]` is `buffers[k]`'s id in the whole schedule).
+struct RankSchedule {
+  GpuId gpu = -1;
+  std::string scenario;
+  StrategyParams params;
+  std::int32_t piece_count = 0;
+  std::int64_t op_count = 0;  // operations in the whole schedule
+  std::vector<Op> ops;
+  std::vector<std::int32_t> buffer_ids;
+  std::vector<Buffer> buffers;
+  std::vector<std::int32_t> chain_ids;
+  std::vector<Chain> chains;
+  // Read from the file: the bytes read, and the file's size (0 for rank_schedule()).
+  std::int64_t bytes_read = 0;
+  std::int64_t file_bytes = 0;
+
+  const Buffer& buffer(std::int32_t id) const;  // by id in the whole schedule (out_of_range if absent)
+  const Chain& chain(std::int32_t id) const;
+  bool operator==(const RankSchedule& o) const {  // the content, not how it was read
+    return gpu == o.gpu && scenario == o.scenario && params == o.params && piece_count == o.piece_count &&
+           op_count == o.op_count && ops == o.ops && buffer_ids == o.buffer_ids && buffers == o.buffers &&
+           chain_ids == o.chain_ids && chains == o.chains;
+  }
+};
+
+// Whether `gpu` takes part in `op`: its src or dst, or any GPU of its chain.
+bool takes_part(const Schedule& s, const Op& op, GpuId gpu);
+// `s` filtered to one GPU's operations (the rule the file's index is written by).
+RankSchedule rank_schedule(const Schedule& s, GpuId gpu);
+// One GPU's operations read from a schedule file: from a binary file, the header, the GPU's index
+// entry and the records it names (a few KB of a file of MB); from a JSON file, the whole document,
+// filtered. Errors as read_schedule_file.
+RankSchedule read_rank_schedule(const std::string& path, GpuId gpu);
+
+}  // namespace reshard::model
