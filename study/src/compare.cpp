@@ -1,9 +1,12 @@
 #include "reshard/study/compare.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 #include "compare_parts.hpp"
+#include "reshard/model/parallel.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/schedule_basis.hpp"
 #include "reshard/model/tuner.hpp"
 #include "reshard/sim/schedule_sim.hpp"
 
@@ -78,34 +81,51 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   out.lower_bound_limit = bound_limit(out.lower_bound);
   const CostParams cost =
       options.params_file.empty() ? CostParams::profile_named(options.profile) : CostParams::load(options.params_file);
-  // `described`: named by its full description (a configured strategy).
-  auto evaluate = [&](const StrategyParams& p, bool described) {
+  const ScheduleBasis basis(ts, sc.inventory, sc.source, sc.destination, sc.topology);
+  const int threads = thread_count(options.threads);
+  // A row's schedule, estimated (and simulated); `described`: named by its full description (a
+  // configured strategy). Its progress lines go to `lines`.
+  auto evaluate = [&](const StrategyParams& p, bool described, std::vector<std::string>& lines) {
     const std::shared_ptr<const Schedule> built =
-        sc.schedule ? sc.schedule(p)
-                    : std::make_shared<const Schedule>(
-                          build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p));
+        sc.schedule ? sc.schedule(p) : std::make_shared<const Schedule>(build_schedule(basis, p));
     const Schedule& s = *built;
     CompareRow r{described ? describe(s.params) : std::string(to_string(p.strategy)), s.params,
                  estimate(s, ts, sc.inventory, sc.topology, cost), std::nullopt, "", "", ""};
-    say(r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating..." : ""));
+    lines.push_back(r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating..." : ""));
     if (options.simulate) {
       sim::ScheduleSimOptions sim_options;
       sim_options.overheads = r.prediction.overheads;
       const auto result = sim::simulate_schedule(s, sc.topology, cost, sim_options);
       r.simulated = result.makespan;
-      say(r.name + ": simulated " + format(result.makespan) + " (" + std::to_string(result.flow_count()) + " flows, " +
-          std::to_string(result.result.simulated_flows) + " simulated) in " + format(result.wall));
+      lines.push_back(r.name + ": simulated " + format(result.makespan) + " (" + std::to_string(result.flow_count()) +
+                      " flows, " + std::to_string(result.result.simulated_flows) + " simulated) in " + format(result.wall));
     }
     return r;
   };
+  // The named and configured strategies, several at once; each row's progress is said once it
+  // and every row before it are done, so the lines come in row order.
+  std::vector<std::pair<StrategyParams, bool>> wanted;
   for (const auto& name : options.strategies) {
     StrategyParams p;
     p.strategy = strategy_named(name);
-    out.rows.push_back(evaluate(p, false));
+    wanted.push_back({p, false});
   }
-  for (const auto& spec : options.configured) out.rows.push_back(evaluate(parse_strategy(spec), true));
+  for (const auto& spec : options.configured) wanted.push_back({parse_strategy(spec), true});
+  out.rows.resize(wanted.size());
+  std::vector<std::vector<std::string>> lines(wanted.size());
+  std::vector<char> finished(wanted.size(), 0);
+  std::size_t said = 0;
+  std::mutex progress_mutex;
+  parallel_for(wanted.size(), threads, [&](std::size_t i) {
+    out.rows[i] = evaluate(wanted[i].first, wanted[i].second, lines[i]);
+    std::lock_guard lock(progress_mutex);
+    finished[i] = 1;
+    for (; said < wanted.size() && finished[said]; ++said)
+      for (const auto& line : lines[said]) say(line);
+  });
   if (options.tune) {  // the tuner's deterministic search, scored by the estimate
     TuneOptions topts;
+    topts.threads = threads;
     for (const auto& r : out.rows) topts.seeds.push_back({r.params, r.prediction, r.simulated});
     if (options.simulate)  // confirm the best candidates by simulation
       topts.confirm = [&](const Schedule& s) {
@@ -115,8 +135,9 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
       topts.progress = [&](const StrategyParams& p, const Prediction& pr) {
         say("auto: " + describe(p) + " -> " + format(pr.time));
       };
-    const TuneResult tuned = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, topts);
+    const TuneResult tuned = tune(basis, cost, topts);
     out.rows.push_back({"auto", tuned.best.params, tuned.best.prediction, tuned.best.confirmed, "", "", ""});
+    out.candidates = tuned.built;
     out.best = out.rows.size() - 1;
   } else {
     auto time = [&](const CompareRow& r) { return (r.simulated ? *r.simulated : r.prediction.time).value; };
@@ -154,6 +175,7 @@ nlohmann::json to_json(const CompareResult& r) {
                    {"overheads_s", p.overheads.value}, {"operations", p.operations}});
   }
   j["best"] = r.rows.empty() ? "" : describe(r.rows[r.best].params);
+  j["candidates"] = r.candidates;
   return j;
 }
 

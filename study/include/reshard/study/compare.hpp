@@ -29,7 +29,11 @@ struct CompareOptions {
   bool tune = true;                       // add the tuner's choice as a last row named "auto"
   std::vector<std::string> strategies = model::strategy_names();  // named strategies, in order
   std::vector<std::string> configured;    // configured strategies, as describe() writes them
-  std::function<void(const std::string&)> progress;  // one line per estimate, simulation and tuner step
+  // One line per estimate, simulation and tuner step, in row order, from one thread at a time.
+  std::function<void(const std::string&)> progress;
+  // Threads that build, estimate and simulate schedules at once (the named strategies, the tuner's
+  // candidates); 0: one per hardware thread. The result is the same for any number.
+  int threads = 0;
 };
 
 struct CompareRow {
@@ -50,6 +54,7 @@ struct CompareResult {
   // The best row: auto when tuned, otherwise the lowest simulated time (with `simulate`) or estimate;
   // ties keep the earlier row.
   std::size_t best = 0;
+  std::int32_t candidates = 0;  // schedules the tuner built and estimated besides the rows (0: not tuned)
 };
 
 // Plans the scenario's transfer set and compares every strategy on it. Throws model::Error
@@ -58,7 +63,7 @@ CompareResult compare(const model::LoadedScenario& scenario, const CompareOption
 
 // `compare --json`: scenario, profile, lower_bound_s, strategies [{name, params, estimate_s,
 // simulated_s, network_bytes, nvlink_bytes, bottleneck, bandwidth_bound_s, critical_path_s,
-// latency_path_s, overheads_s, operations}], best (the best row's parameters).
+// latency_path_s, overheads_s, operations}], best (the best row's parameters), candidates.
 nlohmann::json to_json(const CompareResult& result);
 
 // model::load_scenario with `--set KEY=VALUE` texts (model/overrides.hpp); relative `model` and
