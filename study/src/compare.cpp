@@ -155,7 +155,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
 }  // namespace detail
 
 CompareResult compare(const LoadedScenario& sc, const CompareOptions& options) {
-  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination, options.threads);
   return detail::compare({sc.scenario, sc.inventory, sc.topology, sc.source, sc.destination, ts}, options);
 }
 
