@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 
 #include "compare_parts.hpp"
 #include "reshard/model/parallel.hpp"
@@ -81,29 +82,49 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   out.lower_bound_limit = bound_limit(out.lower_bound);
   const CostParams cost =
       options.params_file.empty() ? CostParams::profile_named(options.profile) : CostParams::load(options.params_file);
-  const ScheduleBasis basis(ts, sc.inventory, sc.source, sc.destination, sc.topology);
+  std::optional<ScheduleBasis> basis;  // what the schedules built here share
+  if (!sc.schedule || options.tune) basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology);
   const int threads = thread_count(options.threads);
-  // A row's schedule, estimated (and simulated); `described`: named by its full description (a
-  // configured strategy). Its progress lines go to `lines`.
-  auto evaluate = [&](const StrategyParams& p, bool described, std::vector<std::string>& lines) {
+  // Progress of rows evaluated at once, in row order: row i's lines are said as they come once
+  // every row before it is done, held until then.
+  std::vector<std::vector<std::string>> lines;
+  std::vector<char> finished;
+  std::size_t said_rows = 0, said_lines = 0;
+  std::mutex progress_mutex;
+  auto flush = [&] {
+    while (said_rows < lines.size()) {
+      const auto& row = lines[said_rows];
+      for (; said_lines < row.size(); ++said_lines) say(row[said_lines]);
+      if (!finished[said_rows]) break;
+      ++said_rows;
+      said_lines = 0;
+    }
+  };
+  auto note = [&](std::size_t row, std::string line) {
+    std::lock_guard lock(progress_mutex);
+    lines[row].push_back(std::move(line));
+    flush();
+  };
+  // Row `row`'s schedule, estimated (and simulated); `described`: named by its full description (a
+  // configured strategy).
+  auto evaluate = [&](const StrategyParams& p, bool described, std::size_t row) {
     const std::shared_ptr<const Schedule> built =
-        sc.schedule ? sc.schedule(p) : std::make_shared<const Schedule>(build_schedule(basis, p));
+        sc.schedule ? sc.schedule(p) : std::make_shared<const Schedule>(build_schedule(*basis, p));
     const Schedule& s = *built;
     CompareRow r{described ? describe(s.params) : std::string(to_string(p.strategy)), s.params,
                  estimate(s, ts, sc.inventory, sc.topology, cost), std::nullopt, "", "", ""};
-    lines.push_back(r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating..." : ""));
+    note(row, r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating..." : ""));
     if (options.simulate) {
       sim::ScheduleSimOptions sim_options;
       sim_options.overheads = r.prediction.overheads;
       const auto result = sim::simulate_schedule(s, sc.topology, cost, sim_options);
       r.simulated = result.makespan;
-      lines.push_back(r.name + ": simulated " + format(result.makespan) + " (" + std::to_string(result.flow_count()) +
-                      " flows, " + std::to_string(result.result.simulated_flows) + " simulated) in " + format(result.wall));
+      note(row, r.name + ": simulated " + format(result.makespan) + " (" + std::to_string(result.flow_count()) + " flows, " +
+                    std::to_string(result.result.simulated_flows) + " simulated) in " + format(result.wall));
     }
     return r;
   };
-  // The named and configured strategies, several at once; each row's progress is said once it
-  // and every row before it are done, so the lines come in row order.
+  // The named and configured strategies, several at once.
   std::vector<std::pair<StrategyParams, bool>> wanted;
   for (const auto& name : options.strategies) {
     StrategyParams p;
@@ -112,16 +133,13 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   }
   for (const auto& spec : options.configured) wanted.push_back({parse_strategy(spec), true});
   out.rows.resize(wanted.size());
-  std::vector<std::vector<std::string>> lines(wanted.size());
-  std::vector<char> finished(wanted.size(), 0);
-  std::size_t said = 0;
-  std::mutex progress_mutex;
+  lines.resize(wanted.size());
+  finished.assign(wanted.size(), 0);
   parallel_for(wanted.size(), threads, [&](std::size_t i) {
-    out.rows[i] = evaluate(wanted[i].first, wanted[i].second, lines[i]);
+    out.rows[i] = evaluate(wanted[i].first, wanted[i].second, i);
     std::lock_guard lock(progress_mutex);
     finished[i] = 1;
-    for (; said < wanted.size() && finished[said]; ++said)
-      for (const auto& line : lines[said]) say(line);
+    flush();
   });
   if (options.tune) {  // the tuner's deterministic search, scored by the estimate
     TuneOptions topts;
@@ -135,7 +153,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
       topts.progress = [&](const StrategyParams& p, const Prediction& pr) {
         say("auto: " + describe(p) + " -> " + format(pr.time));
       };
-    const TuneResult tuned = tune(basis, cost, topts);
+    const TuneResult tuned = tune(*basis, cost, topts);
     out.rows.push_back({"auto", tuned.best.params, tuned.best.prediction, tuned.best.confirmed, "", "", ""});
     out.candidates = tuned.built;
     out.best = out.rows.size() - 1;
