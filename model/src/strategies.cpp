@@ -5,7 +5,6 @@
 #include <limits>
 #include <sstream>
 #include <map>
-#include <numeric>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
