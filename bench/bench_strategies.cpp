@@ -7,6 +7,7 @@
 
 #include "reshard/model/cost.hpp"
 #include "reshard/model/scenario.hpp"
+#include "reshard/model/schedule_basis.hpp"
 #include "reshard/model/tuner.hpp"
 
 using namespace reshard::model;
@@ -16,6 +17,7 @@ namespace {
 struct Loaded {
   LoadedScenario sc;
   TransferSet ts;
+  std::unique_ptr<ScheduleBasis> basis;  // what every schedule on the plan shares
 };
 const Loaded& scenario(const std::string& file) {
   static std::map<std::string, std::unique_ptr<Loaded>> cache;
@@ -23,40 +25,53 @@ const Loaded& scenario(const std::string& file) {
   if (!slot) {
     auto sc = load_scenario(std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + file);
     auto ts = plan(sc.inventory, sc.source, sc.destination);
-    slot = std::make_unique<Loaded>(Loaded{std::move(sc), std::move(ts)});
+    slot = std::make_unique<Loaded>(Loaded{std::move(sc), std::move(ts), nullptr});
+    slot->basis = std::make_unique<ScheduleBasis>(slot->ts, slot->sc.inventory, slot->sc.source, slot->sc.destination,
+                                                  slot->sc.topology);
   }
   return *slot;
 }
 
-// `strategy` as compare prints it: a name with parameters (parse_strategy).
+// The schedule basis alone (built once per plan, shared by every schedule on it).
+void basis(benchmark::State& state, const char* file) {
+  const auto& l = scenario(file);
+  for (auto _ : state) ScheduleBasis b(l.ts, l.sc.inventory, l.sc.source, l.sc.destination, l.sc.topology);
+}
+
+// `strategy` as compare prints it: a name with parameters (parse_strategy). On the shared basis,
+// as compare and the tuner build it.
 void build(benchmark::State& state, const char* file, const char* strategy) {
   const auto& l = scenario(file);
   const StrategyParams p = parse_strategy(strategy);
   std::size_t ops = 0;
-  for (auto _ : state) ops = build_schedule(l.ts, l.sc.inventory, l.sc.source, l.sc.destination, l.sc.topology, p).ops.size();
+  for (auto _ : state) ops = build_schedule(*l.basis, p).ops.size();
   state.counters["ops"] = static_cast<double>(ops);
 }
 
 void estimate_only(benchmark::State& state, const char* file, const char* strategy) {
   const auto& l = scenario(file);
   const StrategyParams p = parse_strategy(strategy);
-  const auto s = build_schedule(l.ts, l.sc.inventory, l.sc.source, l.sc.destination, l.sc.topology, p);
+  const auto s = build_schedule(*l.basis, p);
   const auto cost = CostParams::profile_named("reshard");
   for (auto _ : state) benchmark::DoNotOptimize(estimate(s, l.ts, l.sc.inventory, l.sc.topology, cost).time);
   state.counters["ops"] = static_cast<double>(s.ops.size());
 }
 
+// The tuner on the shared basis, on state.range(0) threads (wall time).
 void tune_scenario(benchmark::State& state, const char* file) {
   const auto& l = scenario(file);
   const auto cost = CostParams::profile_named("reshard");
-  std::size_t evaluated = 0;
-  for (auto _ : state)
-    evaluated = tune(l.ts, l.sc.inventory, l.sc.source, l.sc.destination, l.sc.topology, cost).evaluated.size();
-  state.counters["evaluated"] = static_cast<double>(evaluated);
+  TuneOptions options;
+  options.threads = static_cast<int>(state.range(0));
+  std::size_t built = 0;
+  for (auto _ : state) built = static_cast<std::size_t>(tune(*l.basis, cost, options).built);
+  state.counters["built"] = static_cast<double>(built);
 }
 
 }  // namespace
 
+BENCHMARK_CAPTURE(basis, deepseek_v3_h100, "deepseek-v3-h100.yaml")->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK_CAPTURE(basis, kimi_k3_gb200, "kimi-k3-gb200.yaml")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(build, deepseek_domain_chain, "deepseek-v3-h100.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK_CAPTURE(estimate_only, deepseek_domain_chain, "deepseek-v3-h100.yaml", "domain_chain")->Unit(benchmark::kMillisecond)->Iterations(3);
 // Tuned schedules (what `auto` picks in reshard compare; docs/performance.md).
@@ -68,7 +83,7 @@ BENCHMARK_CAPTURE(estimate_only, kimi_k3_domain_chain, "kimi-k3-gb200.yaml", "do
 BENCHMARK_CAPTURE(build, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(estimate_only, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(build, kimi_k3_direct, "kimi-k3-gb200.yaml", "direct")->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK_CAPTURE(tune_scenario, deepseek_v3_h100, "deepseek-v3-h100.yaml")->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK_CAPTURE(tune_scenario, kimi_k3_gb200, "kimi-k3-gb200.yaml")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(tune_scenario, deepseek_v3_h100, "deepseek-v3-h100.yaml")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(tune_scenario, kimi_k3_gb200, "kimi-k3-gb200.yaml")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 
 BENCHMARK_MAIN();

@@ -42,7 +42,8 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
   }
   t.print(std::cout);
   const study::CompareRow& best = r.rows[r.best];
-  std::cout << "\nauto chose: " << describe(best.params) << " (" << format(best.prediction.time) << ")\n"
+  std::cout << "\nauto chose: " << describe(best.params) << " (" << format(best.prediction.time) << "; "
+            << r.candidates << " candidate schedules built and estimated)\n"
             << "speedup is over gather_broadcast; x bound is the ratio of the estimate to the lower bound"
             << (options.simulate ? "; auto confirmed its best candidates by simulation.\n"
                                  : ". Add --simulate to simulate every schedule (flow-level max-min; auto's best candidates too).\n");
@@ -57,6 +58,7 @@ void add_compare_command(CLI::App& app) {
   auto simulate = std::make_shared<bool>(false);
   auto extra = std::make_shared<std::vector<std::string>>();
   auto sets = std::make_shared<std::vector<std::string>>();
+  auto jobs = std::make_shared<int>(0);
   cmd->add_flag("--simulate", *simulate, "Also simulate every schedule (and let auto confirm its best by simulation)");
   cmd->add_option("scenario", *path, "Scenario YAML file (default: the embedded DeepSeek-V3 on DGX H100)");
   cmd->add_option("--profile", *profile, "Implementation profile: reshard or nemo_rl");
@@ -64,14 +66,17 @@ void add_compare_command(CLI::App& app) {
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_option("--strategy", *extra,
                   "Also compare this configured strategy, written as auto prints it (\"domain_grouped relay_ingress\"); repeatable (auto is always compared)");
+  cmd->add_option("-j,--jobs", *jobs, "Threads that build, estimate and simulate schedules at once (default: every core)")
+      ->check(CLI::PositiveNumber);
   add_set_option(cmd, *sets);
-  cmd->callback([path, profile, params, simulate, json, extra, sets] {
+  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs] {
     study::CompareOptions options;
     options.profile = *profile;
     options.params_file = *params;
     options.simulate = *simulate;
     for (const auto& s : *extra)
       if (s != "auto") options.configured.push_back(s);  // auto is always the last row
+    options.threads = *jobs;
     run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *sets,
                 options, *json);
   });

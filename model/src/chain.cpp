@@ -10,6 +10,37 @@
 
 namespace reshard::model {
 
+namespace {
+// A value per GPU a chain reaches. Most chains reach a few GPUs (a stripe's ingress and fan-out),
+// kept in a list; rings over many GPUs in a hash map.
+template <class T>
+class ByGpu {
+ public:
+  explicit ByGpu(std::size_t gpus) : small_(gpus <= kListed) {
+    if (small_) listed_.reserve(gpus);
+  }
+  const T* find(GpuId g) const {
+    if (!small_) {
+      const auto it = hashed_.find(g);
+      return it == hashed_.end() ? nullptr : &it->second;
+    }
+    for (const auto& [gpu, value] : listed_)
+      if (gpu == g) return &value;
+    return nullptr;
+  }
+  void add(GpuId g, T value) {  // g not added before
+    if (small_) listed_.push_back({g, value});
+    else hashed_.emplace(g, value);
+  }
+
+ private:
+  static constexpr std::size_t kListed = 32;
+  bool small_;
+  std::vector<std::pair<GpuId, T>> listed_;
+  std::unordered_map<GpuId, T> hashed_;
+};
+}  // namespace
+
 std::vector<std::int32_t> chain_depths(const Chain& chain, GpuId root, const std::string& where) {
   if (chain.hops.empty()) throw ScheduleError(where + ": the chain has no hop");
   if (chain.chunk.value <= 0) throw ScheduleError(where + ": the chain's chunk must be positive");
@@ -17,19 +48,22 @@ std::vector<std::int32_t> chain_depths(const Chain& chain, GpuId root, const std
     throw ScheduleError(where + ": the chain's first hop leaves GPU " + std::to_string(chain.hops.front().from) +
                         ", not its root GPU " + std::to_string(root));
   // Depth by GPU: the root at 0, each `to` one more than its `from`.
-  std::unordered_map<GpuId, std::int32_t> depth_of{{root, 0}};
+  ByGpu<std::int32_t> depth_of(chain.hops.size() + 1);
+  depth_of.add(root, 0);
   std::vector<std::int32_t> depths;
   depths.reserve(chain.hops.size());
   for (std::size_t k = 0; k < chain.hops.size(); ++k) {
     const ChainHop& h = chain.hops[k];
+    auto hop = [&] {
+      return where + ": chain hop " + std::to_string(k) + " (GPU " + std::to_string(h.from) + " -> " + std::to_string(h.to) + ")";
+    };
     if (h.path < -1) throw ScheduleError(where + ": chain hop " + std::to_string(k) + ": path must be -1 or a path index");
-    const std::string hop = where + ": chain hop " + std::to_string(k) + " (GPU " + std::to_string(h.from) + " -> " +
-                            std::to_string(h.to) + ")";
-    const auto from = depth_of.find(h.from);
-    if (from == depth_of.end()) throw ScheduleError(hop + ": leaves a GPU the chain has not reached yet");
-    if (h.from == h.to) throw ScheduleError(hop + ": stays on one GPU");
-    const std::int32_t d = from->second + 1;
-    if (!depth_of.emplace(h.to, d).second) throw ScheduleError(hop + ": GPU " + std::to_string(h.to) + " is reached twice");
+    const std::int32_t* from = depth_of.find(h.from);
+    if (!from) throw ScheduleError(hop() + ": leaves a GPU the chain has not reached yet");
+    if (h.from == h.to) throw ScheduleError(hop() + ": stays on one GPU");
+    const std::int32_t d = *from + 1;
+    if (depth_of.find(h.to)) throw ScheduleError(hop() + ": GPU " + std::to_string(h.to) + " is reached twice");
+    depth_of.add(h.to, d);
     depths.push_back(d);
   }
   return depths;
@@ -49,7 +83,8 @@ ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, con
   ChainRoute out;
   std::vector<std::pair<LinkId, std::int32_t>> crossings;
   // Latency of the path from the root to each GPU reached.
-  std::unordered_map<GpuId, double> reached{{root, 0.0}};
+  ByGpu<double> reached(chain.hops.size() + 1);
+  reached.add(root, 0.0);
   double slowest = 0, slowest_hop = 0;
   for (std::size_t k = 0; k < chain.hops.size(); ++k) {
     const ChainHop& h = chain.hops[k];
@@ -69,8 +104,8 @@ ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, con
     for (LinkId l : r.paths[path].links) crossings.push_back({l, 1});
     (r.kind == LinkKind::Network ? out.network_hops : out.local_hops) += 1;
     const double latency = std::max(r.latency.value, min_hop_latency[static_cast<std::size_t>(r.kind)].value);
-    const double at = reached.at(h.from) + latency;
-    reached[h.to] = at;
+    const double at = *reached.find(h.from) + latency;  // chain_depths: reached before, once
+    reached.add(h.to, at);
     slowest = std::max(slowest, at);
     slowest_hop = std::max(slowest_hop, latency);
     out.depth = std::max(out.depth, depths[k]);

@@ -1,11 +1,13 @@
 #include "reshard/model/planner.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <unordered_map>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/model/parallel.hpp"
 
 namespace reshard::model {
 
@@ -91,20 +93,35 @@ std::string cut_links(const Topology& topo, const std::vector<LinkId>& cut, std:
 
 }  // namespace
 
-TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst) {
+TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst, int threads) {
   TransferSet ts;
   ts.logical_bytes = inv.bytes();
-  for (const auto& t : inv.tensors()) {
-    const auto before = ts.pieces.size();
-    intersect_tensor(t, src.shards(t.id), dst.shards(t.id), ts.pieces);
-    // Exactness: the pieces of each destination shard add up to it (shards of one side are
-    // disjoint and cover the tensor, so a shortfall means a destination element nobody holds).
-    std::int64_t covered = 0, wanted = 0;
-    for (auto i = before; i < ts.pieces.size(); ++i) covered += ts.pieces[i].box.elements();
-    for (const auto& d : dst.shards(t.id)) wanted += d.box.elements();
-    if (covered != wanted)
-      throw PlanError("tensor '" + t.name + "': the source covers " + std::to_string(covered) + " of the " +
-                      std::to_string(wanted) + " elements the destination needs");
+  const auto& tensors = inv.tensors();
+  // Tensors in blocks, a block's pieces in a list of its own, the lists joined in tensor order.
+  constexpr std::size_t kBlock = 64;
+  std::vector<std::vector<Piece>> blocks((tensors.size() + kBlock - 1) / kBlock);
+  parallel_for(blocks.size(), thread_count(threads), [&](std::size_t b) {
+    for (std::size_t k = b * kBlock; k < std::min(tensors.size(), (b + 1) * kBlock); ++k) {
+      const auto& t = tensors[k];
+      auto& pieces = blocks[b];
+      const auto before = pieces.size();
+      intersect_tensor(t, src.shards(t.id), dst.shards(t.id), pieces);
+      // Exactness: the pieces of each destination shard add up to it (shards of one side are
+      // disjoint and cover the tensor, so a shortfall means a destination element nobody holds).
+      std::int64_t covered = 0, wanted = 0;
+      for (auto i = before; i < pieces.size(); ++i) covered += pieces[i].box.elements();
+      for (const auto& d : dst.shards(t.id)) wanted += d.box.elements();
+      if (covered != wanted)
+        throw PlanError("tensor '" + t.name + "': the source covers " + std::to_string(covered) + " of the " +
+                        std::to_string(wanted) + " elements the destination needs");
+    }
+  });
+  std::size_t count = 0;
+  for (const auto& b : blocks) count += b.size();
+  ts.pieces.reserve(count);
+  for (auto& b : blocks) {
+    std::move(b.begin(), b.end(), std::back_inserter(ts.pieces));
+    std::vector<Piece>().swap(b);
   }
   std::vector<std::int64_t> needer_count(static_cast<std::size_t>(dst.rank_set_count()), -1);
   // Needers that also hold the piece on the same GPU (colocated layouts) need no transfer.

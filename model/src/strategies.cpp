@@ -1,17 +1,18 @@
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <iterator>
 #include <limits>
 #include <sstream>
 #include <map>
-#include <numeric>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "reshard/model/errors.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/schedule_basis.hpp"
 
 namespace reshard::model {
 
@@ -202,35 +203,63 @@ bool is_ffn(TensorClass c) {
   return c == TensorClass::DenseFFN || c == TensorClass::ExpertFFN || c == TensorClass::SharedExpert;
 }
 
-class Builder {
- public:
-  Builder(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst, const Topology& topo,
-          const StrategyParams& p, Schedule& out)
-      : ts_(ts), inv_(inv), src_(src), dst_(dst), topo_(topo), p_(p), s_(out),
-        egress_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
-        ingress_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
-        nvlink_out_(static_cast<std::size_t>(topo.gpu_count()), 0.0),
-        path_load_(static_cast<std::size_t>(topo.link_count()), 0.0),
-        holders_(static_cast<std::size_t>(src.rank_set_count())),
-        needers_(static_cast<std::size_t>(dst.rank_set_count())) {
-    for (GpuId g = 0; g < topo.gpu_count(); ++g) {
-      domain_.push_back(topo.domain_of(g));
-      rail_.push_back(topo.rail_of(g));
-    }
-  }
+}  // namespace
 
-  // The topology's domain and rail of a GPU, from tables (looked up for every candidate of every stripe).
-  std::int32_t domain_of(GpuId g) const { return domain_[static_cast<std::size_t>(g)]; }
-  std::int32_t rail_of(GpuId g) const { return rail_[static_cast<std::size_t>(g)]; }
+struct ScheduleBasis::Data {
+  // Needers of a class in one NVLink domain, and the class's holders there (none: the domain is
+  // remote, its needers are reached through an ingress GPU).
+  struct DomainNeed {
+    std::int32_t domain = 0;
+    std::vector<GpuId> receivers;  // sorted
+    std::vector<GpuId> local;      // holders in the domain, in holder order
+  };
+  struct PieceClass {
+    Buffer buffer;  // the class's pieces, whole, in piece order
+    double bytes = 0;
+    RankSetId holders = 0;
+    std::vector<GpuId> receivers;     // the needers that do not hold it, sorted
+    std::vector<DomainNeed> domains;  // by domain, ascending
+  };
+  enum List : std::size_t { kAll, kFfn, kRest, kLists };
+
+  const TransferSet& ts;
+  const Inventory& inv;
+  const ShardMap& src;
+  const ShardMap& dst;
+  const Topology& topo;
+  std::vector<std::int32_t> domain, rail;            // per GPU
+  std::vector<std::vector<GpuId>> holders, needers;  // per rank set of src / dst: its GPUs, sorted
+  std::array<std::vector<std::int32_t>, kLists> pieces;
+  std::array<std::vector<PieceClass>, kLists> classes;
+
+  Data(const TransferSet& ts_, const Inventory& inv_, const ShardMap& src_, const ShardMap& dst_, const Topology& topo_)
+      : ts(ts_), inv(inv_), src(src_), dst(dst_), topo(topo_) {
+    for (GpuId g = 0; g < topo.gpu_count(); ++g) {
+      domain.push_back(topo.domain_of(g));
+      rail.push_back(topo.rail_of(g));
+    }
+    holders.resize(static_cast<std::size_t>(src.rank_set_count()));
+    needers.resize(static_cast<std::size_t>(dst.rank_set_count()));
+    for (std::size_t i = 0; i < ts.pieces.size(); ++i) {
+      const auto piece = static_cast<std::int32_t>(i);
+      auto& h = holders[static_cast<std::size_t>(ts.pieces[i].holders)];
+      if (h.empty()) h = src.gpus_of(ts.pieces[i].holders);
+      auto& n = needers[static_cast<std::size_t>(ts.pieces[i].needers)];
+      if (n.empty()) n = dst.gpus_of(ts.pieces[i].needers);
+      pieces[kAll].push_back(piece);
+      pieces[is_ffn(inv.tensor(ts.pieces[i].tensor).cls) ? kFfn : kRest].push_back(piece);
+    }
+    for (std::size_t list = 0; list < kLists; ++list) classes[list] = group(pieces[list]);
+  }
 
   // Pieces grouped by (holder set, needer set): pieces of one class travel together.
   // Classes in (holders, needers) order, pieces in their given order within a class: one hash
   // lookup per piece, then the few classes sorted by key.
-  std::vector<std::vector<std::int32_t>> classes(const std::vector<std::int32_t>& pieces) {
+  std::vector<PieceClass> group(const std::vector<std::int32_t>& list) const {
     std::unordered_map<std::uint64_t, std::size_t> index;  // (holders, needers) packed -> class
     std::vector<std::pair<std::uint64_t, std::vector<std::int32_t>>> by;
-    for (auto i : pieces) {
-      const auto& pc = ts_.pieces[static_cast<std::size_t>(i)];
+    for (auto i : list) {
+      const auto& pc = ts.pieces[static_cast<std::size_t>(i)];
       const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(pc.holders)) << 32) |
                                 static_cast<std::uint32_t>(pc.needers);
       const auto [it, fresh] = index.try_emplace(key, by.size());
@@ -238,14 +267,64 @@ class Builder {
       by[it->second].second.push_back(i);
     }
     std::sort(by.begin(), by.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<std::vector<std::int32_t>> out;
+    std::vector<PieceClass> out;
     out.reserve(by.size());
-    for (auto& [key, members] : by) out.push_back(std::move(members));
+    for (const auto& [key, members] : by) {
+      PieceClass c;
+      c.buffer.slices.reserve(members.size());
+      for (auto i : members) {
+        const auto& pc = ts.pieces[static_cast<std::size_t>(i)];
+        c.buffer.slices.push_back({i, 0, pc.elements});
+        c.buffer.bytes += pc.bytes;
+        c.bytes += pc.bytes.as_double();
+      }
+      const auto& first = ts.pieces[static_cast<std::size_t>(members.front())];
+      c.holders = first.holders;
+      const auto& H = holders[static_cast<std::size_t>(first.holders)];
+      for (auto g : needers[static_cast<std::size_t>(first.needers)])
+        if (!std::binary_search(H.begin(), H.end(), g)) c.receivers.push_back(g);
+      std::map<std::int32_t, std::vector<GpuId>> by_domain;
+      for (auto n : c.receivers) by_domain[domain[static_cast<std::size_t>(n)]].push_back(n);
+      for (auto& [d, gpus] : by_domain) {
+        DomainNeed need{d, std::move(gpus), {}};
+        for (auto h : H)
+          if (domain[static_cast<std::size_t>(h)] == d) need.local.push_back(h);
+        c.domains.push_back(std::move(need));
+      }
+      out.push_back(std::move(c));
+    }
     return out;
   }
+};
 
-  const std::vector<GpuId>& holder_gpus(RankSetId id) { return gpus(src_, holders_, id); }
-  const std::vector<GpuId>& needer_gpus(RankSetId id) { return gpus(dst_, needers_, id); }
+ScheduleBasis::ScheduleBasis(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
+                             const Topology& topo)
+    : data_(std::make_unique<const Data>(ts, inv, src, dst, topo)) {}
+ScheduleBasis::~ScheduleBasis() = default;
+const TransferSet& ScheduleBasis::transfers() const { return data_->ts; }
+const Inventory& ScheduleBasis::inventory() const { return data_->inv; }
+const ShardMap& ScheduleBasis::source() const { return data_->src; }
+const ShardMap& ScheduleBasis::destination() const { return data_->dst; }
+const Topology& ScheduleBasis::topology() const { return data_->topo; }
+
+namespace {
+
+using Basis = ScheduleBasis::Data;
+
+class Builder {
+ public:
+  Builder(const Basis& basis, const StrategyParams& p, Schedule& out)
+      : b_(basis), ts_(basis.ts), inv_(basis.inv), dst_(basis.dst), topo_(basis.topo), p_(p), s_(out),
+        egress_(static_cast<std::size_t>(topo_.gpu_count()), 0.0),
+        ingress_(static_cast<std::size_t>(topo_.gpu_count()), 0.0),
+        nvlink_out_(static_cast<std::size_t>(topo_.gpu_count()), 0.0),
+        path_load_(static_cast<std::size_t>(topo_.link_count()), 0.0) {}
+
+  // The topology's domain and rail of a GPU, from tables (looked up for every candidate of every stripe).
+  std::int32_t domain_of(GpuId g) const { return b_.domain[static_cast<std::size_t>(g)]; }
+  std::int32_t rail_of(GpuId g) const { return b_.rail[static_cast<std::size_t>(g)]; }
+
+  const std::vector<GpuId>& holder_gpus(RankSetId id) const { return b_.holders[static_cast<std::size_t>(id)]; }
 
   std::int32_t add_buffer(const std::vector<std::int32_t>& pieces) {
     Buffer b;
@@ -261,7 +340,6 @@ class Builder {
     s_.buffers.push_back(std::move(b));
     return static_cast<std::int32_t>(s_.buffers.size() - 1);
   }
-
   // An op moving part `part` of `parts` of `buffer` from GPU `from` to GPU `to`, or along chain
   // `chain` (from its root, `to` its last receiver).
   std::int64_t add_op(GpuId from, GpuId to, std::int32_t buffer, std::int32_t part, std::int32_t parts, OpPhase phase,
@@ -351,15 +429,14 @@ class Builder {
     return best;
   }
 
-  // direct / domain_grouped (max_chain 1) / domain_chain over the given pieces; chain ops
-  // pipeline in chunks of `chunk`.
-  void reshard(const std::vector<std::int32_t>& pieces, bool direct, std::int32_t max_chain, Bytes chunk) {
-    for (const auto& cls : classes(pieces)) {
-      const auto& first = ts_.pieces[static_cast<std::size_t>(cls[0])];
-      const auto& H = holder_gpus(first.holders);
-      const std::vector<GpuId> N = receivers(first, H);
+  // direct / domain_grouped (max_chain 1) / domain_chain over the classes of a piece list; chain
+  // ops pipeline in chunks of `chunk`.
+  void reshard(Basis::List list, bool direct, std::int32_t max_chain, Bytes chunk) {
+    for (const auto& cls : b_.classes[list]) {
+      const auto& H = holder_gpus(cls.holders);
+      const std::vector<GpuId>& N = cls.receivers;
       if (N.empty()) continue;
-      const std::int32_t buffer = add_buffer(cls);
+      const std::int32_t buffer = add_buffer(cls.buffer);
       if (direct) {
         for (auto n : N) {
           const GpuId h = least_loaded(H, egress_, [&](GpuId g) { return domain_of(g) == domain_of(n); });
@@ -367,20 +444,15 @@ class Builder {
         }
         continue;
       }
-      std::map<std::int32_t, std::vector<GpuId>> by_domain;
-      for (auto n : N) by_domain[domain_of(n)].push_back(n);
-      std::vector<std::int32_t> remote;
-      for (auto& [d, gpus] : by_domain) {
+      std::vector<const Basis::DomainNeed*> remote;
+      for (const auto& need : cls.domains) {
         // A holder inside the domain serves it over NVLink.
-        std::vector<GpuId> local;
-        for (auto h : H)
-          if (domain_of(h) == d) local.push_back(h);
-        if (local.empty()) {
-          remote.push_back(d);
+        if (need.local.empty()) {
+          remote.push_back(&need);
           continue;
         }
-        for (auto n : gpus) add_op(least_loaded(local, egress_, [](GpuId) { return false; }), n, buffer, 0, 1,
-                                   OpPhase::FanOut, {});
+        for (auto n : need.receivers)
+          add_op(least_loaded(need.local, egress_, [](GpuId) { return false; }), n, buffer, 0, 1, OpPhase::FanOut, {});
       }
       if (remote.empty()) continue;
       // Stripes: the class cut into S equal element ranges; each stripe enters a domain at another
@@ -391,16 +463,18 @@ class Builder {
       // number of GPUs on the wider side (holders, or the ingress candidates of a domain), beyond
       // which more stripes balance nothing.
       std::int64_t wider_side = static_cast<std::int64_t>(H.size());
-      for (auto d : remote) wider_side = std::max<std::int64_t>(wider_side, static_cast<std::int64_t>(candidates(d, by_domain[d]).size()));
+      for (const auto* need : remote)
+        wider_side = std::max<std::int64_t>(wider_side, static_cast<std::int64_t>(candidates(*need).size()));
       const std::int64_t class_bytes = s_.buffers[static_cast<std::size_t>(buffer)].bytes.value;
       const std::int64_t stripes = std::clamp<std::int64_t>((class_bytes + stripe_target_ - 1) / stripe_target_, 1, wider_side);
-      for (const std::int32_t stripe : split(buffer, static_cast<std::int32_t>(stripes)))
+      const std::vector<GpuId> senders = p_.relay_egress ? egress_candidates(H, N) : std::vector<GpuId>{};
+      for (const std::int32_t stripe : split(buffer, cls.buffer, static_cast<std::int32_t>(stripes)))
         for (std::size_t seg = 0; seg < remote.size(); seg += static_cast<std::size_t>(max_chain)) {
           const double stripe_bytes = s_.buffers[static_cast<std::size_t>(stripe)].bytes.as_double();
           // The sender: the least-loaded holder, or with relay_egress the least-loaded GPU of a
           // holder's domain (a holder hands the stripe to it over NVLink, the chain's first hop),
           // so every NIC of the source domains can send.
-          GpuId h = least_loaded(p_.relay_egress ? egress_candidates(H, N) : H, egress_, [](GpuId) { return false; });
+          GpuId h = least_loaded(p_.relay_egress ? senders : H, egress_, [](GpuId) { return false; });
           std::vector<ChainHop> hops;
           if (!std::binary_search(H.begin(), H.end(), h)) {
             std::vector<GpuId> same_domain;
@@ -421,7 +495,7 @@ class Builder {
             const double detour = p_.rail_aligned_ingress ? kRailDetourWeight * stripe_bytes : 0;
             GpuId i = -1;
             double best = 0;
-            for (auto g : candidates(remote[k], by_domain[remote[k]])) {
+            for (auto g : candidates(*remote[k])) {
               const double cost = ingress_[static_cast<std::size_t>(g)] + (rail_of(g) == rail_of(from) ? 0 : detour);
               if (i < 0 || cost < best) {
                 i = g;
@@ -429,7 +503,7 @@ class Builder {
               }
             }
             hops.push_back({from, i});
-            for (auto n : by_domain[remote[k]])
+            for (auto n : remote[k]->receivers)
               if (n != i) hops.push_back({i, n});
             from = i;
           }
@@ -438,19 +512,11 @@ class Builder {
     }
   }
 
-  // The GPUs that need a class (of which `first` is a piece) but do not hold it, sorted.
-  std::vector<GpuId> receivers(const Piece& first, const std::vector<GpuId>& holders) {
-    std::vector<GpuId> out;
-    for (auto g : needer_gpus(first.needers))
-      if (!std::binary_search(holders.begin(), holders.end(), g)) out.push_back(g);
-    return out;
-  }
-
-  // The GPUs of domain `d` that may be a class's ingress: its needers there, or with relay_ingress
-  // any GPU of the domain (a relay that needs nothing itself forwards to every needer), so every
-  // NIC of the domain can take a stripe.
-  const std::vector<GpuId>& candidates(std::int32_t d, const std::vector<GpuId>& needers_in_d) const {
-    return p_.relay_ingress ? topo_.gpus_in_domain(d) : needers_in_d;
+  // The GPUs of a remote domain that may be a class's ingress: its needers there, or with
+  // relay_ingress any GPU of the domain (a relay that needs nothing itself forwards to every
+  // needer), so every NIC of the domain can take a stripe.
+  const std::vector<GpuId>& candidates(const Basis::DomainNeed& need) const {
+    return p_.relay_ingress ? topo_.gpus_in_domain(need.domain) : need.receivers;
   }
 
   // The stripe size that balances NIC loads: a GPU's fair share of network ingress, A = (sum over
@@ -458,24 +524,17 @@ class Builder {
   // stripes, so the greedy least-loaded choice ends within about A / kStripesPerShare of even on
   // either side. Never below kMinStripe (4 KiB). Set once, before reshard(), over every piece the
   // schedule routes through domains: one target however the strategy splits them between calls.
-  void set_stripe_target(const std::vector<std::int32_t>& pieces) {
+  void set_stripe_target(Basis::List list) {
     constexpr std::int64_t kMinStripe = 4 << 10;
     constexpr double kStripesPerShare = 32;
     double remote_bytes = 0;
     std::vector<char> candidate(static_cast<std::size_t>(topo_.gpu_count()), 0);
-    for (const auto& cls : classes(pieces)) {
-      const auto& first = ts_.pieces[static_cast<std::size_t>(cls[0])];
-      const auto& H = holder_gpus(first.holders);
-      std::map<std::int32_t, std::vector<GpuId>> by_domain;
-      for (auto g : receivers(first, H)) by_domain[domain_of(g)].push_back(g);
-      double bytes = 0;
-      for (auto i : cls) bytes += ts_.pieces[static_cast<std::size_t>(i)].bytes.as_double();
-      for (const auto& [d, gpus] : by_domain) {
-        if (std::any_of(H.begin(), H.end(), [&, d = d](GpuId h) { return domain_of(h) == d; })) continue;
-        remote_bytes += bytes;
-        for (auto g : candidates(d, gpus)) candidate[static_cast<std::size_t>(g)] = 1;
+    for (const auto& cls : b_.classes[list])
+      for (const auto& need : cls.domains) {
+        if (!need.local.empty()) continue;
+        remote_bytes += cls.bytes;
+        for (auto g : candidates(need)) candidate[static_cast<std::size_t>(g)] = 1;
       }
-    }
     const auto gpus = std::count(candidate.begin(), candidate.end(), 1);
     stripe_target_ = gpus == 0 ? kMinStripe
                                : std::max<std::int64_t>(kMinStripe, static_cast<std::int64_t>(remote_bytes / static_cast<double>(gpus) /
@@ -498,10 +557,10 @@ class Builder {
     return out;
   }
 
-  // Cuts a buffer into `n` buffers of equal element counts (the buffer itself when n == 1).
-  std::vector<std::int32_t> split(std::int32_t buffer, std::int32_t n) {
+  // Cuts buffer `buffer`, whose content is `whole`, into `n` buffers of equal element counts (the
+  // buffer itself when n == 1).
+  std::vector<std::int32_t> split(std::int32_t buffer, const Buffer& whole, std::int32_t n) {
     if (n <= 1) return {buffer};
-    const Buffer whole = s_.buffers[static_cast<std::size_t>(buffer)];
     std::int64_t total = 0;
     for (const auto& sl : whole.slices) total += sl.count;
     std::vector<std::int32_t> out;
@@ -530,7 +589,8 @@ class Builder {
 
   // The baseline: per source stage a head GPU gathers whole tensors, then broadcasts them in buckets
   // along a ring over every destination GPU.
-  void gather_broadcast(const std::vector<std::int32_t>& pieces) {
+  void gather_broadcast(Basis::List which) {
+    const std::vector<std::int32_t>& pieces = b_.pieces[which];
     if (pieces.empty()) return;
     // Head of a layer = the lowest GPU holding any of its pieces (Megatron: the stage's first rank).
     std::map<std::int32_t, GpuId> head_of_layer;
@@ -626,23 +686,15 @@ class Builder {
   }
 
  private:
-  const std::vector<GpuId>& gpus(const ShardMap& m, std::vector<std::vector<GpuId>>& memo, RankSetId id) {
-    auto& v = memo[static_cast<std::size_t>(id)];
-    if (v.empty()) v = m.gpus_of(id);
-    return v;
-  }
-
+  const Basis& b_;
   const TransferSet& ts_;
   const Inventory& inv_;
-  const ShardMap& src_;
   const ShardMap& dst_;
   const Topology& topo_;
   const StrategyParams& p_;
   Schedule& s_;
   std::vector<double> egress_, ingress_, nvlink_out_;
   std::vector<double> path_load_;  // per link: bytes of the chain hops pinned to paths through it
-  std::vector<std::vector<GpuId>> holders_, needers_;
-  std::vector<std::int32_t> domain_, rail_;
   std::int64_t stripe_target_ = 1;
   std::int32_t part_bytes_of_ = -1;  // the buffer whose part sizes part_bytes_ holds
   std::vector<Bytes> part_bytes_;
@@ -652,29 +704,31 @@ class Builder {
 
 Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
                         const Topology& topo, const StrategyParams& params) {
+  return build_schedule(ScheduleBasis(ts, inv, src, dst, topo), params);
+}
+
+Schedule build_schedule(const ScheduleBasis& basis, const StrategyParams& params) {
+  const Basis& d = basis.data();
   Schedule s;
   s.params = params;
-  s.piece_count = static_cast<std::int32_t>(ts.pieces.size());
-  Builder b(ts, inv, src, dst, topo, params, s);
-  std::vector<std::int32_t> all(ts.pieces.size()), ffn, rest;
-  std::iota(all.begin(), all.end(), 0);
-  for (auto i : all) (is_ffn(inv.tensor(ts.pieces[static_cast<std::size_t>(i)].tensor).cls) ? ffn : rest).push_back(i);
-  b.set_stripe_target(params.strategy == Strategy::NemoRlReshard ? ffn : all);
+  s.piece_count = static_cast<std::int32_t>(d.ts.pieces.size());
+  Builder b(d, params, s);
+  b.set_stripe_target(params.strategy == Strategy::NemoRlReshard ? Basis::kFfn : Basis::kAll);
   const std::int32_t max_chain = std::max(1, params.max_chain);
   switch (params.strategy) {
-    case Strategy::Direct: b.reshard(all, true, 1, params.chunk); break;
-    case Strategy::DomainGrouped: b.reshard(all, false, 1, params.chunk); break;
-    case Strategy::DomainChain: b.reshard(all, false, max_chain, params.chunk); break;
-    case Strategy::GatherBroadcast: b.gather_broadcast(all); break;
+    case Strategy::Direct: b.reshard(Basis::kAll, true, 1, params.chunk); break;
+    case Strategy::DomainGrouped: b.reshard(Basis::kAll, false, 1, params.chunk); break;
+    case Strategy::DomainChain: b.reshard(Basis::kAll, false, max_chain, params.chunk); break;
+    case Strategy::GatherBroadcast: b.gather_broadcast(Basis::kAll); break;
     case Strategy::Hybrid:
       // FFN by the chain, the rest (small, replicated or fused) by grouped reshard.
-      b.reshard(ffn, false, max_chain, params.chunk);
-      b.reshard(rest, false, 1, params.chunk);
+      b.reshard(Basis::kFfn, false, max_chain, params.chunk);
+      b.reshard(Basis::kRest, false, 1, params.chunk);
       break;
     case Strategy::NemoRlReshard:
       // NeMo RL: FFN through M2N's hierarchical ring over all destination domains, the rest broadcast.
-      b.reshard(ffn, false, std::numeric_limits<std::int32_t>::max(), kM2NRingChunk);
-      b.gather_broadcast(rest);
+      b.reshard(Basis::kFfn, false, std::numeric_limits<std::int32_t>::max(), kM2NRingChunk);
+      b.gather_broadcast(Basis::kRest);
       break;
   }
   return s;

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <map>
+#include <string>
+
+#include "reshard/model/parallel.hpp"
 
 namespace reshard::model {
 
@@ -27,29 +31,88 @@ bool better(const Prediction& a, const Prediction& b) {
 
 TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
                 const Topology& topo, const CostParams& cost, const TuneOptions& options) {
+  return tune(ScheduleBasis(ts, inv, src, dst, topo), cost, options);
+}
+
+TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOptions& options) {
+  const int threads = thread_count(options.threads);
   TuneResult result;
   result.evaluated = options.seeds;
-  std::int32_t built = 0;
   std::int64_t operations = 0;
-  auto evaluate = [&](const StrategyParams& p) -> const TuneCandidate* {
+  // Candidates evaluated ahead of the search (speculatively), by description: used, and counted,
+  // when the search reaches them; a failure is rethrown then.
+  struct Ahead {
+    StrategyParams params;
+    Prediction prediction;
+    std::exception_ptr error;
+  };
+  std::map<std::string, Ahead> ahead;
+  auto known = [&](const StrategyParams& p) -> const TuneCandidate* {
     for (const auto& c : result.evaluated)
       if (same(c.params, p)) return &c;
+    return nullptr;
+  };
+  // Builds and estimates the candidates of `batch` not known yet, at once (one schedule per thread
+  // alive at a time).
+  auto evaluate_ahead = [&](const std::vector<StrategyParams>& batch) {
+    std::vector<StrategyParams> todo;
+    for (const auto& p : batch)
+      if (!known(p) && !ahead.contains(describe(p)) &&
+          std::none_of(todo.begin(), todo.end(), [&](const StrategyParams& q) { return same(p, q); }))
+        todo.push_back(p);
+    std::vector<Ahead> done(todo.size());
+    parallel_for(todo.size(), threads, [&](std::size_t i) {
+      done[i].params = todo[i];
+      try {
+        const Schedule s = build_schedule(basis, todo[i]);
+        done[i].params = s.params;
+        done[i].prediction = estimate(s, basis.transfers(), basis.inventory(), basis.topology(), cost);
+      } catch (...) {
+        done[i].error = std::current_exception();
+      }
+    });
+    for (std::size_t i = 0; i < todo.size(); ++i) ahead.emplace(describe(todo[i]), std::move(done[i]));
+  };
+  // `upcoming`: the candidates the search tries after p if it moves nothing, evaluated with p.
+  auto evaluate = [&](const StrategyParams& p, const std::vector<StrategyParams>& upcoming = {}) -> const TuneCandidate* {
+    if (const auto* c = known(p)) return c;
     // The starting points always run, whatever the budgets.
-    if (built >= static_cast<std::int32_t>(std::size(kStartingPoints)) && (built >= options.budget || operations >= options.operation_budget)) return nullptr;
-    const Schedule s = build_schedule(ts, inv, src, dst, topo, p);
-    ++built;
-    operations += static_cast<std::int64_t>(s.ops.size());
-    result.evaluated.push_back({s.params, estimate(s, ts, inv, topo, cost), std::nullopt});
-    if (options.progress) options.progress(p, result.evaluated.back().prediction);
+    if (result.built >= static_cast<std::int32_t>(std::size(kStartingPoints)) &&
+        (result.built >= options.budget || operations >= options.operation_budget))
+      return nullptr;
+    auto it = ahead.find(describe(p));
+    if (it == ahead.end()) {
+      // Ahead only as far as the budgets probably reach (the operations of a schedule taken as
+      // those of the average one so far): past them the search stops.
+      std::vector<StrategyParams> batch{p};
+      const std::int64_t per_schedule = result.built > 0 ? operations / result.built : 0;
+      for (const auto& q : upcoming)
+        if (static_cast<int>(batch.size()) < threads && result.built + static_cast<std::int32_t>(batch.size()) < options.budget &&
+            operations + per_schedule * static_cast<std::int64_t>(batch.size()) < options.operation_budget)
+          batch.push_back(q);
+      evaluate_ahead(batch);
+      it = ahead.find(describe(p));
+    }
+    const Ahead a = std::move(it->second);
+    ahead.erase(it);
+    if (a.error) std::rethrow_exception(a.error);
+    ++result.built;
+    operations += a.prediction.operations;
+    result.evaluated.push_back({a.params, a.prediction, std::nullopt});
+    if (options.progress) options.progress(p, a.prediction);
     return &result.evaluated.back();
   };
   std::vector<StrategyParams> starts;
   for (const auto& c : options.seeds) starts.push_back(c.params);
+  std::vector<StrategyParams> points;
   for (Strategy strategy : kStartingPoints) {
     StrategyParams p;
     p.strategy = strategy;
-    if (evaluate(p)) starts.push_back(p);
+    points.push_back(p);
   }
+  evaluate_ahead(points);
+  for (const auto& p : points)
+    if (evaluate(p)) starts.push_back(p);
   // Coordinate descent moves the parameters of the tuned strategies (direct has none).
   std::erase_if(starts, [](const StrategyParams& p) { return !traits(p.strategy).tuned; });
   for (std::size_t i = 0; i < starts.size(); ++i)  // drop repeats, keep the first
@@ -58,36 +121,37 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
   std::stable_sort(starts.begin(), starts.end(), [&](const StrategyParams& a, const StrategyParams& b) {
     return better(evaluate(a)->prediction, evaluate(b)->prediction);
   });
+  // The moves of a pass from `cur`, in order: the toggles first (balance, from relays, decides
+  // which chain length pays off), then the chain lengths.
+  auto moves = [](const StrategyParams& cur) {
+    std::vector<StrategyParams> out(3, cur);
+    out[0].relay_ingress = !cur.relay_ingress;
+    out[1].relay_egress = !cur.relay_egress;
+    out[2].rail_aligned_ingress = !cur.rail_aligned_ingress;
+    if (traits(cur.strategy).max_chain)
+      for (int chain : kChainLengths) {
+        out.push_back(cur);
+        out.back().max_chain = chain;
+      }
+    return out;
+  };
   for (std::size_t s = 0; s < kDescents && s < starts.size(); ++s) {
     StrategyParams cur = starts[s];
     bool moved = true;
-    auto try_move = [&](StrategyParams next) {
-      const auto* c = evaluate(next);
-      if (c && better(c->prediction, evaluate(cur)->prediction)) {
-        cur = next;
-        moved = true;
-      }
-    };
     // Passes over every coordinate until none improves: a move on one coordinate can make another
-    // worth changing (a relay changes which chain length balances the NICs).
+    // worth changing (a relay changes which chain length balances the NICs). Move k of a pass is
+    // taken from the point reached so far (a move kept changes `cur`).
     for (int pass = 0; moved && pass < kMaxPasses; ++pass) {
       moved = false;
-      // The toggles first: balance (relays) decides which chain length pays off.
-      StrategyParams n = cur;
-      n.relay_ingress = !n.relay_ingress;
-      try_move(n);
-      n = cur;
-      n.relay_egress = !n.relay_egress;
-      try_move(n);
-      n = cur;
-      n.rail_aligned_ingress = !n.rail_aligned_ingress;
-      try_move(n);
-      if (traits(cur.strategy).max_chain)
-        for (int chain : kChainLengths) {
-          StrategyParams n = cur;
-          n.max_chain = chain;
-          try_move(n);
+      const std::size_t count = moves(cur).size();
+      for (std::size_t k = 0; k < count; ++k) {
+        const std::vector<StrategyParams> next = moves(cur);
+        const auto* c = evaluate(next[k], std::vector<StrategyParams>(next.begin() + static_cast<std::ptrdiff_t>(k) + 1, next.end()));
+        if (c && better(c->prediction, evaluate(cur)->prediction)) {
+          cur = next[k];
+          moved = true;
         }
+      }
     }
   }
   std::vector<std::size_t> order(result.evaluated.size());
@@ -99,10 +163,14 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
   if (options.confirm) {
     // The estimate's pick stays unless another candidate is confirmed clearly faster (by more than
     // confirm_margin of the pick's confirmed time); then the fastest confirmed one wins.
-    std::optional<Seconds> best;
-    for (std::size_t k = 0; k < order.size() && k < static_cast<std::size_t>(options.confirm_top); ++k) {
+    const std::size_t top = std::min(order.size(), static_cast<std::size_t>(std::max(0, options.confirm_top)));
+    parallel_for(top, threads, [&](std::size_t k) {
       auto& c = result.evaluated[order[k]];
-      c.confirmed = options.confirm(build_schedule(ts, inv, src, dst, topo, c.params));
+      c.confirmed = options.confirm(build_schedule(basis, c.params));
+    });
+    std::optional<Seconds> best;
+    for (std::size_t k = 0; k < top; ++k) {
+      const auto& c = result.evaluated[order[k]];
       const double bar = k == 0 ? INFINITY : best->value * (winner == order.front() ? 1 - options.confirm_margin : 1);
       if (c.confirmed->value < bar) {
         best = c.confirmed;

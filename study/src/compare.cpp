@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <optional>
 
 #include "compare_parts.hpp"
+#include "reshard/model/parallel.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/schedule_basis.hpp"
 #include "reshard/model/tuner.hpp"
 #include "reshard/sim/schedule_sim.hpp"
 
@@ -66,8 +70,11 @@ std::string bound_limit(const LowerBound& lb) {
 namespace detail {
 
 CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
+  std::mutex say_mutex;  // the callback is called from one thread at a time
   auto say = [&](const char* stage, std::int64_t done, std::int64_t total, const std::string& item) {
-    if (options.progress) options.progress({stage, done, total, item});
+    if (!options.progress) return;
+    std::lock_guard lock(say_mutex);
+    options.progress({stage, done, total, item});
   };
   const TransferSet& ts = sc.transfers;
   const auto strategy_rows = static_cast<std::int64_t>(options.strategies.size() + options.configured.size());
@@ -80,35 +87,70 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   const CostParams cost =
       options.params_file.empty() ? CostParams::profile_named(options.profile) : CostParams::load(options.params_file);
   out.profile = cost.profile;  // a parameters file names its own
-  // `described`: named by its full description (a configured strategy).
-  auto evaluate = [&](const StrategyParams& p, bool described) {
+  std::optional<ScheduleBasis> basis;  // what the schedules built here share
+  if (!sc.schedule || options.tune) basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology);
+  const int threads = thread_count(options.threads);
+  // Progress of rows evaluated at once, in row order: row i's steps are said as they come once
+  // every row before it is done, held until then; a row counts as done with its last step.
+  struct Step {
+    std::string item;
+    bool last = false;
+  };
+  std::vector<std::vector<Step>> steps;
+  std::size_t said_rows = 0, said_steps = 0;
+  std::mutex progress_mutex;
+  auto flush = [&] {
+    while (said_rows < steps.size()) {
+      const auto& row = steps[said_rows];
+      bool done = false;
+      for (; said_steps < row.size(); ++said_steps) {
+        done = row[said_steps].last;
+        const auto n = static_cast<std::int64_t>(said_rows);
+        say("strategies", done ? n + 1 : n, strategy_rows, row[said_steps].item);
+      }
+      if (!done) break;
+      ++said_rows;
+      said_steps = 0;
+    }
+  };
+  auto note = [&](std::size_t row, std::string item, bool last) {
+    std::lock_guard lock(progress_mutex);
+    steps[row].push_back({std::move(item), last});
+    flush();
+  };
+  // Row `row`'s schedule, estimated (and simulated); `described`: named by its full description (a
+  // configured strategy).
+  auto evaluate = [&](const StrategyParams& p, bool described, std::size_t row) {
     const std::shared_ptr<const Schedule> built =
-        sc.schedule ? sc.schedule(p)
-                    : std::make_shared<const Schedule>(
-                          build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p));
+        sc.schedule ? sc.schedule(p) : std::make_shared<const Schedule>(build_schedule(*basis, p));
     const Schedule& s = *built;
     CompareRow r{described ? describe(s.params) : std::string(to_string(p.strategy)), s.params,
                  estimate(s, ts, sc.inventory, sc.topology, cost), std::nullopt, "", "", ""};
-    const auto row = static_cast<std::int64_t>(out.rows.size());
-    say("strategies", options.simulate ? row : row + 1, strategy_rows,
-        r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating" : ""));
+    note(row, r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating" : ""), !options.simulate);
     if (options.simulate) {
       sim::ScheduleSimOptions sim_options;
       sim_options.overheads = r.prediction.overheads;
       const auto result = sim::simulate_schedule(s, sc.topology, cost, sim_options);
       r.simulated = result.makespan;
-      say("strategies", row + 1, strategy_rows, r.name + ": simulated " + format(result.makespan));
+      note(row, r.name + ": simulated " + format(result.makespan), true);
     }
     return r;
   };
+  // The named and configured strategies, several at once.
+  std::vector<std::pair<StrategyParams, bool>> wanted;
   for (const auto& name : options.strategies) {
     StrategyParams p;
     p.strategy = strategy_named(name);
-    out.rows.push_back(evaluate(p, false));
+    wanted.push_back({p, false});
   }
-  for (const auto& spec : options.configured) out.rows.push_back(evaluate(parse_strategy(spec), true));
+  for (const auto& spec : options.configured) wanted.push_back({parse_strategy(spec), true});
+  out.rows.resize(wanted.size());
+  steps.resize(wanted.size());
+  parallel_for(wanted.size(), threads,
+               [&](std::size_t i) { out.rows[i] = evaluate(wanted[i].first, wanted[i].second, i); });
   if (options.tune) {  // the tuner's deterministic search, scored by the estimate
     TuneOptions topts;
+    topts.threads = threads;
     for (const auto& r : out.rows) topts.seeds.push_back({r.params, r.prediction, r.simulated});
     std::atomic<std::int64_t> candidates = 0, confirmed = 0;  // counted for the progress line
     if (options.simulate)  // confirm the best candidates by simulation
@@ -123,8 +165,9 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
       topts.progress = [&](const StrategyParams& p, const Prediction& pr) {
         say("tune", ++candidates, topts.budget, describe(p) + ": " + format(pr.time));
       };
-    const TuneResult tuned = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, topts);
+    const TuneResult tuned = tune(*basis, cost, topts);
     out.rows.push_back({"auto", tuned.best.params, tuned.best.prediction, tuned.best.confirmed, "", "", ""});
+    out.candidates = tuned.built;
     out.best = out.rows.size() - 1;
   } else {
     auto time = [&](const CompareRow& r) { return (r.simulated ? *r.simulated : r.prediction.time).value; };
@@ -142,7 +185,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
 }  // namespace detail
 
 CompareResult compare(const LoadedScenario& sc, const CompareOptions& options) {
-  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination, options.threads);
   return detail::compare({sc.scenario, sc.inventory, sc.topology, sc.source, sc.destination, ts}, options);
 }
 
@@ -182,6 +225,7 @@ nlohmann::json to_json(const CompareResult& r) {
   }
   j["best"] = r.rows.empty() ? "" : r.rows[r.best].name;
   j["best_params"] = r.rows.empty() ? "" : describe(r.rows[r.best].params);
+  j["candidates"] = r.candidates;
   return j;
 }
 

@@ -190,6 +190,7 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
     });
     CompareOptions options;
     options.simulate = spec.simulate;
+    options.threads = 1;  // the points run on the cores at once (run_sweep)
     options.tune = false;
     options.strategies.clear();
     for (const auto& st : spec.strategies) {

@@ -64,7 +64,9 @@ struct TransferSet {
   Bytes bytes_to_move;  // bytes_needed less what a destination GPU already holds as a source
 };
 
-TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst);
+// `threads`: tensors intersected at once (0: one thread per hardware thread); the same pieces, in
+// the same order, on any number.
+TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst, int threads = 1);
 
 LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMap& dst, const Topology& topo);
 

@@ -13,6 +13,12 @@
 //      pick stays unless another is confirmed faster by more than confirm_margin, and then the
 //      lowest confirmed time wins.
 // Full ties keep the earlier candidate, so the result depends only on the inputs.
+//
+// Threads: the starting points are evaluated at once; in coordinate descent, when a candidate
+// must be evaluated, the next untried moves of the pass from the same point are evaluated with it
+// (up to `threads` at once), speculatively: a result is used, and counted against the budgets,
+// only when the sequential search reaches that candidate, so the search, its evaluation order, its
+// progress and its result are those of one thread. The confirmations run at once too.
 #pragma once
 
 #include <functional>
@@ -20,6 +26,7 @@
 #include <vector>
 
 #include "reshard/model/cost.hpp"
+#include "reshard/model/schedule_basis.hpp"
 
 namespace reshard::model {
 
@@ -43,15 +50,22 @@ struct TuneOptions {
   // their tolerance and the estimate's ranking (fewer operations on ties) stands.
   double confirm_margin = 0.05;
   std::function<Seconds(const Schedule&)> confirm;  // e.g. the simulated makespan
+  // Called in evaluation order, from the calling thread.
   std::function<void(const StrategyParams&, const Prediction&)> progress;
+  // Threads that build and estimate candidates (and confirm them) at once; 0: one per hardware
+  // thread. Each holds one schedule while it works.
+  int threads = 0;
 };
 
 struct TuneResult {
   TuneCandidate best;
   std::vector<TuneCandidate> evaluated;  // in evaluation order
+  std::int32_t built = 0;  // candidate schedules the search built and estimated (the seeds not among them)
 };
 
 TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
                 const Topology& topo, const CostParams& cost, const TuneOptions& options = {});
+// The same search on a schedule basis shared with other schedules of the plan.
+TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOptions& options = {});
 
 }  // namespace reshard::model

@@ -30,9 +30,13 @@ struct CompareOptions {
   bool tune = true;                       // add the tuner's choice as a last row named "auto"
   std::vector<std::string> strategies = model::strategy_names();  // named strategies, in order
   std::vector<std::string> configured;    // configured strategies, as describe() writes them
-  // Stages "strategies" (rows estimated, and simulated, of the named and configured strategies),
-  // "tune" (candidates evaluated of at most TuneOptions::budget) and "confirm" (simulations).
+  // Stages "strategies" (rows estimated, and simulated, of the named and configured strategies,
+  // said in row order whatever the threads), "tune" (candidates evaluated of at most
+  // TuneOptions::budget) and "confirm" (simulations); called from one thread at a time.
   model::ProgressFn progress;
+  // Threads that build, estimate and simulate schedules at once (the named strategies, the tuner's
+  // candidates); 0: one per hardware thread. The result is the same for any number.
+  int threads = 0;
 };
 
 struct CompareRow {
@@ -53,6 +57,7 @@ struct CompareResult {
   // The best row: auto when tuned, otherwise the lowest simulated time (with `simulate`) or estimate;
   // ties keep the earlier row.
   std::size_t best = 0;
+  std::int32_t candidates = 0;  // schedules the tuner built and estimated besides the rows (0: not tuned)
 };
 
 // Plans the scenario's transfer set and compares every strategy on it. Throws model::Error
