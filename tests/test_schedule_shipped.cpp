@@ -68,6 +68,6 @@ INSTANTIATE_TEST_SUITE_P(All, ShippedScenario,
                          ::testing::Values("small-gqa-megatron-vllm.yaml", "small-gqa-megatron-tp8.yaml",
                                            "small-dtensor-uneven.yaml",
                                            "small-moe-ep.yaml", "qwen3-8b-colocated.yaml", "qwen3-235b-h100.yaml",
-                                           "deepseek-v3-h100.yaml"),
+                                           "deepseek-v3-h100.yaml", "nemotron-3-ultra-h100.yaml"),
                          test_name);
 #endif
