@@ -1,4 +1,4 @@
-// `reshard model FILE [--dtype D] [--mtp] [--json]`: the weight inventory of an architecture file.
+// `reshard model FILE [--dtype D] [--mtp] [--json] [--verbose]`: the weight inventory of an architecture file.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -36,6 +36,7 @@ struct ModelArgs {
   std::string dtype;
   bool mtp = false;
   bool json = false;
+  bool verbose = false;
 };
 
 void run(const ModelArgs& a) {
@@ -88,6 +89,7 @@ void run(const ModelArgs& a) {
                           {"tensor_count", inv.tensors().size()},
                           {"by_class", by_class},
                           {"tensors", tensors}};
+    if (!cfg.ignored_keys.empty()) out["ignored_keys"] = cfg.ignored_keys;
     std::cout << out.dump() << '\n';
     return;
   }
@@ -115,6 +117,11 @@ void run(const ModelArgs& a) {
   }
   t.add({"total", format_count(total), percent(1.0), model::format(inv.bytes())});
   t.print(std::cout);
+  if (a.verbose && !cfg.ignored_keys.empty()) {
+    std::string keys;
+    for (const auto& k : cfg.ignored_keys) keys += (keys.empty() ? "" : ", ") + k;
+    std::cout << "\nconfig.json keys not used (" << cfg.ignored_keys.size() << "): " << keys << '\n';
+  }
 }
 
 }  // namespace
@@ -122,10 +129,13 @@ void run(const ModelArgs& a) {
 void add_model_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("model", "Show the weight inventory of a model architecture file");
   auto args = std::make_shared<ModelArgs>();
-  cmd->add_option("file", args->file, "Architecture file (models/*.yaml)")->required();
+  cmd->add_option("file", args->file,
+                  "Architecture file (models/*.yaml), Hugging Face config.json, or a folder holding one")
+      ->required();
   cmd->add_option("--dtype", args->dtype, "Override the weights' dtype: bf16, fp16, fp32, fp8");
   cmd->add_flag("--mtp", args->mtp, "Include the multi-token-prediction layers");
   cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->add_flag("--verbose", args->verbose, "List the config.json keys reshard does not use");
   cmd->callback([args] { run(*args); });
 }
 

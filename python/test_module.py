@@ -30,7 +30,7 @@ def small_dict():
         "name": "small-moe-ep-dict",
         "model": str(ROOT / "models" / "tiny-moe.yaml"),
         "topology": str(ROOT / "topologies" / "dgx-h100-2n.yaml"),
-        "source": {"framework": "megatron", "tp": 2, "pp": 2, "ep": 4, "gpus": "0-7"},
+        "source": {"framework": "megatron", "tp": 2, "pp": 2, "ep": 4, "etp": 1, "gpus": "0-7"},
         "destination": {"framework": "vllm", "tp": 2, "dp": 4, "ep": 8, "redundant_experts": 8, "gpus": "8-15"},
     }
 

@@ -3,10 +3,13 @@
 // tensor, bad input, and the `reshard model` command.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -615,4 +618,141 @@ TEST(ModelCommand, BadFileIsOneErrorWithExitCode2) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("reshard: error: /nonexistent/model.yaml"), std::string::npos) << r.out;
   EXPECT_EQ(run("model " + model_file("qwen3-8b").string() + " --dtype int4").status, 2);
+}
+
+// ---- Hugging Face config.json -------------------------------------------------------------------
+
+namespace {
+
+std::filesystem::path hf_folder(const std::string& name) {
+  return std::filesystem::path(RESHARD_SOURCE_DIR) / "models" / "hf" / name;
+}
+
+// kGood as a config.json: the same model (7904 parameters) plus keys reshard does not use.
+const char* kHfGood = R"({
+  "architectures": ["Qwen3ForCausalLM"],
+  "attention_bias": false,
+  "head_dim": 4,
+  "hidden_size": 16,
+  "intermediate_size": 32,
+  "model_type": "qwen3",
+  "num_attention_heads": 4,
+  "num_hidden_layers": 2,
+  "num_key_value_heads": 2,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "torch_dtype": "bfloat16",
+  "vocab_size": 100
+})";
+
+ConfigError hf_error(const std::string& text) {
+  try {
+    (void)Inventory::parse(text, "bad/config.json");
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a ConfigError for:\n" << text;
+  return ConfigError("", 0, "", "");
+}
+
+}  // namespace
+
+// The published config.json files (models/hf/NAME/config.json) give the inventory of
+// models/NAME.yaml tensor by tensor (name, shape, dtype, class, role), so the same bytes and tensor
+// counts, with and without the MTP layers; the folder reads the same as the file.
+TEST(InventoryHuggingFace, PublishedConfigsGiveTheYamlInventories) {
+  for (const std::string name : {"deepseek-v3", "kimi-k2", "qwen3-235b-a22b", "qwen3-8b", "nemotron3-nano"}) {
+    for (const bool mtp : {false, true}) {
+      SCOPED_TRACE(name + (mtp ? " with MTP" : ""));
+      InventoryOptions o;
+      o.include_mtp = mtp;
+      const auto yaml = Inventory::load(model_file(name), o);
+      const auto hf = Inventory::load(hf_folder(name) / "config.json", o);
+      EXPECT_EQ(hf.config().name, name);
+      EXPECT_EQ(hf.config().architecture, yaml.config().architecture);
+      EXPECT_EQ(hf.parameters(), yaml.parameters());
+      EXPECT_EQ(hf.bytes(), yaml.bytes());
+      EXPECT_EQ(hf.active_parameters(), yaml.active_parameters());
+      ASSERT_EQ(hf.tensors().size(), yaml.tensors().size());
+      for (std::size_t i = 0; i < hf.tensors().size(); ++i) {
+        const auto& a = hf.tensors()[i];
+        const auto& b = yaml.tensors()[i];
+        ASSERT_EQ(a.name, b.name);
+        ASSERT_EQ(a.shape, b.shape) << a.name;
+        ASSERT_EQ(a.dtype, b.dtype) << a.name;
+        ASSERT_EQ(a.cls, b.cls) << a.name;
+        ASSERT_EQ(a.role, b.role) << a.name;
+      }
+      const auto folder = Inventory::load(hf_folder(name), o);
+      EXPECT_EQ(folder.bytes(), hf.bytes());
+      EXPECT_EQ(folder.tensors().size(), hf.tensors().size());
+      EXPECT_TRUE(yaml.config().ignored_keys.empty());
+    }
+  }
+  // Kimi K2 says model_type kimi_k2: the DeepSeek-V3 architecture, 1026.4 B as published.
+  const auto k2 = Inventory::load(hf_folder("kimi-k2"));
+  EXPECT_EQ(k2.config().architecture, "deepseek_v3");
+  expect_within_0_1_percent(static_cast<double>(k2.parameters()), 1026.4e9);
+}
+
+TEST(InventoryHuggingFace, UnusedKeysAreListedNotRefused) {
+  const auto inv = Inventory::parse(kHfGood, "hand/config.json");
+  EXPECT_EQ(inv.parameters(), 7904);  // the same model as kGood
+  EXPECT_EQ(inv.config().name, "config");
+  EXPECT_EQ(inv.config().ignored_keys, (std::vector<std::string>{"attention_bias", "rope_scaling", "rope_theta"}));
+  const auto v3 = Inventory::load(hf_folder("deepseek-v3")).config().ignored_keys;
+  for (const char* used : {"hidden_size", "model_type", "torch_dtype", "n_routed_experts", "q_lora_rank"})
+    EXPECT_EQ(std::count(v3.begin(), v3.end(), used), 0) << used;
+  for (const char* unused : {"quantization_config", "rope_scaling", "topk_group", "routed_scaling_factor"})
+    EXPECT_EQ(std::count(v3.begin(), v3.end(), unused), 1) << unused;
+  // architectures alone selects the architecture; torch_dtype (or dtype) sets the weights' dtype.
+  const auto only_class = Inventory::parse(replace(kHfGood, "\"model_type\": \"qwen3\",", ""), "x.json");
+  EXPECT_EQ(only_class.config().architecture, "qwen3");
+  const auto fp32 = Inventory::parse(replace(kHfGood, "\"bfloat16\"", "\"float32\""), "x.json");
+  EXPECT_EQ(fp32.bytes().value, 7904 * 4);
+}
+
+TEST(InventoryHuggingFace, BadConfigIsOneErrorNamingFileAndKey) {
+  auto e = hf_error(replace(kHfGood, "\"hidden_size\": 16,", ""));
+  EXPECT_EQ(e.file(), "bad/config.json");
+  EXPECT_EQ(e.key(), "hidden_size");
+  EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+  e = hf_error(replace(kHfGood, "\"head_dim\": 4,", ""));
+  EXPECT_EQ(e.key(), "head_dim");
+  e = hf_error(replace(replace(kHfGood, "\"qwen3\"", "\"llama\""), "\"Qwen3ForCausalLM\"", "\"LlamaForCausalLM\""));
+  EXPECT_EQ(e.key(), "model_type");
+  EXPECT_NE(std::string(e.what()).find("kimi_k2"), std::string::npos) << e.what();  // lists the known ones
+  e = hf_error(replace(replace(kHfGood, "\"model_type\": \"qwen3\",", ""), "[\"Qwen3ForCausalLM\"],", "[],"));
+  EXPECT_EQ(e.key(), "architectures");
+  e = hf_error(replace(kHfGood, "\"attention_bias\": false", "\"attention_bias\": true"));
+  EXPECT_EQ(e.key(), "attention_bias");
+  EXPECT_NE(std::string(e.what()).find("not modelled"), std::string::npos) << e.what();
+  e = hf_error(replace(kHfGood, "\"bfloat16\"", "\"int8\""));
+  EXPECT_EQ(e.key(), "torch_dtype");
+  e = hf_error(replace(kHfGood, "\"hidden_size\": 16", "\"hidden_size\": -16"));
+  EXPECT_EQ(e.key(), "hidden_size");
+  // A Qwen3-MoE config with dense layers among the MoE layers is refused, not misread.
+  std::ifstream in(hf_folder("qwen3-235b-a22b") / "config.json");
+  const std::string moe((std::istreambuf_iterator<char>(in)), {});
+  e = hf_error(replace(moe, "\"mlp_only_layers\": []", "\"mlp_only_layers\": [0, 1]"));
+  EXPECT_EQ(e.key(), "mlp_only_layers");
+  e = hf_error(replace(moe, "\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 2"));
+  EXPECT_EQ(e.key(), "decoder_sparse_step");
+  // A folder without a config.json.
+  try {
+    (void)Inventory::load(std::filesystem::path(RESHARD_SOURCE_DIR) / "models");
+    ADD_FAILURE();
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("config.json"), std::string::npos) << err.what();
+  }
+}
+
+TEST(ModelCommand, HuggingFaceFolderAndVerboseListsUnusedKeys) {
+  const auto r = run("model " + hf_folder("qwen3-8b").string() + " --verbose");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("qwen3-8b"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("8.19 B"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("config.json keys not used"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rope_theta"), std::string::npos) << r.out;
+  EXPECT_EQ(run("model " + hf_folder("qwen3-8b").string()).out.find("rope_theta"), std::string::npos);
 }

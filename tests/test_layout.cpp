@@ -1,6 +1,8 @@
 // Hand-worked layouts: the boxes and rank sets written out for small cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "reshard/model/errors.hpp"
 #include "reshard/model/layout.hpp"
 
@@ -86,7 +88,7 @@ TEST(MegatronLayout, ExpertParallelFolding) {
   const auto inv = Inventory::parse(kMoe, "moe.yaml");
   // TP2 x PP1 x DP4 on 8 GPUs, EP4 x ETP1: per stage G = TP*CP*DP = 8 ranks re-read as ETP1 x EP4 x
   // EDP2 (etp fastest): EP rank q = local % 4, EDP index = local / 4. Expert e on EP rank e / (8/4).
-  LayoutSpec spec{MegatronSpec{.tp = 2, .pp = 1, .ep = 4}, iota(8)};
+  LayoutSpec spec{MegatronSpec{.tp = 2, .pp = 1, .ep = 4, .etp = 1}, iota(8)};
   const auto m = build_shard_map(inv, spec);
   // Expert 5 -> EP rank 2 -> ranks {2, 2 + 4} = {2, 6}, whole tensor.
   EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.5.up_proj.weight"), (Shards{{"[0:128, 0:256]", {2, 6}}}));
@@ -128,6 +130,145 @@ TEST(MegatronLayout, LinearQkvInterleavesPerQueryGroup) {
   ASSERT_EQ(fc1->segments.size(), 2u);
   EXPECT_EQ(inv.tensor(fc1->segments[0].tensor).fused, FusedPart::Gate);
   EXPECT_EQ(inv.tensor(fc1->segments[1].tensor).fused, FusedPart::Up);
+}
+
+TEST(MegatronLayout, FewerKvHeadsThanTpSliceEachQueryGroup) {
+  const auto inv = Inventory::parse(kGqa, "gqa.yaml");
+  // TP8 x DP2 on 16 GPUs, 2 KV heads < TP 8. linear_qkv stays column-parallel over its interleaved
+  // rows [q0 (4 heads, 128 rows); k0 (32); v0 (32); q1; k1; v1]: each group has R = 192 rows shared
+  // by TP/KVH = 4 ranks, 48 each. Group 0 on TP ranks 0-3: q0[0:48], q0[48:96], q0[96:128]+k0[0:16],
+  // k0[16:32]+v0[0:32]; group 1 the same on ranks 4-7 (q rows +128, k and v rows +32). Rank t and
+  // t + 8 (DP) hold the same.
+  LayoutSpec spec{MegatronSpec{.tp = 8, .pp = 1}, iota(16)};
+  const auto m = build_shard_map(inv, spec);
+  EXPECT_EQ(shards_of(inv, m, "model.layers.1.self_attn.q_proj.weight"),
+            (Shards{{"[0:48, 0:256]", {0, 8}},
+                    {"[128:176, 0:256]", {4, 12}},
+                    {"[176:224, 0:256]", {5, 13}},
+                    {"[224:256, 0:256]", {6, 14}},
+                    {"[48:96, 0:256]", {1, 9}},
+                    {"[96:128, 0:256]", {2, 10}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.1.self_attn.k_proj.weight"),
+            (Shards{{"[0:16, 0:256]", {2, 10}},
+                    {"[16:32, 0:256]", {3, 11}},
+                    {"[32:48, 0:256]", {6, 14}},
+                    {"[48:64, 0:256]", {7, 15}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.1.self_attn.v_proj.weight"),
+            (Shards{{"[0:32, 0:256]", {3, 11}}, {"[32:64, 0:256]", {7, 15}}}));
+  // The local linear_qkv of rank 2 is its 48 rows in buffer order: q0[96:128] then k0[0:16].
+  const auto buffers = local_buffers(inv, spec, m, 2);
+  const auto qkv = std::find_if(buffers.begin(), buffers.end(), [](const LocalBuffer& b) {
+    return b.name == "model.layers.1.self_attn.linear_qkv.weight";
+  });
+  ASSERT_NE(qkv, buffers.end());
+  ASSERT_EQ(qkv->segments.size(), 2u);
+  EXPECT_EQ(inv.tensor(qkv->segments[0].tensor).fused, FusedPart::Q);
+  EXPECT_EQ(to_string(qkv->segments[0].box), "[96:128, 0:256]");
+  EXPECT_EQ(inv.tensor(qkv->segments[1].tensor).fused, FusedPart::K);
+  EXPECT_EQ(to_string(qkv->segments[1].box), "[0:16, 0:256]");
+  // Rank 7: k1[16:32] of the tensor's group-1 rows = k rows [48:64], then v1 = v rows [32:64].
+  const auto b7 = local_buffers(inv, spec, m, 7);
+  const auto qkv7 = std::find_if(b7.begin(), b7.end(), [](const LocalBuffer& b) {
+    return b.name == "model.layers.1.self_attn.linear_qkv.weight";
+  });
+  ASSERT_NE(qkv7, b7.end());
+  ASSERT_EQ(qkv7->segments.size(), 2u);
+  EXPECT_EQ(to_string(qkv7->segments[0].box), "[48:64, 0:256]");
+  EXPECT_EQ(to_string(qkv7->segments[1].box), "[32:64, 0:256]");
+  // TP must be a multiple of the KV heads: 2 KV heads under TP 8 yes, 4 KV heads under TP 8 yes,
+  // 2 KV heads under TP 16 fails on the 8 query heads instead.
+  EXPECT_THROW(build_shard_map(inv, LayoutSpec{MegatronSpec{.tp = 16}, iota(16)}), PlanError);
+}
+
+TEST(MegatronLayout, ExpertTensorParallelDefaultsToTp) {
+  const auto inv = Inventory::parse(kMoe, "moe.yaml");
+  // No etp: ETP = TP = 2, as Megatron's --expert-tensor-parallel-size defaults; the same map as
+  // an explicit etp 2 (ExpertParallelFolding).
+  const auto dflt = build_shard_map(inv, {MegatronSpec{.tp = 2, .pp = 1, .ep = 4}, iota(8)});
+  EXPECT_EQ(shards_of(inv, dflt, "model.layers.0.mlp.experts.5.down_proj.weight"),
+            (Shards{{"[0:256, 0:64]", {4}}, {"[0:256, 64:128]", {5}}}));
+  EXPECT_EQ((LayoutSpec{MegatronSpec{.tp = 2, .ep = 4}, iota(8)}.describe()), "megatron TP2 PP1 DP0 EP4 on 8 GPUs");
+  EXPECT_EQ((LayoutSpec{MegatronSpec{.tp = 2, .ep = 4, .etp = 1}, iota(8)}.describe()),
+            "megatron TP2 PP1 DP0 EP4 ETP1 on 8 GPUs");
+  // PP2 leaves 4 ranks per stage: EP4 x ETP2 does not fit, and the error says ETP came from TP.
+  try {
+    build_shard_map(inv, {MegatronSpec{.tp = 2, .pp = 2, .ep = 4}, iota(8)});
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("ETP defaults to TP"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MegatronLayout, PipelineSplitsAsMegatronDoes) {
+  const auto inv = Inventory::parse(kGqa, "gqa.yaml");
+  // The stage of layer i: the ranks holding its (replicated) input_layernorm, divided by TP*DP.
+  auto stage_of = [&](const ShardMap& m, int layer, int per_stage) {
+    const auto* t = inv.find("model.layers." + std::to_string(layer) + ".input_layernorm.weight");
+    return m.rank_set(m.shards(t->id).front().ranks).to_vector().front() / per_stage;
+  };
+  // 4 layers over PP3: Megatron refuses the uneven split.
+  try {
+    build_shard_map(inv, {MegatronSpec{.pp = 3}, iota(3)});
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("do not split evenly"), std::string::npos) << e.what();
+  }
+  // First stage 2 layers: the 2 left share the 2 other stages -> [2, 1, 1].
+  auto m = build_shard_map(inv, {MegatronSpec{.pp = 3, .first_stage_layers = 2}, iota(3)});
+  EXPECT_EQ((std::vector<int>{stage_of(m, 0, 1), stage_of(m, 1, 1), stage_of(m, 2, 1), stage_of(m, 3, 1)}),
+            (std::vector<int>{0, 0, 1, 2}));
+  // Last stage 2 layers -> [1, 1, 2].
+  m = build_shard_map(inv, {MegatronSpec{.pp = 3, .last_stage_layers = 2}, iota(3)});
+  EXPECT_EQ((std::vector<int>{stage_of(m, 0, 1), stage_of(m, 1, 1), stage_of(m, 2, 1), stage_of(m, 3, 1)}),
+            (std::vector<int>{0, 1, 2, 2}));
+  // First 1 and last 1 leave 2 layers for 1 stage -> [1, 2, 1]; first 1 alone leaves 3 for 2: refused.
+  m = build_shard_map(inv, {MegatronSpec{.pp = 3, .first_stage_layers = 1, .last_stage_layers = 1}, iota(3)});
+  EXPECT_EQ((std::vector<int>{stage_of(m, 0, 1), stage_of(m, 1, 1), stage_of(m, 2, 1), stage_of(m, 3, 1)}),
+            (std::vector<int>{0, 1, 1, 2}));
+  EXPECT_THROW(build_shard_map(inv, {MegatronSpec{.pp = 3, .first_stage_layers = 1}, iota(3)}), PlanError);
+  // PP2 x VPP2: chunk c = v*PP + p holds layer c; stage = c mod 2 -> [0, 1, 0, 1].
+  m = build_shard_map(inv, {MegatronSpec{.pp = 2, .vpp = 2}, iota(2)});
+  EXPECT_EQ((std::vector<int>{stage_of(m, 0, 1), stage_of(m, 1, 1), stage_of(m, 2, 1), stage_of(m, 3, 1)}),
+            (std::vector<int>{0, 1, 0, 1}));
+  // layers_per_stage spells any split out.
+  m = build_shard_map(inv, {MegatronSpec{.pp = 2, .layers_per_stage = {3, 1}}, iota(2)});
+  EXPECT_EQ((std::vector<int>{stage_of(m, 0, 1), stage_of(m, 1, 1), stage_of(m, 2, 1), stage_of(m, 3, 1)}),
+            (std::vector<int>{0, 0, 0, 1}));
+}
+
+TEST(MegatronLayout, MtpLayersOnTheLastStage) {
+  // Two decoder layers and one MTP layer over PP2: the decoder layers split 1 + 1 and the MTP
+  // layer (layer 2) joins the last stage, as Megatron builds the MTP block there.
+  const char* ds = R"(name: ds
+architecture: deepseek_v3
+hidden_size: 16
+num_hidden_layers: 2
+num_attention_heads: 2
+num_key_value_heads: 2
+q_lora_rank: 8
+kv_lora_rank: 8
+qk_nope_head_dim: 4
+qk_rope_head_dim: 2
+v_head_dim: 4
+intermediate_size: 16
+moe_intermediate_size: 8
+n_routed_experts: 4
+n_shared_experts: 1
+num_experts_per_tok: 2
+first_k_dense_replace: 1
+vocab_size: 32
+num_nextn_predict_layers: 1
+)";
+  InventoryOptions o;
+  o.include_mtp = true;
+  const auto inv = Inventory::parse(ds, "ds.yaml", o);
+  ASSERT_EQ(inv.layer_count(), 3);
+  const auto m = build_shard_map(inv, {MegatronSpec{.pp = 2, .etp = 1}, iota(2)});
+  for (const auto& [layer, stage] : std::vector<std::pair<int, Rank>>{{0, 0}, {1, 1}, {2, 1}}) {
+    const auto* t = inv.find("model.layers." + std::to_string(layer) + ".input_layernorm.weight");
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(m.rank_set(m.shards(t->id).front().ranks).to_vector(), (std::vector<Rank>{stage})) << layer;
+  }
 }
 
 TEST(VllmLayout, ReplicatedKvHeadsAndFusedQkv) {
@@ -242,8 +383,8 @@ TEST(LayoutErrors, SizesThatDoNotFit) {
   const auto inv = Inventory::parse(kGqa, "gqa.yaml");
   // 8 heads over TP 3 cannot split.
   EXPECT_THROW(build_shard_map(inv, LayoutSpec{VllmSpec{.tp = 3}, iota(3)}), PlanError);
-  // Megatron needs KV heads (2) divisible by TP (4).
-  EXPECT_THROW(build_shard_map(inv, LayoutSpec{MegatronSpec{.tp = 4}, iota(4)}), PlanError);
+  // Megatron needs the query heads (8) divisible by TP (16), also with fewer KV heads than TP.
+  EXPECT_THROW(build_shard_map(inv, LayoutSpec{MegatronSpec{.tp = 16}, iota(16)}), PlanError);
   // A layout larger than its GPU set.
   EXPECT_THROW(build_shard_map(inv, LayoutSpec{VllmSpec{.tp = 2, .dp = 4}, iota(4)}), PlanError);
   // Shard(2) on two-dimensional weights.

@@ -1,7 +1,10 @@
 // Property test over random layout pairs: random small models (dense or MoE, GQA, uneven
-// vocabularies), random Megatron / vLLM / DTensor layouts with random sizes, on random (disjoint or
+// vocabularies), random Megatron (TP up to 8, ETP default or set, first/last stage sizes) / vLLM /
+// DTensor layouts with random sizes, on random (disjoint or
 // overlapping) GPU sets of a 16-GPU cluster. For every pair, checked element by element:
 //   - each side's shards cover every tensor exactly once;
+//   - on every Megatron rank, linear_qkv is that TP rank's slice of the per-query-group interleaved
+//     rows, row by row, also with fewer KV heads than TP (at least 50 such sides);
 //   - every destination rank receives every element it holds exactly once from the pieces;
 //   - every holder of a piece really holds the piece's box;
 //   - bytes_needed equals the destination's total held bytes;
@@ -64,19 +67,26 @@ std::vector<GpuId> random_gpus(std::mt19937& rng, int n, int pool = 16) {
   return all;
 }
 
-// A random layout on at most `pool` GPUs (the first `pool` of the topology).
-LayoutSpec random_layout(std::mt19937& rng, int pool = 16) {
+// A random layout on at most `pool` GPUs (the first `pool` of the topology). Megatron sizes reach
+// TP 8 (more than the KV heads of most random models), ETP unset (= TP) or set, and, for a model
+// of `layers` layers, sometimes a first/last stage size.
+LayoutSpec random_layout(std::mt19937& rng, int pool = 16, int layers = 0) {
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + std::uniform_int_distribution<int>(0, static_cast<int>(v.size()) - 1)(rng)); };
   switch (rng() % 3) {
     case 0: {
       MegatronSpec m;
-      m.tp = pick({1, 2, 4});
+      m.tp = pick({1, 2, 4, 8});
       m.pp = pick({1, 2});
       m.cp = pick({1, 1, 2});
       m.dp = pick({1, 2});
       m.ep = pick({1, 2, 4});
-      m.etp = pick({1, 1, 2});
+      m.etp = pick({0, 1, 1, 2});
       m.vpp = pick({1, 1, 2});
+      if (layers > 0 && m.pp > 1 && rng() % 3 == 0) {
+        const int first = std::uniform_int_distribution<int>(0, layers)(rng);
+        if (rng() % 2) m.first_stage_layers = first;
+        else m.last_stage_layers = first;
+      }
       const int world = m.tp * m.pp * m.cp * m.dp;
       return {m, random_gpus(rng, std::min(world, pool), pool)};
     }
@@ -129,17 +139,54 @@ void expect_exact_cover(const Inventory& inv, const ShardMap& m) {
   }
 }
 
+// Megatron's linear_qkv is one column-parallel layer over the per-query-group interleaved rows
+// [q_g; k_g; v_g for g < KVH] (N rows): TP rank t holds rows [t*N/TP, (t+1)*N/TP), in order, with
+// any TP, also above the KV head count. Checked row by row on every rank's local buffers (columns
+// whole). Returns 1 when the layout has fewer KV heads than TP.
+int expect_megatron_qkv_rows(const Inventory& inv, const LayoutSpec& spec, const ShardMap& map) {
+  const auto* m = std::get_if<MegatronSpec>(&spec.spec);
+  if (!m) return 0;
+  const auto& c = inv.config();
+  const std::int64_t kvh = c.num_key_value_heads, hd = c.head_dim;
+  const std::int64_t q_rows = c.num_attention_heads / kvh * hd, group = q_rows + 2 * hd, n = kvh * group;
+  for (Rank r = 0; r < map.world_size(); ++r)
+    for (const auto& b : local_buffers(inv, spec, map, r)) {
+      if (b.name.find(".linear_qkv.") == std::string::npos) continue;
+      std::vector<std::int64_t> rows;
+      for (const auto& seg : b.segments) {
+        const auto& t = inv.tensor(seg.tensor);
+        EXPECT_EQ(seg.box.dims[1].size(), t.shape[1]) << b.name;
+        for (auto i = seg.box.dims[0].lo; i < seg.box.dims[0].hi; ++i) {
+          if (t.fused == FusedPart::Q) rows.push_back(i / q_rows * group + i % q_rows);
+          else if (t.fused == FusedPart::K) rows.push_back(i / hd * group + q_rows + i % hd);
+          else rows.push_back(i / hd * group + q_rows + hd + i % hd);
+        }
+      }
+      const std::int64_t per_rank = n / m->tp, first = (r % m->tp) * per_rank;
+      EXPECT_EQ(static_cast<std::int64_t>(rows.size()), per_rank) << b.name << " rank " << r;
+      for (std::size_t k = 0; k < rows.size(); ++k)
+        if (rows[k] != first + static_cast<std::int64_t>(k)) {
+          ADD_FAILURE() << b.name << " rank " << r << " row " << k << " is interleaved row " << rows[k]
+                        << ", expected " << first + static_cast<std::int64_t>(k);
+          break;
+        }
+    }
+  return m->tp > kvh ? 1 : 0;
+}
+
 }  // namespace
 
 TEST(PlannerProperty, RandomLayoutPairsAreExact) {
   std::mt19937 rng(20261129);
   const auto topo = Topology::load(std::string(RESHARD_SOURCE_DIR) + "/topologies/dgx-h100-2n.yaml");
   int pairs = 0, attempts = 0;
+  int tp_over_kv_heads = 0;         // Megatron sides with fewer KV heads than TP
   std::map<std::string, int> seen;  // framework pairs covered
   while (pairs < 1000) {
     ASSERT_LT(++attempts, 200000) << "too few valid random layouts";
     const auto inv = Inventory::parse(random_model(rng), "random.yaml");
-    const LayoutSpec a = random_layout(rng), b = random_layout(rng);
+    const int layers = inv.decoder_layers();
+    const LayoutSpec a = random_layout(rng, 16, layers), b = random_layout(rng, 16, layers);
     ShardMap src = [&] {
       try {
         return build_shard_map(inv, a);
@@ -161,6 +208,7 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     SCOPED_TRACE(a.describe() + " -> " + b.describe());
     expect_exact_cover(inv, src);
     expect_exact_cover(inv, dst);
+    tp_over_kv_heads += expect_megatron_qkv_rows(inv, a, src) + expect_megatron_qkv_rows(inv, b, dst);
 
     const TransferSet ts = plan(inv, src, dst);
     // Every destination rank receives each of its elements exactly once.
@@ -209,8 +257,9 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     const auto pred = estimate(sched, ts, inv, topo, CostParams::profile_named("reshard"));
     EXPECT_GE(pred.time.value, lb.time.value * (1 - 1e-9)) << sp.strategy;
   }
-  // The random pairs cover every framework combination.
+  // The random pairs cover every framework combination, and Megatron with fewer KV heads than TP.
   EXPECT_EQ(seen.size(), 9u);
+  EXPECT_GE(tp_over_kv_heads, 50);
 }
 
 namespace {

@@ -65,8 +65,9 @@ std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
 INSTANTIATE_TEST_SUITE_P(Frontier, ShippedScenario, ::testing::Values("kimi-k3-gb200.yaml"), test_name);
 #else
 INSTANTIATE_TEST_SUITE_P(All, ShippedScenario,
-                         ::testing::Values("small-gqa-megatron-vllm.yaml", "small-dtensor-uneven.yaml",
+                         ::testing::Values("small-gqa-megatron-vllm.yaml", "small-gqa-megatron-tp8.yaml",
+                                           "small-dtensor-uneven.yaml",
                                            "small-moe-ep.yaml", "qwen3-8b-colocated.yaml", "qwen3-235b-h100.yaml",
-                                           "deepseek-v3-h100.yaml"),
+                                           "deepseek-v3-h100.yaml", "nemotron-3-ultra-h100.yaml"),
                          test_name);
 #endif

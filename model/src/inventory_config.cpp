@@ -1,8 +1,16 @@
-// Architecture files (models/*.yaml): the fields of a Hugging Face config.json, named as there,
-// plus `architecture` and `dtype`. Which fields an architecture takes, and which it requires, is the
-// table below; anything else is an unknown key. Every problem is one ConfigError naming the file,
-// the line and the key.
+// Architecture files. Two spellings of the same fields:
+//   - models/*.yaml: the fields of a Hugging Face config.json, named as there, plus `architecture`
+//     and `dtype`; anything the architecture does not take is an unknown key (a typo is an error).
+//   - a Hugging Face config.json (or a folder holding one): `model_type` (else `architectures[0]`)
+//     selects the architecture, `torch_dtype` (or `dtype`) the weights' dtype; keys reshard does not
+//     use (rope, routing, token ids...) are kept in ModelConfig::ignored_keys, not refused. Settings
+//     that change the weights in ways reshard does not model (attention biases, dense layers between
+//     MoE layers other than DeepSeek's first_k_dense_replace) are refused by name.
+// Which fields an architecture takes, and which it requires, is the table below. Every problem is
+// one ConfigError naming the file, the line and the key.
 #include <algorithm>
+#include <optional>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -123,12 +131,86 @@ void check_pattern(const yaml::Node& n, const std::string& pattern, std::int64_t
   if (pattern.empty()) n.fail("must not be empty");
 }
 
-ModelConfig read_config(const yaml::Node& root, const std::string& default_name) {
+// Hugging Face names: model_type, then architectures[0], to reshard's architecture.
+const std::vector<std::pair<std::string, std::string>> kHfModelTypes = {
+    {"deepseek_v3", "deepseek_v3"}, {"kimi_k2", "deepseek_v3"}, {"qwen3", "qwen3"},
+    {"qwen3_moe", "qwen3_moe"},     {"nemotron_h", "nemotron_h"}};
+const std::vector<std::pair<std::string, std::string>> kHfClasses = {
+    {"DeepseekV3ForCausalLM", "deepseek_v3"}, {"Qwen3ForCausalLM", "qwen3"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe"},     {"NemotronHForCausalLM", "nemotron_h"}};
+
+std::string lookup(const std::vector<std::pair<std::string, std::string>>& table, const std::string& key) {
+  for (const auto& [k, v] : table)
+    if (k == key) return v;
+  return "";
+}
+
+std::string known_names(const std::vector<std::pair<std::string, std::string>>& table) {
+  std::string s;
+  for (const auto& [k, v] : table) s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+
+// The architecture a config.json describes, and the node that said so (for messages).
+std::pair<std::string, yaml::Node> hf_architecture(const yaml::Node& root) {
+  const auto type = root.get("model_type");
+  if (type) {
+    const std::string arch = lookup(kHfModelTypes, type->str());
+    if (!arch.empty()) return {arch, *type};
+  }
+  if (const auto classes = root.get("architectures")) {
+    for (const auto& item : classes->items()) {
+      const std::string arch = lookup(kHfClasses, item.str());
+      if (!arch.empty()) return {arch, item};
+    }
+    if (!type)
+      classes->fail("no known architecture class; known: " + known_names(kHfClasses));
+  }
+  if (type)
+    type->fail("unknown model_type '" + type->str() + "'; known: " + known_names(kHfModelTypes) +
+               " (or an architectures entry " + known_names(kHfClasses) + ")");
+  throw ConfigError(root.file(), root.line(), "model_type",
+                    "required key is missing (a Hugging Face config.json names model_type or architectures)");
+}
+
+// torch_dtype / dtype of a config.json ("bfloat16", "float16", "float32").
+DType hf_dtype(const yaml::Node& n) {
+  const std::string s = n.str();
+  if (s == "bfloat16") return DType::BF16;
+  if (s == "float16") return DType::FP16;
+  if (s == "float32") return DType::FP32;
+  n.fail("unknown dtype '" + s + "'; expected bfloat16, float16 or float32");
+}
+
+// config.json settings whose weights reshard does not model: refused with the reason.
+void refuse_unmodelled(const yaml::Node& root, const std::string& architecture) {
+  for (const char* key : {"attention_bias", "mlp_bias", "mamba_proj_bias", "use_bias"})
+    if (auto n = root.get(key); n && n->boolean())
+      n->fail("biases of linear layers are not modelled (the inventory lists weights without bias tensors)");
+  if (architecture == "qwen3_moe") {
+    if (auto n = root.get("mlp_only_layers"); n && n->is_seq() && n->size() > 0)
+      n->fail("dense layers among the MoE layers are not modelled; every layer must be MoE (an empty list)");
+    if (auto n = root.get("decoder_sparse_step"); n && n->integer() != 1)
+      n->fail("must be 1 (every layer MoE); a sparser MoE layout is not modelled");
+  }
+  if (architecture == "deepseek_v3")
+    if (auto n = root.get("moe_layer_freq"); n && n->integer() != 1)
+      n->fail("must be 1 (every layer after first_k_dense_replace is MoE); other layouts are not modelled");
+}
+
+// `hf`: a Hugging Face config.json (see the top of this file).
+ModelConfig read_config(const yaml::Node& root, const std::string& default_name, bool hf) {
   ModelConfig c;
   c.name = default_name;
-  const yaml::Node arch_node = root.at("architecture");
-  c.architecture = arch_node.str();
   const auto& table = architectures();
+  std::optional<yaml::Node> hf_node;
+  if (hf) {
+    auto [arch, node] = hf_architecture(root);
+    c.architecture = arch;
+    hf_node = node;
+  }
+  const yaml::Node arch_node = hf ? *hf_node : root.at("architecture");
+  if (!hf) c.architecture = arch_node.str();
   const auto arch = std::find_if(table.begin(), table.end(),
                                  [&](const Architecture& a) { return c.architecture == a.name; });
   if (arch == table.end()) {
@@ -137,18 +219,27 @@ ModelConfig read_config(const yaml::Node& root, const std::string& default_name)
     arch_node.fail("unknown architecture '" + c.architecture + "'; known: " + known);
   }
 
-  std::vector<std::string> allowed = {"name", "architecture", "dtype", "synthetic"};
+  std::vector<std::string> allowed = hf ? std::vector<std::string>{"model_type", "architectures", "torch_dtype", "dtype"}
+                                        : std::vector<std::string>{"name", "architecture", "dtype", "synthetic"};
   for (const auto& f : kCommon) allowed.emplace_back(f.key);
   for (const auto& f : arch->fields) allowed.emplace_back(f.key);
-  root.allow_only(allowed);
-
-  if (auto n = root.get("name")) c.name = n->str();
-  if (auto n = root.get("synthetic")) c.synthetic = n->boolean();
-  if (auto n = root.get("dtype")) {
-    try {
-      c.dtype = parse_dtype(n->str());
-    } catch (const std::invalid_argument& e) {
-      n->fail(e.what());
+  if (hf) {
+    refuse_unmodelled(root, c.architecture);
+    for (const auto& [key, node] : root.entries())
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) c.ignored_keys.push_back(key);
+    // torch_dtype (transformers 4) or dtype (transformers 5).
+    for (const char* key : {"torch_dtype", "dtype"})
+      if (auto n = root.get(key)) c.dtype = hf_dtype(*n);
+  } else {
+    root.allow_only(allowed);
+    if (auto n = root.get("name")) c.name = n->str();
+    if (auto n = root.get("synthetic")) c.synthetic = n->boolean();
+    if (auto n = root.get("dtype")) {
+      try {
+        c.dtype = parse_dtype(n->str());
+      } catch (const std::invalid_argument& e) {
+        n->fail(e.what());
+      }
     }
   }
   const auto missing = [&](const std::string& key, const std::string& why) {
@@ -199,8 +290,9 @@ ModelConfig read_config(const yaml::Node& root, const std::string& default_name)
   return c;
 }
 
-Inventory from_root(const yaml::Node& root, const std::string& default_name, const InventoryOptions& options) {
-  ModelConfig c = read_config(root, default_name);
+Inventory from_root(const yaml::Node& root, const std::string& default_name, const InventoryOptions& options,
+                    bool hf) {
+  ModelConfig c = read_config(root, default_name, hf);
   // Semantic checks without a line (build) then report against the file.
   try {
     return Inventory::build(c, options);
@@ -215,16 +307,29 @@ Inventory Inventory::load(const std::filesystem::path& path, const InventoryOpti
   return load(path, options, {});
 }
 
-Inventory Inventory::load(const std::filesystem::path& path, const InventoryOptions& options,
+Inventory Inventory::load(const std::filesystem::path& given, const InventoryOptions& options,
                           const std::vector<Override>& overrides) {
+  std::filesystem::path path = given;
+  std::error_code ec;
+  if (std::filesystem::is_directory(given, ec)) {
+    path = given / "config.json";
+    if (!std::filesystem::exists(path, ec))
+      throw ConfigError(given.string(), 0, "", "a folder given as a model must hold a Hugging Face config.json");
+  }
+  const bool hf = path.extension() == ".json";
+  // A config.json is named after its folder (models/hf/kimi-k2/config.json -> kimi-k2).
+  std::string name = path.stem().string();
+  if (hf && path.filename() == "config.json" && !path.parent_path().filename().empty())
+    name = std::filesystem::absolute(path, ec).parent_path().filename().string();
   const auto root = yaml::load_file(path, overrides);
-  return yaml::naming_overrides(overrides, [&] { return from_root(root, path.stem().string(), options); });
+  return yaml::naming_overrides(overrides, [&] { return from_root(root, name, options, hf); });
 }
 
 Inventory Inventory::parse(const std::string& yaml_text, const std::string& name, const InventoryOptions& options) {
   const auto root = yaml::load_string(yaml_text, name);
-  std::string stem = std::filesystem::path(name).stem().string();
-  return from_root(root, stem.empty() ? name : stem, options);
+  const std::filesystem::path p(name);
+  std::string stem = p.stem().string();
+  return from_root(root, stem.empty() ? name : stem, options, p.extension() == ".json");
 }
 
 }  // namespace reshard::model

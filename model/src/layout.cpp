@@ -132,7 +132,7 @@ std::string LayoutSpec::describe() const {
     if (m->vpp > 1) o << " VPP" << m->vpp;
     o << " DP" << m->dp;
     if (m->ep > 1) o << " EP" << m->ep;
-    if (m->etp > 1) o << " ETP" << m->etp;
+    if (m->expert_tp() != m->tp) o << " ETP" << m->expert_tp();  // no ETP: equal to TP
   } else if (auto* v = std::get_if<VllmSpec>(&spec)) {
     o << "vllm TP" << v->tp;
     if (v->pp > 1) o << " PP" << v->pp;

@@ -3,7 +3,9 @@
 //   vLLM:     q/k/v of a layer fuse into `qkv_proj` = [q; k; v]; gate/up into `gate_up_proj` =
 //             [gate; up] (dense, shared experts, and each routed expert's w13).
 //   Megatron: `linear_qkv` interleaves per query group: for each KV group g held by the rank,
-//             [q rows of g's heads; k rows of g; v rows of g]; `linear_fc1` = [gate; up].
+//             [q rows of g's heads; k rows of g; v rows of g]; with fewer KV heads than TP the
+//             rank holds a slice of one group's rows, its q, k and v pieces in that order;
+//             `linear_fc1` = [gate; up].
 //   dtensor:  one buffer per tensor.
 //   Every other tensor is a buffer of its own. Buffers are ordered by their first tensor's id.
 #include <algorithm>
@@ -72,7 +74,9 @@ std::vector<LocalBuffer> local_buffers(const Inventory& inv, const LayoutSpec& s
     LocalBuffer buf{name, {}};
     const auto& cfg = inv.config();
     const bool qkv = p.parts.size() == 3 && inv.tensor(p.parts[0].second.tensor).fused == FusedPart::Q;
-    if (megatron && qkv && cfg.num_key_value_heads > 0) {
+    // With fewer KV heads than TP a rank's rows lie inside one query group, already in q, k, v order.
+    const bool whole_groups = megatron && cfg.num_key_value_heads >= std::get<MegatronSpec>(spec.spec).tp;
+    if (qkv && whole_groups) {
       // Per-query-group interleave: the rank's q, k, v boxes split into whole KV groups.
       const auto& q = p.parts[0].second;
       const auto& k = p.parts[1].second;
@@ -92,7 +96,7 @@ std::vector<LocalBuffer> local_buffers(const Inventory& inv, const LayoutSpec& s
       buf.name = rename(buf.name, ".qkv_proj.", ".linear_qkv.");
     } else {
       for (auto& [order, seg] : p.parts) buf.segments.push_back(seg);
-      if (megatron) buf.name = rename(buf.name, ".gate_up_proj.", ".linear_fc1.");
+      if (megatron) buf.name = rename(rename(buf.name, ".gate_up_proj.", ".linear_fc1."), ".qkv_proj.", ".linear_qkv.");
     }
     out.push_back(std::move(buf));
   }

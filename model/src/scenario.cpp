@@ -105,7 +105,8 @@ LayoutSpec parse_layout(const yaml::Node& n) {
       n.fail(what + " needs " + std::to_string(world) + " GPUs, but gpus lists " + std::to_string(count));
   };
   if (fw == "megatron") {
-    n.allow_only({"framework", "gpus", "tp", "pp", "cp", "dp", "ep", "etp", "vpp", "layers_per_stage"});
+    n.allow_only({"framework", "gpus", "tp", "pp", "cp", "dp", "ep", "etp", "vpp", "layers_per_stage",
+                  "first_stage_layers", "last_stage_layers"});
     MegatronSpec m;
     if (auto v = n.get("tp")) m.tp = small_int(*v);
     if (auto v = n.get("pp")) m.pp = small_int(*v);
@@ -114,7 +115,11 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     if (auto v = n.get("etp")) m.etp = small_int(*v);
     if (auto v = n.get("vpp")) m.vpp = small_int(*v);
     if (auto v = n.get("layers_per_stage"))
-      for (auto x : v->items()) m.layers_per_stage.push_back(small_int(x));
+      for (auto x : v->items()) m.layers_per_stage.push_back(static_cast<std::int32_t>(x.integer_in(0, kMaxDimension)));
+    if (auto v = n.get("first_stage_layers")) m.first_stage_layers = static_cast<std::int32_t>(v->integer_in(0, kMaxDimension));
+    if (auto v = n.get("last_stage_layers")) m.last_stage_layers = static_cast<std::int32_t>(v->integer_in(0, kMaxDimension));
+    if (!m.layers_per_stage.empty() && (m.first_stage_layers || m.last_stage_layers))
+      n.at("layers_per_stage").fail("give either layers_per_stage or first_stage_layers / last_stage_layers");
     const std::int64_t tcp = static_cast<std::int64_t>(m.tp) * m.cp * m.pp;
     if (auto v = n.get("dp")) {
       m.dp = small_int(*v);

@@ -128,6 +128,9 @@ struct ModelConfig {
   std::string mtp_hybrid_override_pattern;  // nemotron_h: layer kinds of one MTP step (e.g. "*E")
   bool use_conv_bias = true;                // nemotron_h: Mamba conv1d has a bias
   DType dtype = DType::BF16;
+  // Read from a Hugging Face config.json: its keys reshard does not use, in file order (rope,
+  // routing, token ids...). Empty for a models/*.yaml file, where such a key is an error.
+  std::vector<std::string> ignored_keys;
 };
 
 struct InventoryOptions {
@@ -144,8 +147,9 @@ struct InventoryOptions {
 
 class Inventory {
  public:
-  // Reads an architecture file and builds the inventory. Throws ConfigError (file, line, key) on a
-  // missing or bad field.
+  // Reads an architecture file and builds the inventory: a models/*.yaml file, a Hugging Face
+  // config.json (any *.json file), or a folder holding a config.json. Throws ConfigError (file,
+  // line, key) on a missing or bad field.
   static Inventory load(const std::filesystem::path& path, const InventoryOptions& options = {});
   // The file with `overrides` (keys from its root: num_hidden_layers) applied first.
   static Inventory load(const std::filesystem::path& path, const InventoryOptions& options,

@@ -96,9 +96,17 @@ struct LocalBuffer {
 // ---- Layout specifications (what a scenario file says) -------------------------------------------
 
 struct MegatronSpec {
-  std::int32_t tp = 1, pp = 1, cp = 1, dp = 0 /* 0: derived from the GPU count */, ep = 1, etp = 1;
+  std::int32_t tp = 1, pp = 1, cp = 1, dp = 0 /* 0: derived from the GPU count */, ep = 1;
+  std::int32_t etp = 0;                        // expert tensor parallelism; 0: equal to tp (Megatron's default)
   std::int32_t vpp = 1;                        // virtual pipeline stages per rank
-  std::vector<std::int32_t> layers_per_stage;  // optional: explicit layer count per (virtual) stage
+  // How the decoder layers split over the PP*VPP (virtual) stages. Megatron splits evenly and refuses
+  // an uneven split unless told: either every count (`layers_per_stage`, in virtual-stage order, as
+  // --pipeline-model-parallel-layout does), or the first and/or last stage's count
+  // (--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers), the stages between
+  // sharing the rest evenly. MTP layers are not counted: they live on the last stage.
+  std::vector<std::int32_t> layers_per_stage{};
+  std::optional<std::int32_t> first_stage_layers{}, last_stage_layers{};
+  std::int32_t expert_tp() const { return etp > 0 ? etp : tp; }
 };
 
 struct VllmSpec {

@@ -1,14 +1,19 @@
 // A scenario: a model, a cluster, and a source and destination layout (docs/design.md §5).
 //
 //   name: deepseek-v3-h100
-//   model: ../models/deepseek-v3.yaml          # relative to this file, or absolute
+//   model: ../models/deepseek-v3.yaml          # relative to this file, or absolute; also a
+//                                               # Hugging Face config.json or a folder holding one
 //   topology: ../topologies/dgx-h100-64n.yaml
 //   dtype: bf16                                 # optional: overrides the model file's dtype
 //   include_mtp: false                          # optional
-//   source:      {framework: megatron, tp: 1, pp: 16, ep: 16, gpus: 0-255}
+//   source:      {framework: megatron, tp: 1, pp: 16, ep: 16, gpus: 0-255,
+//                 layers_per_stage: [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3]}
 //   destination: {framework: vllm, tp: 32, dp: 8, gpus: 256-511}
 //
 // `gpus` maps ranks in order onto topology GPUs: a range "0-255", an index, or a list of both.
+// Megatron keys: tp, pp, cp, dp (default: from the GPU count), ep, etp (default: tp), vpp, and for a
+// pipeline split that is not even either layers_per_stage (one count per virtual stage) or
+// first_stage_layers / last_stage_layers (MegatronSpec).
 #pragma once
 
 #include <filesystem>
