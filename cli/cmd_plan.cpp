@@ -50,6 +50,70 @@ struct PlanArgs {
   bool json = false;
 };
 
+// Bytes per tensor class: logical, needed (summed over destination ranks), pieces.
+struct ClassBytes {
+  std::vector<double> logical = std::vector<double>(kTensorClassCount, 0), needed = logical;
+  std::vector<std::int64_t> pieces = std::vector<std::int64_t>(kTensorClassCount, 0);
+};
+
+ClassBytes class_bytes(const LoadedScenario& sc, const TransferSet& ts) {
+  ClassBytes cls;
+  for (const auto& t : sc.inventory.tensors()) cls.logical[static_cast<std::size_t>(t.cls)] += t.bytes().as_double();
+  for (const auto& p : ts.pieces) {
+    const auto c = static_cast<std::size_t>(sc.inventory.tensor(p.tensor).cls);
+    cls.needed[c] += p.bytes.as_double() * static_cast<double>(sc.destination.rank_set(p.needers).size());
+    ++cls.pieces[c];
+  }
+  return cls;
+}
+
+// `plan --json`, schema reshard-plan-1 (docs/json-schema.md).
+void print_plan_json(const LoadedScenario& sc, const TransferSet& ts, const LowerBound& lb, const ClassBytes& cls,
+                     const Stats& recv, const Stats& sent, std::size_t world_size, const std::optional<Schedule>& schedule,
+                     const std::string& output) {
+  auto bytes = [](double b) { return static_cast<std::int64_t>(std::llround(b)); };
+  auto spread = [&](const Stats& st) {
+    return nlohmann::json{{"max", bytes(st.max)}, {"mean", bytes(st.mean)}, {"imbalance", st.imbalance()}};
+  };
+  nlohmann::json j;
+  j["schema"] = "reshard-plan-1";
+  j["scenario"] = sc.scenario.name;
+  j["model"] = sc.inventory.config().name;
+  j["parameters"] = sc.inventory.parameters();
+  j["logical_bytes"] = ts.logical_bytes.value;
+  j["source_gpus"] = sc.source.world_size();
+  j["destination_gpus"] = sc.destination.world_size();
+  j["world_size"] = world_size;
+  j["pieces"] = ts.pieces.size();
+  j["bytes_needed"] = ts.bytes_needed.value;
+  j["bytes_to_move"] = ts.bytes_to_move.value;
+  j["lower_bound_s"] = lb.time.value;
+  j["bound_cut"] = lb.binding.cut;
+  j["bound_where"] = lb.binding.where;
+  nlohmann::json cuts = nlohmann::json::array();
+  for (const auto& c : lb.cuts)
+    cuts.push_back({{"cut", c.cut}, {"where", c.where}, {"bytes", c.bytes.value},
+                    {"capacity_Bps", c.capacity.value}, {"time_s", c.time().value}});
+  j["cuts"] = cuts;
+  nlohmann::json by_class = nlohmann::json::object();
+  for (int c = 0; c < kTensorClassCount; ++c)
+    if (cls.logical[static_cast<std::size_t>(c)] > 0)
+      by_class[to_string(static_cast<TensorClass>(c))] = {{"logical_bytes", bytes(cls.logical[static_cast<std::size_t>(c)])},
+                                                           {"bytes_needed", bytes(cls.needed[static_cast<std::size_t>(c)])},
+                                                           {"pieces", cls.pieces[static_cast<std::size_t>(c)]}};
+  j["by_class"] = by_class;
+  if (schedule) {
+    j["strategy"] = to_string(schedule->params.strategy);
+    j["params"] = describe(schedule->params);
+    j["operations"] = schedule->ops.size();
+    j["buffers"] = schedule->buffers.size();
+    if (!output.empty()) j["schedule_file"] = output;
+  }
+  j["destination_received_bytes"] = spread(recv);
+  j["source_sent_bytes"] = spread(sent);
+  std::cout << j.dump(2) << '\n';
+}
+
 void run_plan(const PlanArgs& a) {
   const std::string& output = a.output;
   auto progress = ProgressLine::for_stderr(a.json);
@@ -82,60 +146,12 @@ void run_plan(const PlanArgs& a) {
   std::set<GpuId> all(sc.source.gpus().begin(), sc.source.gpus().end());
   all.insert(sc.destination.gpus().begin(), sc.destination.gpus().end());
 
-  // Bytes per tensor class: logical, needed (summed over destination ranks), pieces.
-  std::vector<double> cls_logical(kTensorClassCount, 0), cls_needed(kTensorClassCount, 0);
-  std::vector<std::int64_t> cls_pieces(kTensorClassCount, 0);
-  for (const auto& t : sc.inventory.tensors()) cls_logical[static_cast<std::size_t>(t.cls)] += t.bytes().as_double();
-  for (const auto& p : ts.pieces) {
-    const auto c = static_cast<std::size_t>(sc.inventory.tensor(p.tensor).cls);
-    cls_needed[c] += p.bytes.as_double() * static_cast<double>(sc.destination.rank_set(p.needers).size());
-    ++cls_pieces[c];
-  }
+  const ClassBytes cls = class_bytes(sc, ts);
   const Stats recv = stats(traffic.dest_received), sent = stats(traffic.source_sent);
   progress.clear();
 
   if (a.json) {
-    auto bytes = [](double b) { return static_cast<std::int64_t>(std::llround(b)); };
-    auto spread = [&](const Stats& st) {
-      return nlohmann::json{{"max", bytes(st.max)}, {"mean", bytes(st.mean)}, {"imbalance", st.imbalance()}};
-    };
-    nlohmann::json j;
-    j["schema"] = "reshard-plan-1";
-    j["scenario"] = sc.scenario.name;
-    j["model"] = sc.inventory.config().name;
-    j["parameters"] = sc.inventory.parameters();
-    j["logical_bytes"] = ts.logical_bytes.value;
-    j["source_gpus"] = sc.source.world_size();
-    j["destination_gpus"] = sc.destination.world_size();
-    j["world_size"] = all.size();
-    j["pieces"] = ts.pieces.size();
-    j["bytes_needed"] = ts.bytes_needed.value;
-    j["bytes_to_move"] = ts.bytes_to_move.value;
-    j["lower_bound_s"] = lb.time.value;
-    j["bound_cut"] = lb.binding.cut;
-    j["bound_where"] = lb.binding.where;
-    nlohmann::json cuts = nlohmann::json::array();
-    for (const auto& c : lb.cuts)
-      cuts.push_back({{"cut", c.cut}, {"where", c.where}, {"bytes", c.bytes.value},
-                      {"capacity_Bps", c.capacity.value}, {"time_s", c.time().value}});
-    j["cuts"] = cuts;
-    nlohmann::json by_class = nlohmann::json::object();
-    for (int c = 0; c < kTensorClassCount; ++c)
-      if (cls_logical[static_cast<std::size_t>(c)] > 0)
-        by_class[to_string(static_cast<TensorClass>(c))] = {{"logical_bytes", bytes(cls_logical[static_cast<std::size_t>(c)])},
-                                                             {"bytes_needed", bytes(cls_needed[static_cast<std::size_t>(c)])},
-                                                             {"pieces", cls_pieces[static_cast<std::size_t>(c)]}};
-    j["by_class"] = by_class;
-    if (schedule) {
-      j["strategy"] = to_string(schedule->params.strategy);
-      j["params"] = describe(schedule->params);
-      j["operations"] = schedule->ops.size();
-      j["buffers"] = schedule->buffers.size();
-      if (!output.empty()) j["schedule_file"] = output;
-    }
-    j["destination_received_bytes"] = spread(recv);
-    j["source_sent_bytes"] = spread(sent);
-    std::cout << j.dump(2) << '\n';
+    print_plan_json(sc, ts, lb, cls, recv, sent, all.size(), schedule, output);
     return;
   }
 
@@ -154,15 +170,15 @@ void run_plan(const PlanArgs& a) {
                                      " x the model)"},
                 {"bytes to move", format(ts.bytes_to_move)}});
   std::cout << '\n';
-  Table cls({"class", "logical>", "share>", "needed>", "pieces>"});
+  Table by_class({"class", "logical>", "share>", "needed>", "pieces>"});
   for (int c = 0; c < kTensorClassCount; ++c) {
     const auto i = static_cast<std::size_t>(c);
-    if (cls_logical[i] <= 0) continue;
-    cls.add({to_string(static_cast<TensorClass>(c)), format(Bytes{static_cast<std::int64_t>(cls_logical[i])}),
-             fixed(100.0 * cls_logical[i] / ts.logical_bytes.as_double(), 1) + " %",
-             format(Bytes{static_cast<std::int64_t>(cls_needed[i])}), std::to_string(cls_pieces[i])});
+    if (cls.logical[i] <= 0) continue;
+    by_class.add({to_string(static_cast<TensorClass>(c)), format(Bytes{static_cast<std::int64_t>(cls.logical[i])}),
+             fixed(100.0 * cls.logical[i] / ts.logical_bytes.as_double(), 1) + " %",
+             format(Bytes{static_cast<std::int64_t>(cls.needed[i])}), std::to_string(cls.pieces[i])});
   }
-  cls.print(std::cout);
+  by_class.print(std::cout);
   std::cout << '\n';
   Table per_gpu({"per GPU", "max>", "mean>", "max/mean>"});
   per_gpu.add({"destination receives", format(Bytes{static_cast<std::int64_t>(recv.max)}),

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../cli/progress.hpp"
+#include "run_command.hpp"
 
 namespace {
 
@@ -75,23 +76,16 @@ TEST(ProgressLine, LongItemIsCutToOneLine) {
   EXPECT_EQ(out.str().find('\n'), std::string::npos);
 }
 
-std::string run(const std::string& command, int* status) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  *status = pclose(p);
-  return out;
-}
+using reshard::test::run_command;
 
 const std::string kSmall = RESHARD_SOURCE_DIR "/scenarios/small-moe-ep.yaml";
 
 TEST(ProgressCli, QuietWhenStderrIsNotATerminal) {
   int status = 0;
-  const auto err = run(std::string(RESHARD_BINARY) + " compare " + kSmall + " --simulate 2>&1 >/dev/null", &status);
+  const auto err = run_command(std::string(RESHARD_BINARY) + " compare " + kSmall + " --simulate 2>&1 >/dev/null", &status);
   EXPECT_EQ(status, 0);
   EXPECT_EQ(err, "");
-  const auto json = run(std::string(RESHARD_BINARY) + " compare " + kSmall + " --simulate --json 2>&1", &status);
+  const auto json = run_command(std::string(RESHARD_BINARY) + " compare " + kSmall + " --simulate --json 2>&1", &status);
   EXPECT_EQ(status, 0);
   EXPECT_TRUE(nlohmann::json::accept(json)) << json;
 }
@@ -100,9 +94,9 @@ TEST(ProgressCli, QuietWhenStderrIsNotATerminal) {
 // and the confirmations with counts; simulate its events; plan its phases. --json stays quiet.
 TEST(ProgressCli, DrawnOnATerminal) {
   int status = 0;
-  if (run("command -v script >/dev/null 2>&1", &status), status != 0) GTEST_SKIP() << "no script(1) to give a terminal";
+  if (run_command("command -v script >/dev/null 2>&1", &status), status != 0) GTEST_SKIP() << "no script(1) to give a terminal";
   auto on_tty = [&](const std::string& args) {
-    return run("script -qec '" + std::string(RESHARD_BINARY) + " " + args + "' /dev/null", &status);
+    return run_command("script -qec '" + std::string(RESHARD_BINARY) + " " + args + "' /dev/null", &status);
   };
   const auto compare = on_tty("compare " + kSmall + " --simulate");
   ASSERT_EQ(status, 0) << compare;

@@ -24,18 +24,11 @@
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "run_command.hpp"
 
 namespace {
 
-std::string run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  const int s = pclose(p);
-  *status = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
-  return out;
-}
+std::string run(const std::string& cmd, int* status) { return reshard::test::run_command(cmd + " 2>&1", status); }
 
 std::string reshard() { return RESHARD_BINARY; }
 std::string mpirun(int n) {

@@ -18,6 +18,7 @@
 #include "reshard/model/topology.hpp"
 #include "reshard/sim/flow_io.hpp"
 #include "reshard/sim/traffic.hpp"
+#include "config_error.hpp"
 
 using namespace reshard;
 using namespace reshard::model;
@@ -26,21 +27,7 @@ namespace {
 
 const std::string kRoot = RESHARD_SOURCE_DIR;
 
-// The message of the ConfigError `f` throws ("" and a test failure when it throws none or another).
-std::string config_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a ConfigError: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-
-#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+using reshard::test::config_error;
 
 std::filesystem::path temp_file(const std::string& name, const std::string& text) {
   const auto p = std::filesystem::temp_directory_path() / ("reshard_hostile_" + name);

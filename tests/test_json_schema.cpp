@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_command.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -89,18 +91,11 @@ void expect_valid(const json& doc, const std::string& expected_schema, const std
   for (const auto& e : errors) ADD_FAILURE() << what << ": " << e;
 }
 
-std::string run(const std::string& command, int* status) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  *status = pclose(p);
-  return out;
-}
+using reshard::test::run_command;
 
 json reshard_json(const std::string& args) {
   int status = 0;
-  const auto out = run(std::string(RESHARD_BINARY) + " " + args + " 2>/dev/null", &status);
+  const auto out = run_command(std::string(RESHARD_BINARY) + " " + args + " 2>/dev/null", &status);
   EXPECT_EQ(status, 0) << args << "\n" << out;
   EXPECT_TRUE(json::accept(out)) << args << "\n" << out;
   return json::accept(out) ? json::parse(out) : json();
@@ -172,7 +167,7 @@ TEST(JsonSchema, EverySubcommand) {
 
   int status = 0;
   const std::string prefix = (kTmp / "sweep").string();
-  run(std::string(RESHARD_BINARY) + " sweep " + kRoot + "/tests/sweep/small-moe-nic.yaml -o " + prefix + " >/dev/null 2>&1",
+  run_command(std::string(RESHARD_BINARY) + " sweep " + kRoot + "/tests/sweep/small-moe-nic.yaml -o " + prefix + " >/dev/null 2>&1",
       &status);
   ASSERT_EQ(status, 0);
   std::ifstream rows(prefix + ".jsonl");
@@ -190,7 +185,7 @@ TEST(JsonSchema, ExecCheckCalibrate) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   const std::string m = (kTmp / "measurement.json").string();
   int status = 0;
-  const auto out = run(std::string(RESHARD_MPIEXEC) + " --oversubscribe -np 16 " + RESHARD_BINARY + " exec " + kGqa +
+  const auto out = run_command(std::string(RESHARD_MPIEXEC) + " --oversubscribe -np 16 " + RESHARD_BINARY + " exec " + kGqa +
                            " --strategy domain_chain --json --timeout 60s -o " + m + " 2>/dev/null",
                        &status);
   ASSERT_EQ(status, 0) << out;

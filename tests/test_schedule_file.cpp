@@ -14,6 +14,7 @@
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/schedule_file.hpp"
+#include "config_error.hpp"
 
 using namespace reshard::model;
 
@@ -41,21 +42,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-// The message of the ConfigError `f` throws ("" and a test failure when it throws none or another).
-template <class F>
-std::string config_error(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a ConfigError: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+using reshard::test::config_error;
 
 // Little-endian fields of the header (docs/schedule-format.md, "Header").
 void put_u32(std::string& b, std::size_t at, std::uint32_t v) {

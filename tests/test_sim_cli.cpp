@@ -9,15 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_command.hpp"
+
 namespace {
 
 std::string run(const std::string& args, int* status) {
-  std::string out;
-  FILE* p = popen((std::string(RESHARD_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  *status = pclose(p);
-  return out;
+  return reshard::test::run_command(std::string(RESHARD_BINARY) + " " + args + " 2>&1", status);
 }
 
 TEST(SimulateCli, RawTrafficJsonAndDump) {

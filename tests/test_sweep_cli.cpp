@@ -11,20 +11,14 @@
 #include <sstream>
 #include <string>
 
+#include "run_command.hpp"
+
 namespace {
 
 const std::string kSource = RESHARD_SOURCE_DIR;
 const std::string kSpec = kSource + "/tests/sweep/small-moe-nic.yaml";
 
-std::string run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  const int s = pclose(p);
-  *status = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
-  return out;
-}
+std::string run(const std::string& cmd, int* status) { return reshard::test::run_command(cmd + " 2>&1", status); }
 
 std::string read(const std::filesystem::path& p) {
   std::stringstream s;

@@ -364,9 +364,15 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-}  // namespace
+// What the writer lays out: the sections' sizes and places, each buffer's slice form (0: count,
+// 1: offset and count in 32 bits, 2: both in 64 bits) and the index by GPU.
+struct FilePlan {
+  Layout layout;
+  std::vector<std::uint8_t> forms;
+  std::vector<std::vector<std::int64_t>> index;
+};
 
-std::string schedule_to_binary(const Schedule& s) {
+FilePlan plan_file(const Schedule& s) {
   // The index is built from the ops and chains, so their shape is checked first.
   std::int32_t gpu_count = 0;
   std::uint64_t after = 0, hops = 0, slices = 0;
@@ -401,11 +407,12 @@ std::string schedule_to_binary(const Schedule& s) {
     forms.push_back(form);
     slices += kSliceBytes[form] * b.slices.size();
   }
-  const auto index = rank_index(s, gpu_count);
+  FilePlan f;
+  f.index = rank_index(s, gpu_count);
   std::uint64_t entries = 0;
-  for (const auto& e : index) entries += e.size();
+  for (const auto& e : f.index) entries += e.size();
 
-  Layout l;
+  Layout& l = f.layout;
   l.scenario_bytes = static_cast<std::uint32_t>(s.scenario.size());
   l.ops = s.ops.size();
   l.after = after;
@@ -416,7 +423,19 @@ std::string schedule_to_binary(const Schedule& s) {
   l.gpu_count = gpu_count;
   l.entries = entries;
   place(l);
+  f.forms = std::move(forms);
+  return f;
 
+}
+
+}  // namespace
+
+std::string schedule_to_binary(const Schedule& s) {
+  const FilePlan f = plan_file(s);
+  const Layout& l = f.layout;
+  const auto& forms = f.forms;
+  const auto& index = f.index;
+  const std::int32_t gpu_count = l.gpu_count;
   Writer w;
   w.out.reserve(l.end);
   w.out.append(kScheduleMagic, 8);

@@ -27,6 +27,39 @@ bool better(const Prediction& a, const Prediction& b) {
   if (a.time.value < b.time.value * (1 - kTie)) return true;
   return a.time.value <= b.time.value * (1 + kTie) && a.operations < b.operations;
 }
+
+// The candidate the search returns, by index: the estimate's pick, unless confirmation (options.
+// confirm, on the confirm_top best by the estimate, at once) finds another clearly faster; sets
+// the confirmed times.
+std::size_t choose(std::vector<TuneCandidate>& evaluated, const ScheduleBasis& basis, const TuneOptions& options,
+                   int threads) {
+  std::vector<std::size_t> order(evaluated.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return better(evaluated[a].prediction, evaluated[b].prediction);
+  });
+  std::size_t winner = order.front();
+  if (options.confirm) {
+    // The estimate's pick stays unless another candidate is confirmed clearly faster (by more than
+    // confirm_margin of the pick's confirmed time); then the fastest confirmed one wins.
+    const std::size_t top = std::min(order.size(), static_cast<std::size_t>(std::max(0, options.confirm_top)));
+    parallel_for(top, threads, [&](std::size_t k) {
+      auto& c = evaluated[order[k]];
+      c.confirmed = options.confirm(build_schedule(basis, c.params));
+    });
+    std::optional<Seconds> best;
+    for (std::size_t k = 0; k < top; ++k) {
+      const auto& c = evaluated[order[k]];
+      const double bar = k == 0 ? INFINITY : best->value * (winner == order.front() ? 1 - options.confirm_margin : 1);
+      if (c.confirmed->value < bar) {
+        best = c.confirmed;
+        winner = order[k];
+      }
+    }
+  }
+  return winner;
+}
+
 }  // namespace
 
 TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
@@ -34,6 +67,9 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
   return tune(ScheduleBasis(ts, inv, src, dst, topo), cost, options);
 }
 
+// Stays whole: the starting points, the descent and the evaluations ahead of it share the
+// candidates evaluated so far, those evaluated ahead and the budgets' counters, which the lambdas
+// below read and update; split, each phase would take all of them.
 TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOptions& options) {
   const int threads = thread_count(options.threads);
   TuneResult result;
@@ -154,30 +190,7 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
       }
     }
   }
-  std::vector<std::size_t> order(result.evaluated.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return better(result.evaluated[a].prediction, result.evaluated[b].prediction);
-  });
-  std::size_t winner = order.front();
-  if (options.confirm) {
-    // The estimate's pick stays unless another candidate is confirmed clearly faster (by more than
-    // confirm_margin of the pick's confirmed time); then the fastest confirmed one wins.
-    const std::size_t top = std::min(order.size(), static_cast<std::size_t>(std::max(0, options.confirm_top)));
-    parallel_for(top, threads, [&](std::size_t k) {
-      auto& c = result.evaluated[order[k]];
-      c.confirmed = options.confirm(build_schedule(basis, c.params));
-    });
-    std::optional<Seconds> best;
-    for (std::size_t k = 0; k < top; ++k) {
-      const auto& c = result.evaluated[order[k]];
-      const double bar = k == 0 ? INFINITY : best->value * (winner == order.front() ? 1 - options.confirm_margin : 1);
-      if (c.confirmed->value < bar) {
-        best = c.confirmed;
-        winner = order[k];
-      }
-    }
-  }
+  const std::size_t winner = choose(result.evaluated, basis, options, threads);
   result.best = result.evaluated[winner];
   return result;
 }
