@@ -159,6 +159,13 @@ class Sweep(unittest.TestCase):
             self.assertEqual(list(rows.estimate_s), [r["estimate_s"] for r in c["strategies"]])
             self.assertEqual(rows.iloc[0].lower_bound_s, c["lower_bound_s"])
 
+    def test_a_dict_scenario_sweeps_as_its_file(self):
+        axes = {"topology.cluster.nic_speed": ["200Gbps", "400Gbps"]}
+        from_dict = reshard.sweep(small_dict(), axes, strategies=["direct"])
+        from_file = reshard.sweep(SMALL, axes, strategies=["direct"])
+        self.assertEqual(list(from_dict.estimate_s), list(from_file.estimate_s))
+        self.assertTrue((from_dict.error == "").all())
+
     def test_a_failing_point_is_a_row_with_its_error(self):
         frame = reshard.sweep(SMALL, {"destination.tp": [2, 3]}, strategies=["direct"])
         self.assertEqual(list(frame.error == ""), [True, False])

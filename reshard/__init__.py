@@ -65,7 +65,8 @@ def _points(axes):
 
 
 def sweep(scenario, axes, strategies=None, profiles=None, simulate=False, set=None, threads=0, base_dir=None):
-    """The scenario file compared at every point of `axes`, with `set` ({KEY: VALUE}) applied to all
+    """The scenario (a file, or a dict in the scenario format: relative model and topology paths
+    against `base_dir`, default the current directory) compared at every point of `axes`, with `set` ({KEY: VALUE}) applied to all
     (as `reshard sweep` does, docs/sweep.md). `axes`: {KEY: values} (product), or a list of such dicts
     (keys within one dict zipped, the dicts multiplied). `strategies`: names or "auto" (default:
     every named strategy); `profiles`: default ["reshard"]; `threads`: 0 for one per core.
@@ -77,6 +78,17 @@ def sweep(scenario, axes, strategies=None, profiles=None, simulate=False, set=No
     import pandas as pd
 
     keys, points = _points(axes)
+    if isinstance(scenario, dict):  # the sweep reloads a file at every point: the dict becomes one
+        import json
+        import tempfile
+
+        base = _Path(base_dir) if base_dir is not None else _Path.cwd()
+        scenario = {k: (str(base / v) if k in ("model", "topology") and isinstance(v, str) and not _Path(v).is_absolute()
+                        else v) for k, v in scenario.items()}
+        with tempfile.TemporaryDirectory(prefix="reshard-sweep-") as tmp:
+            path = _Path(tmp) / f"{scenario.get('name', 'scenario')}.yaml"
+            path.write_text(json.dumps(scenario))  # JSON is YAML
+            return sweep(str(path), axes, strategies, profiles, simulate, set, threads, base_dir)
     rows = _reshard._sweep(scenario, keys, points, strategies=strategies, profiles=profiles, simulate=simulate,
                            overrides=set, threads=threads, base_dir=base_dir)
     frame = pd.DataFrame([{k: v for k, v in r.items() if k != "inputs"} for r in rows])
