@@ -15,6 +15,7 @@
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/schedule_file.hpp"
+#include "reshard/study/compare.hpp"
 #include "inputs.hpp"
 #include "progress.hpp"
 #include "set_option.hpp"
@@ -80,21 +81,10 @@ void print_plan_json(const LoadedScenario& sc, const TransferSet& ts, const Lowe
   j["scenario"] = sc.scenario.name;
   j["model"] = sc.inventory.config().name;
   j["parameters"] = sc.inventory.parameters();
-  j["logical_bytes"] = ts.logical_bytes.value;
+  j.update(study::plan_json(ts, lb));
   j["source_gpus"] = sc.source.world_size();
   j["destination_gpus"] = sc.destination.world_size();
   j["world_size"] = world_size;
-  j["pieces"] = ts.pieces.size();
-  j["bytes_needed"] = ts.bytes_needed.value;
-  j["bytes_to_move"] = ts.bytes_to_move.value;
-  j["lower_bound_s"] = lb.time.value;
-  j["bound_cut"] = lb.binding.cut;
-  j["bound_where"] = lb.binding.where;
-  nlohmann::json cuts = nlohmann::json::array();
-  for (const auto& c : lb.cuts)
-    cuts.push_back({{"cut", c.cut}, {"where", c.where}, {"bytes", c.bytes.value},
-                    {"capacity_Bps", c.capacity.value}, {"time_s", c.time().value}});
-  j["cuts"] = cuts;
   nlohmann::json by_class = nlohmann::json::object();
   for (int c = 0; c < kTensorClassCount; ++c)
     if (cls.logical[static_cast<std::size_t>(c)] > 0)
@@ -130,7 +120,7 @@ void run_plan(const PlanArgs& a) {
   // With --strategy: the schedule, validated, written for simulate / exec to replay unchanged.
   std::optional<Schedule> schedule;
   if (!a.strategy.empty()) {
-    const CostParams cost = cost_params(a.profile, a.params);  // what auto is tuned for
+    const CostParams cost = CostParams::named_or_loaded(a.profile, a.params);  // what auto is tuned for
     const StrategyParams params = strategy_params(a.strategy, sc, ts, cost, 0, progress.callback());
     progress.stage("build schedule");
     schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);

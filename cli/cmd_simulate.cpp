@@ -121,7 +121,7 @@ void run_collective(const SimulateOptions& o) {
   }
   spec.channels = o.channels;
   const model::Schedule schedule = model::collective_schedule(spec, topology);
-  const model::CostParams cost = cost_params(o.profile, o.params);
+  const model::CostParams cost = model::CostParams::named_or_loaded(o.profile, o.params);
   const model::Prediction prediction = model::estimate(schedule, model::TransferSet{}, model::Inventory{}, topology, cost);
   sim::ScheduleSimOptions options;
   options.symmetry_quotient = !o.no_symmetry;
@@ -181,7 +181,7 @@ void run_schedule(const SimulateOptions& o) {
   progress.clear();  // warnings on lines of their own
   print_warnings(sc.topology);
   const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
-  const model::CostParams cost = cost_params(o.profile, o.params);
+  const model::CostParams cost = model::CostParams::named_or_loaded(o.profile, o.params);
   if (from_file) {
     if (schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
       throw model::ConfigError(o.input, 0, "piece_count",

@@ -1,6 +1,5 @@
 #include "inputs.hpp"
 
-#include <atomic>
 #include <filesystem>
 #include <vector>
 
@@ -12,20 +11,12 @@ namespace reshard::cli {
 
 using namespace reshard::model;
 
-CostParams cost_params(const std::string& profile, const std::string& params_file) {
-  return params_file.empty() ? CostParams::profile_named(profile) : CostParams::load(params_file);
-}
-
 StrategyParams strategy_params(const std::string& spec, const LoadedScenario& sc, const TransferSet& ts,
                                const CostParams& cost, int max_chain, const ProgressFn& progress) {
   StrategyParams p;
   if (spec == "auto") {
     TuneOptions options;
-    std::atomic<std::int64_t> candidates = 0;
-    if (progress)
-      options.progress = [&](const StrategyParams& c, const Prediction& pr) {
-        progress({"tune", ++candidates, options.budget, describe(c) + ": " + format(pr.time)});
-      };
+    options.progress = progress;
     p = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, options).best.params;
   } else {
     p = parse_strategy(spec);

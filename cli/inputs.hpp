@@ -11,9 +11,6 @@
 
 namespace reshard::cli {
 
-// `--params FILE` when given (a file written by reshard calibrate), else `--profile NAME`.
-model::CostParams cost_params(const std::string& profile, const std::string& params_file);
-
 // `--strategy`: "auto" (the tuner's choice under `cost`) or a strategy with its parameters as
 // describe() writes them; `max_chain` > 0 replaces the strategy's (`--max-chain`). The tuner
 // reports its candidates to `progress` (stage "tune", of at most its budget).

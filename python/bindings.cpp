@@ -130,7 +130,7 @@ Loaded load(const py::object& scenario, const py::object& overrides, const py::o
 }
 
 CostParams cost_params(const std::string& profile, const py::object& params) {
-  return params.is_none() ? CostParams::profile_named(profile) : CostParams::load(path_string(params));
+  return CostParams::named_or_loaded(profile, params.is_none() ? std::string() : path_string(params));
 }
 
 std::string link_name(const Topology& topo, LinkId l) {
@@ -184,17 +184,7 @@ py::object plan_py(const py::object& scenario, const std::optional<std::string>&
   const TransferSet ts = plan(sc->inventory, sc->source, sc->destination);
   const LowerBound lb = lower_bound(ts, sc->source, sc->destination, sc->topology);
   nlohmann::json j = scenario_json(*sc);
-  j["logical_bytes"] = ts.logical_bytes.value;
-  j["pieces"] = ts.pieces.size();
-  j["bytes_needed"] = ts.bytes_needed.value;
-  j["bytes_to_move"] = ts.bytes_to_move.value;
-  j["lower_bound_s"] = lb.time.value;
-  j["bound_cut"] = lb.binding.cut;
-  j["bound_where"] = lb.binding.where;
-  auto& cuts = j["cuts"] = nlohmann::json::array();
-  for (const auto& c : lb.cuts)
-    cuts.push_back({{"cut", c.cut}, {"where", c.where}, {"bytes", c.bytes.value}, {"capacity_Bps", c.capacity.value},
-                    {"time_s", c.time().value}});
+  j.update(study::plan_json(ts, lb));
   if (strategy) {
     const CostParams cost = cost_params(profile, params);
     const Schedule s = schedule_for(*sc, ts, *strategy, cost);
@@ -327,7 +317,7 @@ py::object sweep_py(const py::object& scenario, const std::vector<std::string>& 
   }();
   py::list out;
   for (const auto& row : rows) out.append(to_python(study::to_json(row, spec)));
-  return std::move(out);
+  return out;
 }
 
 }  // namespace

@@ -43,6 +43,10 @@ CostParams CostParams::profile_named(const std::string& name) {
   throw ConfigError("", 0, "profile", "unknown profile '" + name + "'; expected reshard, nemo_rl or nccl");
 }
 
+CostParams CostParams::named_or_loaded(const std::string& profile, const std::filesystem::path& params_file) {
+  return params_file.empty() ? profile_named(profile) : load(params_file);
+}
+
 CostParams CostParams::load(const std::filesystem::path& path) {
   const auto root = yaml::load_file(path);
   root.allow_only({"profile", "efficiency", "chain_hop_latency", "per_op", "per_tensor", "per_broadcast_tensor",

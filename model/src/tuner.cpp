@@ -91,23 +91,23 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
   // Builds and estimates the candidates of `batch` not known yet, at once (one schedule per thread
   // alive at a time).
   auto evaluate_ahead = [&](const std::vector<StrategyParams>& batch) {
-    std::vector<StrategyParams> todo;
+    std::vector<StrategyParams> unknown;
     for (const auto& p : batch)
       if (!known(p) && !ahead.contains(describe(p)) &&
-          std::none_of(todo.begin(), todo.end(), [&](const StrategyParams& q) { return same(p, q); }))
-        todo.push_back(p);
-    std::vector<Ahead> done(todo.size());
-    parallel_for(todo.size(), threads, [&](std::size_t i) {
-      done[i].params = todo[i];
+          std::none_of(unknown.begin(), unknown.end(), [&](const StrategyParams& q) { return same(p, q); }))
+        unknown.push_back(p);
+    std::vector<Ahead> done(unknown.size());
+    parallel_for(unknown.size(), threads, [&](std::size_t i) {
+      done[i].params = unknown[i];
       try {
-        const Schedule s = build_schedule(basis, todo[i]);
+        const Schedule s = build_schedule(basis, unknown[i]);
         done[i].params = s.params;
         done[i].prediction = estimate(s, basis.transfers(), basis.inventory(), basis.topology(), cost);
       } catch (...) {
         done[i].error = std::current_exception();
       }
     });
-    for (std::size_t i = 0; i < todo.size(); ++i) ahead.emplace(describe(todo[i]), std::move(done[i]));
+    for (std::size_t i = 0; i < unknown.size(); ++i) ahead.emplace(describe(unknown[i]), std::move(done[i]));
   };
   // `upcoming`: the candidates the search tries after p if it moves nothing, evaluated with p.
   auto evaluate = [&](const StrategyParams& p, const std::vector<StrategyParams>& upcoming = {}) -> const TuneCandidate* {
@@ -135,7 +135,7 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
     ++result.built;
     operations += a.prediction.operations;
     result.evaluated.push_back({a.params, a.prediction, std::nullopt});
-    if (options.progress) options.progress(p, a.prediction);
+    if (options.progress) options.progress({"tune", result.built, options.budget, describe(p) + ": " + format(a.prediction.time)});
     return &result.evaluated.back();
   };
   std::vector<StrategyParams> starts;

@@ -85,7 +85,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   out.lower_bound = lower_bound(ts, sc.source, sc.destination, sc.topology);
   out.lower_bound_limit = bound_limit(out.lower_bound);
   const CostParams cost =
-      options.params_file.empty() ? CostParams::profile_named(options.profile) : CostParams::load(options.params_file);
+      CostParams::named_or_loaded(options.profile, options.params_file);
   out.profile = cost.profile;  // a parameters file names its own
   std::optional<ScheduleBasis> basis;  // what the schedules built here share
   if (!sc.schedule || options.tune) basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology);
@@ -152,7 +152,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
     TuneOptions topts;
     topts.threads = threads;
     for (const auto& r : out.rows) topts.seeds.push_back({r.params, r.prediction, r.simulated});
-    std::atomic<std::int64_t> candidates = 0, confirmed = 0;  // counted for the progress line
+    std::atomic<std::int64_t> confirmed = 0;  // counted for the progress line
     if (options.simulate)  // confirm the best candidates by simulation
       topts.confirm = [&](const Schedule& s) {
         say("confirm", confirmed, topts.confirm_top, describe(s.params) + ", simulating");
@@ -162,9 +162,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
         return t;
       };
     if (options.progress)  // the budget bounds the candidates; the search may end before it
-      topts.progress = [&](const StrategyParams& p, const Prediction& pr) {
-        say("tune", ++candidates, topts.budget, describe(p) + ": " + format(pr.time));
-      };
+      topts.progress = [&](const ProgressStep& p) { say("tune", p.done, p.total, p.item); };
     const TuneResult tuned = tune(*basis, cost, topts);
     out.rows.push_back({"auto", tuned.best.params, tuned.best.prediction, tuned.best.confirmed, "", "", ""});
     out.candidates = tuned.built;
@@ -226,6 +224,22 @@ nlohmann::json to_json(const CompareResult& r) {
   j["best"] = r.rows.empty() ? "" : r.rows[r.best].name;
   j["best_params"] = r.rows.empty() ? "" : describe(r.rows[r.best].params);
   j["candidates"] = r.candidates;
+  return j;
+}
+
+nlohmann::json plan_json(const TransferSet& ts, const LowerBound& lb) {
+  nlohmann::json j;
+  j["logical_bytes"] = ts.logical_bytes.value;
+  j["pieces"] = ts.pieces.size();
+  j["bytes_needed"] = ts.bytes_needed.value;
+  j["bytes_to_move"] = ts.bytes_to_move.value;
+  j["lower_bound_s"] = lb.time.value;
+  j["bound_cut"] = lb.binding.cut;
+  j["bound_where"] = lb.binding.where;
+  auto& cuts = j["cuts"] = nlohmann::json::array();
+  for (const auto& c : lb.cuts)
+    cuts.push_back({{"cut", c.cut}, {"where", c.where}, {"bytes", c.bytes.value}, {"capacity_Bps", c.capacity.value},
+                    {"time_s", c.time().value}});
   return j;
 }
 

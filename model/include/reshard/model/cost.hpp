@@ -70,6 +70,8 @@ struct CostParams {
   // {nvlink, c2c, pcie, network}, per_op, per_tensor,
   // per_broadcast_tensor, per_bucket, per_stage (durations with units).
   static CostParams load(const std::filesystem::path& path);
+  // The parameters file when one is named (`--params`), else the built-in profile (`--profile`).
+  static CostParams named_or_loaded(const std::string& profile, const std::filesystem::path& params_file);
 };
 
 struct Prediction {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "reshard/model/cost.hpp"
+#include "reshard/model/progress.hpp"
 #include "reshard/model/schedule_basis.hpp"
 
 namespace reshard::model {
@@ -50,8 +51,9 @@ struct TuneOptions {
   // their tolerance and the estimate's ranking (fewer operations on ties) stands.
   double confirm_margin = 0.05;
   std::function<Seconds(const Schedule&)> confirm;  // e.g. the simulated makespan
-  // Called in evaluation order, from the calling thread.
-  std::function<void(const StrategyParams&, const Prediction&)> progress;
+  // After each candidate, in evaluation order, from the calling thread: stage "tune", candidates
+  // built so far of at most `budget`, "PARAMS: ESTIMATE".
+  ProgressFn progress;
   // Threads that build and estimate candidates (and confirm them) at once; 0: one per hardware
   // thread. Each holds one schedule while it works.
   int threads = 0;

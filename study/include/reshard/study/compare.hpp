@@ -68,6 +68,11 @@ CompareResult compare(const model::LoadedScenario& scenario, const CompareOption
 // and its binding cut, one entry per row under "strategies", and the best row.
 nlohmann::json to_json(const CompareResult& result);
 
+// The transfer set and its lower bound as `plan --json` and Python's plan() give them
+// (reshard-plan-1): logical_bytes, pieces, bytes_needed, bytes_to_move, lower_bound_s, bound_cut,
+// bound_where and every cut.
+nlohmann::json plan_json(const model::TransferSet& ts, const model::LowerBound& lb);
+
 // model::load_scenario with `--set KEY=VALUE` texts (model/overrides.hpp); relative `model` and
 // `topology` values resolve against `base_dir` (empty: the current directory).
 model::LoadedScenario load_scenario_with_overrides(const std::filesystem::path& path, const std::vector<std::string>& sets,
