@@ -15,6 +15,7 @@
 #include "reshard/model/cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/schedule_file.hpp"
 #include "inputs.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
@@ -43,6 +44,43 @@ bool first_process() {
   return true;
 }
 
+// How a process got the schedule of a schedule file: the bytes of the file it read, of how many.
+struct ScheduleRead {
+  std::int64_t bytes_read = 0, file_bytes = 0;
+  bool rebuilt = false;   // rebuilt from its scenario and strategy; the header's digest matched
+  std::string why_whole;  // a binary file read whole: why the rebuilt schedule was not the file's
+};
+
+// A binary file's schedule without reading the file: every process rebuilds it from the scenario
+// and the strategy the header names (a schedule reshard builds is the same on every process) and
+// uses it when its digest is the header's, so a process reads the 128-byte header and the
+// scenario's name, never the operations. Otherwise (a version 1 file, other --set values, another
+// reshard's build, a schedule from another tool) every process reads the whole file, which
+// make_run_plan then validates against the scenario.
+ScheduleRead rebuild_or_read(const std::string& path, const ScheduleFileHeader& header, const LoadedScenario& sc,
+                             const TransferSet& ts, Schedule& schedule) {
+  ScheduleRead read{header.bytes_read, header.file_bytes, false, ""};
+  if (header.digest == 0) {
+    read.why_whole = "a version 1 file carries no digest";
+  } else {
+    try {
+      Schedule rebuilt = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, header.params);
+      rebuilt.scenario = header.scenario;
+      if (binary_digest(rebuilt) == header.digest) {
+        schedule = std::move(rebuilt);
+        read.rebuilt = true;
+        return read;
+      }
+      read.why_whole = "the scenario and strategy give another schedule than the file's";
+    } catch (const model::Error& e) {
+      read.why_whole = std::string("the strategy does not build on this scenario (") + e.what() + ")";
+    }
+  }
+  schedule = read_schedule_file(path);
+  read.bytes_read = read.file_bytes;
+  return read;
+}
+
 void run_exec(const ExecArgs& a) {
   exec::ExecOptions opt;
   opt.backend = a.backend;
@@ -53,30 +91,49 @@ void run_exec(const ExecArgs& a) {
 
   // Everything below up to execute() is checked before any process moves a byte.
   const bool from_schedule = is_schedule_file(a.input);
+  const bool binary = from_schedule && is_binary_schedule_file(a.input);
+  ScheduleFileHeader header;
   Schedule schedule;
-  if (from_schedule) schedule = read_schedule_file(a.input);
-  const std::string scenario_path =
-      std::filesystem::absolute(from_schedule ? schedule_scenario_file(a.input, schedule, a.scenario) : a.input).string();
+  if (binary) header = read_schedule_header(a.input);
+  else if (from_schedule) schedule = read_schedule_file(a.input);
+  const std::string scenario_path = std::filesystem::absolute(
+      from_schedule ? schedule_scenario_file(a.input, binary ? header.scenario : schedule.scenario, a.scenario) : a.input)
+                                        .string();
   opt.scenario_path = scenario_path;
   const std::vector<Override> overrides = parse_sets(a.sets);
   for (const auto& o : overrides) opt.scenario_sets.push_back(o.key + "=" + o.value);  // paths made absolute
   const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path), overrides);
   if (a.dry_run || first_process()) print_warnings(sc.topology);  // once per run, not once per rank
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
-  if (!from_schedule) {
+  ScheduleRead read;
+  if (binary) {
+    read = rebuild_or_read(a.input, header, sc, ts, schedule);
+  } else if (!from_schedule) {
     const StrategyParams p = strategy_params(a.strategy, sc, ts, CostParams::profile_named(a.profile), a.max_chain);
     schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     schedule.scenario = sc.scenario.name;
+  } else {
+    read.file_bytes = read.bytes_read = static_cast<std::int64_t>(std::filesystem::file_size(a.input));
   }
   const exec::RunPlan rp = exec::make_run_plan(sc, ts, schedule);
   std::int64_t moved = 0;
   for (const auto& o : schedule.ops) moved += o.bytes.value;
-  const nlohmann::json common{{"scenario", sc.scenario.name},
-                              {"strategy", to_string(schedule.params.strategy)},
-                              {"params", describe(schedule.params)},
-                              {"gpus", rp.gpus.size()},
-                              {"operations", schedule.ops.size()},
-                              {"bytes_moved", moved}};
+  nlohmann::json common{{"scenario", sc.scenario.name},
+                        {"strategy", to_string(schedule.params.strategy)},
+                        {"params", describe(schedule.params)},
+                        {"gpus", rp.gpus.size()},
+                        {"operations", schedule.ops.size()},
+                        {"bytes_moved", moved}};
+  std::string read_line;  // what each process read of a schedule file
+  if (from_schedule) {
+    common["schedule_file"] = {{"path", a.input}, {"bytes", read.file_bytes}, {"bytes_read_per_process", read.bytes_read},
+                               {"rebuilt", read.rebuilt}};
+    const std::string share = format(Bytes{read.bytes_read}) + " of " + format(Bytes{read.file_bytes});
+    read_line = read.rebuilt ? "rebuilt from its scenario and strategy (the digest matches): each process reads " + share
+                             : "each process reads it whole (" + share + ")" + (read.why_whole.empty() ? "" : ": " + read.why_whole);
+    if (!read.rebuilt && binary && !a.json && (a.dry_run || first_process()))
+      std::cerr << "reshard: note: " << a.input << ": " << read_line << '\n';
+  }
   if (a.dry_run) {  // what a run needs, without starting one (no MPI, no GPU)
     if (a.json) {
       nlohmann::json j{{"schema", "reshard-exec-dry-run-1"}};
@@ -86,11 +143,14 @@ void run_exec(const ExecArgs& a) {
       j["bytes_needed"] = ts.bytes_needed.value;
       std::cout << j.dump(2) << '\n';
     } else {
-      print_fields(std::cout, {{"scenario", sc.scenario.name},
-                               {"strategy", describe(schedule.params)},
-                               {"GPUs", std::to_string(rp.gpus.size()) + " (mpirun -np " + std::to_string(rp.gpus.size()) + ")"},
-                               {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + (rp.steps == 1 ? " step" : " steps")},
-                               {"bytes moved", format(Bytes{moved})}});
+      std::vector<std::pair<std::string, std::string>> fields{
+          {"scenario", sc.scenario.name},
+          {"strategy", describe(schedule.params)},
+          {"GPUs", std::to_string(rp.gpus.size()) + " (mpirun -np " + std::to_string(rp.gpus.size()) + ")"},
+          {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + (rp.steps == 1 ? " step" : " steps")},
+          {"bytes moved", format(Bytes{moved})}};
+      if (from_schedule) fields.emplace_back("schedule file", a.input + ": " + read_line);
+      print_fields(std::cout, fields);
     }
     return;
   }

@@ -175,7 +175,7 @@ void run_schedule(const SimulateOptions& o) {
     progress.stage("read schedule");
     schedule = model::read_schedule_file(o.input);
   }
-  const std::string scenario_file = from_file ? schedule_scenario_file(o.input, schedule, o.scenario) : o.input;
+  const std::string scenario_file = from_file ? schedule_scenario_file(o.input, schedule.scenario, o.scenario) : o.input;
   progress.stage("plan");
   const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(scenario_file), parse_sets(o.sets));
   progress.clear();  // warnings on lines of their own

@@ -25,22 +25,22 @@ StrategyParams strategy_params(const std::string& spec, const LoadedScenario& sc
   return p;
 }
 
-std::string schedule_scenario_file(const std::string& schedule_file, const Schedule& schedule,
+std::string schedule_scenario_file(const std::string& schedule_file, const std::string& scenario_name,
                                    const std::string& scenario_file) {
   if (!scenario_file.empty()) return scenario_file;
   namespace fs = std::filesystem;
-  const std::string file = schedule.scenario + ".yaml";
+  const std::string file = scenario_name + ".yaml";
   const std::vector<fs::path> places{fs::path(schedule_file).parent_path() / file, fs::path("scenarios") / file,
                                      fs::path(RESHARD_SOURCE_DIR) / "scenarios" / file};
   std::string looked;
   for (const auto& p : places) {
     looked += (looked.empty() ? "" : ", ") + p.string();
     std::error_code ec;
-    if (schedule.scenario.empty() || !fs::is_regular_file(p, ec)) continue;
-    if (Scenario::load(p).name == schedule.scenario) return p.string();
+    if (scenario_name.empty() || !fs::is_regular_file(p, ec)) continue;
+    if (Scenario::load(p).name == scenario_name) return p.string();
   }
   throw ConfigError(schedule_file, 0, "scenario",
-                    "the schedule was built for scenario '" + schedule.scenario + "', which is none of " + looked +
+                    "the schedule was built for scenario '" + scenario_name + "', which is none of " + looked +
                         "; pass --scenario SCENARIO.yaml");
 }
 

@@ -19,10 +19,10 @@ model::StrategyParams strategy_params(const std::string& spec, const model::Load
                                       const model::ProgressFn& progress = {});
 
 // The scenario file of a schedule read from `schedule_file`: `scenario_file` when given
-// (--scenario), else the scenario the schedule names, found as NAME.yaml next to the schedule, in
+// (--scenario), else the scenario the schedule names (`scenario_name`), found as NAME.yaml next to the schedule, in
 // ./scenarios/ or in the shipped scenarios/ (the first whose `name` matches). Throws ConfigError
 // naming the schedule and the places looked at when none matches.
-std::string schedule_scenario_file(const std::string& schedule_file, const model::Schedule& schedule,
+std::string schedule_scenario_file(const std::string& schedule_file, const std::string& scenario_name,
                                    const std::string& scenario_file);
 
 // Whether a path names a schedule file (.json, or the binary format by its magic) rather than a scenario.

@@ -1,4 +1,6 @@
-// Binary schedule file (reshard plan -o FILE.rsched): read whole, then, when it claims small-moe-ep's
+// Binary schedule file (reshard plan -o FILE.rsched): its content digest stamped first (else almost
+// every mutation would stop at the digest check and nothing behind it would be fuzzed; the check
+// itself is covered by tests/test_schedule_file.cpp), read whole, then, when it claims small-moe-ep's
 // piece count, checked against the scenario (GPUs, full validation) and estimated, as
 // simulate/exec/check do. A GPU's part read through the index must be the whole schedule filtered
 // to that GPU; a difference escapes as std::logic_error, which libFuzzer reports.
@@ -9,7 +11,8 @@
 using namespace reshard::model;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string bytes = reshard::fuzz::text_of(data, size);
+  std::string bytes = reshard::fuzz::text_of(data, size);
+  stamp_binary_digest(bytes);
   try {
     const Schedule s = schedule_from_binary(bytes, "fuzz.rsched");
     const std::string path = reshard::fuzz::write_scratch("fuzz.rsched", bytes).string();

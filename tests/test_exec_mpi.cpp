@@ -24,6 +24,7 @@
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/schedule_file.hpp"
 #include "run_command.hpp"
 
 namespace {
@@ -172,6 +173,49 @@ TEST(ExecHost, ScheduleOfAnotherScenarioIsRefusedBeforeAnythingRuns) {
                       &st);
   EXPECT_EQ(st, 0) << ok;
   EXPECT_TRUE(json_of(ok)["verified"].get<bool>());
+}
+
+// A binary schedule file is not read by the processes of a run: each rebuilds the schedule from its
+// scenario and the strategy in the 128-byte header and runs it when its digest is the file's (so
+// a process reads the header and the scenario's name). A file whose schedule the header's strategy
+// does not give (here: built with 1 MiB chunks, the header saying 256 KiB) is read whole, and runs.
+TEST(ExecHost, BinaryScheduleIsRebuiltFromItsHeaderOrReadWhole) {
+  using namespace reshard::model;
+  const std::string scen = scenario("small-gqa-megatron-vllm.yaml");
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string rebuilt = (dir / "reshard_test_exec_rebuilt.rsched").string();
+  int st = 0;
+  const auto planned = run(reshard() + " plan " + scen + " --strategy \"hybrid max_chain=2\" -o " + rebuilt, &st);
+  ASSERT_EQ(st, 0) << planned;
+  const auto dry = json_of(run(reshard() + " exec " + rebuilt + " --dry-run --json", &st));
+  ASSERT_EQ(st, 0) << dry;
+  const auto file_bytes = static_cast<std::int64_t>(std::filesystem::file_size(rebuilt));
+  EXPECT_TRUE(dry["schedule_file"]["rebuilt"].get<bool>());
+  EXPECT_EQ(dry["schedule_file"]["bytes"].get<std::int64_t>(), file_bytes);
+  EXPECT_EQ(dry["schedule_file"]["bytes_read_per_process"].get<std::int64_t>(),
+            128 + static_cast<std::int64_t>(std::string("small-gqa-megatron-vllm").size()));
+  const auto ran = run(mpirun(16) + reshard() + " exec " + rebuilt + " --json", &st);
+  ASSERT_EQ(st, 0) << ran;
+  EXPECT_TRUE(json_of(ran)["verified"].get<bool>());
+  EXPECT_TRUE(json_of(ran)["schedule_file"]["rebuilt"].get<bool>());
+
+  const LoadedScenario sc = load_scenario(std::filesystem::path(scen));
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology,
+                              parse_strategy("domain_chain chunk=1MiB"));
+  s.scenario = sc.scenario.name;
+  s.params.chunk = Bytes{256 * 1024};
+  const std::string other = (dir / "reshard_test_exec_read_whole.rsched").string();
+  write_schedule_file(other, s);
+  const auto whole = run(mpirun(16) + reshard() + " exec " + other + " --json", &st);
+  ASSERT_EQ(st, 0) << whole;
+  const auto w = json_of(whole);
+  EXPECT_TRUE(w["verified"].get<bool>());
+  EXPECT_FALSE(w["schedule_file"]["rebuilt"].get<bool>());
+  EXPECT_EQ(w["schedule_file"]["bytes_read_per_process"].get<std::int64_t>(),
+            static_cast<std::int64_t>(std::filesystem::file_size(other)));
+  const auto note = run(reshard() + " exec " + other + " --dry-run", &st);
+  EXPECT_NE(note.find("the scenario and strategy give another schedule than the file's"), std::string::npos) << note;
 }
 
 TEST(ExecHost, MeasurementGoesThroughCheckAndCalibrate) {

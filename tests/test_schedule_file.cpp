@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "reshard/model/digest.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
@@ -211,13 +212,51 @@ TEST(ScheduleFileHostile, NewerVersionIsRefusedWithItsNumber) {
   const std::string path = temp_path("newer.rsched");
   write_bytes(path, bytes);
   const std::string e = config_error([&] { read_schedule_file(path); });
-  EXPECT_HAS(e, path + ": header.version: format version 2 was written by a newer reshard; this one reads version 1");
-  EXPECT_HAS(config_error([&] { read_rank_schedule(path, 3); }), "format version 2");
+  EXPECT_HAS(e, path + ": header.version: format version 3 was written by a newer reshard; this one reads version 2");
+  EXPECT_HAS(config_error([&] { read_rank_schedule(path, 3); }), "format version 3");
 }
 
-// Any single corrupted byte gives back either a schedule (a value changed within its range, which
-// validate() then judges) or one ConfigError naming the file; never a crash or an out-of-range read
-// (the sanitizer build runs this too). A changed id in the index is always caught.
+// Version 2's content digest: FNV-1a over the file with its own 8 bytes (offset 120) as zero. A
+// version 1 file (no digest, those bytes zero) still reads; a version 2 file with a changed byte,
+// anywhere, is refused naming the digest.
+TEST(ScheduleFileDigest, ChangedBytesAreRefusedAndVersionOneStillReads) {
+  const Built b = build("small-moe-ep.yaml", "domain_chain");
+  const std::string good = schedule_to_binary(b.s);
+  std::uint64_t stored = 0;
+  for (int k = 7; k >= 0; --k) stored = (stored << 8) | static_cast<unsigned char>(good[120 + static_cast<std::size_t>(k)]);
+  std::string zeroed = good;
+  for (std::size_t k = 120; k < 128; ++k) zeroed[k] = '\0';
+  Fnv1a h;
+  h.add(zeroed);
+  EXPECT_EQ(stored, h.value());
+  EXPECT_EQ(binary_digest(b.s), stored);
+  const std::string path = temp_path("digest.rsched");
+  write_bytes(path, good);
+  EXPECT_EQ(read_schedule_header(path).digest, stored);
+  EXPECT_EQ(read_schedule_header(path).bytes_read, 128 + static_cast<std::int64_t>(b.s.scenario.size()));
+
+  std::string v1 = zeroed;
+  put_u32(v1, 8, 1);
+  EXPECT_EQ(schedule_from_binary(v1, "v1.rsched"), b.s);
+  write_bytes(path, v1);
+  EXPECT_EQ(read_schedule_header(path).digest, 0u);
+
+  for (std::size_t at : {std::size_t{130}, good.size() / 2, good.size() - 1}) {
+    std::string bytes = good;
+    bytes[at] = static_cast<char>(bytes[at] ^ 1);
+    EXPECT_HAS(config_error([&] { schedule_from_binary(bytes, "changed.rsched"); }),
+               "changed.rsched: header.digest: the file's content does not match its digest");
+  }
+  std::string zero_digest = zeroed;  // version 2 without its digest
+  EXPECT_HAS(config_error([&] { schedule_from_binary(zero_digest, "nodigest.rsched"); }), "header.digest: is 0");
+  // A different schedule has a different digest.
+  EXPECT_NE(binary_digest(build("small-moe-ep.yaml", "direct").s), stored);
+}
+
+// Any single corrupted byte, its digest stamped again (so the checks behind the digest are what is
+// tested), gives back either a schedule (a value changed within its range, which validate() then
+// judges) or one ConfigError naming the file; never a crash or an out-of-range read (the sanitizer
+// build runs this too). A changed id in the index is always caught.
 TEST(ScheduleFileHostile, EveryCorruptedByteIsCaughtOrInRange) {
   const Built b = build("small-moe-ep.yaml", "domain_chain");
   const std::string good = schedule_to_binary(b.s);
@@ -226,6 +265,7 @@ TEST(ScheduleFileHostile, EveryCorruptedByteIsCaughtOrInRange) {
   for (std::size_t at = 0; at < good.size(); ++at) {
     std::string bytes = good;
     bytes[at] = static_cast<char>(bytes[at] ^ 0x5a);
+    stamp_binary_digest(bytes);
     try {
       const Schedule s = schedule_from_binary(bytes, "corrupt.rsched");
       ++read;
@@ -263,6 +303,7 @@ TEST(ScheduleFileHostile, FieldsOutOfRangeAreNamed) {
   for (const auto& e : edits) {
     std::string bytes = good;
     put_u32(bytes, e.at, e.value);
+    stamp_binary_digest(bytes);
     write_bytes(path, bytes);
     EXPECT_HAS(config_error([&] { read_schedule_file(path); }), e.expect);
   }

@@ -13,38 +13,31 @@
 namespace reshard::model {
 
 namespace {
-void fnv(std::uint64_t& h, std::string_view text) {
-  for (const unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-}
 std::string hex(std::uint64_t h) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
 }
-constexpr std::uint64_t kBasis = 14695981039346656037ull;
 }  // namespace
 
 std::string digest(std::string_view text) {
-  std::uint64_t h = kBasis;
-  fnv(h, text);
-  return hex(h);
+  Fnv1a h;
+  h.add(text);
+  return hex(h.value());
 }
 
 std::string scenario_digest(const Scenario& s) {
-  std::uint64_t h = kBasis;
+  Fnv1a h;
   for (const auto& path : {std::filesystem::path(s.file), s.model_path, s.topology_path}) {
     check_input_file(path, "file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw ConfigError(path.string(), 0, "", "cannot open the file to compute its digest");
     std::stringstream ss;
     ss << in.rdbuf();
-    fnv(h, ss.str());
-    fnv(h, std::string_view("\0", 1));  // a boundary, so moving bytes between files changes the digest
+    h.add(ss.str());
+    h.add(std::string_view("\0", 1));  // a boundary, so moving bytes between files changes the digest
   }
-  return hex(h);
+  return hex(h.value());
 }
 
 std::string document_digest(const nlohmann::json& doc) {

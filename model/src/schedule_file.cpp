@@ -1,4 +1,4 @@
-// The binary schedule format, `reshard-schedule-bin` version 1 (docs/schedule-format.md has the
+// The binary schedule format, `reshard-schedule-bin` version 2 (docs/schedule-format.md has the
 // layout; the constants below are the one place it is written down in code).
 #include "reshard/model/schedule_file.hpp"
 
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reshard/model/checked.hpp"
+#include "reshard/model/digest.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/json_file.hpp"
 
@@ -34,6 +35,7 @@ constexpr std::uint64_t kIndexBytes = 16;
 constexpr std::uint64_t kEntryBytes = 8;
 constexpr std::uint8_t kFlagRailAligned = 1, kFlagRelayIngress = 2, kFlagRelayEgress = 4;
 constexpr std::int32_t kI32 = std::numeric_limits<std::int32_t>::max();
+constexpr std::size_t kDigestAt = 120;  // the header's content digest (version 2; 0 in version 1)
 
 // ---- Little-endian encoding ---------------------------------------------------------------------
 
@@ -75,6 +77,7 @@ struct Layout {
   std::uint64_t ops = 0, after = 0, chains = 0, hops = 0, buffers = 0, slice_bytes = 0, entries = 0;
   StrategyParams params;
   std::uint32_t scenario_bytes = 0;
+  std::uint64_t digest = 0;  // 0: none (version 1)
   // Section offsets.
   std::uint64_t scenario_at = kHeaderBytes, ops_at = 0, after_at = 0, chains_at = 0, hops_at = 0, buffers_at = 0,
                 slices_at = 0, index_at = 0, entries_at = 0, end = 0;
@@ -110,6 +113,15 @@ bool place(Layout& l) {
 
 bool has_magic(const unsigned char* p, std::size_t n) { return n >= 8 && std::memcmp(p, kScheduleMagic, 8) == 0; }
 
+// FNV-1a over the whole file with the digest's own 8 bytes read as zero.
+std::uint64_t content_digest(std::string_view bytes) {
+  Fnv1a h;
+  h.add(bytes.substr(0, kDigestAt));
+  h.add(std::string_view("\0\0\0\0\0\0\0\0", 8));
+  h.add(bytes.substr(std::min(bytes.size(), kDigestAt + 8)));
+  return h.value();
+}
+
 // The header of a file of `size` bytes, checked: magic, version, counts, and that the sections
 // the counts give end exactly at the end of the file (so every later read is in bounds).
 Layout read_header(const unsigned char* h, std::uint64_t size, const Where& w) {
@@ -124,7 +136,7 @@ Layout read_header(const unsigned char* h, std::uint64_t size, const Where& w) {
                                  std::to_string(kScheduleBinaryVersion) + " (write the schedule as JSON, or upgrade)");
   if (l.version == 0) w.fail("header.version", "format version 0 does not exist");
   if (get_u32(h + 12) != kHeaderBytes)
-    w.fail("header.header_bytes", "is " + std::to_string(get_u32(h + 12)) + ", version 1 has " + std::to_string(kHeaderBytes));
+    w.fail("header.header_bytes", "is " + std::to_string(get_u32(h + 12)) + ", the header has " + std::to_string(kHeaderBytes));
   l.file_bytes = get_u64(h + 16);
   if (l.file_bytes != size)
     w.fail("header.file_bytes", "the header gives " + std::to_string(l.file_bytes) + " bytes, the file has " +
@@ -159,6 +171,8 @@ Layout read_header(const unsigned char* h, std::uint64_t size, const Where& w) {
   l.params.relay_ingress = flags & kFlagRelayIngress;
   l.params.relay_egress = flags & kFlagRelayEgress;
   l.scenario_bytes = get_u32(h + 116);
+  l.digest = l.version >= 2 ? get_u64(h + kDigestAt) : 0;
+  if (l.version >= 2 && l.digest == 0) w.fail("header.digest", "is 0; a version 2 file carries its content digest");
   if (!place(l)) w.fail("header", "the counts give a file of more than 2^64 bytes");
   if (l.end != size)
     w.fail("header", "the counts give a file of " + std::to_string(l.end) + " bytes, the file has " + std::to_string(size));
@@ -455,7 +469,7 @@ std::string schedule_to_binary(const Schedule& s) {
                                  (s.params.relay_ingress ? kFlagRelayIngress : 0) | (s.params.relay_egress ? kFlagRelayEgress : 0)));
   w.u16(0);
   w.u32(l.scenario_bytes);
-  w.u64(0);
+  w.u64(0);  // the content digest, written last
   w.out += s.scenario;
   w.pad_to(8);
   std::uint64_t at = 0;
@@ -515,6 +529,7 @@ std::string schedule_to_binary(const Schedule& s) {
   }
   for (const auto& e : index)
     for (auto id : e) w.i64(id);
+  stamp_binary_digest(w.out);
   return std::move(w.out);
 }
 
@@ -522,6 +537,8 @@ Schedule schedule_from_binary(const std::string& bytes, const std::string& file)
   const Where w{file};
   const unsigned char* d = bytes_of(bytes);
   const Layout l = read_header(d, bytes.size(), w);
+  if (l.digest != 0 && l.digest != content_digest(bytes))
+    w.fail("header.digest", "the file's content does not match its digest: it was changed or damaged after it was written");
   Schedule s;
   s.scenario.assign(bytes, l.scenario_at, l.scenario_bytes);
   s.params = l.params;
@@ -631,6 +648,35 @@ const Chain& RankSchedule::chain(std::int32_t id) const {
   const auto it = std::lower_bound(chain_ids.begin(), chain_ids.end(), id);
   if (it == chain_ids.end() || *it != id) throw std::out_of_range("no chain " + std::to_string(id) + " in GPU's operations");
   return chains[static_cast<std::size_t>(it - chain_ids.begin())];
+}
+
+void stamp_binary_digest(std::string& bytes) {
+  if (bytes.size() < kHeaderBytes) return;
+  const std::uint64_t digest = content_digest(bytes);
+  for (std::size_t k = 0; k < 8; ++k) bytes[kDigestAt + k] = static_cast<char>((digest >> (8 * k)) & 0xff);
+}
+
+std::uint64_t binary_digest(const Schedule& s) {
+  const std::string bytes = schedule_to_binary(s);
+  return get_u64(bytes_of(bytes) + kDigestAt);
+}
+
+ScheduleFileHeader read_schedule_header(const std::string& path) {
+  check_input_file(path, "schedule file");
+  const std::uint64_t size = std::filesystem::file_size(path);
+  RandomReader in(path);
+  const std::string head = in.read(0, std::min<std::uint64_t>(size, kHeaderBytes));
+  const Where w{path};
+  const Layout l = read_header(bytes_of(head), size, w);
+  ScheduleFileHeader h;
+  h.scenario = in.read(l.scenario_at, l.scenario_bytes);
+  h.params = l.params;
+  h.piece_count = l.piece_count;
+  h.op_count = static_cast<std::int64_t>(l.ops);
+  h.digest = l.digest;
+  h.bytes_read = in.bytes_read();
+  h.file_bytes = static_cast<std::int64_t>(size);
+  return h;
 }
 
 // Reads, in order: the header, the scenario name, the GPU's index entry and op ids, the op records

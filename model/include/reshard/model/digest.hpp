@@ -3,6 +3,7 @@
 // operation dropped, `verified` flipped, the scenario changed since), not a deliberate forgery.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
@@ -11,6 +12,23 @@ namespace reshard::model {
 
 struct Scenario;
 
+// FNV-1a over 64 bits, fed in pieces: h = (h XOR byte) * 1099511628211 for every byte, from
+// 14695981039346656037.
+class Fnv1a {
+ public:
+  void add(std::string_view bytes) {
+    for (const unsigned char c : bytes) {
+      h_ ^= c;
+      h_ *= 1099511628211ull;
+    }
+  }
+  std::uint64_t value() const { return h_; }
+
+ private:
+  std::uint64_t h_ = 14695981039346656037ull;
+};
+
+// 16 hex digits of FNV-1a over `text`.
 std::string digest(std::string_view text);
 // The digest of the scenario file, its model file and its topology file, in that order.
 std::string scenario_digest(const Scenario& s);

@@ -15,15 +15,38 @@ namespace reshard::model {
 // The binary format's first 8 bytes and the version this reshard writes and reads; a file of a
 // newer version is refused with a message saying so.
 inline constexpr char kScheduleMagic[8] = {'R', 'S', 'H', 'D', 'S', 'C', 'H', 'D'};
-inline constexpr std::uint32_t kScheduleBinaryVersion = 1;
+// Version 2 adds the content digest to version 1's header; both are read.
+inline constexpr std::uint32_t kScheduleBinaryVersion = 2;
 
 // The binary file's bytes for `s` (docs/schedule-format.md). A schedule whose op list is malformed
 // (op_problem, without content) or that names a negative GPU is a ScheduleError.
 std::string schedule_to_binary(const Schedule& s);
-// Reads the bytes of a binary schedule file; `file` names it in messages. Every count, offset and
-// index is checked against the header and the sections before it is used: a truncated or corrupt
-// file is one ConfigError naming the file, the record (ops[17].chain) and what is wrong.
+// Reads the bytes of a binary schedule file; `file` names it in messages. The content digest is
+// checked first (version 2), then every count, offset and index against the header and the
+// sections before it is used: a truncated, changed or corrupt file is one ConfigError naming the
+// file, the record (ops[17].chain, header.digest) and what is wrong.
 Schedule schedule_from_binary(const std::string& bytes, const std::string& file = "");
+
+// The content digest the binary file of `s` carries (FNV-1a over 64 bits of the file's bytes, its
+// own 8 header bytes read as zero): equal digests mean, short of a deliberate collision, the same
+// schedule.
+std::uint64_t binary_digest(const Schedule& s);
+// Writes the content digest of `bytes` (a binary schedule file of version 2, at least the 128-byte
+// header) into its header: for tools and tests that change a file on purpose.
+void stamp_binary_digest(std::string& bytes);
+
+// What a binary file's header says, read without the rest of the file: enough to rebuild the
+// schedule from its scenario and strategy and to tell whether the rebuilt one is the file's
+// (binary_digest(rebuilt) == digest). Errors as schedule_from_binary's for the header.
+struct ScheduleFileHeader {
+  std::string scenario;
+  StrategyParams params;
+  std::int32_t piece_count = 0;
+  std::int64_t op_count = 0;
+  std::uint64_t digest = 0;  // 0: a version 1 file, which carries none
+  std::int64_t bytes_read = 0, file_bytes = 0;
+};
+ScheduleFileHeader read_schedule_header(const std::string& path);
 
 // Whether `path` starts with the binary format's magic (false for a file that cannot be read).
 bool is_binary_schedule_file(const std::string& path);
