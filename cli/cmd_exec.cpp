@@ -29,7 +29,7 @@ using reshard::exec::ExecError;
 namespace {
 
 struct ExecArgs {
-  std::string input, scenario, strategy = "domain_chain", backend = "host", timeout = "30s", output, profile = "reshard";
+  std::string input, scenario, strategy = "domain_chain", backend = "host", timeout = "30s", output, profile = "reshard", params;
   int max_chain = 0;  // 0: the strategy's own
   bool json = false, dry_run = false;
   std::vector<std::string> inject;
@@ -87,7 +87,9 @@ void run_exec(const ExecArgs& a) {
   opt.profile = a.profile;
   opt.timeout_s = parse_duration(a.timeout).value;
   for (const auto& f : a.inject) opt.faults.push_back(exec::parse_fault(f));
-  CostParams::profile_named(a.profile);  // an unknown profile is refused before anything runs
+  // An unknown profile or a bad parameters file is refused before anything runs.
+  const CostParams cost = CostParams::named_or_loaded(a.profile, a.params);
+  if (!a.params.empty()) opt.params_file = std::filesystem::absolute(a.params).string();
 
   // Everything below up to execute() is checked before any process moves a byte.
   const bool from_schedule = is_schedule_file(a.input);
@@ -109,7 +111,7 @@ void run_exec(const ExecArgs& a) {
   if (binary) {
     read = rebuild_or_read(a.input, header, sc, ts, schedule);
   } else if (!from_schedule) {
-    const StrategyParams p = strategy_params(a.strategy, sc, ts, CostParams::profile_named(a.profile), a.max_chain);
+    const StrategyParams p = strategy_params(a.strategy, sc, ts, cost, a.max_chain);
     schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     schedule.scenario = sc.scenario.name;
   } else {
@@ -227,6 +229,7 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
     j["strategy"] = to_string(m.schedule.params.strategy);
     j["params"] = describe(m.schedule.params);
     j["profile"] = m.profile;
+    if (!m.params_file.empty()) j["params_file"] = m.params_file;
     j["backend"] = m.backend;
     j["verified"] = m.verified;
     auto& steps = j["steps"] = nlohmann::json::array();
@@ -245,7 +248,8 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
   }
   print_fields(std::cout, {{"measurement", path}, {"scenario", m.schedule.scenario + " (" + m.scenario_path + ")"},
                            {"strategy", describe(m.schedule.params)}, {"backend", m.backend},
-                           {"profile", m.profile}, {"verified", m.verified ? "yes" : "no"}});
+                           {"profile", m.params_file.empty() ? m.profile : m.params_file},
+                           {"verified", m.verified ? "yes" : "no"}});
   std::cout << '\n';
   Table t({"step", "ops>", "bytes>", "predicted>", "measured>", "error>"});
   for (const auto& r : rows)
@@ -253,7 +257,8 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
            format(Seconds{r.predicted_s}), format(Seconds{r.measured_s}), fixed(100 * r.error(), 1) + " %"});
   t.print(std::cout);
   std::cout << "error is (measured - predicted) / predicted; the prediction is the cost model of the scenario's "
-               "topology with profile '" << m.profile << "'.\n";
+               "topology with " << (m.params_file.empty() ? "profile '" + m.profile + "'" : "the cost parameters of " + m.params_file)
+            << ".\n";
   if (m.backend == "host" || m.backend == "cuda")
     std::cout << "note: the " << m.backend << " backend moves every byte through "
               << (m.backend == "host" ? "MPI in host memory" : "one GPU's memory (virtual ranks)")
@@ -277,7 +282,8 @@ void add_exec_command(CLI::App& app) {
   cmd->add_option("--backend", a->backend, "host (MPI), cuda (one GPU, virtual ranks), nccl (one process per GPU)");
   cmd->add_option("--timeout", a->timeout, "A peer that does not answer within this ends the run (e.g. 30s)");
   cmd->add_option("-o,--output", a->output, "Write the Measurement JSON here");
-  cmd->add_option("--profile", a->profile, "Cost profile recorded for reshard check (reshard or nemo_rl)");
+  cmd->add_option("--profile", a->profile, "Cost profile auto tunes for and reshard check predicts with (reshard or nemo_rl)");
+  cmd->add_option("--params", a->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_option("--inject", a->inject, "Test-only fault: corrupt:OP[@middle|@last], die:RANK, kill:RANK, stop:RANK, drop:OP");
   cmd->add_flag("--json", a->json, "Print one JSON object (process 0)");
   cmd->add_flag("--dry-run", a->dry_run, "Build and check the schedule, print the process count it needs, run nothing");

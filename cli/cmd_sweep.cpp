@@ -27,7 +27,7 @@ using namespace reshard::model;
 namespace {
 
 struct SweepArgs {
-  std::string spec, output;
+  std::string spec, output, params;
   int jobs = 0;
   bool simulate = false;
   std::vector<std::string> sets;
@@ -74,6 +74,7 @@ void run_sweep(const SweepArgs& a) {
   exec::ProcessGroup processes;
   study::SweepSpec spec = study::SweepSpec::load(a.spec);
   if (a.simulate) spec.simulate = true;
+  if (!a.params.empty()) spec.use_params_file(a.params);
   for (const auto& s : a.sets) spec.base.push_back(parse_override(s));
   const bool root = processes.rank() == 0;
   ProgressLine progress(std::cerr, root && isatty(STDERR_FILENO));
@@ -131,6 +132,8 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Write PREFIX.csv and PREFIX.jsonl (default: the spec's name)");
   cmd->add_option("-j,--jobs", a->jobs, "Threads per process (default: every core)")->check(CLI::PositiveNumber);
   cmd->add_flag("--simulate", a->simulate, "Also simulate every schedule");
+  cmd->add_option("--params", a->params,
+                  "Cost parameters file (as written by reshard calibrate); replaces the spec's profiles");
   add_set_option(cmd, a->sets);
   cmd->callback([a] { run_sweep(*a); });
 }

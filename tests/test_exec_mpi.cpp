@@ -218,6 +218,32 @@ TEST(ExecHost, BinaryScheduleIsRebuiltFromItsHeaderOrReadWhole) {
   EXPECT_NE(note.find("the scenario and strategy give another schedule than the file's"), std::string::npos) << note;
 }
 
+// `--params FILE` on exec: auto tunes with the file's cost parameters (the strategy compare
+// --params picks), the Measurement records the file, and check predicts with it (params/nemo_rl.yaml
+// adds per-bucket and per-stage overheads, so its prediction is above the built-in profile's).
+TEST(ExecHost, ParametersFileTunesAutoAndPredictsInCheck) {
+  const std::string params = std::string(RESHARD_SOURCE_DIR) + "/params/nemo_rl.yaml";
+  int st = 0;
+  const auto best = json_of(run(reshard() + " compare " + kGqa + " --params " + params + " --json", &st));
+  ASSERT_EQ(st, 0);
+  const auto dry = json_of(run(reshard() + " exec " + kGqa + " --strategy auto --params " + params + " --dry-run --json", &st));
+  ASSERT_EQ(st, 0) << dry;
+  EXPECT_EQ(dry["params"], best["best_params"]);
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto with_file = dir / "reshard_test_exec_params_file.json", without = dir / "reshard_test_exec_profile.json";
+  for (const auto& [m, extra] : {std::pair{with_file, " --params " + params}, std::pair{without, std::string()}}) {
+    const auto out = run(mpirun(16) + reshard() + " exec " + kGqa + " --strategy gather_broadcast" + extra + " -o " + m.string(), &st);
+    ASSERT_EQ(st, 0) << out;
+  }
+  const auto a = json_of(run(reshard() + " check " + with_file.string() + " --json", &st));
+  ASSERT_EQ(st, 0) << a;
+  const auto b = json_of(run(reshard() + " check " + without.string() + " --json", &st));
+  ASSERT_EQ(st, 0) << b;
+  EXPECT_EQ(a["params_file"], params);
+  EXPECT_FALSE(b.contains("params_file"));
+  EXPECT_GT(a["total"]["estimate_s"].get<double>(), b["total"]["estimate_s"].get<double>());
+}
+
 TEST(ExecHost, MeasurementGoesThroughCheckAndCalibrate) {
   const auto dir = std::filesystem::temp_directory_path();
   const auto m = dir / "reshard_test_exec_measurement_host.json";

@@ -280,6 +280,34 @@ TEST(Sweep, RowsEqualComparingEachPointAlone) {
   EXPECT_EQ(k, rows.size());
 }
 
+// A profiles entry ending in .yaml is a cost parameters file, relative to the spec: its rows are
+// what compare() gives with that file (CompareOptions::params_file), and differ from the built-in
+// profile's (params/nemo_rl.yaml fits per-bucket and per-stage overheads that reshard's is without).
+// `--params FILE` (use_params_file) replaces the profiles with the one file.
+TEST(Sweep, ParametersFileIsAProfile) {
+  auto spec = spec_of("axes:\n  - {key: dtype, values: [bf16]}\nstrategies: [gather_broadcast]\n"
+                      "profiles: [reshard, params/nemo_rl.yaml]\n");
+  ASSERT_EQ(spec.profiles.size(), 2u);
+  EXPECT_TRUE(spec.params_file(0).empty());
+  EXPECT_EQ(spec.params_file(1), std::filesystem::path(kSource) / "params/nemo_rl.yaml");
+  const auto rows = run_sweep(spec);
+  ASSERT_EQ(rows.size(), 2u);
+  CompareOptions options;
+  options.strategies = {"gather_broadcast"};
+  options.params_file = (std::filesystem::path(kSource) / "params/nemo_rl.yaml").string();
+  const auto with_file = compare(load_scenario(spec.scenario, spec.overrides(0)), options);
+  EXPECT_EQ(rows[1].profile, "params/nemo_rl.yaml");
+  EXPECT_EQ(*rows[1].estimate_s, with_file.rows[0].prediction.time.value);
+  EXPECT_GT(*rows[1].estimate_s, *rows[0].estimate_s);
+  spec.use_params_file((std::filesystem::path(kSource) / "params/nemo_rl.yaml").string());
+  const auto replaced = run_sweep(spec);
+  ASSERT_EQ(replaced.size(), 1u);
+  EXPECT_EQ(*replaced[0].estimate_s, *rows[1].estimate_s);
+  const std::string missing = spec_error("axes:\n  - {key: dtype, values: [bf16]}\nprofiles: [reshard, params/missing.yaml]\n");
+  EXPECT_NE(missing.find("spec.yaml:4: profiles[1]:"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("missing.yaml: cannot open the file"), std::string::npos) << missing;
+}
+
 TEST(Sweep, SchedulesDependOnTheTopologysStructureOnly) {
   // What lets a sweep share schedules between NIC speeds: every strategy builds the same schedule
   // on topologies that differ only in link capacities.

@@ -15,6 +15,7 @@ Measurement new_measurement(const RunPlan& plan, const ExecOptions& options, int
   m.scenario_sets = options.scenario_sets;
   m.backend = options.backend;
   m.profile = options.profile;
+  m.params_file = options.params_file;
   m.ranks = world;
   m.schedule = *plan.schedule;
   m.ops.assign(plan.schedule->ops.size(), OpTiming{});

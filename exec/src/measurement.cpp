@@ -42,6 +42,7 @@ nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
   if (!m.scenario_sets.empty()) j["set"] = m.scenario_sets;
   j["backend"] = m.backend;
   j["profile"] = m.profile;
+  if (!m.params_file.empty()) j["params_file"] = m.params_file;
   j["ranks"] = m.ranks;
   j["gpus"] = plan.gpus.size();
   j["params"] = to_json(m.schedule)["params"];
@@ -98,6 +99,7 @@ Measurement load_measurement(const std::filesystem::path& path, bool accept_unve
   }
   m.backend = string(member(j, "backend", root), root.at("backend"));
   m.profile = string(member(j, "profile", root), root.at("profile"));
+  if (j.contains("params_file")) m.params_file = string(j.at("params_file"), root.at("params_file"));
   m.ranks = integer_as<std::int32_t>(member(j, "ranks", root), root.at("ranks"), 1);
   m.verified = boolean(member(j, "verified", root), root.at("verified"));
   m.bytes_verified = integer(member(j, "bytes_verified", root), root.at("bytes_verified"), 0,
@@ -146,7 +148,7 @@ std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
                         m.scenario_path + "' plans " + std::to_string(ts.pieces.size()));
   check_gpus(m.schedule, sc.topology.gpu_count());
   validate(m.schedule, ts, sc.inventory, sc.source, sc.destination);
-  const CostParams cost = CostParams::profile_named(m.profile);
+  const CostParams cost = CostParams::named_or_loaded(m.profile, m.params_file);
   std::int32_t count = 0;
   const auto step = op_steps(m.schedule, count);
   const auto sp = spans(m, step, count);

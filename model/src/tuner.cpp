@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "reshard/model/errors.hpp"
 #include "reshard/model/parallel.hpp"
 
 namespace reshard::model {
@@ -13,8 +14,6 @@ namespace reshard::model {
 namespace {
 bool same(const StrategyParams& a, const StrategyParams& b) { return describe(a) == describe(b); }
 constexpr int kMaxPasses = 3;
-// Where the search starts, with their defaults (the domain strategies and direct).
-constexpr Strategy kStartingPoints[] = {Strategy::DomainChain, Strategy::DomainGrouped, Strategy::Hybrid, Strategy::Direct};
 // The max_chain values coordinate descent tries (domains per chain).
 constexpr int kChainLengths[] = {1, 2, 4, 8, 16, 64};
 // Of the ranked starting points, how many coordinate descent starts from.
@@ -60,6 +59,39 @@ std::size_t choose(std::vector<TuneCandidate>& evaluated, const ScheduleBasis& b
   return winner;
 }
 
+// Adds to `evaluated` every named strategy at its defaults that is not among it, built and
+// estimated at once (one that does not build on this plan is left out), then orders `evaluated` by
+// strategy (stable), reporting each one built as a "tune" step. Returns how many it built.
+std::int32_t add_named_seeds(std::vector<TuneCandidate>& evaluated, const ScheduleBasis& basis, const CostParams& cost,
+                             const TuneOptions& options, int threads) {
+  std::vector<StrategyParams> missing;
+  for (Strategy strategy : all_strategies()) {
+    StrategyParams p;
+    p.strategy = strategy;
+    if (std::none_of(evaluated.begin(), evaluated.end(), [&](const TuneCandidate& c) { return same(c.params, p); }))
+      missing.push_back(p);
+  }
+  std::vector<std::optional<TuneCandidate>> built(missing.size());
+  parallel_for(missing.size(), threads, [&](std::size_t i) {
+    try {
+      const Schedule s = build_schedule(basis, missing[i]);
+      built[i] = TuneCandidate{s.params, estimate(s, basis.transfers(), basis.inventory(), basis.topology(), cost), std::nullopt};
+    } catch (const Error&) {
+    }
+  });
+  const auto count = static_cast<std::int32_t>(std::count_if(built.begin(), built.end(), [](const auto& c) { return c.has_value(); }));
+  std::int32_t done = 0;
+  for (auto& c : built)
+    if (c) {
+      if (options.progress)
+        options.progress({"tune", ++done, options.budget + count, describe(c->params) + ": " + format(c->prediction.time)});
+      evaluated.push_back(std::move(*c));
+    }
+  std::stable_sort(evaluated.begin(), evaluated.end(),
+                   [](const TuneCandidate& a, const TuneCandidate& b) { return a.params.strategy < b.params.strategy; });
+  return count;
+}
+
 }  // namespace
 
 TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
@@ -74,6 +106,9 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
   const int threads = thread_count(options.threads);
   TuneResult result;
   result.evaluated = options.seeds;
+  // Seeds this search built itself: counted as built, not against the budgets (as given seeds).
+  const std::int32_t seeded = add_named_seeds(result.evaluated, basis, cost, options, threads);
+  result.built = seeded;
   std::int64_t operations = 0;
   // Candidates evaluated ahead of the search (speculatively), by description: used, and counted,
   // when the search reaches them; a failure is rethrown then.
@@ -112,18 +147,16 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
   // `upcoming`: the candidates the search tries after p if it moves nothing, evaluated with p.
   auto evaluate = [&](const StrategyParams& p, const std::vector<StrategyParams>& upcoming = {}) -> const TuneCandidate* {
     if (const auto* c = known(p)) return c;
-    // The starting points always run, whatever the budgets.
-    if (result.built >= static_cast<std::int32_t>(std::size(kStartingPoints)) &&
-        (result.built >= options.budget || operations >= options.operation_budget))
-      return nullptr;
+    if (result.built - seeded >= options.budget || operations >= options.operation_budget) return nullptr;
     auto it = ahead.find(describe(p));
     if (it == ahead.end()) {
       // Ahead only as far as the budgets probably reach (the operations of a schedule taken as
       // those of the average one so far): past them the search stops.
       std::vector<StrategyParams> batch{p};
-      const std::int64_t per_schedule = result.built > 0 ? operations / result.built : 0;
+      const std::int64_t per_schedule = result.built > seeded ? operations / (result.built - seeded) : 0;
       for (const auto& q : upcoming)
-        if (static_cast<int>(batch.size()) < threads && result.built + static_cast<std::int32_t>(batch.size()) < options.budget &&
+        if (static_cast<int>(batch.size()) < threads &&
+            result.built - seeded + static_cast<std::int32_t>(batch.size()) < options.budget &&
             operations + per_schedule * static_cast<std::int64_t>(batch.size()) < options.operation_budget)
           batch.push_back(q);
       evaluate_ahead(batch);
@@ -135,20 +168,12 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
     ++result.built;
     operations += a.prediction.operations;
     result.evaluated.push_back({a.params, a.prediction, std::nullopt});
-    if (options.progress) options.progress({"tune", result.built, options.budget, describe(p) + ": " + format(a.prediction.time)});
+    if (options.progress)
+      options.progress({"tune", result.built, options.budget + seeded, describe(p) + ": " + format(a.prediction.time)});
     return &result.evaluated.back();
   };
   std::vector<StrategyParams> starts;
-  for (const auto& c : options.seeds) starts.push_back(c.params);
-  std::vector<StrategyParams> points;
-  for (Strategy strategy : kStartingPoints) {
-    StrategyParams p;
-    p.strategy = strategy;
-    points.push_back(p);
-  }
-  evaluate_ahead(points);
-  for (const auto& p : points)
-    if (evaluate(p)) starts.push_back(p);
+  for (const auto& c : result.evaluated) starts.push_back(c.params);
   // Coordinate descent moves the parameters of the tuned strategies (direct has none).
   std::erase_if(starts, [](const StrategyParams& p) { return !traits(p.strategy).tuned; });
   for (std::size_t i = 0; i < starts.size(); ++i)  // drop repeats, keep the first

@@ -198,8 +198,10 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
       else if (st.find(' ') == std::string::npos) options.strategies.push_back(st);
       else options.configured.push_back(st);
     }
-    for (const auto& profile : spec.profiles) {
+    for (std::size_t k = 0; k < spec.profiles.size(); ++k) {
+      const std::string& profile = spec.profiles[k];
       options.profile = profile;
+      options.params_file = spec.params_file(k).string();
       detail::ScenarioParts parts{s, *inv, *topo, plan->source, plan->destination, plan->transfers};
       parts.schedule = [&](const StrategyParams& p) {
         const std::string key = keys.plan + kSeparator + std::to_string(topo_entry->structure) + "\n" + describe(p);

@@ -1,5 +1,6 @@
 // Reading a sweep spec (sweep.hpp; format: docs/sweep.md) with the strict reader every input file
 // uses, so a bad spec is one ConfigError naming its file, line and key.
+#include <cstring>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -114,6 +115,14 @@ void check_strategy(const yaml::Node& n) {
   }
 }
 
+// A profiles entry names a cost parameters file by its extension, a profile otherwise.
+bool is_params_file_name(const std::string& entry) {
+  for (const char* ext : {".yaml", ".yml", ".json"})
+    if (entry.size() > std::strlen(ext) && entry.compare(entry.size() - std::strlen(ext), std::strlen(ext), ext) == 0)
+      return true;
+  return false;
+}
+
 }  // namespace
 
 SweepSpec SweepSpec::parse(const std::string& text, const std::string& name, const std::filesystem::path& base_dir) {
@@ -196,12 +205,13 @@ SweepSpec SweepSpec::parse(const std::string& text, const std::string& name, con
   }
   if (auto p = root.get("profiles")) {
     for (const auto& n : p->items()) {
-      try {
-        CostParams::profile_named(n.str());
-      } catch (const ConfigError& e) {
-        n.fail(e.reason());
-      }
       spec.profiles.push_back(n.str());
+      const std::filesystem::path file = spec.params_file(spec.profiles.size() - 1);
+      try {
+        CostParams::named_or_loaded(n.str(), file);
+      } catch (const ConfigError& e) {
+        n.fail(file.empty() ? e.reason() : std::string(e.what()));
+      }
     }
     if (spec.profiles.empty()) p->fail("list at least one profile");
   } else {
@@ -217,6 +227,15 @@ SweepSpec SweepSpec::load(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return parse(ss.str(), path.string(), path.parent_path());
+}
+
+std::filesystem::path SweepSpec::params_file(std::size_t k) const {
+  return is_params_file_name(profiles.at(k)) ? base_dir / profiles[k] : std::filesystem::path();
+}
+
+void SweepSpec::use_params_file(const std::string& file) {
+  CostParams::load(file);  // refused here, before any point runs
+  profiles = {std::filesystem::absolute(file).string()};
 }
 
 std::vector<Override> SweepSpec::overrides(std::size_t point) const {

@@ -221,6 +221,7 @@ struct Measurement {
   std::vector<std::string> scenario_sets;  // `--set KEY=VALUE` overrides of the scenario (paths absolute)
   std::string backend;
   std::string profile = "reshard";
+  std::string params_file;     // absolute; a cost parameters file (`--params`) that replaces the profile
   std::int32_t ranks = 0;      // processes
   model::Schedule schedule;    // embedded, so check/calibrate rebuild nothing by guesswork
   std::vector<OpTiming> ops;   // per op id
@@ -242,7 +243,8 @@ struct StepComparison {
   double predicted_s = 0, measured_s = 0;
   double error() const { return predicted_s > 0 ? (measured_s - predicted_s) / predicted_s : 0; }
 };
-// The Prediction (model::estimate with CostParams::profile_named(profile)) of each step's operations
+// The Prediction (model::estimate with the measurement's cost parameters file, else its profile) of
+// each step's operations
 // alone, and of the whole schedule, against the measured span of the step (last end - first start).
 std::vector<StepComparison> compare_with_prediction(const Measurement& m);
 
@@ -253,6 +255,7 @@ struct ExecOptions {
   double timeout_s = 30;
   std::vector<Fault> faults;
   std::string profile = "reshard";
+  std::string params_file;  // `--params`, absolute ("" for none)
   std::string scenario_path;
   std::vector<std::string> scenario_sets;
 };

@@ -2,8 +2,9 @@
 // analytic estimate, the best few optionally confirmed by a slower judge (the simulator).
 //
 // Search, within a budget of schedule evaluations:
-//   1. the seeds, and every named reshard strategy (direct, domain_grouped, domain_chain, hybrid)
-//      with defaults not among them;
+//   1. the seeds, and every named strategy with its defaults not among them, built here and, like
+//      the seeds, not counted against the budgets; taken in strategy order (stable), so `auto` is
+//      the same search whether compare passes its rows as seeds or plan and exec run it alone;
 //   2. coordinate descent from the best two: relay_ingress, relay_egress and rail_aligned_ingress
 //      toggled, then max_chain in {1, 2, 4, 8, 16, 64}; a move is kept when it beats the current
 //      point (a lower estimate, or an equal one with fewer operations); passes repeat, at most
@@ -14,7 +15,7 @@
 //      lowest confirmed time wins.
 // Full ties keep the earlier candidate, so the result depends only on the inputs.
 //
-// Threads: the starting points are evaluated at once; in coordinate descent, when a candidate
+// Threads: the named strategies are evaluated at once; in coordinate descent, when a candidate
 // must be evaluated, the next untried moves of the pass from the same point are evaluated with it
 // (up to `threads` at once), speculatively: a result is used, and counted against the budgets,
 // only when the sequential search reaches that candidate, so the search, its evaluation order, its
@@ -52,7 +53,7 @@ struct TuneOptions {
   double confirm_margin = 0.05;
   std::function<Seconds(const Schedule&)> confirm;  // e.g. the simulated makespan
   // After each candidate, in evaluation order, from the calling thread: stage "tune", candidates
-  // built so far of at most `budget`, "PARAMS: ESTIMATE".
+  // built so far of at most `budget` + the named strategies it built as seeds, "PARAMS: ESTIMATE".
   ProgressFn progress;
   // Threads that build and estimate candidates (and confirm them) at once; 0: one per hardware
   // thread. Each holds one schedule while it works.
@@ -62,7 +63,7 @@ struct TuneOptions {
 struct TuneResult {
   TuneCandidate best;
   std::vector<TuneCandidate> evaluated;  // in evaluation order
-  std::int32_t built = 0;  // candidate schedules the search built and estimated (the seeds not among them)
+  std::int32_t built = 0;  // candidate schedules the search built and estimated (given seeds not among them)
 };
 
 TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,

@@ -15,7 +15,8 @@
 //         - {key: destination.tp, values: [8, 16]}
 //         - {key: destination.dp, values: [32, 16]}
 //   strategies: [direct, domain_chain, auto]   # default: every named strategy
-//   profiles: [reshard, nemo_rl]       # default: reshard
+//   profiles: [reshard, nemo_rl, ../params/nemo_rl.yaml]   # names, or cost parameters files
+//                                      # (reshard calibrate's output; relative to the spec); default: reshard
 //   simulate: false
 //
 // Points are numbered in order, the last axis varying fastest (product). Everything a point
@@ -47,13 +48,20 @@ struct SweepSpec {
   std::vector<std::string> keys;            // every axis key, in axis order: the input columns
   std::vector<std::vector<std::string>> points;  // per point, one value per key
   std::vector<std::string> strategies;      // named and configured strategies ("auto": the tuner)
-  std::vector<std::string> profiles;
+  std::vector<std::string> profiles;       // as written: a profile name or a parameters file
   bool simulate = false;
 
   // Throws ConfigError naming the file, line and key (an unknown key, an empty axis, a range
   // that never reaches its end, zipped axes of different lengths, a key on two axes).
   static SweepSpec load(const std::filesystem::path& path);
   static SweepSpec parse(const std::string& yaml_text, const std::string& name, const std::filesystem::path& base_dir);
+
+  // The cost parameters file profiles[k] names (an entry ending in .yaml, .yml or .json, relative
+  // to base_dir), or "" for a profile name.
+  std::filesystem::path params_file(std::size_t k) const;
+  // Replaces the profiles with one cost parameters file (`reshard sweep --params FILE`); ConfigError
+  // when it does not load.
+  void use_params_file(const std::string& file);
 
   // The overrides of point i: `set`, then the point's values.
   std::vector<model::Override> overrides(std::size_t point) const;
