@@ -92,6 +92,49 @@ TEST(HostileYaml, HugeGpuRangeIsRefusedBeforeExpansion) {
   EXPECT_HAS(e, "destination.gpus: GPU 100 is outside the topology");
 }
 
+TEST(HostileYaml, ServingLayoutKeysThatContradict) {
+  // vLLM: each bad combination is refused at its key.
+  auto vllm_error = [](const std::string& from, const std::string& to) {
+    return config_error([&] { parse_scenario(scenario_with(from, to)); });
+  };
+  EXPECT_HAS(vllm_error("ep: 8", "enable_expert_parallel: false\n  ep: 8"),
+             "destination.ep: ep 8 turns expert parallelism on, but enable_expert_parallel is false");
+  EXPECT_HAS(vllm_error("ep: 8", "dp_mode: data_parallel\n  ep: 4"),
+             "destination.ep: with dp_mode data_parallel vLLM's EP size is TP*DP = 8");
+  EXPECT_HAS(vllm_error("ep: 8", "dp_mode: replicas\n  ep: 8"),
+             "destination.dp_mode: expected engines or data_parallel, got 'replicas'");
+  EXPECT_HAS(vllm_error("ep: 8", "ep: 8\n  expert_placement: round_robin"),
+             "destination.redundant_experts: vLLM places redundant experts (EPLB) linearly only");
+  EXPECT_HAS(vllm_error("ep: 8\n  redundant_experts: 8", "expert_placement: striped"),
+             "destination.expert_placement: expected linear or round_robin, got 'striped'");
+  EXPECT_HAS(vllm_error("ep: 8", "ep: 0"), "destination.ep");
+  // data_parallel with enable_expert_parallel parses, EP = TP*DP.
+  const auto ok = parse_scenario(scenario_with("ep: 8", "dp_mode: data_parallel\n  enable_expert_parallel: true"));
+  EXPECT_EQ(ok.destination.describe(), "vllm TP2 DP4 (data parallel, EP8) +8 redundant experts on 8 GPUs");
+  // SGLang.
+  const std::string vllm_block = "framework: vllm\n  tp: 2\n  dp: 4\n  ep: 8\n  redundant_experts: 8";
+  auto sglang_error = [&](const std::string& keys) {
+    return config_error([&] { parse_scenario(scenario_with(vllm_block, "framework: sglang\n  " + keys)); });
+  };
+  EXPECT_HAS(sglang_error("tp_size: 8\n  dp_size: 3\n  enable_dp_attention: true"),
+             "destination.enable_dp_attention: DP attention splits the tp_size 8 GPUs into dp_size 3 attention "
+             "groups; dp_size must divide tp_size");
+  EXPECT_HAS(sglang_error("tp_size: 4\n  dp_size: 2\n  enable_dp_lm_head: true"),
+             "destination.enable_dp_lm_head: enable_dp_lm_head needs enable_dp_attention: true");
+  EXPECT_HAS(sglang_error("tp_size: 8\n  moe_dense_tp_size: 2"),
+             "destination.moe_dense_tp_size: SGLang accepts moe_dense_tp_size 1 or tp_size (8), got 2");
+  EXPECT_HAS(sglang_error("tp_size: 8\n  ep_size: 3"), "destination.ep_size: ep_size 3 must divide tp_size 8");
+  EXPECT_HAS(sglang_error("tp_size: 8\n  moe_a2a_backend: deepep\n  ep_size: 4"),
+             "destination.ep_size: an all-to-all MoE backend runs ep_size = tp_size = 8");
+  EXPECT_HAS(sglang_error("tp_size: 8\n  moe_a2a_backend: pplx"),
+             "destination.moe_a2a_backend: expected none, deepep or mooncake, got 'pplx'");
+  EXPECT_HAS(sglang_error("tp: 8"), "destination.tp: unknown key");
+  EXPECT_HAS(sglang_error("tp_size: 4"), "sglang TP*DP needs 4 GPUs, but gpus lists 8");
+  const auto sg = parse_scenario(scenario_with(
+      vllm_block, "framework: sglang\n  tp_size: 8\n  dp_size: 4\n  enable_dp_attention: true\n  ep_size: 8"));
+  EXPECT_EQ(sg.destination.describe(), "sglang TP8 DP-attention 4 EP8 on 8 GPUs");
+}
+
 TEST(HostileYaml, RedundantExpertsOutOfRange) {
   // 4294967304 = 2^32 + 8 was read as 8.
   const auto e = config_error([] {

@@ -327,6 +327,217 @@ TEST(VllmLayout, ExpertParallelAcrossReplicasWithPipelineStages) {
   EXPECT_EQ(shards_of(inv, m, "model.layers.2.mlp.experts.3.down_proj.weight"), (Shards{{"[0:256, 0:128]", {3}}}));
 }
 
+// A small DeepSeek-V3: 3 layers (layer 0 dense, FFN 64), MLA, 8 experts of width 16, one shared
+// expert (width 16), vocabulary 100, hidden 32.
+const char* kDs = R"(name: ds
+architecture: deepseek_v3
+hidden_size: 32
+num_hidden_layers: 3
+num_attention_heads: 4
+num_key_value_heads: 4
+q_lora_rank: 16
+kv_lora_rank: 16
+qk_nope_head_dim: 8
+qk_rope_head_dim: 4
+v_head_dim: 8
+intermediate_size: 64
+moe_intermediate_size: 16
+n_routed_experts: 8
+n_shared_experts: 1
+num_experts_per_tok: 2
+first_k_dense_replace: 1
+vocab_size: 100
+tie_word_embeddings: false
+)";
+
+TEST(VllmLayout, DataParallelMoeTensorParallelOverTpTimesDp) {
+  const auto inv = Inventory::parse(kMoe, "moe.yaml");
+  // dp_mode data_parallel, EP off, TP2 x PP2 x DP2 on 8 GPUs: rank = t + 2p + 4d. The MoE layers
+  // of a stage are split over TP*DP = 4 flattened ranks f = t + 2d (rank t + 2p + 4d): expert width
+  // 128 / 4 = 32 rows of gate/up (columns of down) each. Layer 2 is on stage 1.
+  //   f = 3 (t 1, d 1): rows [96, 128) on rank 1 + 2 + 4 = 7;  f = 1 (t 1, d 0): [32, 64) on rank 3.
+  LayoutSpec spec{VllmSpec{.tp = 2, .pp = 2, .dp = 2, .dp_mode = VllmDpMode::DataParallel}, iota(8)};
+  EXPECT_EQ(spec.describe(), "vllm TP2 PP2 DP2 (data parallel) on 8 GPUs");
+  const auto m = build_shard_map(inv, spec);
+  EXPECT_EQ(shards_of(inv, m, "model.layers.2.mlp.experts.3.gate_proj.weight"),
+            (Shards{{"[0:32, 0:256]", {2}}, {"[32:64, 0:256]", {3}}, {"[64:96, 0:256]", {6}}, {"[96:128, 0:256]", {7}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.3.down_proj.weight").back(),
+            (std::pair<std::string, std::vector<Rank>>{"[0:256, 96:128]", {5}}));
+  // Attention stays TP-split per DP copy: q_proj (8 heads of 32) halves on {t + 4d}.
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.self_attn.q_proj.weight"),
+            (Shards{{"[0:128, 0:256]", {0, 4}}, {"[128:256, 0:256]", {1, 5}}}));
+  // Engines mode (the default) keeps the experts split over TP only, replicated over DP.
+  const auto e = build_shard_map(inv, {VllmSpec{.tp = 2, .pp = 2, .dp = 2}, iota(8)});
+  EXPECT_EQ(shards_of(inv, e, "model.layers.2.mlp.experts.3.gate_proj.weight"),
+            (Shards{{"[0:64, 0:256]", {2, 6}}, {"[64:128, 0:256]", {3, 7}}}));
+}
+
+TEST(VllmLayout, DataParallelExpertParallelAndPlacement) {
+  const auto inv = Inventory::parse(kMoe, "moe.yaml");
+  // enable_expert_parallel with DP2 x TP2: EP = 4, EP rank f = t + 2d = rank. 8 experts linear:
+  // b = 8 / 4 = 2 -> expert 5 on EP rank 2. round_robin: 5 mod 4 = 1.
+  VllmSpec v{.tp = 2, .dp = 2, .dp_mode = VllmDpMode::DataParallel, .enable_expert_parallel = true};
+  const LayoutSpec linear{v, iota(4)};
+  EXPECT_EQ(linear.describe(), "vllm TP2 DP2 (data parallel, EP4) on 4 GPUs");
+  EXPECT_EQ(shards_of(inv, build_shard_map(inv, linear), "model.layers.0.mlp.experts.5.up_proj.weight"),
+            (Shards{{"[0:128, 0:256]", {2}}}));
+  v.expert_placement = ExpertPlacement::RoundRobin;
+  const LayoutSpec rr{v, iota(4)};
+  EXPECT_EQ(rr.describe(), "vllm TP2 DP2 (data parallel, EP4) round-robin on 4 GPUs");
+  EXPECT_EQ(shards_of(inv, build_shard_map(inv, rr), "model.layers.0.mlp.experts.5.up_proj.weight"),
+            (Shards{{"[0:128, 0:256]", {1}}}));
+  // E not divisible by EP: TP1 x DP3, EP 3. linear: b = 8 / 3 = 2, m = 8 mod 3 = 2, so EP ranks 0
+  // and 1 hold 3 slots ([0,3), [3,6)), rank 2 holds [6, 8). round_robin: e mod 3.
+  VllmSpec u{.tp = 1, .dp = 3, .dp_mode = VllmDpMode::DataParallel, .enable_expert_parallel = true};
+  const auto mu = build_shard_map(inv, {u, iota(3)});
+  for (const auto& [e, r] : std::vector<std::pair<int, Rank>>{{0, 0}, {2, 0}, {3, 1}, {5, 1}, {6, 2}, {7, 2}})
+    EXPECT_EQ(shards_of(inv, mu, "model.layers.1.mlp.experts." + std::to_string(e) + ".down_proj.weight"),
+              (Shards{{"[0:256, 0:128]", {r}}}))
+        << e;
+  u.expert_placement = ExpertPlacement::RoundRobin;
+  const auto mr = build_shard_map(inv, {u, iota(3)});
+  for (const auto& [e, r] : std::vector<std::pair<int, Rank>>{{0, 0}, {4, 1}, {5, 2}, {7, 1}})
+    EXPECT_EQ(shards_of(inv, mr, "model.layers.1.mlp.experts." + std::to_string(e) + ".down_proj.weight"),
+              (Shards{{"[0:256, 0:128]", {r}}}))
+        << e;
+  // Redundant experts (EPLB): 8 + 4 = 12 slots over EP 3 -> 4 per rank; slot 9 (expert 1) on rank 2.
+  u.expert_placement = ExpertPlacement::Linear;
+  u.redundant_experts = 4;
+  EXPECT_EQ(shards_of(inv, build_shard_map(inv, {u, iota(3)}), "model.layers.1.mlp.experts.1.down_proj.weight"),
+            (Shards{{"[0:256, 0:128]", {0, 2}}}));
+  // EPLB needs the slots divisible by EP (8 + 2 = 10 over 3) and linear placement.
+  u.redundant_experts = 2;
+  EXPECT_THROW(build_shard_map(inv, {u, iota(3)}), PlanError);
+  u.redundant_experts = 4;
+  u.expert_placement = ExpertPlacement::RoundRobin;
+  EXPECT_THROW(build_shard_map(inv, {u, iota(3)}), PlanError);
+  // In data_parallel mode the EP size is TP*DP; a separate ep is refused.
+  EXPECT_THROW(build_shard_map(inv, {VllmSpec{.tp = 1, .dp = 4, .ep = 2, .dp_mode = VllmDpMode::DataParallel,
+                                              .enable_expert_parallel = true},
+                                     iota(4)}),
+               PlanError);
+}
+
+TEST(VllmLayout, EnginesWithExpertParallelAndUnevenGroups) {
+  const auto inv = Inventory::parse(kMoe, "moe.yaml");
+  // Engines mode, enable_expert_parallel without ep: EP = TP per engine. TP2 x DP2: groups {0,1},
+  // {2,3}; 8 experts / 2 = 4 per EP rank: expert 5 on EP rank 1 -> ranks 1 and 3.
+  const LayoutSpec spec{VllmSpec{.tp = 2, .dp = 2, .enable_expert_parallel = true}, iota(4)};
+  EXPECT_EQ(spec.describe(), "vllm TP2 DP2 EP2 on 4 GPUs");
+  EXPECT_EQ(shards_of(inv, build_shard_map(inv, spec), "model.layers.0.mlp.experts.5.down_proj.weight"),
+            (Shards{{"[0:256, 0:128]", {1, 3}}}));
+  // TP1 x DP6 with ep 3: two engines of data_parallel_size 3, groups {0,1,2} and {3,4,5}; 8 experts
+  // over EP 3 linear: 3, 3, 2 ([0,3), [3,6), [6,8)). Expert 7 on EP rank 2 -> ranks 2 and 5; expert
+  // 3 on EP rank 1 -> ranks 1 and 4.
+  const LayoutSpec g{VllmSpec{.tp = 1, .dp = 6, .ep = 3}, iota(6)};
+  EXPECT_EQ(shards_of(inv, build_shard_map(inv, g), "model.layers.0.mlp.experts.7.down_proj.weight"),
+            (Shards{{"[0:256, 0:128]", {2, 5}}}));
+  EXPECT_EQ(shards_of(inv, build_shard_map(inv, g), "model.layers.0.mlp.experts.3.down_proj.weight"),
+            (Shards{{"[0:256, 0:128]", {1, 4}}}));
+}
+
+TEST(VllmLayout, SequenceParallelMoeKeepsSharedExpertsWhole) {
+  const auto inv = Inventory::parse(kDs, "ds.yaml");
+  // data_parallel + EP with TP2 x DP2: the shared expert (width 16) whole on all 4 ranks.
+  const auto m = build_shard_map(
+      inv, {VllmSpec{.tp = 2, .dp = 2, .dp_mode = VllmDpMode::DataParallel, .enable_expert_parallel = true}, iota(4)});
+  EXPECT_EQ(shards_of(inv, m, "model.layers.1.mlp.shared_experts.gate_proj.weight"),
+            (Shards{{"[0:16, 0:32]", {0, 1, 2, 3}}}));
+  // The dense layer 0 FFN (64 wide) stays TP-split per DP copy: rank t holds rows [32t, 32t + 32).
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.gate_proj.weight"),
+            (Shards{{"[0:32, 0:32]", {0, 2}}, {"[32:64, 0:32]", {1, 3}}}));
+  // Without EP the shared expert is TP-split: rank t rows [8t, 8t + 8) on {t, t + 2}.
+  const auto n = build_shard_map(inv, {VllmSpec{.tp = 2, .dp = 2, .dp_mode = VllmDpMode::DataParallel}, iota(4)});
+  EXPECT_EQ(shards_of(inv, n, "model.layers.1.mlp.shared_experts.gate_proj.weight"),
+            (Shards{{"[0:8, 0:32]", {0, 2}}, {"[8:16, 0:32]", {1, 3}}}));
+}
+
+TEST(SglangLayout, DpAttentionSplitsAttentionOverTpOverDp) {
+  const auto inv = Inventory::parse(kMoe, "moe.yaml");
+  // --tp-size 4 --dp-size 2 --enable-dp-attention --ep-size 4: world 4, attention TP A = 4/2 = 2,
+  // attention TP rank a = t mod 2, the two attention groups {0,1}, {2,3} hold copies.
+  SglangSpec s{.tp = 4, .dp = 2, .enable_dp_attention = true, .ep = 4};
+  const LayoutSpec spec{s, iota(4)};
+  EXPECT_EQ(spec.describe(), "sglang TP4 DP-attention 2 EP4 on 4 GPUs");
+  const auto m = build_shard_map(inv, spec);
+  // q_proj 8 heads of 32 over A = 2: [0,128) on a = 0 -> {0, 2}.
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.self_attn.q_proj.weight"),
+            (Shards{{"[0:128, 0:256]", {0, 2}}, {"[128:256, 0:256]", {1, 3}}}));
+  // Embedding (1024 rows) over the attention TP group: 512 each.
+  EXPECT_EQ(shards_of(inv, m, "model.embed_tokens.weight"),
+            (Shards{{"[0:512, 0:256]", {0, 2}}, {"[512:1024, 0:256]", {1, 3}}}));
+  // lm_head over all TP 4 ranks (no enable_dp_lm_head): 256 rows each.
+  EXPECT_EQ(shards_of(inv, m, "lm_head.weight").front(), (std::pair<std::string, std::vector<Rank>>{"[0:256, 0:256]", {0}}));
+  // Experts: MoE TP = 4/4 = 1, 8 experts / EP 4 = 2 per rank: expert 5 on rank 2, whole.
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.5.gate_proj.weight"), (Shards{{"[0:128, 0:256]", {2}}}));
+  // enable_dp_lm_head: lm_head over A = 2 as well.
+  s.enable_dp_lm_head = true;
+  const auto h = build_shard_map(inv, {s, iota(4)});
+  EXPECT_EQ(shards_of(inv, h, "lm_head.weight"), (Shards{{"[0:512, 0:256]", {0, 2}}, {"[512:1024, 0:256]", {1, 3}}}));
+  // ep_size 2: MoE TP M = 2, TP rank t = q*2 + j; expert 5 on EP rank 5 / 4 = 1 -> ranks 2 (rows
+  // [0,64)) and 3 ([64,128)).
+  const auto e2 = build_shard_map(inv, {SglangSpec{.tp = 4, .dp = 2, .enable_dp_attention = true, .ep = 2}, iota(4)});
+  EXPECT_EQ(shards_of(inv, e2, "model.layers.0.mlp.experts.5.gate_proj.weight"),
+            (Shards{{"[0:64, 0:256]", {2}}, {"[64:128, 0:256]", {3}}}));
+  // Redundant experts: 8 + 4 = 12 slots over EP 4, 3 each: expert 1 in slots 1 (rank 0) and 9 (rank 3).
+  const auto r = build_shard_map(
+      inv, {SglangSpec{.tp = 4, .dp = 2, .enable_dp_attention = true, .ep = 4, .redundant_experts = 4}, iota(4)});
+  EXPECT_EQ(shards_of(inv, r, "model.layers.0.mlp.experts.1.gate_proj.weight"), (Shards{{"[0:128, 0:256]", {0, 3}}}));
+}
+
+TEST(SglangLayout, PlainDataParallelReplicas) {
+  const auto inv = Inventory::parse(kMoe, "moe.yaml");
+  // --tp-size 2 --dp-size 2 --ep-size 2, no DP attention: two replicas on GPUs {0,1} and {2,3},
+  // rank = t + 2d. q_proj halves on {t, t + 2}; expert 5 (4 per EP rank) on EP rank 1 -> {1, 3}.
+  const LayoutSpec spec{SglangSpec{.tp = 2, .dp = 2, .ep = 2}, iota(4)};
+  EXPECT_EQ(spec.describe(), "sglang TP2 DP2 EP2 on 4 GPUs");
+  const auto m = build_shard_map(inv, spec);
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.self_attn.q_proj.weight"),
+            (Shards{{"[0:128, 0:256]", {0, 2}}, {"[128:256, 0:256]", {1, 3}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.5.gate_proj.weight"), (Shards{{"[0:128, 0:256]", {1, 3}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.embed_tokens.weight"),
+            (Shards{{"[0:512, 0:256]", {0, 2}}, {"[512:1024, 0:256]", {1, 3}}}));
+}
+
+TEST(SglangLayout, DenseAndSharedExpertsUnderDpAttention) {
+  const auto inv = Inventory::parse(kDs, "ds.yaml");
+  // TP4 DP-attention 4 (A = 1): MLA attention whole on every rank; the dense layer-0 FFN (64 wide)
+  // split over TP 4 (16 rows each) unless moe_dense_tp_size 1 keeps it whole; the shared expert
+  // (16 wide) split over TP (4 rows each) unless an all-to-all backend keeps it whole.
+  const SglangSpec base{.tp = 4, .dp = 4, .enable_dp_attention = true, .ep = 4};
+  const auto m = build_shard_map(inv, {base, iota(4)});
+  EXPECT_EQ(shards_of(inv, m, "model.layers.1.self_attn.q_b_proj.weight"),
+            (Shards{{"[0:48, 0:16]", {0, 1, 2, 3}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.gate_proj.weight").front(),
+            (std::pair<std::string, std::vector<Rank>>{"[0:16, 0:32]", {0}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.1.mlp.shared_experts.up_proj.weight"),
+            (Shards{{"[0:4, 0:32]", {0}}, {"[12:16, 0:32]", {3}}, {"[4:8, 0:32]", {1}}, {"[8:12, 0:32]", {2}}}));
+  SglangSpec dense1 = base;
+  dense1.moe_dense_tp = 1;
+  dense1.a2a_moe = true;
+  const LayoutSpec d1{dense1, iota(4)};
+  EXPECT_EQ(d1.describe(), "sglang TP4 DP-attention 4 EP4 dense-TP1 a2a on 4 GPUs");
+  const auto w = build_shard_map(inv, d1);
+  EXPECT_EQ(shards_of(inv, w, "model.layers.0.mlp.gate_proj.weight"), (Shards{{"[0:64, 0:32]", {0, 1, 2, 3}}}));
+  EXPECT_EQ(shards_of(inv, w, "model.layers.1.mlp.shared_experts.up_proj.weight"),
+            (Shards{{"[0:16, 0:32]", {0, 1, 2, 3}}}));
+}
+
+TEST(SglangLayout, BadCombinations) {
+  const auto inv = Inventory::parse(kMoe, "moe.yaml");
+  auto fails = [&](const SglangSpec& s, int gpus) {
+    EXPECT_THROW(build_shard_map(inv, LayoutSpec{s, iota(gpus)}), PlanError) << LayoutSpec{s, iota(gpus)}.describe();
+  };
+  fails({.tp = 4, .dp = 3, .enable_dp_attention = true}, 4);    // dp does not divide tp
+  fails({.tp = 4, .dp = 2, .enable_dp_lm_head = true}, 8);      // DP lm_head without DP attention
+  fails({.tp = 4, .ep = 3}, 4);                                 // ep does not divide tp
+  fails({.tp = 4, .ep = 2, .a2a_moe = true}, 4);                // all-to-all backend needs EP = TP
+  fails({.tp = 4, .ep = 4, .redundant_experts = 2}, 4);         // 10 slots over EP 4
+  fails({.tp = 4, .dp = 2}, 4);                                 // TP*DP = 8 GPUs needed
+  const auto dense = Inventory::parse(kGqa, "gqa.yaml");
+  EXPECT_THROW(build_shard_map(dense, LayoutSpec{SglangSpec{.tp = 2, .moe_dense_tp = 1}, iota(2)}), PlanError);
+}
+
 TEST(DTensorLayout, UnevenChunksAndNestedSharding) {
   const auto inv = Inventory::parse(kGqa, "gqa.yaml");
   // Mesh [4] Shard(0): torch.chunk of 1000 vocabulary rows into 4 -> chunk 250 each (even); of the

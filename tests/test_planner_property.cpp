@@ -1,8 +1,11 @@
 // Property test over random layout pairs: random small models (dense or MoE, GQA, uneven
-// vocabularies), random Megatron (TP up to 8, ETP default or set, first/last stage sizes) / vLLM /
-// DTensor layouts with random sizes, on random (disjoint or
+// vocabularies, expert counts that EP does not divide), random Megatron (TP up to 8, ETP default or
+// set, first/last stage sizes) / vLLM (engines or data parallel, EP on or off, linear or round-robin
+// expert placement, redundant experts) / SGLang (with and without DP attention, EP, dense TP 1, DP
+// lm_head, all-to-all backend) / DTensor layouts with random sizes, on random (disjoint or
 // overlapping) GPU sets of a 16-GPU cluster. For every pair, checked element by element:
-//   - each side's shards cover every tensor exactly once;
+//   - each side's shards cover every tensor exactly once (each vLLM / SGLang convention above drawn
+//     on at least 20 sides);
 //   - on every Megatron rank, linear_qkv is that TP rank's slice of the per-query-group interleaved
 //     rows, row by row, also with fewer KV heads than TP (at least 50 such sides);
 //   - every destination rank receives every element it holds exactly once from the pieces;
@@ -50,7 +53,7 @@ std::string random_model(std::mt19937& rng) {
   y += std::string("tie_word_embeddings: ") + (rng() % 2 ? "true" : "false") + "\n";
   if (moe) {
     y += "moe_intermediate_size: " + std::to_string(pick({4, 8, 12})) + "\n";
-    y += "num_experts: " + std::to_string(pick({2, 4, 8})) + "\nnum_experts_per_tok: 2\n";
+    y += "num_experts: " + std::to_string(pick({2, 3, 4, 6, 8})) + "\nnum_experts_per_tok: 2\n";
   } else {
     y += "intermediate_size: " + std::to_string(pick({8, 12, 16, 24})) + "\n";
   }
@@ -72,7 +75,7 @@ std::vector<GpuId> random_gpus(std::mt19937& rng, int n, int pool = 16) {
 // of `layers` layers, sometimes a first/last stage size.
 LayoutSpec random_layout(std::mt19937& rng, int pool = 16, int layers = 0) {
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + std::uniform_int_distribution<int>(0, static_cast<int>(v.size()) - 1)(rng)); };
-  switch (rng() % 3) {
+  switch (rng() % 4) {
     case 0: {
       MegatronSpec m;
       m.tp = pick({1, 2, 4, 8});
@@ -92,9 +95,31 @@ LayoutSpec random_layout(std::mt19937& rng, int pool = 16, int layers = 0) {
     }
     case 1: {
       VllmSpec v{.tp = pick({1, 2, 4, 8}), .pp = pick({1, 1, 2}), .dp = pick({1, 2, 3})};
-      if (rng() % 2) v.ep = v.tp * pick({1, v.dp});
-      if (v.ep && rng() % 2) v.redundant_experts = pick({1, 2, 4});
+      if (rng() % 2) {
+        v.dp_mode = VllmDpMode::DataParallel;
+        v.enable_expert_parallel = rng() % 2;
+      } else if (rng() % 3 == 0) {
+        v.enable_expert_parallel = true;  // EP = TP per engine
+      } else if (rng() % 2) {
+        v.ep = v.tp * pick({1, v.dp});
+      }
+      if (v.expert_parallel_size() > 0) {
+        if (rng() % 3 == 0) v.expert_placement = ExpertPlacement::RoundRobin;
+        else if (rng() % 2) v.redundant_experts = pick({1, 2, 4});
+      }
       return {v, random_gpus(rng, std::min(v.tp * v.pp * v.dp, pool), pool)};
+    }
+    case 2: {
+      SglangSpec g{.tp = pick({1, 2, 4, 8}), .dp = pick({1, 2, 4}), .enable_dp_attention = rng() % 2 == 1};
+      g.ep = pick({1, 1, 2, 4, 8});
+      if (rng() % 4 == 0) g.moe_dense_tp = 1;
+      if (g.enable_dp_attention && rng() % 2) g.enable_dp_lm_head = true;
+      if (rng() % 4 == 0) {
+        g.a2a_moe = true;
+        g.ep = g.tp;
+      }
+      if (g.ep > 1 && rng() % 3 == 0) g.redundant_experts = pick({1, 2, 4});
+      return {g, random_gpus(rng, std::min(g.world(), pool), pool)};
     }
     default: {
       DTensorSpec d;
@@ -119,6 +144,21 @@ LayoutSpec random_layout(std::mt19937& rng, int pool = 16, int layers = 0) {
       d.placements.push_back({"*proj.weight", random_placements(1)});
       return {d, random_gpus(rng, world, pool)};
     }
+  }
+}
+
+// The vLLM and SGLang conventions a valid side exercises, counted by name.
+void count_conventions(const Inventory& inv, const LayoutSpec& spec, std::map<std::string, int>& n) {
+  const std::int64_t E = inv.config().n_routed_experts;
+  if (const auto* v = std::get_if<VllmSpec>(&spec.spec)) {
+    const auto ep = v->expert_parallel_size();
+    if (v->dp_mode == VllmDpMode::DataParallel && v->dp > 1 && E > 0) ++n[ep > 0 ? "vllm dp+ep" : "vllm dp moe-tp"];
+    if (v->dp_mode == VllmDpMode::Engines && v->ep == 0 && ep > 0 && E > 0) ++n["vllm engines enable_ep"];
+    if (ep > 0 && E > 0 && (E + v->redundant_experts) % ep != 0) ++n["uneven expert map"];
+    if (ep > 0 && E > 0 && v->expert_placement == ExpertPlacement::RoundRobin) ++n["round robin"];
+  } else if (const auto* g = std::get_if<SglangSpec>(&spec.spec)) {
+    ++n[g->enable_dp_attention && g->dp > 1 ? "sglang dp-attention" : "sglang plain"];
+    if (g->ep > 1 && E > 0) ++n["sglang ep"];
   }
 }
 
@@ -182,6 +222,7 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
   int pairs = 0, attempts = 0;
   int tp_over_kv_heads = 0;         // Megatron sides with fewer KV heads than TP
   std::map<std::string, int> seen;  // framework pairs covered
+  std::map<std::string, int> conventions;  // vLLM / SGLang conventions drawn (count_conventions)
   while (pairs < 1000) {
     ASSERT_LT(++attempts, 200000) << "too few valid random layouts";
     const auto inv = Inventory::parse(random_model(rng), "random.yaml");
@@ -205,6 +246,8 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     if (dst.tensor_count() == 0) continue;
     ++pairs;
     ++seen[a.framework() + "->" + b.framework()];
+    count_conventions(inv, a, conventions);
+    count_conventions(inv, b, conventions);
     SCOPED_TRACE(a.describe() + " -> " + b.describe());
     expect_exact_cover(inv, src);
     expect_exact_cover(inv, dst);
@@ -257,9 +300,13 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     const auto pred = estimate(sched, ts, inv, topo, CostParams::profile_named("reshard"));
     EXPECT_GE(pred.time.value, lb.time.value * (1 - 1e-9)) << sp.strategy;
   }
-  // The random pairs cover every framework combination, and Megatron with fewer KV heads than TP.
-  EXPECT_EQ(seen.size(), 9u);
+  // The random pairs cover every framework combination, Megatron with fewer KV heads than TP, and
+  // each vLLM / SGLang convention.
+  EXPECT_EQ(seen.size(), 16u);
   EXPECT_GE(tp_over_kv_heads, 50);
+  for (const char* c : {"vllm dp+ep", "vllm dp moe-tp", "vllm engines enable_ep", "uneven expert map", "round robin",
+                        "sglang dp-attention", "sglang plain", "sglang ep"})
+    EXPECT_GE(conventions[c], 20) << c;
 }
 
 namespace {

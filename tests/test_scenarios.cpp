@@ -113,7 +113,7 @@ TEST(Scenarios, BadInputIsOneClearError) {
        scenario(kGoodSrc, "  framework: dtensor\n  mesh: {shape: [2]}\n  placements: {default: [Shard(3)]}\n  gpus: 8-9\n"),
        7, "destination", "Shard(3)"},
       {"unknown key", scenario(kGoodSrc, kGoodDst, "colour: blue\n"), 3, "colour", "unknown key"},
-      {"unknown framework", scenario(kGoodSrc, "  framework: sglang\n  gpus: 8-11\n"), 8, "destination.framework",
+      {"unknown framework", scenario(kGoodSrc, "  framework: tensorrt_llm\n  gpus: 8-11\n"), 8, "destination.framework",
        "unknown framework"},
       {"bad gpu range", scenario(kGoodSrc, "  framework: vllm\n  tp: 2\n  dp: 2\n  gpus: 11-8\n"), 11,
        "destination.gpus", "backwards"},

@@ -115,11 +115,15 @@ std::string RankSet::to_string() const {
   return s + "}";
 }
 
+const char* to_string(ExpertPlacement p) { return p == ExpertPlacement::RoundRobin ? "round_robin" : "linear"; }
+const char* to_string(VllmDpMode m) { return m == VllmDpMode::DataParallel ? "data_parallel" : "engines"; }
+
 std::string LayoutSpec::framework() const {
   switch (spec.index()) {
     case 0: return "megatron";
     case 1: return "vllm";
-    default: return "dtensor";
+    case 2: return "dtensor";
+    default: return "sglang";
   }
 }
 
@@ -137,8 +141,25 @@ std::string LayoutSpec::describe() const {
     o << "vllm TP" << v->tp;
     if (v->pp > 1) o << " PP" << v->pp;
     o << " DP" << v->dp;
-    if (v->ep > 0) o << " EP" << v->ep;
+    const auto ep = v->expert_parallel_size();
+    if (v->dp_mode == VllmDpMode::DataParallel) {
+      o << " (data parallel";
+      if (ep > 0) o << ", EP" << ep;
+      o << ")";
+    } else if (ep > 0) {
+      o << " EP" << ep;
+    }
+    if (ep > 0 && v->expert_placement == ExpertPlacement::RoundRobin) o << " round-robin";
     if (v->redundant_experts > 0) o << " +" << v->redundant_experts << " redundant experts";
+  } else if (auto* g = std::get_if<SglangSpec>(&spec)) {
+    o << "sglang TP" << g->tp;
+    if (g->enable_dp_attention) o << " DP-attention " << g->dp;
+    else if (g->dp > 1) o << " DP" << g->dp;
+    if (g->ep > 1) o << " EP" << g->ep;
+    if (g->moe_dense_tp == 1) o << " dense-TP1";
+    if (g->enable_dp_lm_head) o << " DP-lm-head";
+    if (g->a2a_moe) o << " a2a";
+    if (g->redundant_experts > 0) o << " +" << g->redundant_experts << " redundant experts";
   } else {
     const auto& d = std::get<DTensorSpec>(spec);
     o << "dtensor mesh [";
@@ -271,6 +292,7 @@ ShardMap build_shard_map(const Inventory& inv, const LayoutSpec& spec) {
         using T = std::decay_t<decltype(s)>;
         if constexpr (std::is_same_v<T, MegatronSpec>) return layouts::build_megatron(inv, s, spec);
         else if constexpr (std::is_same_v<T, VllmSpec>) return layouts::build_vllm(inv, s, spec);
+        else if constexpr (std::is_same_v<T, SglangSpec>) return layouts::build_sglang(inv, s, spec);
         else return layouts::build_dtensor(inv, s, spec);
       },
       spec.spec);

@@ -11,6 +11,7 @@ namespace reshard::model::layouts {
 ShardMap build_megatron(const Inventory& inv, const MegatronSpec& m, const LayoutSpec& spec);
 ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& spec);
 ShardMap build_dtensor(const Inventory& inv, const DTensorSpec& d, const LayoutSpec& spec);
+ShardMap build_sglang(const Inventory& inv, const SglangSpec& s, const LayoutSpec& spec);
 
 // Even split of [0, n) into k parts; part i. Throws PlanError (naming `what`) unless k divides n.
 Interval even_split(std::int64_t n, std::int32_t k, std::int32_t i, const std::string& what);
@@ -30,6 +31,16 @@ std::vector<Box> tp_slice(const TensorInfo& t, std::int32_t tp, std::int32_t r, 
 // more layer, unless `explicit_counts` gives the counts (which must sum to `layers`).
 std::vector<std::int32_t> split_layers(std::int32_t layers, std::int32_t chunks,
                                        const std::vector<std::int32_t>& explicit_counts, const std::string& layout);
+
+// The EP rank holding physical expert slot `s` of `slots` spread over `ep` ranks (ExpertPlacement).
+std::int32_t expert_slot_rank(std::int64_t s, std::int64_t slots, std::int32_t ep, ExpertPlacement placement);
+
+// Adds tensor `t` split by its role over `tp` ranks base + i (i < tp), each shard replicated over the
+// `replicas` axes, as vLLM's and SGLang's parallel linear layers split it: the vocabulary padded to
+// a multiple of 64; q (and o) by whole heads; with fewer KV heads than tp (tp a multiple of their
+// count KVH) TP index i holds KV head i / (tp/KVH), replicated over tp/KVH neighbours.
+void add_tp_shards(ShardMap& map, const Inventory& inv, const TensorInfo& t, std::int32_t tp, Rank base,
+                   const std::vector<RankGrid::Axis>& replicas, const std::string& layout);
 
 // Ranks (as a RankSet) start + i*stride for i < count, times an optional second axis.
 RankSet grid(Rank start, std::vector<RankGrid::Axis> axes);

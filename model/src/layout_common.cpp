@@ -82,6 +82,48 @@ std::vector<std::int32_t> split_layers(std::int32_t layers, std::int32_t chunks,
   return chunk_of_layer;
 }
 
+std::int32_t expert_slot_rank(std::int64_t s, std::int64_t slots, std::int32_t ep, ExpertPlacement placement) {
+  if (placement == ExpertPlacement::RoundRobin) return static_cast<std::int32_t>(s % ep);
+  const std::int64_t b = slots / ep, m = slots % ep;  // the first m ranks hold b + 1 slots
+  if (s < m * (b + 1)) return static_cast<std::int32_t>(s / (b + 1));
+  return static_cast<std::int32_t>(m + (s - m * (b + 1)) / b);
+}
+
+void add_tp_shards(ShardMap& map, const Inventory& inv, const TensorInfo& t, std::int32_t tp, Rank base,
+                   const std::vector<RankGrid::Axis>& replicas, const std::string& layout) {
+  const auto& cfg = inv.config();
+  auto with = [&](Rank start, std::vector<RankGrid::Axis> inner) {
+    inner.insert(inner.end(), replicas.begin(), replicas.end());
+    return map.intern(grid(start, std::move(inner)));
+  };
+  if (t.role == ParallelRole::Replicated) {
+    map.add_shard(t.id, full_box(t), with(base, {{tp, 1}}));
+    return;
+  }
+  const std::int64_t kvh = cfg.num_key_value_heads;
+  const bool kv = t.fused == FusedPart::K || t.fused == FusedPart::V;
+  if (kv && kvh > 0 && kvh < tp) {
+    if (tp % kvh != 0)
+      throw PlanError(layout + ": TP " + std::to_string(tp) + " is not a multiple of the " + std::to_string(kvh) +
+                      " KV heads of '" + t.name + "'");
+    const auto copies = static_cast<std::int32_t>(tp / kvh);
+    const std::int64_t head_dim = t.shape[0] / kvh;
+    for (std::int32_t h = 0; h < kvh; ++h) {
+      Box b = full_box(t);
+      b.dims[0] = {h * head_dim, (h + 1) * head_dim};
+      map.add_shard(t.id, b, with(base + h * copies, {{copies, 1}}));
+    }
+    return;
+  }
+  std::int64_t heads = 0;
+  if (kv) heads = kvh;
+  else if (t.cls == TensorClass::Attention) heads = cfg.num_attention_heads;
+  for (std::int32_t r = 0; r < tp; ++r) {
+    const auto set = with(base + r, {});
+    for (auto& b : tp_slice(t, tp, r, 64, heads, layout)) map.add_shard(t.id, std::move(b), set);
+  }
+}
+
 RankSet grid(Rank start, std::vector<RankGrid::Axis> axes) {
   std::erase_if(axes, [](const RankGrid::Axis& a) { return a.count == 1; });
   return RankSet({RankGrid{start, std::move(axes)}});

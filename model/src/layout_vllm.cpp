@@ -1,22 +1,51 @@
 // vLLM layout.
 //
-//   world = TP x PP x DP, rank = tp + TP*(pp + PP*dp): each DP replica is a contiguous block of
-//   TP*PP GPUs. Layers split contiguously over PP as vLLM's get_pp_indices does (the remainder
-//   layers go to the stages before the last); embedding on the first stage, norm and lm_head on
-//   the last.
-//   Dense tensors of stage p, TP index t: ranks { t + TP*p + TP*PP*d : d < DP }.
-//   KV heads: with KVH >= TP they split evenly; with KVH < TP (TP a multiple of KVH) TP index t
-//   holds KV head t / (TP/KVH), replicated over TP/KVH neighbours.
-//   Experts, EP off: split over TP like dense FFN. EP on: the TP*DP ranks of a stage, numbered
-//   i = t + TP*d, form TP*DP/EP expert groups of EP consecutive ranks (EP = TP*DP is one vLLM
-//   instance with expert parallelism over all its GPUs; a smaller EP describes several such
-//   instances side by side, each a whole copy of the experts; EP must be a multiple of TP). In each
-//   group E + R physical slots (R redundant copies of experts 0..R-1, EPLB) spread evenly over the
-//   EP ranks: slot s on EP rank q = s / ((E+R)/EP); each rank holds whole experts. The ranks holding
-//   slot s are { q%TP + TP*p + TP*PP*(q/TP + (EP/TP)*k) : k < TP*DP/EP }.
-//   Vocabulary padded to a multiple of 64 before the split (the padding rows exist only here).
+//   world = TP x PP x DP, rank = tp + TP*(pp + PP*dp): vLLM orders ranks TP fastest, then PP, then DP,
+//   so each DP rank is a contiguous block of TP*PP GPUs. Layers split contiguously over PP as vLLM's
+//   get_pp_indices does (the remainder layers go to the stages before the last); embedding on the
+//   first stage, norm and lm_head on the last.
+//   Dense tensors (attention, dense FFN, shared experts, norms, routers, embedding, lm_head) of stage
+//   p, TP index t: ranks { t + TP*p + TP*PP*d : d < DP }, split by role over TP. KV heads: with
+//   KVH >= TP they split evenly; with KVH < TP (TP a multiple of KVH) TP index t holds KV head
+//   t / (TP/KVH), replicated over TP/KVH neighbours. Vocabulary padded to a multiple of 64 before the
+//   split (the padding rows exist only here).
+//
+//   `dp_mode` says what DP is.
+//   engines (the default): DP independent engines, each a whole copy of the model.
+//     Experts, EP off: split over TP like a dense FFN.
+//     EP on (`ep` set, or enable_expert_parallel with ep = TP): the TP*DP ranks of a stage, numbered
+//     i = t + TP*d, form TP*DP/EP expert groups of EP consecutive ranks (EP a multiple of TP dividing
+//     TP*DP). A group is one engine of data_parallel_size EP/TP with expert parallelism (EP = TP: one
+//     engine per DP copy); each group holds every expert.
+//   data_parallel: one deployment started with --data-parallel-size DP. Attention and dense layers as
+//     above (each DP rank a TP-split copy), but a stage's MoE layers span its TP*DP ranks in vLLM's
+//     flattened order f = t + TP*d (FusedMoEParallelConfig.make), rank t + TP*p + TP*PP*d:
+//     EP off: MoE tensor parallelism over TP*DP: rank f holds rows [f*I/(TP*DP), (f+1)*I/(TP*DP)) of
+//       every expert's gate and up and those columns of its down (I the expert width).
+//     enable_expert_parallel: EP = TP*DP, EP rank f, experts whole (one group). With TP > 1 and DP > 1
+//       vLLM runs the MoE sequence parallel (use_sequence_parallel_moe with its default all2all
+//       backend) and builds the shared experts unsplit (disable_tp): whole on every rank of the stage.
+//   Expert placement (EP on): the S = E + R physical slots (R redundant copies for EPLB, slot s holds
+//   expert s mod E) go to EP ranks as vLLM's determine_expert_map does:
+//     linear:      b = S / EP, m = S mod EP; EP rank q holds slots [q*b + min(q, m), (q+1)*b + min(q+1, m))
+//                  (the first m ranks one slot more);
+//     round_robin: slot s on EP rank s mod EP (the first S mod EP ranks one slot more).
+//   Redundant experts need S divisible by EP and linear placement (vLLM's EPLB asserts the first and
+//   falls back to linear otherwise). EP rank q of group k sits on rank
+//     q%TP + TP*p + TP*PP*(q/TP + (EP/TP)*k),   k < TP*DP/EP,
+//   so the ranks holding slot s are those of q over every group: one grid of TP*DP/EP ranks.
 #include "layout_builders.hpp"
 #include "reshard/model/errors.hpp"
+
+namespace reshard::model {
+
+std::int32_t VllmSpec::expert_parallel_size() const {
+  if (dp_mode == VllmDpMode::DataParallel) return enable_expert_parallel ? tp * dp : 0;
+  if (ep > 0) return ep;
+  return enable_expert_parallel ? tp : 0;
+}
+
+}  // namespace reshard::model
 
 namespace reshard::model::layouts {
 
@@ -29,19 +58,25 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
   if (world != static_cast<std::int64_t>(spec.gpus.size()))
     throw PlanError(name + ": the layout needs " + std::to_string(world) + " GPUs but its gpus list has " +
                     std::to_string(spec.gpus.size()));
+  const bool data_parallel = v.dp_mode == VllmDpMode::DataParallel;
+  if (data_parallel && v.ep > 0 && (!v.enable_expert_parallel || v.ep != v.tp * v.dp))
+    throw PlanError(name + ": with dp_mode data_parallel the EP size is TP*DP = " + std::to_string(v.tp * v.dp) +
+                    " under enable_expert_parallel; ep " + std::to_string(v.ep) + " cannot be set");
+  const std::int32_t ep = v.expert_parallel_size();
   const std::int64_t E = cfg.n_routed_experts;
-  std::int64_t per_rank_slots = 0;
-  if (v.ep > 0) {
-    if ((v.tp * v.dp) % v.ep != 0 || v.ep % v.tp != 0)
-      throw PlanError(name + ": ep " + std::to_string(v.ep) + " must divide TP*DP = " + std::to_string(v.tp * v.dp) +
+  const std::int64_t slots = E + v.redundant_experts;
+  if (ep > 0) {
+    if ((v.tp * v.dp) % ep != 0 || ep % v.tp != 0)
+      throw PlanError(name + ": ep " + std::to_string(ep) + " must divide TP*DP = " + std::to_string(v.tp * v.dp) +
                       " and be a multiple of TP " + std::to_string(v.tp));
-    if ((E + v.redundant_experts) % v.ep != 0)
-      throw PlanError(name + ": " + std::to_string(E + v.redundant_experts) +
-                      " physical experts are not divisible by EP " + std::to_string(v.ep));
     if (v.redundant_experts > E) throw PlanError(name + ": more redundant experts than experts");
-    per_rank_slots = (E + v.redundant_experts) / v.ep;
+    if (v.redundant_experts > 0 && slots % ep != 0)
+      throw PlanError(name + ": with redundant experts (EPLB) vLLM needs the " + std::to_string(slots) +
+                      " physical experts divisible by EP " + std::to_string(ep));
+    if (v.redundant_experts > 0 && v.expert_placement == ExpertPlacement::RoundRobin)
+      throw PlanError(name + ": vLLM places redundant experts (EPLB) linearly only; set expert_placement: linear");
   } else if (v.redundant_experts > 0) {
-    throw PlanError(name + ": redundant_experts needs expert parallelism (ep)");
+    throw PlanError(name + ": redundant_experts needs expert parallelism (ep or enable_expert_parallel)");
   }
   // vLLM get_pp_indices: equal parts, the remainder to the stages before the last.
   const std::int32_t layers = inv.layer_count();
@@ -50,7 +85,8 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
   for (std::int32_t i = 2; i < layers % v.pp + 2; ++i) counts[static_cast<std::size_t>(v.pp - i)] += 1;
   const auto stage_of_layer = split_layers(layers, v.pp, counts, name);
 
-  const std::int64_t kvh = cfg.num_key_value_heads;
+  // Sequence-parallel MoE: shared experts unsplit.
+  const bool shared_unsplit = data_parallel && ep > 0 && v.tp > 1 && v.dp > 1;
   ShardMap map(static_cast<std::int32_t>(inv.tensors().size()), spec.gpus, name);
   const RankGrid::Axis replicas{v.dp, v.tp * v.pp};
   for (const auto& t : inv.tensors()) {
@@ -58,40 +94,28 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
     if (t.layer >= 0) stage = stage_of_layer.at(static_cast<std::size_t>(t.layer));
     else stage = t.pre_layers ? 0 : v.pp - 1;
     const Rank base = v.tp * stage;
-    if (t.expert >= 0 && v.ep > 0) {
-      const std::int32_t groups = v.tp * v.dp / v.ep;
-      for (std::int64_t s = t.expert; s < E + v.redundant_experts; s += E) {
-        const auto q = static_cast<std::int32_t>(s / per_rank_slots);  // EP rank inside its group
+    if (t.expert >= 0 && ep > 0) {
+      const std::int32_t groups = v.tp * v.dp / ep;
+      for (std::int64_t s = t.expert; s < slots; s += E) {
+        const auto q = expert_slot_rank(s, slots, ep, v.expert_placement);  // EP rank inside its group
         const Rank r = base + q % v.tp + v.tp * v.pp * (q / v.tp);
-        map.add_shard(t.id, full_box(t), map.intern(grid(r, {{groups, v.pp * v.ep}})));
+        map.add_shard(t.id, full_box(t), map.intern(grid(r, {{groups, v.pp * ep}})));
       }
       continue;
     }
-    if (t.role == ParallelRole::Replicated) {
+    if (t.expert >= 0 && data_parallel) {  // MoE tensor parallelism flattened over TP x DP
+      const std::int32_t moe_tp = v.tp * v.dp;
+      for (std::int32_t f = 0; f < moe_tp; ++f) {
+        const auto set = map.intern(RankSet::single(base + f % v.tp + v.tp * v.pp * (f / v.tp)));
+        for (auto& b : tp_slice(t, moe_tp, f, 64, 0, name)) map.add_shard(t.id, std::move(b), set);
+      }
+      continue;
+    }
+    if (shared_unsplit && t.cls == TensorClass::SharedExpert) {
       map.add_shard(t.id, full_box(t), map.intern(grid(base, {{v.tp, 1}, replicas})));
       continue;
     }
-    const bool kv = t.fused == FusedPart::K || t.fused == FusedPart::V;
-    if (kv && kvh > 0 && kvh < v.tp) {
-      if (v.tp % kvh != 0)
-        throw PlanError(name + ": TP " + std::to_string(v.tp) + " is not a multiple of the " + std::to_string(kvh) +
-                        " KV heads of '" + t.name + "'");
-      const auto copies = static_cast<std::int32_t>(v.tp / kvh);
-      const std::int64_t head_dim = t.shape[0] / kvh;
-      for (std::int32_t h = 0; h < kvh; ++h) {
-        Box b = full_box(t);
-        b.dims[0] = {h * head_dim, (h + 1) * head_dim};
-        map.add_shard(t.id, b, map.intern(grid(base + h * copies, {{copies, 1}, replicas})));
-      }
-      continue;
-    }
-    std::int64_t heads = 0;
-    if (kv) heads = kvh;
-    else if (t.cls == TensorClass::Attention) heads = cfg.num_attention_heads;
-    for (std::int32_t r = 0; r < v.tp; ++r) {
-      const auto set = map.intern(grid(base + r, {replicas}));
-      for (auto& b : tp_slice(t, v.tp, r, 64, heads, name)) map.add_shard(t.id, std::move(b), set);
-    }
+    add_tp_shards(map, inv, t, v.tp, base, {replicas}, name);
   }
   return map;
 }

@@ -132,15 +132,86 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     world_check(tcp * m.dp, "megatron TP*CP*PP*DP");
     spec.spec = m;
   } else if (fw == "vllm") {
-    n.allow_only({"framework", "gpus", "tp", "pp", "dp", "ep", "redundant_experts"});
+    n.allow_only({"framework", "gpus", "tp", "pp", "dp", "dp_mode", "ep", "enable_expert_parallel",
+                  "expert_placement", "redundant_experts"});
     VllmSpec v;
     if (auto x = n.get("tp")) v.tp = small_int(*x);
     if (auto x = n.get("pp")) v.pp = small_int(*x);
     if (auto x = n.get("dp")) v.dp = small_int(*x);
-    if (auto x = n.get("ep")) v.ep = small_int(*x);
-    if (auto x = n.get("redundant_experts")) v.redundant_experts = static_cast<std::int32_t>(x->integer_in(0, 1'000'000));
+    if (auto x = n.get("dp_mode")) {
+      const std::string m = x->str();
+      if (m == "data_parallel") v.dp_mode = VllmDpMode::DataParallel;
+      else if (m != "engines") x->fail("expected engines or data_parallel, got " + checked::quote(m));
+    }
+    const auto enable = n.get("enable_expert_parallel");
+    if (enable) v.enable_expert_parallel = enable->boolean();
+    if (auto x = n.get("ep")) {
+      v.ep = small_int(*x);
+      if (enable && !v.enable_expert_parallel)
+        x->fail("ep " + std::to_string(v.ep) + " turns expert parallelism on, but enable_expert_parallel is false");
+      if (v.dp_mode == VllmDpMode::DataParallel && v.ep != v.tp * v.dp)
+        x->fail("with dp_mode data_parallel vLLM's EP size is TP*DP = " + std::to_string(v.tp * v.dp) +
+                "; leave ep out and set enable_expert_parallel: true");
+      v.enable_expert_parallel = true;
+    }
+    if (auto x = n.get("expert_placement")) {
+      const std::string p = x->str();
+      if (p == "round_robin") v.expert_placement = ExpertPlacement::RoundRobin;
+      else if (p != "linear") x->fail("expected linear or round_robin, got " + checked::quote(p));
+      if (v.expert_parallel_size() == 0) x->fail("expert_placement needs expert parallelism (enable_expert_parallel or ep)");
+    }
+    if (auto x = n.get("redundant_experts")) {
+      v.redundant_experts = static_cast<std::int32_t>(x->integer_in(0, 1'000'000));
+      if (v.redundant_experts > 0 && v.expert_parallel_size() == 0)
+        x->fail("redundant experts (EPLB) need expert parallelism (enable_expert_parallel or ep)");
+      if (v.redundant_experts > 0 && v.expert_placement == ExpertPlacement::RoundRobin)
+        x->fail("vLLM places redundant experts (EPLB) linearly only (it falls back from round_robin)");
+    }
     world_check(static_cast<std::int64_t>(v.tp) * v.pp * v.dp, "vllm TP*PP*DP");
     spec.spec = v;
+  } else if (fw == "sglang") {
+    n.allow_only({"framework", "gpus", "tp_size", "dp_size", "enable_dp_attention", "ep_size", "moe_dense_tp_size",
+                  "enable_dp_lm_head", "moe_a2a_backend", "ep_num_redundant_experts"});
+    SglangSpec g;
+    if (auto x = n.get("tp_size")) g.tp = small_int(*x);
+    if (auto x = n.get("dp_size")) g.dp = small_int(*x);
+    if (auto x = n.get("enable_dp_attention")) {
+      g.enable_dp_attention = x->boolean();
+      if (g.enable_dp_attention && g.tp % g.dp != 0)
+        x->fail("DP attention splits the tp_size " + std::to_string(g.tp) + " GPUs into dp_size " +
+                std::to_string(g.dp) + " attention groups; dp_size must divide tp_size");
+    }
+    if (auto x = n.get("moe_a2a_backend")) {
+      const std::string b = x->str();
+      if (b == "deepep" || b == "mooncake") g.a2a_moe = true;
+      else if (b != "none") x->fail("expected none, deepep or mooncake, got " + checked::quote(b));
+    }
+    if (auto x = n.get("ep_size")) {
+      g.ep = small_int(*x);
+      if (g.tp % g.ep != 0)
+        x->fail("ep_size " + std::to_string(g.ep) + " must divide tp_size " + std::to_string(g.tp) +
+                " (MoE TP = tp_size / ep_size)");
+      if (g.a2a_moe && g.ep != g.tp)
+        x->fail("an all-to-all MoE backend runs ep_size = tp_size = " + std::to_string(g.tp));
+    } else if (g.a2a_moe) {
+      g.ep = g.tp;  // SGLang sets ep_size to tp_size for an all-to-all backend
+    }
+    if (auto x = n.get("moe_dense_tp_size")) {
+      const auto d = small_int(*x);
+      if (d != 1 && d != g.tp)
+        x->fail("SGLang accepts moe_dense_tp_size 1 or tp_size (" + std::to_string(g.tp) + "), got " + std::to_string(d));
+      g.moe_dense_tp = d == 1 ? 1 : 0;
+    }
+    if (auto x = n.get("enable_dp_lm_head")) {
+      g.enable_dp_lm_head = x->boolean();
+      if (g.enable_dp_lm_head && !g.enable_dp_attention) x->fail("enable_dp_lm_head needs enable_dp_attention: true");
+    }
+    if (auto x = n.get("ep_num_redundant_experts")) {
+      g.redundant_experts = static_cast<std::int32_t>(x->integer_in(0, 1'000'000));
+      if (g.redundant_experts > 0 && g.ep < 2) x->fail("redundant experts need expert parallelism (ep_size > 1)");
+    }
+    world_check(g.world(), g.enable_dp_attention ? "sglang with DP attention (world = tp_size)" : "sglang TP*DP");
+    spec.spec = g;
   } else if (fw == "dtensor") {
     n.allow_only({"framework", "gpus", "mesh", "placements"});
     DTensorSpec d;
@@ -170,7 +241,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     }
     spec.spec = d;
   } else {
-    n.at("framework").fail("unknown framework '" + fw + "'; expected megatron, vllm or dtensor");
+    n.at("framework").fail("unknown framework '" + fw + "'; expected megatron, vllm, sglang or dtensor");
   }
   return spec;
 }

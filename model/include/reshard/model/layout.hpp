@@ -109,10 +109,45 @@ struct MegatronSpec {
   std::int32_t expert_tp() const { return etp > 0 ? etp : tp; }
 };
 
+// Where expert parallelism puts the E + R physical expert slots (R redundant, EPLB) on the EP ranks
+// (vLLM --expert-placement-strategy): `Linear` gives EP rank q the contiguous slots
+// [q*b + min(q, m), (q+1)*b + min(q+1, m)), b = (E+R) / EP, m = (E+R) % EP (the first m ranks one
+// more); `RoundRobin` gives slot s to EP rank s % EP.
+enum class ExpertPlacement : std::uint8_t { Linear, RoundRobin };
+const char* to_string(ExpertPlacement p);  // "linear", "round_robin"
+
+// What vLLM's `dp` means (see model/src/layout_vllm.cpp for the sharding).
+enum class VllmDpMode : std::uint8_t {
+  Engines,       // dp independent engines, each a whole copy (EP groups of `ep` ranks when set)
+  DataParallel,  // one deployment with --data-parallel-size dp: MoE layers span TP x DP
+};
+const char* to_string(VllmDpMode m);  // "engines", "data_parallel"
+
 struct VllmSpec {
   std::int32_t tp = 1, pp = 1, dp = 1;
-  std::int32_t ep = 0;  // 0: expert parallelism off; else a multiple of tp dividing tp * dp (expert groups)
+  // Engines mode: 0, or the size of an expert group (a multiple of tp dividing tp * dp; each group is
+  // one engine of data_parallel_size ep / tp with expert parallelism). DataParallel mode: 0 or tp * dp.
+  std::int32_t ep = 0;
   std::int32_t redundant_experts = 0;  // EPLB: extra expert replicas
+  VllmDpMode dp_mode = VllmDpMode::Engines;
+  bool enable_expert_parallel = false;  // --enable-expert-parallel (implied by ep > 0)
+  ExpertPlacement expert_placement = ExpertPlacement::Linear;
+  // The EP size in effect: 0 when expert parallelism is off.
+  std::int32_t expert_parallel_size() const;
+};
+
+// SGLang (`python -m sglang.launch_server` arguments; see model/src/layout_sglang.cpp).
+struct SglangSpec {
+  std::int32_t tp = 1;  // --tp-size
+  std::int32_t dp = 1;  // --dp-size
+  bool enable_dp_attention = false;     // --enable-dp-attention: attention TP = tp / dp, world = tp
+  std::int32_t ep = 1;                  // --ep-size (MoE TP = tp / ep)
+  std::int32_t moe_dense_tp = 0;        // --moe-dense-tp-size: 0 unset (= tp), or 1
+  bool enable_dp_lm_head = false;       // --enable-dp-lm-head: lm_head over the attention TP group
+  bool a2a_moe = false;                 // --moe-a2a-backend deepep / mooncake: shared experts unsplit
+  std::int32_t redundant_experts = 0;   // --ep-num-redundant-experts
+  std::int32_t attention_tp() const { return enable_dp_attention && dp > 0 ? tp / dp : tp; }
+  std::int32_t world() const { return enable_dp_attention ? tp : tp * dp; }
 };
 
 struct Placement {
@@ -130,10 +165,12 @@ struct DTensorSpec {
 };
 
 struct LayoutSpec {
-  std::variant<MegatronSpec, VllmSpec, DTensorSpec> spec;
+  std::variant<MegatronSpec, VllmSpec, DTensorSpec, SglangSpec> spec;
   std::vector<GpuId> gpus;  // rank -> topology GPU
   std::string framework() const;
-  std::string describe() const;  // "megatron TP4 PP8 EP16 DP4", "vllm TP8 DP16"
+  // "megatron TP4 PP8 EP16 DP4", "vllm TP8 DP16", "vllm TP8 DP2 (data parallel, EP16)",
+  // "sglang TP16 DP-attention 8 EP16"
+  std::string describe() const;
 };
 
 // ---- The ShardMap -------------------------------------------------------------------------------

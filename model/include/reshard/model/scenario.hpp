@@ -14,6 +14,12 @@
 // Megatron keys: tp, pp, cp, dp (default: from the GPU count), ep, etp (default: tp), vpp, and for a
 // pipeline split that is not even either layers_per_stage (one count per virtual stage) or
 // first_stage_layers / last_stage_layers (MegatronSpec).
+// vLLM keys: tp, pp, dp, dp_mode (engines: dp independent engines, the default; data_parallel: one
+// deployment with --data-parallel-size dp), enable_expert_parallel, ep (engines: expert-group size),
+// expert_placement (linear, round_robin), redundant_experts (VllmSpec).
+// SGLang keys, as on its command line: tp_size, dp_size, enable_dp_attention, ep_size,
+// moe_dense_tp_size (1 or tp_size), enable_dp_lm_head, moe_a2a_backend (none, deepep, mooncake),
+// ep_num_redundant_experts (SglangSpec).
 #pragma once
 
 #include <filesystem>
