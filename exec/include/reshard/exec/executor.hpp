@@ -47,6 +47,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/model/memory.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 
@@ -145,9 +146,8 @@ struct RunPlan {
   std::int32_t gpu_index(model::GpuId g) const;       // position in gpus (process = index mod world)
 };
 
-// The step of every operation (the dependency depth, a chain op no shallower than the previous op on
-// its chain) and their number.
-std::vector<std::int32_t> op_steps(const model::Schedule& s, std::int32_t& count);
+// The step of every operation (model/memory.hpp).
+using model::op_steps;
 
 // Checks that the schedule belongs to the scenario (piece count, every op GPU and every chain hop
 // GPU in the scenario's topology, chains, buffers and parts in range) and validates it:
