@@ -216,6 +216,11 @@ struct OpTiming {
   double start_s = -1, end_s = -1;  // from the common start; -1: not run here
 };
 
+struct GpuStaging {
+  model::GpuId gpu = -1;
+  std::int64_t bytes = 0;
+};
+
 struct Measurement {
   std::string scenario_path;   // absolute
   std::vector<std::string> scenario_sets;  // `--set KEY=VALUE` overrides of the scenario (paths absolute)
@@ -227,6 +232,9 @@ struct Measurement {
   double elapsed_s = 0;
   std::int64_t bytes_verified = 0;
   bool verified = false;
+  // The staging memory each GPU held at most (the host backend counts the bytes it allocates for
+  // send and receive regions; empty: the backend does not measure it), by GPU.
+  std::vector<GpuStaging> staging;
 };
 
 nlohmann::json to_json(const Measurement& m, const RunPlan& plan);
@@ -245,6 +253,17 @@ struct StepComparison {
 // The Prediction (model::estimate with CostParams::profile_named(profile)) of each step's operations
 // alone, and of the whole schedule, against the measured span of the step (last end - first start).
 std::vector<StepComparison> compare_with_prediction(const Measurement& m);
+
+// The staging memory each GPU held at most (Measurement::staging) against model::staging_memory's
+// peak for it; empty when the run did not measure it.
+struct StagingComparison {
+  model::GpuId gpu = -1;
+  std::int64_t predicted_bytes = 0, measured_bytes = 0;
+  double error() const {
+    return predicted_bytes > 0 ? static_cast<double>(measured_bytes - predicted_bytes) / static_cast<double>(predicted_bytes) : 0;
+  }
+};
+std::vector<StagingComparison> compare_staging(const Measurement& m);
 
 // ---- Running ------------------------------------------------------------------------------------
 
