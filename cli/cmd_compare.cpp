@@ -15,10 +15,12 @@ namespace reshard::cli {
 
 using namespace reshard::model;
 
+namespace {
 // "1.2 GiB (GPU 17)": the peak extra memory of the GPU that needs the most, and which.
 std::string staging_cell(const Prediction& p) {
   return p.staging_gpu < 0 ? "-" : format(p.staging_peak) + " (GPU " + std::to_string(p.staging_gpu) + ")";
 }
+}  // namespace
 
 void run_compare(const std::string& path, const std::vector<std::string>& sets, study::CompareOptions options, bool json) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path), parse_sets(sets));

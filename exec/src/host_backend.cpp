@@ -7,9 +7,10 @@
 // operations they depend on *here* are done (a receive into this GPU that they forward, or an
 // earlier send of this GPU); dependencies between operations of other GPUs carry no data and are
 // not waited for across processes. The staging bytes each GPU holds are counted as they are
-// allocated and released; the high-water mark goes into the Measurement. A chain op moves chunk by chunk: each GPU of the tree receives
-// chunk k into its region of the whole part and forwards it from there to its children as soon as
-// it has arrived, at most kChainSlots chunks in flight per hop in each direction. Progress is
+// allocated and released; the high-water mark goes into the Measurement. A chain op moves chunk by
+// chunk: each GPU of the tree receives chunk k into its region of the whole part and forwards it
+// from there to its children as soon as it has arrived, at most kChainSlots chunks in flight per
+// hop in each direction. Progress is
 // polled with MPI_Testsome against a deadline, so a peer that never answers ends the run with an
 // ExecError instead of a hang.
 #include "backend_impl.hpp"
@@ -90,8 +91,8 @@ class HostRun {
     count_readers();
     make_jobs();
     out_.start.assign(s_.ops.size(), -1);
-    out_.staging.assign(plan_.gpus.size(), -1);
     out_.end.assign(s_.ops.size(), -1);
+    out_.staging.assign(plan_.gpus.size(), -1);
 
     MPI_Barrier(MPI_COMM_WORLD);
     setup_done(w_);
