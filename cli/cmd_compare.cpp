@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "inputs.hpp"
 #include "progress.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/study/compare.hpp"
@@ -13,6 +14,13 @@
 namespace reshard::cli {
 
 using namespace reshard::model;
+
+namespace {
+// "1.2 GiB (GPU 17)": the peak extra memory of the GPU that needs the most, and which.
+std::string staging_cell(const Prediction& p) {
+  return p.staging_gpu < 0 ? "-" : format(p.staging_peak) + " (GPU " + std::to_string(p.staging_gpu) + ")";
+}
+}  // namespace
 
 void run_compare(const std::string& path, const std::vector<std::string>& sets, study::CompareOptions options, bool json) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path), parse_sets(sets));
@@ -33,18 +41,23 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
                            {"lower bound", format(lb.time) + " (" + lb.binding.cut + ", " + lb.binding.where + ")"}});
   std::cout << '\n';
   const double baseline = r.rows.front().prediction.time.value;
-  Table t({"strategy", "estimate>", "simulated>", "x bound>", "speedup>", "network>", "NVLink>", "ops>", "limited by", "bottleneck link"});
+  Table t({"strategy", "estimate>", "simulated>", "x bound>", "speedup>", "network>", "NVLink>", "ops>", "peak extra/GPU>", "limited by", "bottleneck link"});
   for (const auto& row : r.rows) {
     const Prediction& p = row.prediction;
     t.add({row.name, format(p.time), row.simulated ? format(*row.simulated) : "-", fixed(p.time.value / lb.time.value, 2),
            fixed(baseline / p.time.value, 1) + "x", format(p.network_bytes), format(p.nvlink_bytes),
-           std::to_string(p.operations), row.limited_by, row.bottleneck});
+           std::to_string(p.operations), staging_cell(p), row.limited_by, row.bottleneck});
   }
   t.print(std::cout);
   const study::CompareRow& best = r.rows[r.best];
   std::cout << "\nauto chose: " << describe(best.params) << " (" << format(best.prediction.time) << "; "
-            << r.candidates << " candidate schedules built and estimated)\n"
-            << "speedup is over gather_broadcast; x bound is the ratio of the estimate to the lower bound"
+            << r.candidates << " candidate schedules built and estimated"
+            << (options.max_staging ? "; " + std::to_string(r.over_staging) + " rejected for needing more than --max-staging " +
+                                          format(*options.max_staging) + " of staging memory on one GPU"
+                                    : std::string())
+            << ")\n"
+            << "speedup is over gather_broadcast; x bound is the ratio of the estimate to the lower bound; peak extra/GPU is "
+               "the staging memory the GPU that needs the most holds at once besides its shards"
             << (options.simulate ? "; auto confirmed its best candidates by simulation.\n"
                                  : ". Add --simulate to simulate every schedule (flow-level max-min; auto's best candidates too).\n");
 }
@@ -59,6 +72,7 @@ void add_compare_command(CLI::App& app) {
   auto extra = std::make_shared<std::vector<std::string>>();
   auto sets = std::make_shared<std::vector<std::string>>();
   auto jobs = std::make_shared<int>(0);
+  auto max_staging = std::make_shared<std::string>();
   cmd->add_flag("--simulate", *simulate, "Also simulate every schedule (and let auto confirm its best by simulation)");
   cmd->add_option("scenario", *path, "Scenario YAML file (default: the embedded DeepSeek-V3 on DGX H100)");
   cmd->add_option("--profile", *profile, "Implementation profile: reshard or nemo_rl");
@@ -68,8 +82,9 @@ void add_compare_command(CLI::App& app) {
                   "Also compare this configured strategy, written as auto prints it (\"domain_grouped relay_ingress\"); repeatable (auto is always compared)");
   cmd->add_option("-j,--jobs", *jobs, "Threads that build, estimate and simulate schedules at once (default: every core)")
       ->check(CLI::PositiveNumber);
+  add_max_staging_option(cmd, *max_staging);
   add_set_option(cmd, *sets);
-  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs] {
+  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs, max_staging] {
     study::CompareOptions options;
     options.profile = *profile;
     options.params_file = *params;
@@ -77,6 +92,7 @@ void add_compare_command(CLI::App& app) {
     for (const auto& s : *extra)
       if (s != "auto") options.configured.push_back(s);  // auto is always the last row
     options.threads = *jobs;
+    options.max_staging = parse_max_staging(*max_staging);
     run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *sets,
                 options, *json);
   });

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -211,6 +212,27 @@ void run_exec(const ExecArgs& a) {
   if (!a.output.empty()) std::cout << "measurement written to " << a.output << '\n';
 }
 
+// Peak extra (staging) memory per GPU, measured against model::staging_memory: the GPUs by predicted
+// peak, at most kRows of them, and the largest of each.
+void print_staging(const std::vector<exec::StagingComparison>& staging) {
+  constexpr std::size_t kRows = 16;
+  std::vector<exec::StagingComparison> rows = staging;
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.predicted_bytes > b.predicted_bytes; });
+  std::cout << '\n';
+  Table t({"GPU>", "peak extra predicted>", "measured>", "error>"});
+  for (std::size_t i = 0; i < rows.size() && i < kRows; ++i)
+    t.add({std::to_string(rows[i].gpu), format(Bytes{rows[i].predicted_bytes}), format(Bytes{rows[i].measured_bytes}),
+           fixed(100 * rows[i].error(), 1) + " %"});
+  t.print(std::cout);
+  if (rows.size() > kRows) std::cout << "  ... " << rows.size() - kRows << " more GPUs\n";
+  auto most = [&](auto field) {
+    return *std::max_element(rows.begin(), rows.end(), [&](const auto& a, const auto& b) { return a.*field < b.*field; });
+  };
+  const auto p = most(&exec::StagingComparison::predicted_bytes), q = most(&exec::StagingComparison::measured_bytes);
+  std::cout << "peak extra memory per GPU (staging, besides the shards): predicted " << format(Bytes{p.predicted_bytes})
+            << " (GPU " << p.gpu << "), measured " << format(Bytes{q.measured_bytes}) << " (GPU " << q.gpu << ")\n";
+}
+
 void run_check(const std::string& path, bool json, bool accept_unverified) {
   const exec::Measurement m = exec::load_measurement(path, accept_unverified);
   const auto rows = [&] {
@@ -220,6 +242,7 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
       throw model::ConfigError(path, 0, "schedule", e.what());
     }
   }();
+  const std::vector<exec::StagingComparison> staging = exec::compare_staging(m);
   if (json) {
     nlohmann::json j;
     j["schema"] = "reshard-check-1";
@@ -243,6 +266,12 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
         steps.push_back(row);
       }
     }
+    if (!staging.empty()) {
+      auto& gpus = j["staging"] = nlohmann::json::array();
+      for (const auto& g : staging)
+        gpus.push_back({{"gpu", g.gpu}, {"peak_staging_bytes", g.predicted_bytes},
+                        {"measured_staging_bytes", g.measured_bytes}, {"relative_error", g.error()}});
+    }
     std::cout << j.dump(2) << '\n';
     return;
   }
@@ -265,6 +294,7 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
               << ", not over the topology's NVLink and network links: its times measure the executor on this "
                  "machine, not the cluster, so a large error is expected. The prediction is for an nccl run on "
                  "the cluster itself.\n";
+  if (!staging.empty()) print_staging(staging);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "reshard/model/planner.hpp"
 #include "reshard/model/errors.hpp"
+#include "reshard/model/memory.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/schedule_file.hpp"
@@ -19,6 +20,7 @@
 #include "inputs.hpp"
 #include "progress.hpp"
 #include "set_option.hpp"
+#include "simulate_report.hpp"
 #include "table.hpp"
 #include "warnings.hpp"
 
@@ -46,7 +48,7 @@ Stats stats(const std::vector<Bytes>& v) {
 }  // namespace
 
 struct PlanArgs {
-  std::string path, strategy, output, profile = "reshard", params;
+  std::string path, strategy, output, profile = "reshard", params, max_staging;
   std::vector<std::string> sets;
   bool json = false;
 };
@@ -97,6 +99,9 @@ void print_plan_json(const LoadedScenario& sc, const TransferSet& ts, const Lowe
     j["params"] = describe(schedule->params);
     j["operations"] = schedule->ops.size();
     j["buffers"] = schedule->buffers.size();
+    const StagingMemory memory = staging_memory(*schedule);
+    j["peak_staging_bytes"] = memory.peak.value;
+    j["peak_staging_gpu"] = memory.gpu;
     if (!output.empty()) j["schedule_file"] = output;
   }
   j["destination_received_bytes"] = spread(recv);
@@ -106,6 +111,7 @@ void print_plan_json(const LoadedScenario& sc, const TransferSet& ts, const Lowe
 
 void run_plan(const PlanArgs& a) {
   const std::string& output = a.output;
+  const auto max_staging = parse_max_staging(a.max_staging);
   auto progress = ProgressLine::for_stderr(a.json);
   progress.stage("load scenario");
   const LoadedScenario sc = load_scenario(std::filesystem::path(a.path), parse_sets(a.sets));
@@ -121,7 +127,7 @@ void run_plan(const PlanArgs& a) {
   std::optional<Schedule> schedule;
   if (!a.strategy.empty()) {
     const CostParams cost = CostParams::named_or_loaded(a.profile, a.params);  // what auto is tuned for
-    const StrategyParams params = strategy_params(a.strategy, sc, ts, cost, 0, progress.callback());
+    const StrategyParams params = strategy_params(a.strategy, sc, ts, cost, 0, progress.callback(), max_staging);
     progress.stage("build schedule");
     schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);
     schedule->scenario = sc.scenario.name;
@@ -183,10 +189,12 @@ void run_plan(const PlanArgs& a) {
               c.cut == lb.binding.cut && c.where == lb.binding.where ? "<- binding" : ""});
   cuts.print(std::cout);
   std::cout << "\nlower bound: " << format(lb.time) << " (" << lb.binding.cut << ", " << lb.binding.where << ")\n";
-  if (schedule)
+  if (schedule) {
+    const StagingMemory memory = staging_memory(*schedule);
     std::cout << "schedule: " << describe(schedule->params) << ", " << schedule->ops.size() << " operations, "
               << schedule->buffers.size() << " buffers, validated" << (output.empty() ? "" : ", written to " + output)
-              << "\n";
+              << "\npeak extra memory: " << staging_text(memory.peak, memory.gpu) << ", in step " << memory.step << "\n";
+  }
 }
 
 void add_plan_command(CLI::App& app) {
@@ -197,6 +205,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Write the schedule (with --strategy): JSON when FILE ends in .json, else the compact binary format");
   cmd->add_option("--profile", a->profile, "Implementation profile auto tunes for: reshard or nemo_rl");
   cmd->add_option("--params", a->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
+  add_max_staging_option(cmd, a->max_staging);
   cmd->add_flag("--json", a->json, "Print one JSON object");
   add_set_option(cmd, a->sets);
   cmd->callback([a] {

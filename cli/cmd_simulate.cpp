@@ -47,6 +47,7 @@ struct SimulateOptions {
   std::vector<std::string> sets;  // --set overrides of the scenario
   std::string strategy = "domain_chain";
   int max_chain = 0;  // 0: the default (8)
+  std::string max_staging;  // --max-staging: auto's cap on one GPU's staging memory
   std::string profile = "reshard";
   std::string params;  // cost parameters file (replaces the profile)
   std::string topology;
@@ -169,6 +170,7 @@ void run_schedule(const SimulateOptions& o) {
     throw model::ConfigError(o.input, 0, "--scenario", "--scenario is for schedule files (.json or binary); the input is a scenario");
   if (!o.topology.empty())
     throw model::ConfigError(o.input, 0, "--topology", "--topology is for raw traffic (--flows); the scenario names its topology");
+  const auto max_staging = parse_max_staging(o.max_staging);
   auto progress = ProgressLine::for_stderr(o.json);
   model::Schedule schedule;
   if (from_file) {
@@ -195,7 +197,7 @@ void run_schedule(const SimulateOptions& o) {
       throw model::ConfigError(o.input, 0, "ops", "not a valid schedule for " + scenario_file + ": " + e.what());
     }
   } else {
-    const model::StrategyParams params = strategy_params(o.strategy, sc, ts, cost, o.max_chain, progress.callback());
+    const model::StrategyParams params = strategy_params(o.strategy, sc, ts, cost, o.max_chain, progress.callback(), max_staging);
     progress.stage("build schedule");
     schedule = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);
   }
@@ -219,6 +221,8 @@ void run_schedule(const SimulateOptions& o) {
   if (from_file) ref.schedule_file = o.input;
   ref.profile = cost.profile;
   ref.estimate = prediction.time;
+  ref.staging_peak = prediction.staging_peak;
+  ref.staging_gpu = prediction.staging_gpu;
   ref.lower_bound = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
 
   if (!o.dump_flows.empty()) sim::write_flow_dump(o.dump_flows, sim.network, sim.flows, sim.result);
@@ -269,6 +273,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate: auto (the tuner's choice), or a name with parameters as compare prints them: \"domain_grouped relay_ingress\" (default domain_chain)");
   cmd->add_option("--max-chain", o->max_chain, "Domains per chain for domain_chain / hybrid (default 8)")
       ->check(CLI::PositiveNumber);
+  add_max_staging_option(cmd, o->max_staging);
   cmd->add_option("--profile", o->profile, "Implementation profile for efficiencies and overheads: reshard or nemo_rl");
   cmd->add_option("--params", o->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_option("--topology", o->topology, "Topology YAML (raw traffic replay)");

@@ -12,17 +12,37 @@ namespace reshard::cli {
 using namespace reshard::model;
 
 StrategyParams strategy_params(const std::string& spec, const LoadedScenario& sc, const TransferSet& ts,
-                               const CostParams& cost, int max_chain, const ProgressFn& progress) {
+                               const CostParams& cost, int max_chain, const ProgressFn& progress,
+                               const std::optional<Bytes>& max_staging) {
   StrategyParams p;
   if (spec == "auto") {
     TuneOptions options;
     options.progress = progress;
+    options.max_staging = max_staging;
     p = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, options).best.params;
   } else {
     p = parse_strategy(spec);
   }
   if (max_chain > 0) p.max_chain = max_chain;
   return p;
+}
+
+void add_max_staging_option(CLI::App* cmd, std::string& text) {
+  cmd->add_option("--max-staging", text,
+                  "The most extra (staging) memory one GPU may need, e.g. 4GiB: auto rejects schedules that need more");
+}
+
+std::optional<Bytes> parse_max_staging(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  try {
+    const Bytes b = parse_size(text);
+    if (b.value <= 0) throw ConfigError("--max-staging", 0, text, "expected a positive size");
+    return b;
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ConfigError("--max-staging", 0, text, std::string("expected a size with its unit (4GiB, 512MB): ") + e.what());
+  }
 }
 
 std::string schedule_scenario_file(const std::string& schedule_file, const std::string& scenario_name,

@@ -2,7 +2,10 @@
 // scenario a schedule file was built for.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "reshard/model/cost.hpp"
 #include "reshard/model/progress.hpp"
@@ -16,7 +19,14 @@ namespace reshard::cli {
 // reports its candidates to `progress` (stage "tune", of at most its budget).
 model::StrategyParams strategy_params(const std::string& spec, const model::LoadedScenario& sc,
                                       const model::TransferSet& ts, const model::CostParams& cost, int max_chain = 0,
-                                      const model::ProgressFn& progress = {});
+                                      const model::ProgressFn& progress = {},
+                                      const std::optional<model::Bytes>& max_staging = std::nullopt);
+
+// `--max-staging SIZE` (compare, plan, simulate): the most staging memory one GPU may need in the
+// schedules auto considers (model::TuneOptions::max_staging). parse_max_staging reads its text
+// (empty: no cap; a size with its unit, model::parse_size) or throws ConfigError naming the option.
+void add_max_staging_option(CLI::App* cmd, std::string& text);
+std::optional<model::Bytes> parse_max_staging(const std::string& text);
 
 // The scenario file of a schedule read from `schedule_file`: `scenario_file` when given
 // (--scenario), else the scenario the schedule names (`scenario_name`), found as NAME.yaml next to the schedule, in

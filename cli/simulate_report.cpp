@@ -93,6 +93,8 @@ nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const s
                    {"bound_cut", ref.lower_bound.binding.cut},
                    {"bound_where", ref.lower_bound.binding.where},
                    {"operations", schedule.ops.size()},
+                   {"peak_staging_bytes", ref.staging_peak.value},
+                   {"peak_staging_gpu", ref.staging_gpu},
                    {"flows", sim.flow_count()},
                    {"events", sim.events},
                    {"rate_updates", sim.result.rate_updates},
@@ -103,6 +105,10 @@ nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const s
                    {"wall_event_loop_s", sim.result.event_loop_wall.value}};
   if (!ref.schedule_file.empty()) j["schedule_file"] = ref.schedule_file;
   return j;
+}
+
+std::string staging_text(model::Bytes peak, model::GpuId gpu) {
+  return gpu < 0 ? "none" : model::format(peak) + " of staging on GPU " + std::to_string(gpu) + " (the most of any GPU)";
 }
 
 void print_schedule_report(std::ostream& out, const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
@@ -121,6 +127,7 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
                                          ref.lower_bound.binding.where + "; simulated / bound = " +
                                          fixed(lb > 0 ? sim.makespan.value / lb : 0.0, 2) + ")"},
                      {"operations", std::to_string(schedule.ops.size())},
+                     {"peak extra memory", staging_text(ref.staging_peak, ref.staging_gpu)},
                      {"flows", std::to_string(sim.flow_count()) + " (ECMP sub-flows counted; " +
                                    std::to_string(sim.join_flows) + " join flows)"},
                      {"bytes", model::format(total)},

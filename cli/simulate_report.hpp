@@ -34,6 +34,8 @@ struct ScheduleReference {
   std::string schedule_file;  // where the schedule was read from; empty: built here
   std::string profile;
   model::Seconds estimate;     // model::estimate(...).time
+  model::Bytes staging_peak;   // model::estimate(...).staging_peak and staging_gpu (model/memory.hpp)
+  model::GpuId staging_gpu = -1;
   model::LowerBound lower_bound;
 };
 
@@ -41,6 +43,10 @@ struct ScheduleReference {
 // ops_makespan_s + overheads_s), estimate_s, the lower bound and its cut, counts and wall times.
 nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
                                         const ScheduleReference& ref);
+
+// "1.2 GiB of staging on GPU 17 (the most of any GPU)": a schedule's peak extra memory per GPU
+// (model/memory.hpp), for the readable reports.
+std::string staging_text(model::Bytes peak, model::GpuId gpu);
 
 // Makespan, estimate and lower bound, the critical path by op, the busiest links.
 void print_schedule_report(std::ostream& out, const model::Schedule& schedule, const sim::ScheduleSimulation& sim,

@@ -149,7 +149,9 @@ nlohmann::json prediction_json(const Prediction& p, const Topology& topo) {
           {"bottleneck", link_name(topo, p.bottleneck)},
           {"network_bytes", p.network_bytes.value},
           {"nvlink_bytes", p.nvlink_bytes.value},
-          {"operations", p.operations}};
+          {"operations", p.operations},
+          {"peak_staging_bytes", p.staging_peak.value},
+          {"peak_staging_gpu", p.staging_gpu}};
 }
 
 // The schedule of `strategy` ("auto": the tuner's choice under `cost`).

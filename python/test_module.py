@@ -51,6 +51,8 @@ class Plan(unittest.TestCase):
             p = reshard.plan(SMALL, strategy=strategy)
             self.assertGreaterEqual(p["estimate"]["estimate_s"], p["lower_bound_s"], strategy)
             self.assertGreater(p["estimate"]["operations"], 0)
+            self.assertGreater(p["estimate"]["peak_staging_bytes"], 0)
+            self.assertGreaterEqual(p["estimate"]["peak_staging_gpu"], 0)
 
     def test_path_objects_and_loaded_scenarios_are_the_same_scenario(self):
         by_str = reshard.plan(SMALL)

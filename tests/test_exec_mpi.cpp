@@ -1,5 +1,6 @@
 // `mpirun -np N reshard exec … --backend host`: every small scenario with every strategy (and auto)
-// verifies every byte; faults end the run with the right message; a schedule of another scenario
+// verifies every byte, and each GPU's measured peak staging memory is within 10 % of the model's
+// (model/memory.hpp, through `reshard check`); faults end the run with the right message; a schedule of another scenario
 // is refused before anything runs; a measurement goes through `reshard check` and `reshard
 // calibrate`; hand-made chain ops (a ring with a short last chunk, a tree with fan-outs, a part
 // smaller than a chunk, two ops on one chain) deliver every byte, with GPUs folded into fewer
@@ -70,8 +71,9 @@ TEST(ExecHost, EverySmallScenarioEveryStrategyVerifiesBytesNeeded) {
     const std::int64_t needed = plan["bytes_needed"].get<std::int64_t>();
     for (const auto& strategy : strategies) {
       const int n = gpus_needed(entry.path().string(), strategy);
+      const auto measurement = std::filesystem::temp_directory_path() / ("reshard_exec_mpi_" + name + ".json");
       const auto out = run(mpirun(n) + reshard() + " exec " + entry.path().string() + " --strategy " + strategy +
-                               " --backend host --json --timeout 60s",
+                               " --backend host --json --timeout 60s -o " + measurement.string(),
                            &st);
       ASSERT_EQ(st, 0) << name << " " << strategy << "\n" << out;
       const auto j = json_of(out);
@@ -81,6 +83,20 @@ TEST(ExecHost, EverySmallScenarioEveryStrategyVerifiesBytesNeeded) {
       EXPECT_EQ(j["ranks"].get<int>(), n);
       EXPECT_GT(j["measured_s"].get<double>(), 0);
       EXPECT_FALSE(j["steps"].empty());
+      // Every GPU's staging high-water mark against the prediction.
+      const auto checked = run(reshard() + " check " + measurement.string() + " --json", &st);
+      ASSERT_EQ(st, 0) << checked;
+      const auto staging = json_of(checked)["staging"];
+      ASSERT_EQ(staging.size(), static_cast<std::size_t>(n)) << name << " " << strategy;
+      std::int64_t most = 0;
+      for (const auto& g : staging) {
+        EXPECT_LE(std::abs(g["relative_error"].get<double>()), 0.10)
+            << name << " " << strategy << " GPU " << g["gpu"] << ": predicted " << g["peak_staging_bytes"]
+            << ", measured " << g["measured_staging_bytes"];
+        most = std::max(most, g["measured_staging_bytes"].get<std::int64_t>());
+      }
+      EXPECT_GT(most, 0) << name << " " << strategy;
+      std::filesystem::remove(measurement);
     }
   }
 }

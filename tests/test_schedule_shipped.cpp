@@ -1,7 +1,8 @@
 // Every strategy on every shipped scenario: the schedule validates (every needer gets every element
 // exactly once, nobody forwards what it lacks), the estimate never beats the lower bound, `auto` is
 // never worse than the best named strategy, and the best strategy of each bandwidth-bound
-// disaggregated scenario stays within 1.2x of the lower bound.
+// disaggregated scenario stays within 1.2x of the lower bound; every schedule's peak staging memory
+// per GPU (model/memory.hpp) is reported, at least its largest operation's part.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -28,6 +29,15 @@ TEST_P(ShippedScenario, EveryStrategyValidatesAndRespectsTheBound) {
     EXPECT_NO_THROW(validate(s, ts, sc.inventory, sc.source, sc.destination));
     const auto pred = estimate(s, ts, sc.inventory, sc.topology, cost);
     EXPECT_GE(pred.time.value, lb.time.value * (1 - 1e-9));
+    // Its peak staging memory is reported, on a GPU of the topology, and no GPU holds less than the
+    // largest operation's part (its sender holds all of it while it runs).
+    std::int64_t largest = 0;
+    for (const Op& op : s.ops) largest = std::max(largest, op.bytes.value);
+    EXPECT_GE(pred.staging_gpu, 0);
+    EXPECT_LT(pred.staging_gpu, sc.topology.gpu_count());
+    EXPECT_GE(pred.staging_peak.value, largest);
+    EXPECT_GT(pred.staging_peak.value, 0);
+    RecordProperty(name + "_peak_staging_bytes", std::to_string(pred.staging_peak.value));
     opts.seeds.push_back({s.params, pred, std::nullopt});
   }
   Seconds best_named = opts.seeds.front().prediction.time;

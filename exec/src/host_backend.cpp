@@ -1,11 +1,16 @@
 // The host backend: MPI processes, host memory, MPI_Isend/MPI_Irecv.
 //
-// Receives are posted in operation-id order within a byte window; sends are posted as soon as the
+// Each GPU runs the operations step by step (RunPlan::step_of): it starts those of step k once its
+// own of the steps before are finished, so its staging memory is what model/memory.hpp predicts
+// (the regions of one step, and the receives a later step forwards from). Within its step, receives
+// are posted in operation-id order within a byte window; sends are posted as soon as the
 // operations they depend on *here* are done (a receive into this GPU that they forward, or an
 // earlier send of this GPU); dependencies between operations of other GPUs carry no data and are
-// not waited for across processes. A chain op moves chunk by chunk: each GPU of the tree receives
-// chunk k into its region of the whole part and forwards it from there to its children as soon as
-// it has arrived, at most kChainSlots chunks in flight per hop in each direction. Progress is
+// not waited for across processes. The staging bytes each GPU holds are counted as they are
+// allocated and released; the high-water mark goes into the Measurement. A chain op moves chunk by
+// chunk: each GPU of the tree receives chunk k into its region of the whole part and forwards it
+// from there to its children as soon as it has arrived, at most kChainSlots chunks in flight per
+// hop in each direction. Progress is
 // polled with MPI_Testsome against a deadline, so a peer that never answers ends the run with an
 // ExecError instead of a hang.
 #include "backend_impl.hpp"
@@ -55,6 +60,7 @@ struct Job {
   const Op* op = nullptr;
   bool send = false;           // a plain send or a chain root
   std::int64_t bytes = 0;      // the staging region
+  std::int32_t step = 0;       // its op's step
   bool started = false, received = false, finished = false;
   // Chain ops.
   std::int64_t chunks = 0;
@@ -86,6 +92,7 @@ class HostRun {
     make_jobs();
     out_.start.assign(s_.ops.size(), -1);
     out_.end.assign(s_.ops.size(), -1);
+    out_.staging.assign(plan_.gpus.size(), -1);
 
     MPI_Barrier(MPI_COMM_WORLD);
     setup_done(w_);
@@ -106,6 +113,8 @@ class HostRun {
     }
     out_.elapsed = MPI_Wtime() - t0_;
     MPI_Comm_free(&comm_);
+    for (std::size_t i = 0; i < progs_.size(); ++i)
+      out_.staging[static_cast<std::size_t>(plan_.gpu_index(progs_[i].gpu))] = staging_peak_[i];
     for (std::size_t i = 0; i < progs_.size(); ++i) {
       std::string err = check_destinations(progs_[i], inv_, mems_[i], w_.rank, out_.bytes_verified);
       if (!err.empty() && out_.error.empty()) out_.error = err;
@@ -202,6 +211,8 @@ class HostRun {
   void count_readers() {
     readers_.resize(progs_.size());
     busy_.resize(progs_.size());
+    staging_now_.assign(progs_.size(), 0);
+    staging_peak_.assign(progs_.size(), 0);
     for (std::size_t i = 0; i < progs_.size(); ++i) {
       readers_[i].assign(progs_[i].regions.size(), 0);
       busy_[i].assign(progs_[i].regions.size(), 0);
@@ -212,8 +223,21 @@ class HostRun {
   void release(std::size_t prog, std::int32_t region) {
     const auto r = static_cast<std::size_t>(region);
     if (progs_[prog].regions[r].kind == Region::Kind::Receive && readers_[prog][r] == 0 && !busy_[prog][r])
-      std::vector<unsigned char>().swap(mems_[prog].regions[r]);
+      unstage(prog, region);
   }
+  // Staging memory in and out, counted per GPU (program).
+  void stage(const Job& j) {
+    region_of(j).assign(static_cast<std::size_t>(j.bytes), 0);
+    staging_now_[j.prog] += j.bytes;
+    staging_peak_[j.prog] = std::max(staging_peak_[j.prog], staging_now_[j.prog]);
+  }
+  void unstage(std::size_t prog, std::int32_t region) {
+    auto& m = mems_[prog].regions[static_cast<std::size_t>(region)];
+    staging_now_[prog] -= static_cast<std::int64_t>(m.size());
+    std::vector<unsigned char>().swap(m);
+  }
+  // Whether job j's step is open on its GPU: every job of that GPU in an earlier step is finished.
+  bool step_open(const Job& j) const { return j.step <= open_step_[j.prog]; }
   std::vector<unsigned char>& region_of(const Job& j) {
     return mems_[j.prog].regions[static_cast<std::size_t>(j.t->region)];
   }
@@ -236,6 +260,7 @@ class HostRun {
           j.op = &s_.ops[static_cast<std::size_t>(t.op)];
           j.send = send;
           j.bytes = progs_[i].regions[static_cast<std::size_t>(t.region)].bytes;
+          j.step = plan_.step_of[static_cast<std::size_t>(t.op)];
           if (t.is_chain()) {
             const Chain& c = s_.chains[static_cast<std::size_t>(t.chain)];
             j.chunks = chain_chunks(j.bytes, t.chunk);
@@ -250,6 +275,10 @@ class HostRun {
           jobs_.push_back(std::move(j));
         }
     for (std::size_t k = 0; k < jobs_.size(); ++k) (jobs_[k].send ? sends_ : receives_).push_back(k);
+    unfinished_.assign(progs_.size(), std::vector<std::int64_t>(static_cast<std::size_t>(plan_.steps) + 1, 0));
+    for (const Job& j : jobs_) ++unfinished_[j.prog][static_cast<std::size_t>(j.step)];
+    open_step_.assign(progs_.size(), 0);
+    for (std::size_t i = 0; i < progs_.size(); ++i) advance_step(i);
     auto by_op = [&](std::size_t a, std::size_t b) { return jobs_[a].t->op < jobs_[b].t->op; };
     std::stable_sort(receives_.begin(), receives_.end(), by_op);
     std::stable_sort(sends_.begin(), sends_.end(), by_op);
@@ -308,13 +337,19 @@ class HostRun {
   void set_finished(Job& j) {
     j.finished = true;
     ++finished_jobs_;
+    --unfinished_[j.prog][static_cast<std::size_t>(j.step)];
+    advance_step(j.prog);
+  }
+  void advance_step(std::size_t prog) {
+    while (open_step_[prog] < plan_.steps && unfinished_[prog][static_cast<std::size_t>(open_step_[prog])] == 0)
+      ++open_step_[prog];
   }
   // A chain job is finished once everything arrived and every chunk it sends has been taken.
   void maybe_finish(Job& j) {
     if (j.finished || (!j.send && !j.received) || j.sends_left > 0) return;
     set_finished(j);
     if (j.send) {
-      std::vector<unsigned char>().swap(region_of(j));
+      unstage(j.prog, j.t->region);
       return;
     }
     window_ -= j.bytes;
@@ -341,18 +376,19 @@ class HostRun {
     return corrupt_offset(options_.faults, *j.t);
   }
 
-  // Receives are started in op id order while their bytes fit the window (one at least).
+  // Receives of open steps are started in op id order while their bytes fit the window (one at least).
   bool post_receives() {
     bool any = false;
-    while (next_receive_ < receives_.size()) {
-      const std::size_t k = receives_[next_receive_];
+    while (next_receive_ < receives_.size() && jobs_[receives_[next_receive_]].started) ++next_receive_;
+    for (std::size_t q = next_receive_; q < receives_.size(); ++q) {
+      const std::size_t k = receives_[q];
       Job& j = jobs_[k];
+      if (j.started || !step_open(j)) continue;
       if (j.t->is_chain() && !chain_turn(j)) break;
       if (window_ > 0 && window_ + j.bytes > kReceiveWindow) break;
-      region_of(j).assign(static_cast<std::size_t>(j.bytes), 0);
+      stage(j);
       j.started = true;
       window_ += j.bytes;
-      ++next_receive_;
       any = true;
       if (!j.t->is_chain()) {
         post_receive({Msg::Receive, k}, region_of(j).data(), j.bytes, proc_of(j.t->peer), tag_of(j.t->op));
@@ -376,12 +412,14 @@ class HostRun {
         if (auto it = send_job_[j.prog].find(a); it != send_job_[j.prog].end() && !jobs_[it->second].finished)
           return false;
     }
-    return !j.t->is_chain() || chain_turn(j);
+    return step_open(j) && (!j.t->is_chain() || chain_turn(j));
   }
 
-  // Packs and posts every send that is ready, in op id order.
+  // Packs and posts every send that is ready, in op id order. The receive regions they were the last
+  // to pack from are released after all of them are packed (a step's regions are held together).
   bool post_sends() {
     bool any = false;
+    std::vector<std::pair<std::size_t, std::int32_t>> packed_from;
     while (first_unposted_ < sends_.size() && jobs_[sends_[first_unposted_]].started) ++first_unposted_;
     for (std::size_t q = first_unposted_; q < sends_.size(); ++q) {
       const std::size_t k = sends_[q];
@@ -389,16 +427,16 @@ class HostRun {
       if (j.started || !ready(j)) continue;
       j.started = true;
       any = true;
+      stage(j);
       auto& region = region_of(j);
-      region.resize(static_cast<std::size_t>(j.bytes));
       run_copies(j.t->copies, mems_[j.prog]);
       for (auto r : regions_read(*j.t))  // a receive region read here was received (the send waits for it)
-        if (--readers_[j.prog][static_cast<std::size_t>(r)] == 0) release(j.prog, r);
+        if (--readers_[j.prog][static_cast<std::size_t>(r)] == 0) packed_from.emplace_back(j.prog, r);
       out_.start[static_cast<std::size_t>(j.t->op)] = MPI_Wtime() - t0_;
       if (has_fault(options_.faults, Fault::Kind::Drop, j.t->op)) {  // test-only: no receiver ever gets it
         j.sends_left = 0;
         set_finished(j);
-        std::vector<unsigned char>().swap(region);
+        unstage(j.prog, j.t->region);
         continue;
       }
       if (!j.t->is_chain()) {
@@ -410,6 +448,7 @@ class HostRun {
       pump(k);
       maybe_finish(j);  // nothing to send (an empty part)
     }
+    for (const auto& [prog, r] : packed_from) release(prog, r);
     return any;
   }
 
@@ -427,8 +466,8 @@ class HostRun {
       ++completed_requests_;
       switch (p.kind) {
         case Msg::Send:
+          unstage(j.prog, j.t->region);
           set_finished(j);
-          std::vector<unsigned char>().swap(region_of(j));
           break;
         case Msg::Receive: {
           if (const std::int64_t at = corrupt_at(j); at >= 0)  // test-only: flip a byte that lands in a destination shard
@@ -532,6 +571,9 @@ class HostRun {
   std::vector<HostMemory> mems_;
   std::vector<std::vector<int>> readers_;
   std::vector<std::vector<char>> busy_;  // receive regions a chain op still forwards from
+  std::vector<std::int64_t> staging_now_, staging_peak_;   // per program: staging bytes held, high-water mark
+  std::vector<std::vector<std::int64_t>> unfinished_;      // per program, per step: jobs not finished
+  std::vector<std::int32_t> open_step_;                    // per program: its lowest step with unfinished jobs
   std::vector<Job> jobs_;
   std::vector<std::unordered_map<std::int64_t, std::size_t>> send_job_, receive_job_;  // per program: op -> job
   std::vector<std::size_t> receives_, sends_;

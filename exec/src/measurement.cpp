@@ -7,6 +7,7 @@
 #include "reshard/model/json_file.hpp"
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/cost.hpp"
+#include "reshard/model/memory.hpp"
 
 namespace reshard::exec {
 
@@ -78,6 +79,10 @@ nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
   for (std::size_t k = 0; k < sp.size(); ++k)
     steps.push_back({{"step", k}, {"ops", sp[k].ops}, {"bytes", sp[k].bytes}, {"start_s", sp[k].start},
                      {"end_s", sp[k].end}, {"seconds", sp[k].end >= sp[k].start ? sp[k].end - sp[k].start : 0.0}});
+  if (!m.staging.empty()) {
+    auto& staging = j["staging"] = nlohmann::json::array();
+    for (const GpuStaging& g : m.staging) staging.push_back({{"gpu", g.gpu}, {"peak_staging_bytes", g.bytes}});
+  }
   j["schedule"] = to_json(m.schedule);
   const std::string scenario = model::scenario_digest(plan.scenario->scenario);
   j["digest"] = {{"document", model::document_digest(j)}, {"scenario", scenario}};
@@ -124,6 +129,16 @@ Measurement load_measurement(const std::filesystem::path& path, bool accept_unve
     const double start = finite(member(ops[i], "start_s", w), w.at("start_s"));
     const double end = finite(member(ops[i], "end_s", w), w.at("end_s"));
     m.ops[id] = {start, end};
+  }
+  if (j.contains("staging")) {  // the peak staging bytes per GPU (host backend)
+    const auto sw = root.at("staging");
+    const auto& staging = array(j.at("staging"), sw);
+    for (std::size_t i = 0; i < staging.size(); ++i) {
+      const auto w = sw.at(i);
+      m.staging.push_back({integer_as<GpuId>(member(staging[i], "gpu", w), w.at("gpu"), 0),
+                           integer(member(staging[i], "peak_staging_bytes", w), w.at("peak_staging_bytes"), 0,
+                                   std::numeric_limits<std::int64_t>::max())});
+    }
   }
   std::filesystem::path scenario = m.scenario_path;
   if (scenario.is_relative()) scenario = (path.parent_path() / scenario).lexically_normal();
@@ -177,6 +192,16 @@ std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
   for (const auto& o : m.schedule.ops) bytes += o.bytes.value;
   out.push_back({-1, static_cast<std::int64_t>(m.schedule.ops.size()), bytes,
                  estimate(m.schedule, ts, sc.inventory, sc.topology, cost).time.value, m.elapsed_s});
+  return out;
+}
+
+std::vector<StagingComparison> compare_staging(const Measurement& m) {
+  const StagingMemory predicted = staging_memory(m.schedule);
+  std::vector<StagingComparison> out;
+  for (const GpuStaging& g : m.staging) {
+    const auto i = static_cast<std::size_t>(g.gpu);
+    out.push_back({g.gpu, i < predicted.per_gpu.size() ? predicted.per_gpu[i].value : 0, g.bytes});
+  }
   return out;
 }
 

@@ -207,6 +207,10 @@ RunResult mpi_finish(const RunPlan& plan, const ExecOptions& options, const MpiW
   MPI_Reduce(&mine, &bytes, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
   double elapsed = 0;
   MPI_Reduce(&local.elapsed, &elapsed, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  const int gpus = static_cast<int>(plan.gpus.size());
+  std::vector<long long> staging(plan.gpus.size(), -1), mine_staging(plan.gpus.size(), -1);
+  for (std::size_t i = 0; i < local.staging.size() && i < mine_staging.size(); ++i) mine_staging[i] = local.staging[i];
+  MPI_Reduce(mine_staging.data(), staging.data(), gpus, MPI_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
   constexpr int kMessage = 1024;
   char message[kMessage] = {};
   std::strncpy(message, local.error.c_str(), kMessage - 1);
@@ -229,6 +233,8 @@ RunResult mpi_finish(const RunPlan& plan, const ExecOptions& options, const MpiW
   for (int i = 0; i < n; ++i) m.ops[static_cast<std::size_t>(i)] = {start[static_cast<std::size_t>(i)], end[static_cast<std::size_t>(i)]};
   m.bytes_verified = bytes;
   m.elapsed_s = elapsed;
+  for (std::size_t i = 0; i < staging.size(); ++i)
+    if (staging[i] >= 0) m.staging.push_back({plan.gpus[i], staging[i]});
   m.verified = true;
   return res;
 }

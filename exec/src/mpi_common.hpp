@@ -42,6 +42,9 @@ struct LocalOutcome {
   std::int64_t bytes_verified = 0;
   std::string error;
   double elapsed = 0;
+  // Per GPU of the plan (RunPlan::gpus order): the peak staging bytes it held, for the GPUs this
+  // process ran; -1 for the others. Empty: the backend does not measure it.
+  std::vector<std::int64_t> staging;
 };
 
 // First every process reports completion to rank 0, which waits at most `timeout_s` for each and

@@ -8,6 +8,7 @@
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/checked.hpp"
 #include "reshard/model/chain.hpp"
+#include "reshard/model/memory.hpp"
 
 namespace reshard::exec {
 
@@ -83,23 +84,6 @@ void push_run(std::vector<CopyRun>& runs, const CopyRun& r) {
 }
 
 }  // namespace
-
-std::vector<std::int32_t> op_steps(const Schedule& s, std::int32_t& count) {
-  std::vector<std::int32_t> step(s.ops.size(), 0);
-  std::vector<std::int64_t> last_on_chain(s.chains.size(), -1);
-  count = 0;
-  for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    const Op& op = s.ops[i];
-    for (auto a : op.after) step[i] = std::max(step[i], step[static_cast<std::size_t>(a)] + 1);
-    if (op.chain >= 0 && static_cast<std::size_t>(op.chain) < s.chains.size()) {
-      auto& prev = last_on_chain[static_cast<std::size_t>(op.chain)];
-      if (prev >= 0) step[i] = std::max(step[i], step[static_cast<std::size_t>(prev)]);
-      prev = static_cast<std::int64_t>(i);
-    }
-    count = std::max(count, step[i] + 1);
-  }
-  return step;
-}
 
 RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Schedule& s) {
   RunPlan rp;

@@ -7,6 +7,7 @@
 
 #include "reshard/model/chain.hpp"
 #include "reshard/model/errors.hpp"
+#include "reshard/model/memory.hpp"
 #include "yaml_reader.hpp"
 
 namespace reshard::model {
@@ -263,6 +264,9 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   add_overheads(s, ts, inv, topo.gpu_count(), params, pr);
   pr.pipeline = pr.bandwidth_bound + pr.fill + pr.latency_path;
   pr.time = Seconds{std::max(pr.pipeline.value, pr.critical_path.value)} + pr.overheads;
+  const StagingMemory memory = staging_memory(s);
+  pr.staging_peak = memory.peak;
+  pr.staging_gpu = memory.gpu;
   return pr;
 }
 

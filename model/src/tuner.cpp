@@ -19,9 +19,15 @@ constexpr int kChainLengths[] = {1, 2, 4, 8, 16, 64};
 // Of the ranked starting points, how many coordinate descent starts from.
 constexpr std::size_t kDescents = 2;
 
-// a beats b: a clearly faster estimate, or the same within 10^-6 and fewer operations (less to
-// run, simulate and execute for nothing).
-bool better(const Prediction& a, const Prediction& b) {
+// a beats b: under a staging cap (TuneOptions::max_staging), a fits and b does not, or neither fits
+// and a needs less; otherwise a clearly faster estimate, or the same within 10^-6 and fewer
+// operations (less to run, simulate and execute for nothing).
+bool better(const Prediction& a, const Prediction& b, const std::optional<Bytes>& cap) {
+  if (cap) {
+    const bool fa = a.staging_peak <= *cap, fb = b.staging_peak <= *cap;
+    if (fa != fb) return fa;
+    if (!fa) return a.staging_peak < b.staging_peak;
+  }
   constexpr double kTie = 1e-6;
   if (a.time.value < b.time.value * (1 - kTie)) return true;
   return a.time.value <= b.time.value * (1 + kTie) && a.operations < b.operations;
@@ -35,8 +41,17 @@ std::size_t choose(std::vector<TuneCandidate>& evaluated, const ScheduleBasis& b
   std::vector<std::size_t> order(evaluated.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return better(evaluated[a].prediction, evaluated[b].prediction);
+    return better(evaluated[a].prediction, evaluated[b].prediction, options.max_staging);
   });
+  if (options.max_staging) {  // the candidates over the cap are out; none left is an error
+    const auto& least = evaluated[order.front()];
+    if (least.prediction.staging_peak > *options.max_staging)
+      throw PlanError("no candidate schedule fits --max-staging " + format(*options.max_staging) + ": the " +
+                      std::to_string(evaluated.size()) + " evaluated need at least " + format(least.prediction.staging_peak) +
+                      " of staging memory on one GPU (" + describe(least.params) + ", GPU " +
+                      std::to_string(least.prediction.staging_gpu) + ")");
+    std::erase_if(order, [&](std::size_t i) { return evaluated[i].prediction.staging_peak > *options.max_staging; });
+  }
   std::size_t winner = order.front();
   if (options.confirm) {
     // The estimate's pick stays unless another candidate is confirmed clearly faster (by more than
@@ -180,7 +195,7 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
     for (std::size_t j = starts.size(); j-- > i + 1;)
       if (same(starts[i], starts[j])) starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(j));
   std::stable_sort(starts.begin(), starts.end(), [&](const StrategyParams& a, const StrategyParams& b) {
-    return better(evaluate(a)->prediction, evaluate(b)->prediction);
+    return better(evaluate(a)->prediction, evaluate(b)->prediction, options.max_staging);
   });
   // The moves of a pass from `cur`, in order: the toggles first (balance, from relays, decides
   // which chain length pays off), then the chain lengths.
@@ -208,13 +223,15 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
       for (std::size_t k = 0; k < count; ++k) {
         const std::vector<StrategyParams> next = moves(cur);
         const auto* c = evaluate(next[k], std::vector<StrategyParams>(next.begin() + static_cast<std::ptrdiff_t>(k) + 1, next.end()));
-        if (c && better(c->prediction, evaluate(cur)->prediction)) {
+        if (c && better(c->prediction, evaluate(cur)->prediction, options.max_staging)) {
           cur = next[k];
           moved = true;
         }
       }
     }
   }
+  if (options.max_staging)
+    for (const auto& c : result.evaluated) result.over_staging += c.prediction.staging_peak > *options.max_staging;
   const std::size_t winner = choose(result.evaluated, basis, options, threads);
   result.best = result.evaluated[winner];
   return result;

@@ -151,6 +151,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   if (options.tune) {  // the tuner's deterministic search, scored by the estimate
     TuneOptions topts;
     topts.threads = threads;
+    topts.max_staging = options.max_staging;
     for (const auto& r : out.rows) topts.seeds.push_back({r.params, r.prediction, r.simulated});
     std::atomic<std::int64_t> confirmed = 0;  // counted for the progress line
     if (options.simulate)  // confirm the best candidates by simulation
@@ -166,6 +167,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
     const TuneResult tuned = tune(*basis, cost, topts);
     out.rows.push_back({"auto", tuned.best.params, tuned.best.prediction, tuned.best.confirmed, "", "", ""});
     out.candidates = tuned.built;
+    out.over_staging = tuned.over_staging;
     out.best = out.rows.size() - 1;
   } else {
     auto time = [&](const CompareRow& r) { return (r.simulated ? *r.simulated : r.prediction.time).value; };
@@ -219,7 +221,9 @@ nlohmann::json to_json(const CompareResult& r) {
                    {"critical_path_s", p.critical_path.value},
                    {"latency_path_s", p.latency_path.value},
                    {"overheads_s", p.overheads.value},
-                   {"operations", p.operations}});
+                   {"operations", p.operations},
+                   {"peak_staging_bytes", p.staging_peak.value},
+                   {"peak_staging_gpu", p.staging_gpu}});
   }
   j["best"] = r.rows.empty() ? "" : r.rows[r.best].name;
   j["best_params"] = r.rows.empty() ? "" : describe(r.rows[r.best].params);

@@ -47,6 +47,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/model/memory.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 
@@ -145,9 +146,8 @@ struct RunPlan {
   std::int32_t gpu_index(model::GpuId g) const;       // position in gpus (process = index mod world)
 };
 
-// The step of every operation (the dependency depth, a chain op no shallower than the previous op on
-// its chain) and their number.
-std::vector<std::int32_t> op_steps(const model::Schedule& s, std::int32_t& count);
+// The step of every operation (model/memory.hpp).
+using model::op_steps;
 
 // Checks that the schedule belongs to the scenario (piece count, every op GPU and every chain hop
 // GPU in the scenario's topology, chains, buffers and parts in range) and validates it:
@@ -216,6 +216,11 @@ struct OpTiming {
   double start_s = -1, end_s = -1;  // from the common start; -1: not run here
 };
 
+struct GpuStaging {
+  model::GpuId gpu = -1;
+  std::int64_t bytes = 0;
+};
+
 struct Measurement {
   std::string scenario_path;   // absolute
   std::vector<std::string> scenario_sets;  // `--set KEY=VALUE` overrides of the scenario (paths absolute)
@@ -228,6 +233,9 @@ struct Measurement {
   double elapsed_s = 0;
   std::int64_t bytes_verified = 0;
   bool verified = false;
+  // The staging memory each GPU held at most (the host backend counts the bytes it allocates for
+  // send and receive regions; empty: the backend does not measure it), by GPU.
+  std::vector<GpuStaging> staging;
 };
 
 nlohmann::json to_json(const Measurement& m, const RunPlan& plan);
@@ -247,6 +255,17 @@ struct StepComparison {
 // each step's operations
 // alone, and of the whole schedule, against the measured span of the step (last end - first start).
 std::vector<StepComparison> compare_with_prediction(const Measurement& m);
+
+// The staging memory each GPU held at most (Measurement::staging) against model::staging_memory's
+// peak for it; empty when the run did not measure it.
+struct StagingComparison {
+  model::GpuId gpu = -1;
+  std::int64_t predicted_bytes = 0, measured_bytes = 0;
+  double error() const {
+    return predicted_bytes > 0 ? static_cast<double>(measured_bytes - predicted_bytes) / static_cast<double>(predicted_bytes) : 0;
+  }
+};
+std::vector<StagingComparison> compare_staging(const Measurement& m);
 
 // ---- Running ------------------------------------------------------------------------------------
 

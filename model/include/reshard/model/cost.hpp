@@ -27,6 +27,7 @@
 //   overheads    = per_tensor * tensors moved by reshard operations
 //                + per_broadcast_tensor * tensors moved by gather/broadcast operations
 //                + per_bucket * broadcast buckets + per_stage * broadcasting source stages
+//   staging      = the peak extra memory of one GPU (model/memory.hpp), and which GPU
 //
 // Alone on an idle fabric an op's estimate is t(o), which is what the simulator gives it
 // (sim/schedule_sim.hpp); under contention the simulator shares links max-min, which the estimate
@@ -91,6 +92,8 @@ struct Prediction {
   std::int64_t broadcast_stages = 0;   // distinct heads that start broadcast rings (source PP stages)
   Seconds fill;                        // the largest pipeline fill of a chain op alone (T_fill)
   std::int32_t chain_depth = 0;        // the deepest chain (hops from root to its farthest leaf)
+  Bytes staging_peak;                  // peak extra (staging) memory of one GPU (model/memory.hpp)
+  GpuId staging_gpu = -1;              // the GPU that needs it
 };
 
 // Throws ScheduleError naming the operation for an op list op_problem refuses (a GPU the topology

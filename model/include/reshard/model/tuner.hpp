@@ -15,6 +15,12 @@
 //      lowest confirmed time wins.
 // Full ties keep the earlier candidate, so the result depends only on the inputs.
 //
+// Memory: with a cap on the staging memory of one GPU (max_staging; Prediction::staging_peak,
+// model/memory.hpp), a candidate over it is rejected (counted in over_staging): it ranks after
+// every candidate that fits, and among those over the cap the one that needs less ranks first, so
+// the descent moves towards fitting points. No candidate fitting is a PlanError naming the least
+// staging memory found and its candidate.
+//
 // Threads: the named strategies are evaluated at once; in coordinate descent, when a candidate
 // must be evaluated, the next untried moves of the pass from the same point are evaluated with it
 // (up to `threads` at once), speculatively: a result is used, and counted against the budgets,
@@ -58,12 +64,15 @@ struct TuneOptions {
   // Threads that build and estimate candidates (and confirm them) at once; 0: one per hardware
   // thread. Each holds one schedule while it works.
   int threads = 0;
+  // The most staging memory one GPU may need (`--max-staging`); none: no cap.
+  std::optional<Bytes> max_staging;
 };
 
 struct TuneResult {
   TuneCandidate best;
   std::vector<TuneCandidate> evaluated;  // in evaluation order
   std::int32_t built = 0;  // candidate schedules the search built and estimated (given seeds not among them)
+  std::int32_t over_staging = 0;  // evaluated candidates (seeds included) rejected by max_staging
 };
 
 TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,

@@ -37,6 +37,8 @@ struct CompareOptions {
   // Threads that build, estimate and simulate schedules at once (the named strategies, the tuner's
   // candidates); 0: one per hardware thread. The result is the same for any number.
   int threads = 0;
+  // The most staging memory one GPU may need in the tuner's choice (TuneOptions::max_staging).
+  std::optional<model::Bytes> max_staging;
 };
 
 struct CompareRow {
@@ -58,6 +60,7 @@ struct CompareResult {
   // ties keep the earlier row.
   std::size_t best = 0;
   std::int32_t candidates = 0;  // schedules the tuner built and estimated besides the rows (0: not tuned)
+  std::int32_t over_staging = 0;  // candidates and rows the tuner rejected for needing more than max_staging
 };
 
 // Plans the scenario's transfer set and compares every strategy on it. Throws model::Error
