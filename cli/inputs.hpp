@@ -25,6 +25,10 @@ model::StrategyParams strategy_params(const std::string& spec, const model::Load
 std::string schedule_scenario_file(const std::string& schedule_file, const model::Schedule& schedule,
                                    const std::string& scenario_file);
 
+// A scenario's precision change in one line, for the readable reports of compare and simulate:
+// format, block, weights quantised at each side, bytes that travel against the model's own.
+std::string precision_line(const model::LoadedScenario& sc);
+
 // Whether a path names a schedule file (.json, or the binary format by its magic) rather than a scenario.
 bool is_schedule_file(const std::string& path);
 

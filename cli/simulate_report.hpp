@@ -35,10 +35,11 @@ struct ScheduleReference {
   std::string profile;
   model::Seconds estimate;     // model::estimate(...).time
   model::LowerBound lower_bound;
+  std::string precision;  // precision_line of a scenario with a precision change; empty otherwise
 };
 
 // Schema reshard-simulate-1 (docs/json-schema.md): the scenario and strategy, simulated_s (=
-// ops_makespan_s + overheads_s), estimate_s, the lower bound and its cut, counts and wall times.
+// convert_source_s + ops_makespan_s + overheads_s + convert_destination_s), estimate_s, the lower bound and its cut, counts and wall times.
 nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
                                         const ScheduleReference& ref);
 

@@ -207,8 +207,7 @@ py::object simulate_py(const py::object& scenario, const std::string& strategy, 
   const LowerBound lb = lower_bound(ts, sc->source, sc->destination, sc->topology);
   const Schedule s = schedule_for(*sc, ts, strategy, cost);
   const Prediction pred = estimate(s, ts, sc->inventory, sc->topology, cost);
-  sim::ScheduleSimOptions options;
-  options.overheads = pred.overheads;
+  sim::ScheduleSimOptions options = sim::closing_terms(pred);
   options.link_kind_timeline = timeline;
   const sim::ScheduleSimulation r = [&] {
     py::gil_scoped_release release;
