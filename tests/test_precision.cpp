@@ -81,6 +81,7 @@ TEST(Precision, Fp8BlockAtTheSourceMovesFp8PlusScalesExactly) {
   EXPECT_EQ(s.at_destination, 2 * kLayers);
   EXPECT_EQ(s.wire_bytes.value, wire);
   EXPECT_EQ(s.model_bytes.value, 3'529'216 * 2);  // the BF16 model: 4 * 754 240 + 512 256 parameters
+  EXPECT_EQ(sc.inventory.parameters(), 3'529'216);  // scale tensors are bytes, not parameters
 }
 
 TEST(Precision, ConversionWorkAndItsTimeByHand) {

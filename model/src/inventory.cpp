@@ -504,17 +504,19 @@ void Inventory::count() {
     if (!nbytes || !total || !checked::add(bytes_.value, *nbytes))
       bad(c, t.name, "the model's parameter or byte count exceeds 2^63");
     const auto bytes = t.bytes();
-    parameters_ += n;
     bytes_ += bytes;
-    class_parameters_[static_cast<int>(t.cls)] += n;
     class_bytes_[static_cast<int>(t.cls)] += bytes;
+    if (!by_name_.emplace(t.name, t.id).second)
+      throw std::logic_error("inventory: duplicate tensor name " + t.name);
+    // A precision change's scale tensors (model/precision.hpp) are bytes that travel, not parameters.
+    if (t.quant.scale_of >= 0) continue;
+    parameters_ += n;
+    class_parameters_[static_cast<int>(t.cls)] += n;
     if (t.expert >= 0) {
       const auto l = static_cast<std::size_t>(t.layer);
       if (t.expert == 0) expert0_params[l] += n;
       experts_in_layer[l] = std::max<std::int64_t>(experts_in_layer[l], t.expert + 1);
     }
-    if (!by_name_.emplace(t.name, t.id).second)
-      throw std::logic_error("inventory: duplicate tensor name " + t.name);
   }
   active_parameters_ = parameters_;
   for (std::size_t l = 0; l < layers; ++l)
