@@ -13,6 +13,7 @@
 #include "reshard/model/cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/sim/schedule_sim.hpp"
 
 using namespace reshard::model;
 using reshard::test::config_error;
@@ -110,6 +111,28 @@ TEST(Precision, ConversionWorkAndItsTimeByHand) {
   EXPECT_DOUBLE_EQ(pr.convert_destination.value, 393'280 / 3.35e12);
   EXPECT_DOUBLE_EQ(pr.time.value, pr.convert_source.value + std::max(pr.pipeline.value, pr.critical_path.value) +
                                       pr.overheads.value + pr.convert_destination.value);
+}
+
+TEST(Precision, SimulationAddsTheConversionPhases) {
+  // The conversion phases ride on the closing flow: the operations' times do not change and the
+  // makespan grows by exactly T_convert_source + T_convert_destination.
+  const auto sc = tiny();
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  StrategyParams p;
+  p.strategy = Strategy::DomainChain;
+  const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+  const Prediction pr = estimate(s, ts, sc.inventory, sc.topology, CostParams{});
+  ASSERT_GT(pr.convert_source.value, 0);
+  ASSERT_GT(pr.convert_destination.value, 0);
+  reshard::sim::ScheduleSimOptions without;
+  without.overheads = pr.overheads;
+  const auto base = reshard::sim::simulate_schedule(s, sc.topology, CostParams{}, without);
+  const auto with = reshard::sim::simulate_schedule(s, sc.topology, CostParams{}, reshard::sim::closing_terms(pr));
+  EXPECT_EQ(with.ops_makespan.value, base.ops_makespan.value);
+  EXPECT_NEAR(with.makespan.value, base.makespan.value + pr.convert_source.value + pr.convert_destination.value,
+              1e-15);
+  EXPECT_EQ(with.convert_source.value, pr.convert_source.value);
+  EXPECT_EQ(with.convert_destination.value, pr.convert_destination.value);
 }
 
 TEST(Precision, QuantizeAtTheDestinationMovesTheModelDtype) {

@@ -68,16 +68,10 @@ void fill_sources(const GpuProgram& prog, const Inventory& inv, HostMemory& mem)
       std::memcpy(data, bytes.data(), std::min(bytes.size(), mem.regions[i].size()));
       continue;
     }
+    // The pattern, or a weight the destination quantises: its BF16 source values.
+    std::unordered_map<std::int32_t, ReferenceQuantizer> none;
     for_each_row(r.box, t.shape, [&](std::int64_t local, std::int64_t global, std::int64_t n) {
-      for (std::int64_t k = 0; k < n; ++k) {
-        unsigned char* out = data + (local + k) * es;
-        if (q.converted()) {  // quantised at the destination: BF16 source values travel
-          const std::uint16_t v = weight_bf16(pattern_word(t.id, global + k));
-          std::memcpy(out, &v, 2);
-        } else {
-          pattern_bytes(r.tensor, global + k, es, out);
-        }
-      }
+      for (std::int64_t k = 0; k < n; ++k) expected_bytes(inv, t, global + k, es, none, data + (local + k) * es);
     });
   }
 }

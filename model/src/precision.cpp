@@ -18,8 +18,6 @@ const char* to_string(QuantFormat f) {
   return "?";
 }
 
-const char* to_string(QuantSite s) { return s == QuantSite::Source ? "source" : "destination"; }
-
 namespace {
 
 std::int64_t block_of(const Quantization& q, std::size_t dim) { return dim == 0 ? q.block_rows : q.block_cols; }
@@ -77,8 +75,7 @@ void apply_precision(const PrecisionSpec& spec, Inventory& inv, ShardMap& src, S
     // Quantised by the source: FP8 on the wire, with its scale tensor.
     t.dtype = DType::FP8;
     TensorInfo s = t;
-    const std::string stem = t.name.size() > 7 && t.name.ends_with(".weight") ? t.name : t.name + ".weight";
-    s.name = stem + (spec.format == QuantFormat::Fp8Block ? "_scale_inv" : "_scale");
+    s.name = t.name + (spec.format == QuantFormat::Fp8Block ? "_scale_inv" : "_scale");  // x.weight_scale_inv
     s.shape = {ceil_div(t.shape[0], br), ceil_div(t.shape[1], bc)};
     s.dtype = spec.format == QuantFormat::Fp8Block ? DType::FP32 : DType::E8M0;
     s.fused = FusedPart::None;

@@ -43,10 +43,8 @@ struct PrecisionSpec {
   std::int64_t block_rows = 128, block_cols = 128;  // fp8_block: `weight_block_size`
   std::vector<TensorClass> classes;                  // the classes quantised (2-D weights only)
   QuantSite site = QuantSite::Source;                // `quantize_at`
-  bool operator==(const PrecisionSpec&) const = default;
 };
 const char* to_string(QuantFormat f);  // "bf16", "fp8_block", "mxfp8"
-const char* to_string(QuantSite s);    // "source", "destination"
 
 // The scale blocks a box of a quantised weight covers, as a box of its scale tensor:
 // [floor(lo / b), ceil(hi / b)) per dimension (b the block's extent in that dimension).
