@@ -34,21 +34,31 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
     return;
   }
   const LowerBound& lb = r.lower_bound;
-  print_fields(std::cout, {{"scenario", r.scenario},
-                           {"source", r.source},
-                           {"destination", r.destination},
-                           {"profile", r.profile},
-                           {"lower bound", format(lb.time) + " (" + lb.binding.cut + ", " + lb.binding.where + ")"}});
+  const bool converts = sc.scenario.precision.format != QuantFormat::None;
+  std::vector<std::pair<std::string, std::string>> fields{
+      {"scenario", r.scenario}, {"source", r.source}, {"destination", r.destination}, {"profile", r.profile},
+      {"lower bound", format(lb.time) + " (" + lb.binding.cut + ", " + lb.binding.where + ")"}};
+  if (converts) fields.insert(fields.begin() + 3, {"precision", precision_line(sc)});
+  print_fields(std::cout, fields);
   std::cout << '\n';
   const double baseline = r.rows.front().prediction.time.value;
-  Table t({"strategy", "estimate>", "simulated>", "x bound>", "speedup>", "network>", "NVLink>", "ops>", "peak extra/GPU>", "limited by", "bottleneck link"});
+  std::vector<std::string> headers = {"strategy", "estimate>", "simulated>", "x bound>", "speedup>", "network>", "NVLink>", "ops>", "peak extra/GPU>"};
+  if (converts) headers.insert(headers.begin() + 3, "convert>");
+  headers.insert(headers.end(), {"limited by", "bottleneck link"});
+  Table t(headers);
   for (const auto& row : r.rows) {
     const Prediction& p = row.prediction;
-    t.add({row.name, format(p.time), row.simulated ? format(*row.simulated) : "-", fixed(p.time.value / lb.time.value, 2),
-           fixed(baseline / p.time.value, 1) + "x", format(p.network_bytes), format(p.nvlink_bytes),
-           std::to_string(p.operations), staging_cell(p), row.limited_by, row.bottleneck});
+    std::vector<std::string> cells = {row.name, format(p.time), row.simulated ? format(*row.simulated) : "-",
+                                      fixed(p.time.value / lb.time.value, 2), fixed(baseline / p.time.value, 1) + "x",
+                                      format(p.network_bytes), format(p.nvlink_bytes), std::to_string(p.operations), staging_cell(p)};
+    if (converts) cells.insert(cells.begin() + 3, format(p.convert_source) + " + " + format(p.convert_destination));
+    cells.insert(cells.end(), {row.limited_by, row.bottleneck});
+    t.add(cells);
   }
   t.print(std::cout);
+  if (converts)
+    std::cout << "\nconvert: the precision change's conversion on the source GPUs + on the destination GPUs "
+                 "(memory-bound, in the estimate and the simulation).";
   const study::CompareRow& best = r.rows[r.best];
   std::cout << "\nauto chose: " << describe(best.params) << " (" << format(best.prediction.time) << "; "
             << r.candidates << " candidate schedules built and estimated"

@@ -152,8 +152,8 @@ void run_plan(const PlanArgs& a) {
   }
 
   const auto& cfg = sc.inventory.config();
-  print_fields(std::cout,
-               {{"scenario", sc.scenario.name},
+  std::vector<std::pair<std::string, std::string>> fields{
+                {"scenario", sc.scenario.name},
                 {"model", cfg.name + ", " + format_count(sc.inventory.parameters()) + " parameters, " +
                               format(ts.logical_bytes) +
                               (sc.scenario.model_options.include_mtp ? " (MTP included)" : " (MTP excluded)")},
@@ -164,7 +164,13 @@ void run_plan(const PlanArgs& a) {
                 {"bytes needed", format(ts.bytes_needed) + " (" +
                                      fixed(ts.bytes_needed.as_double() / ts.logical_bytes.as_double(), 2) +
                                      " x the model)"},
-                {"bytes to move", format(ts.bytes_to_move)}});
+                {"bytes to move", format(ts.bytes_to_move)}};
+  if (sc.scenario.precision.format != QuantFormat::None) {
+    fields.insert(fields.begin() + 5, {"precision", precision_line(sc)});
+    fields.push_back({"conversion", format(ts.conversion.source_bytes) + " read and written by the source GPUs, " +
+                                        format(ts.conversion.destination_bytes) + " by the destination GPUs"});
+  }
+  print_fields(std::cout, fields);
   std::cout << '\n';
   Table by_class({"class", "logical>", "share>", "needed>", "pieces>"});
   for (int c = 0; c < kTensorClassCount; ++c) {

@@ -203,8 +203,7 @@ void run_schedule(const SimulateOptions& o) {
   }
   progress.stage("estimate");
   const model::Prediction prediction = model::estimate(schedule, ts, sc.inventory, sc.topology, cost);
-  sim::ScheduleSimOptions options;
-  options.overheads = prediction.overheads;
+  sim::ScheduleSimOptions options = sim::closing_terms(prediction);
   options.link_kind_timeline = !o.trace.empty();
   options.symmetry_quotient = !o.no_symmetry;
   options.capacity_jitter = o.jitter;
@@ -224,6 +223,7 @@ void run_schedule(const SimulateOptions& o) {
   ref.staging_peak = prediction.staging_peak;
   ref.staging_gpu = prediction.staging_gpu;
   ref.lower_bound = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
+  if (sc.scenario.precision.format != model::QuantFormat::None) ref.precision = precision_line(sc);
 
   if (!o.dump_flows.empty()) sim::write_flow_dump(o.dump_flows, sim.network, sim.flows, sim.result);
   if (!o.trace.empty())

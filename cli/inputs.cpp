@@ -68,4 +68,17 @@ bool is_schedule_file(const std::string& path) {
   return (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0) || model::is_binary_schedule_file(path);
 }
 
+// "fp8_block 128x128, 1234 weights quantised at the source, 5 at the destination; 1.03 TB travel
+// (2.05 TB in the model's dtype)".
+std::string precision_line(const LoadedScenario& sc) {
+  const PrecisionSpec& p = sc.scenario.precision;
+  const PrecisionSummary s = summarize_precision(sc.inventory);
+  std::string block = p.format == QuantFormat::Fp8Block
+                          ? " " + std::to_string(p.block_rows) + "x" + std::to_string(p.block_cols)
+                          : std::string(" 1x32");
+  return std::string(to_string(p.format)) + block + ", " + std::to_string(s.at_source) + " weights quantised at the source, " +
+         std::to_string(s.at_destination) + " at the destination; " + format(s.wire_bytes) + " travel (" +
+         format(s.model_bytes) + " in the model's dtype)";
+}
+
 }  // namespace reshard::cli

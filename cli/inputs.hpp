@@ -35,6 +35,10 @@ std::optional<model::Bytes> parse_max_staging(const std::string& text);
 std::string schedule_scenario_file(const std::string& schedule_file, const std::string& scenario_name,
                                    const std::string& scenario_file);
 
+// A scenario's precision change in one line, for the readable reports of compare and simulate:
+// format, block, weights quantised at each side, bytes that travel against the model's own.
+std::string precision_line(const model::LoadedScenario& sc);
+
 // Whether a path names a schedule file (.json, or the binary format by its magic) rather than a scenario.
 bool is_schedule_file(const std::string& path);
 

@@ -88,6 +88,8 @@ nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const s
                    {"simulated_s", sim.makespan.value},
                    {"ops_makespan_s", sim.ops_makespan.value},
                    {"overheads_s", sim.overheads.value},
+                   {"convert_source_s", sim.convert_source.value},
+                   {"convert_destination_s", sim.convert_destination.value},
                    {"estimate_s", ref.estimate.value},
                    {"lower_bound_s", lb},
                    {"bound_cut", ref.lower_bound.binding.cut},
@@ -116,11 +118,18 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
   model::Bytes total;
   for (const auto& op : schedule.ops) total += op.bytes;
   const double lb = ref.lower_bound.time.value;
-  print_fields(out, {{"scenario", ref.scenario},
+  const bool converts = sim.convert_source.value > 0 || sim.convert_destination.value > 0;
+  const std::string terms = converts ? "convert at the source " + model::format(sim.convert_source) + " + transfers " +
+                                           model::format(sim.ops_makespan) + " + overheads " +
+                                           model::format(sim.overheads) + " + convert at the destination " +
+                                           model::format(sim.convert_destination)
+                                     : "transfers " + model::format(sim.ops_makespan) + " + overheads " +
+                                           model::format(sim.overheads);
+  std::vector<std::pair<std::string, std::string>> fields{
+                     {"scenario", ref.scenario},
                      {"strategy", ref.strategy},
                      {"profile", ref.profile},
-                     {"makespan (simulated)", model::format(sim.makespan) + " (transfers " + model::format(sim.ops_makespan) +
-                                                  " + overheads " + model::format(sim.overheads) + ")"},
+                     {"makespan (simulated)", model::format(sim.makespan) + " (" + terms + ")"},
                      {"estimate", model::format(ref.estimate) + " (simulated / estimate = " +
                                       fixed(ref.estimate.value > 0 ? sim.makespan.value / ref.estimate.value : 0.0, 3) + ")"},
                      {"lower bound", model::format(ref.lower_bound.time) + " (" + ref.lower_bound.binding.cut + ", " +
@@ -137,7 +146,9 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
                      {"simulation wall time", model::format(sim.wall) + " (reading the ops " +
                                                   model::format(sim.build_wall) + ", finding the classes " +
                                                   model::format(sim.result.classes_wall) + ", event loop " +
-                                                  model::format(sim.result.event_loop_wall) + ")"}});
+                                                  model::format(sim.result.event_loop_wall) + ")"}};
+  if (!ref.precision.empty()) fields.insert(fields.begin() + 3, {"precision", ref.precision});
+  print_fields(out, fields);
 
   out << "\ncritical path by operation (last finish first):\n";
   Table path({"op", "phase", "from", "to", "bytes>", "release>", "start>", "finish>", "bottleneck"});

@@ -37,10 +37,11 @@ struct ScheduleReference {
   model::Bytes staging_peak;   // model::estimate(...).staging_peak and staging_gpu (model/memory.hpp)
   model::GpuId staging_gpu = -1;
   model::LowerBound lower_bound;
+  std::string precision;  // precision_line of a scenario with a precision change; empty otherwise
 };
 
 // Schema reshard-simulate-1 (docs/json-schema.md): the scenario and strategy, simulated_s (=
-// ops_makespan_s + overheads_s), estimate_s, the lower bound and its cut, counts and wall times.
+// convert_source_s + ops_makespan_s + overheads_s + convert_destination_s), estimate_s, the lower bound and its cut, counts and wall times.
 nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
                                         const ScheduleReference& ref);
 

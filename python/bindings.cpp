@@ -146,6 +146,8 @@ nlohmann::json prediction_json(const Prediction& p, const Topology& topo) {
           {"latency_path_s", p.latency_path.value},
           {"critical_path_s", p.critical_path.value},
           {"overheads_s", p.overheads.value},
+          {"convert_source_s", p.convert_source.value},
+          {"convert_destination_s", p.convert_destination.value},
           {"bottleneck", link_name(topo, p.bottleneck)},
           {"network_bytes", p.network_bytes.value},
           {"nvlink_bytes", p.nvlink_bytes.value},
@@ -209,8 +211,7 @@ py::object simulate_py(const py::object& scenario, const std::string& strategy, 
   const LowerBound lb = lower_bound(ts, sc->source, sc->destination, sc->topology);
   const Schedule s = schedule_for(*sc, ts, strategy, cost);
   const Prediction pred = estimate(s, ts, sc->inventory, sc->topology, cost);
-  sim::ScheduleSimOptions options;
-  options.overheads = pred.overheads;
+  sim::ScheduleSimOptions options = sim::closing_terms(pred);
   options.link_kind_timeline = timeline;
   const sim::ScheduleSimulation r = [&] {
     py::gil_scoped_release release;
@@ -223,6 +224,8 @@ py::object simulate_py(const py::object& scenario, const std::string& strategy, 
                       {"simulated_s", r.makespan.value},
                       {"ops_makespan_s", r.ops_makespan.value},
                       {"overheads_s", r.overheads.value},
+                      {"convert_source_s", r.convert_source.value},
+                      {"convert_destination_s", r.convert_destination.value},
                       {"estimate_s", pred.time.value},
                       {"lower_bound_s", lb.time.value},
                       {"operations", s.ops.size()},

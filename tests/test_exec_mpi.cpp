@@ -171,6 +171,68 @@ TEST(ExecHostFaults, KilledRankEndsTheRun) {
   EXPECT_NE(out.find("rank 3"), std::string::npos) << out;
 }
 
+// small-gqa-fp8 (every strategy runs in EverySmallScenarioEveryStrategyVerifiesBytesNeeded) in its
+// other forms: MX FP8 (all seven weights quantised at the source: 4 137 984 B per destination GPU),
+// and every weight sent in BF16 and quantised by the destination (the BF16 model, 7 058 432 B per
+// destination GPU; test_precision.cpp works both out).
+TEST(ExecHostPrecision, Mxfp8AndQuantizeAtTheDestinationVerify) {
+  const std::string fp8 = scenario("small-gqa-fp8.yaml");
+  for (const auto& [sets, bytes] : std::vector<std::pair<std::string, std::int64_t>>{
+           {"--set destination.precision.format=mxfp8", 2 * 4'137'984},
+           {"--set destination.precision.quantize_at=destination", 2 * 7'058'432},
+           {"--set destination.precision.format=mxfp8 --set destination.precision.quantize_at=destination",
+            2 * 7'058'432}}) {
+    int st = 0;
+    const auto out = run(mpirun(10) + reshard() + " exec " + fp8 + " --strategy domain_chain --backend host --json " +
+                             sets + " --timeout 60s",
+                         &st);
+    ASSERT_EQ(st, 0) << sets << "\n" << out;
+    const auto j = json_of(out);
+    EXPECT_TRUE(j["verified"].get<bool>()) << sets;
+    EXPECT_EQ(j["bytes_verified"].get<std::int64_t>(), bytes) << sets;
+  }
+}
+
+TEST(ExecHostPrecision, FlippedFp8ByteAndFlippedScaleAreCaught) {
+  // Direct on small-gqa-fp8: an operation whose first slice is FP8 payload, one whose last slice is
+  // a FP32 scale; corrupting the first or last byte its receiver unpacks must name that tensor.
+  using namespace reshard::model;
+  const std::string fp8 = scenario("small-gqa-fp8.yaml");
+  const LoadedScenario sc = load_scenario(std::filesystem::path(fp8));
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  StrategyParams p;
+  p.strategy = Strategy::Direct;
+  const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+  auto find = [&](bool first, DType dtype) -> std::pair<std::int64_t, std::string> {
+    for (const Op& op : s.ops) {
+      const auto& slices = s.buffers[static_cast<std::size_t>(op.buffer)].slices;
+      if (op.parts != 1 || slices.empty()) continue;
+      const auto& t = sc.inventory.tensor(ts.pieces[static_cast<std::size_t>((first ? slices.front() : slices.back()).piece)].tensor);
+      if (t.dtype == dtype && t.quant.format != QuantFormat::None) return {op.id, t.name};
+    }
+    return {-1, ""};
+  };
+  const auto [payload_op, payload_tensor] = find(true, DType::FP8);
+  const auto [scale_op, scale_tensor] = find(false, DType::FP32);
+  ASSERT_GE(payload_op, 0);
+  ASSERT_GE(scale_op, 0);
+  for (const auto& [fault, tensor] : {std::pair{"corrupt:" + std::to_string(payload_op) + "@first", payload_tensor},
+                                      std::pair{"corrupt:" + std::to_string(scale_op) + "@last", scale_tensor}}) {
+    int st = 0;
+    const auto out = run(mpirun(10) + reshard() + " exec " + fp8 + " --strategy direct --inject " + fault, &st);
+    EXPECT_NE(st, 0) << out;
+    EXPECT_NE(out.find("verification failed: rank"), std::string::npos) << out;
+    EXPECT_NE(out.find("tensor '" + tensor + "'"), std::string::npos) << fault << "\n" << out;
+  }
+}
+
+TEST(ExecHostPrecision, GpuBackendsRefuseAPrecisionChange) {
+  int st = 0;
+  const auto out = run(reshard() + " exec " + scenario("small-gqa-fp8.yaml") + " --strategy direct --backend cuda", &st);
+  EXPECT_NE(st, 0) << out;
+  EXPECT_NE(out.find("the cuda backend does not convert precision"), std::string::npos) << out;
+}
+
 TEST(ExecHost, ScheduleOfAnotherScenarioIsRefusedBeforeAnythingRuns) {
   using namespace reshard::model;
   const LoadedScenario moe = load_scenario(std::filesystem::path(scenario("small-moe-ep.yaml")));

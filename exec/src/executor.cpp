@@ -34,6 +34,12 @@ std::vector<model::GpuId> gpus_of_process(const RunPlan& plan, int rank, int wor
 RunResult execute(const RunPlan& plan, const ExecOptions& options) {
   if (options.timeout_s <= 0) throw ExecError("--timeout must be positive", -1, -1);
   if (options.backend == "host") return detail::run_host(plan, options);
+  if (options.backend == "cuda" || options.backend == "nccl")
+    for (const auto& t : plan.scenario->inventory.tensors())
+      if (t.quant.format != model::QuantFormat::None)
+        throw ExecError("the " + options.backend + " backend does not convert precision (tensor '" + t.name +
+                            "' is quantised, destination.precision); run this scenario on the host backend",
+                        -1, -1);
   if (options.backend == "cuda") return detail::run_cuda(plan, options);
   if (options.backend == "nccl") return detail::run_nccl(plan, options);
   throw ExecError("unknown backend '" + options.backend + "' (host, cuda, nccl)", -1, -1);

@@ -1,9 +1,12 @@
 #include "host_memory.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <unordered_map>
 
 #include "pattern.hpp"
+#include "quantize.hpp"
 
 namespace reshard::exec::detail {
 
@@ -18,6 +21,35 @@ void allocate(const GpuProgram& prog, HostMemory& mem, bool staging) {
   }
 }
 
+namespace {
+
+// The weight box a scale box's blocks cover, clipped to the weight's extent.
+Box weight_box_of_scales(const TensorInfo& w, const Box& scales) {
+  const std::int64_t block[2] = {w.quant.block_rows, w.quant.block_cols};
+  Box b;
+  for (std::size_t d = 0; d < 2; ++d)
+    b.dims.push_back({scales.dims[d].lo * block[d], std::min(scales.dims[d].hi * block[d], w.shape[d])});
+  return b;
+}
+
+// The source values of a weight's box, row-major (pattern.hpp: weight_bf16).
+std::vector<float> source_values(const TensorInfo& w, const Box& box) {
+  std::vector<float> v(static_cast<std::size_t>(box.elements()));
+  for_each_row(box, w.shape, [&](std::int64_t local, std::int64_t global, std::int64_t n) {
+    for (std::int64_t k = 0; k < n; ++k)
+      v[static_cast<std::size_t>(local + k)] = bf16_value(weight_bf16(pattern_word(w.id, global + k)));
+  });
+  return v;
+}
+
+// The expected bytes of element `global` of tensor t: the pattern, or what a precision change makes of it.
+void expected_bytes(const Inventory& inv, const TensorInfo& t, std::int64_t global, int es,
+                    std::unordered_map<std::int32_t, ReferenceQuantizer>& quantizers, unsigned char* out) {
+  if (!converted_bytes(inv, t, global, quantizers, out)) pattern_bytes(t.id, global, es, out);
+}
+
+}  // namespace
+
 void fill_sources(const GpuProgram& prog, const Inventory& inv, HostMemory& mem) {
   for (std::size_t i = 0; i < prog.regions.size(); ++i) {
     const Region& r = prog.regions[i];
@@ -25,8 +57,21 @@ void fill_sources(const GpuProgram& prog, const Inventory& inv, HostMemory& mem)
     const TensorInfo& t = inv.tensor(r.tensor);
     const int es = static_cast<int>(dtype_size(t.dtype));
     unsigned char* data = mem.regions[i].data();
+    const Quantization& q = t.quant;
+    if (q.format != QuantFormat::None && (q.scale_of >= 0 || q.site == QuantSite::Source)) {
+      // The source quantises what it holds: a weight's box, or the blocks of a scale shard.
+      const TensorInfo& w = q.scale_of >= 0 ? inv.tensor(q.scale_of) : t;
+      const Box box = q.scale_of >= 0 ? weight_box_of_scales(w, r.box) : r.box;
+      std::vector<unsigned char> payload(static_cast<std::size_t>(box.elements())), scales;
+      quantize_box(w, box, source_values(w, box), payload.data(), scales);
+      const auto& bytes = q.scale_of >= 0 ? scales : payload;
+      std::memcpy(data, bytes.data(), std::min(bytes.size(), mem.regions[i].size()));
+      continue;
+    }
+    // The pattern, or a weight the destination quantises: its BF16 source values.
+    std::unordered_map<std::int32_t, ReferenceQuantizer> none;
     for_each_row(r.box, t.shape, [&](std::int64_t local, std::int64_t global, std::int64_t n) {
-      for (std::int64_t k = 0; k < n; ++k) pattern_bytes(r.tensor, global + k, es, data + (local + k) * es);
+      for (std::int64_t k = 0; k < n; ++k) expected_bytes(inv, t, global + k, es, none, data + (local + k) * es);
     });
   }
 }
@@ -47,7 +92,8 @@ std::string wrong_element(const GpuProgram& prog, const Inventory& inv, int rank
     if (offset >= local && offset < local + n) global = g + (offset - local);
   });
   unsigned char want[8] = {};
-  pattern_bytes(r.tensor, global, es, want);
+  std::unordered_map<std::int32_t, ReferenceQuantizer> quantizers;
+  expected_bytes(inv, t, global, es, quantizers, want);
   std::ostringstream os;
   os << "rank " << rank << " (GPU " << prog.gpu << "): tensor '" << t.name << "' box " << to_string(r.box)
      << ": wrong value at element offset " << offset << " (byte offset " << offset * es << ", global index " << global
@@ -58,8 +104,61 @@ std::string wrong_element(const GpuProgram& prog, const Inventory& inv, int rank
   return os.str();
 }
 
+namespace {
+
+// A weight quantised at the destination: its received BF16 region converted as the destination
+// would (quantize_box), every E4M3 byte and scale compared with the reference. "" or what is wrong.
+std::string check_conversion(const GpuProgram& prog, const Inventory& inv, const HostMemory& mem, int rank,
+                             std::size_t region, std::unordered_map<std::int32_t, ReferenceQuantizer>& quantizers) {
+  const Region& r = prog.regions[region];
+  const TensorInfo& w = inv.tensor(r.tensor);
+  std::vector<float> values(static_cast<std::size_t>(r.box.elements()));
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    std::uint16_t b = 0;
+    std::memcpy(&b, mem.regions[region].data() + 2 * k, 2);
+    values[k] = bf16_value(b);
+  }
+  std::vector<unsigned char> payload(values.size()), scales;
+  quantize_box(w, r.box, values, payload.data(), scales);
+  ReferenceQuantizer& ref = quantizers.try_emplace(w.id, w).first->second;
+  std::ostringstream os;
+  os << "rank " << rank << " (GPU " << prog.gpu << "): tensor '" << w.name << "' box " << to_string(r.box)
+     << ", converted at the destination: ";
+  std::int64_t bad = -1, bad_global = -1;
+  for_each_row(r.box, w.shape, [&](std::int64_t local, std::int64_t global, std::int64_t n) {
+    for (std::int64_t k = 0; k < n && bad < 0; ++k)
+      if (payload[static_cast<std::size_t>(local + k)] != ref.payload(global + k)) {
+        bad = local + k;
+        bad_global = global + k;
+      }
+  });
+  if (bad >= 0) {
+    os << "wrong E4M3 byte at element offset " << bad << " (global index " << bad_global << ")";
+    return os.str();
+  }
+  const Box sb = scale_box(r.box, w.quant);
+  const std::int64_t ss = w.quant.format == QuantFormat::Fp8Block ? 4 : 1;
+  const std::vector<std::int64_t> scale_shape = {(w.shape[0] + w.quant.block_rows - 1) / w.quant.block_rows,
+                                                 (w.shape[1] + w.quant.block_cols - 1) / w.quant.block_cols};
+  for_each_row(sb, scale_shape, [&](std::int64_t local, std::int64_t global, std::int64_t n) {
+    unsigned char want[4];
+    for (std::int64_t k = 0; k < n && bad < 0; ++k) {
+      ref.scale_bytes(global + k, want);
+      if (std::memcmp(want, scales.data() + (local + k) * ss, static_cast<std::size_t>(ss)) != 0) bad = global + k;
+    }
+  });
+  if (bad >= 0) {
+    os << "wrong scale of block " << bad;
+    return os.str();
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string check_destinations(const GpuProgram& prog, const Inventory& inv, const HostMemory& mem, int rank,
                                std::int64_t& bytes) {
+  std::unordered_map<std::int32_t, ReferenceQuantizer> quantizers;
   for (std::size_t i = 0; i < prog.regions.size(); ++i) {
     const Region& r = prog.regions[i];
     if (r.kind != Region::Kind::Destination) continue;
@@ -71,7 +170,7 @@ std::string check_destinations(const GpuProgram& prog, const Inventory& inv, con
       if (bad >= 0) return;
       unsigned char want[8];
       for (std::int64_t k = 0; k < n; ++k) {
-        pattern_bytes(r.tensor, global + k, es, want);
+        expected_bytes(inv, t, global + k, es, quantizers, want);
         if (std::memcmp(want, data + (local + k) * es, static_cast<std::size_t>(es)) != 0) {
           bad = local + k;
           return;
@@ -79,6 +178,8 @@ std::string check_destinations(const GpuProgram& prog, const Inventory& inv, con
       }
     });
     if (bad >= 0) return wrong_element(prog, inv, rank, static_cast<std::int32_t>(i), bad, data + bad * es);
+    if (t.quant.converted() && t.quant.site == QuantSite::Destination)
+      if (std::string err = check_conversion(prog, inv, mem, rank, i, quantizers); !err.empty()) return err;
     bytes += r.bytes;
   }
   return {};

@@ -26,4 +26,14 @@ RESHARD_HD unsigned char pattern_byte(std::uint64_t word, int i) {
   return i == 0 ? static_cast<unsigned char>(b | 1u) : b;
 }
 
+// The BF16 value of element `index` of a weight that a precision change quantises
+// (model/precision.hpp), in place of pattern_byte's raw bytes (which include NaN and values 2^127
+// apart, meaningless to quantise): sign from bit 15, exponent 2^-8 .. 2^7 from bits 8-11, mantissa
+// from bits 0-6, so every value is finite, non-zero and |v| in [2^-8, 2^8).
+RESHARD_HD std::uint16_t weight_bf16(std::uint64_t word) {
+  const std::uint16_t sign = static_cast<std::uint16_t>((word >> 15) & 1u) << 15;
+  const std::uint16_t exponent = static_cast<std::uint16_t>(127 - 8 + ((word >> 8) & 15u)) << 7;
+  return static_cast<std::uint16_t>(sign | exponent | (word & 0x7Fu));
+}
+
 }  // namespace reshard::exec::detail

@@ -191,6 +191,18 @@ void add_overheads(const Schedule& s, const TransferSet& ts, const Inventory& in
 
 }  // namespace
 
+Seconds conversion_time(const std::vector<std::pair<GpuId, Bytes>>& work, const Topology& topo) {
+  Seconds t{0};
+  for (const auto& [g, b] : work) {
+    const BytesPerSecond bw = topo.gpu_memory_bandwidth(g);
+    if (bw.value <= 0)
+      throw PlanError("GPU " + std::to_string(g) + " converts weights to a new precision, but the topology '" +
+                      topo.name() + "' gives no memory bandwidth for it (memory_bandwidth of its device)");
+    t = std::max(t, b / bw);
+  }
+  return t;
+}
+
 Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,
                     const CostParams& params) {
   Prediction pr;
@@ -263,7 +275,10 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   add_bandwidth_bound(columns, column_bytes, cap, pr);
   add_overheads(s, ts, inv, topo.gpu_count(), params, pr);
   pr.pipeline = pr.bandwidth_bound + pr.fill + pr.latency_path;
-  pr.time = Seconds{std::max(pr.pipeline.value, pr.critical_path.value)} + pr.overheads;
+  pr.convert_source = conversion_time(ts.conversion.source, topo);
+  pr.convert_destination = conversion_time(ts.conversion.destination, topo);
+  pr.time = pr.convert_source + Seconds{std::max(pr.pipeline.value, pr.critical_path.value)} + pr.overheads +
+            pr.convert_destination;
   const StagingMemory memory = staging_memory(s);
   pr.staging_peak = memory.peak;
   pr.staging_gpu = memory.gpu;

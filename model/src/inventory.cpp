@@ -19,6 +19,7 @@ std::int64_t dtype_size(DType d) {
     case DType::FP16: return 2;
     case DType::FP32: return 4;
     case DType::FP8: return 1;
+    case DType::E8M0: return 1;
   }
   return 2;
 }
@@ -29,6 +30,7 @@ const char* to_string(DType d) {
     case DType::FP16: return "fp16";
     case DType::FP32: return "fp32";
     case DType::FP8: return "fp8";
+    case DType::E8M0: return "e8m0";
   }
   return "?";
 }
@@ -474,39 +476,62 @@ Inventory Inventory::build(const ModelConfig& config, const InventoryOptions& op
     inv.mtp_layers_ = mtp_steps * static_cast<std::int32_t>(c.mtp_hybrid_override_pattern.size());
   }
 
+  inv.count();
+  return inv;
+}
+
+void Inventory::count() {
+  const ModelConfig& c = config_;
+  parameters_ = 0;
+  bytes_ = Bytes{0};
+  std::fill(std::begin(class_parameters_), std::end(class_parameters_), 0);
+  std::fill(std::begin(class_bytes_), std::end(class_bytes_), Bytes{0});
+  by_name_.clear();
   // Totals and the active count. Per layer, one routed expert's parameters are the sum over its
   // tensors; each MoE layer activates num_experts_per_tok of its n_routed_experts experts.
-  const std::size_t layers = static_cast<std::size_t>(inv.layer_count());
+  const std::size_t layers = static_cast<std::size_t>(layer_count());
   std::vector<std::int64_t> expert0_params(layers, 0);
   std::vector<std::int64_t> experts_in_layer(layers, 0);
-  inv.by_name_.reserve(inv.tensors_.size());
-  for (const auto& t : inv.tensors_) {
+  by_name_.reserve(tensors_.size());
+  for (const auto& t : tensors_) {
     // Element and byte counts, and their totals, in 64 bits without overflow.
     std::int64_t n = 1;
     for (const auto d : t.shape)
       if (const auto m = checked::mul(n, d)) n = *m;
       else bad(c, t.name, "has more than 2^63 elements");
     const auto nbytes = checked::mul(n, dtype_size(t.dtype));
-    const auto total = checked::add(inv.parameters_, n);
-    if (!nbytes || !total || !checked::add(inv.bytes_.value, *nbytes))
+    const auto total = checked::add(parameters_, n);
+    if (!nbytes || !total || !checked::add(bytes_.value, *nbytes))
       bad(c, t.name, "the model's parameter or byte count exceeds 2^63");
     const auto bytes = t.bytes();
-    inv.parameters_ += n;
-    inv.bytes_ += bytes;
-    inv.class_parameters_[static_cast<int>(t.cls)] += n;
-    inv.class_bytes_[static_cast<int>(t.cls)] += bytes;
+    bytes_ += bytes;
+    class_bytes_[static_cast<int>(t.cls)] += bytes;
+    if (!by_name_.emplace(t.name, t.id).second)
+      throw std::logic_error("inventory: duplicate tensor name " + t.name);
+    // A precision change's scale tensors (model/precision.hpp) are bytes that travel, not parameters.
+    if (t.quant.scale_of >= 0) continue;
+    parameters_ += n;
+    class_parameters_[static_cast<int>(t.cls)] += n;
     if (t.expert >= 0) {
       const auto l = static_cast<std::size_t>(t.layer);
       if (t.expert == 0) expert0_params[l] += n;
       experts_in_layer[l] = std::max<std::int64_t>(experts_in_layer[l], t.expert + 1);
     }
-    if (!inv.by_name_.emplace(t.name, t.id).second)
-      throw std::logic_error("inventory: duplicate tensor name " + t.name);
   }
-  inv.active_parameters_ = inv.parameters_;
+  active_parameters_ = parameters_;
   for (std::size_t l = 0; l < layers; ++l)
     if (experts_in_layer[l] > c.num_experts_per_tok)
-      inv.active_parameters_ -= (experts_in_layer[l] - c.num_experts_per_tok) * expert0_params[l];
+      active_parameters_ -= (experts_in_layer[l] - c.num_experts_per_tok) * expert0_params[l];
+}
+
+Inventory Inventory::with_tensors(std::vector<TensorInfo> tensors) const {
+  Inventory inv;
+  inv.config_ = config_;
+  inv.include_mtp_ = include_mtp_;
+  inv.mtp_layers_ = mtp_layers_;
+  inv.tensors_ = std::move(tensors);
+  for (std::size_t i = 0; i < inv.tensors_.size(); ++i) inv.tensors_[i].id = static_cast<std::int32_t>(i);
+  inv.count();
   return inv;
 }
 

@@ -201,6 +201,8 @@ RankSetId ShardMap::intern(const RankSet& s) {
   return id;
 }
 
+void ShardMap::add_tensors(std::int32_t count) { by_tensor_.resize(by_tensor_.size() + static_cast<std::size_t>(count)); }
+
 void ShardMap::add_shard(std::int32_t tensor, Box box, RankSetId ranks) {
   if (box.empty()) return;
   auto& v = by_tensor_[static_cast<std::size_t>(tensor)];

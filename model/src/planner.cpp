@@ -142,6 +142,7 @@ TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst,
     }
     ts.bytes_to_move += p.bytes * (n - it->second);
   }
+  ts.conversion = conversion_work(inv, src, dst);
   return ts;
 }
 

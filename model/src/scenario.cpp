@@ -106,7 +106,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
   };
   if (fw == "megatron") {
     n.allow_only({"framework", "gpus", "tp", "pp", "cp", "dp", "ep", "etp", "vpp", "layers_per_stage",
-                  "first_stage_layers", "last_stage_layers"});
+                  "first_stage_layers", "last_stage_layers", "precision"});
     MegatronSpec m;
     if (auto v = n.get("tp")) m.tp = small_int(*v);
     if (auto v = n.get("pp")) m.pp = small_int(*v);
@@ -133,7 +133,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     spec.spec = m;
   } else if (fw == "vllm") {
     n.allow_only({"framework", "gpus", "tp", "pp", "dp", "dp_mode", "ep", "enable_expert_parallel",
-                  "expert_placement", "redundant_experts"});
+                  "expert_placement", "redundant_experts", "precision"});
     VllmSpec v;
     if (auto x = n.get("tp")) v.tp = small_int(*x);
     if (auto x = n.get("pp")) v.pp = small_int(*x);
@@ -171,7 +171,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     spec.spec = v;
   } else if (fw == "sglang") {
     n.allow_only({"framework", "gpus", "tp_size", "dp_size", "enable_dp_attention", "ep_size", "moe_dense_tp_size",
-                  "enable_dp_lm_head", "moe_a2a_backend", "ep_num_redundant_experts"});
+                  "enable_dp_lm_head", "moe_a2a_backend", "ep_num_redundant_experts", "precision"});
     SglangSpec g;
     if (auto x = n.get("tp_size")) g.tp = small_int(*x);
     if (auto x = n.get("dp_size")) g.dp = small_int(*x);
@@ -213,7 +213,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     world_check(g.world(), g.enable_dp_attention ? "sglang with DP attention (world = tp_size)" : "sglang TP*DP");
     spec.spec = g;
   } else if (fw == "dtensor") {
-    n.allow_only({"framework", "gpus", "mesh", "placements"});
+    n.allow_only({"framework", "gpus", "mesh", "placements", "precision"});
     DTensorSpec d;
     const auto mesh = n.at("mesh");
     mesh.allow_only({"shape", "names"});
@@ -246,6 +246,52 @@ LayoutSpec parse_layout(const yaml::Node& n) {
   return spec;
 }
 
+// destination.precision (model/precision.hpp):
+//   precision: {format: fp8_block, weight_block_size: [128, 128], quantize_at: source,
+//               classes: [attention, dense_ffn, expert_ffn, shared_expert]}
+PrecisionSpec parse_precision(const yaml::Node& n) {
+  n.allow_only({"format", "weight_block_size", "classes", "quantize_at"});
+  PrecisionSpec p;
+  const auto f = n.at("format");
+  const std::string format = f.str();
+  if (format == "bf16") p.format = QuantFormat::None;
+  else if (format == "fp8_block") p.format = QuantFormat::Fp8Block;
+  else if (format == "mxfp8") p.format = QuantFormat::Mxfp8;
+  else f.fail("unknown format '" + format + "'; expected bf16, fp8_block or mxfp8");
+  if (auto b = n.get("weight_block_size")) {
+    if (p.format == QuantFormat::Mxfp8) b->fail("mxfp8 blocks are 1 x 32 elements by definition; weight_block_size is for fp8_block");
+    const auto v = b->integers();
+    if (v.size() != 2 || v[0] < 1 || v[1] < 1 || v[0] > kMaxDimension || v[1] > kMaxDimension)
+      b->fail("expected two positive block extents [rows, columns], e.g. [128, 128]");
+    p.block_rows = v[0];
+    p.block_cols = v[1];
+  }
+  if (auto w = n.get("quantize_at")) {
+    const std::string at = w->str();
+    if (at == "source") p.site = QuantSite::Source;
+    else if (at == "destination") p.site = QuantSite::Destination;
+    else w->fail("expected source or destination, got '" + at + "'");
+  }
+  const auto classes = n.get("classes");
+  if (!classes) {
+    if (p.format != QuantFormat::None) n.at("classes");  // required: fails naming the key
+    return p;
+  }
+  for (const auto& c : classes->items()) {
+    const auto cls = parse_tensor_class(c.str());
+    if (!cls) c.fail("unknown tensor class '" + c.str() + "'; expected attention, dense_ffn, expert_ffn, shared_expert or mamba");
+    if (*cls == TensorClass::Embedding || *cls == TensorClass::Norm || *cls == TensorClass::Router ||
+        *cls == TensorClass::Head)
+      c.fail(std::string("class ") + to_string(*cls) +
+             " stays in the model dtype (FP8 checkpoints keep embeddings, norms, router gates and the output head "
+             "unquantised)");
+    if (std::find(p.classes.begin(), p.classes.end(), *cls) != p.classes.end()) c.fail("class listed twice");
+    p.classes.push_back(*cls);
+  }
+  if (p.classes.empty() && p.format != QuantFormat::None) classes->fail("list at least one tensor class to quantise");
+  return p;
+}
+
 std::filesystem::path resolve(const std::filesystem::path& base, const std::string& p) {
   std::filesystem::path path(p);
   return path.is_absolute() ? path : (base / path).lexically_normal();
@@ -269,8 +315,13 @@ void parse_root(const yaml::Node& root, const std::string& name, const std::file
   const auto src = root.at("source"), dst = root.at("destination");
   s.source_line = src.line();
   s.destination_line = dst.line();
+  if (auto p = src.get("precision")) p->fail("precision describes the destination; give it under destination");
   s.source = parse_layout(src);
   s.destination = parse_layout(dst);
+  if (auto p = dst.get("precision")) {
+    s.precision = parse_precision(*p);
+    s.precision_line = p->line();
+  }
 }
 
 }  // namespace
@@ -306,6 +357,7 @@ namespace {
 
 // Lines of the source/destination keys, for messages about a whole layout.
 ConfigError side_error(const Scenario& s, const std::string& key, const std::string& what) {
+  if (key == "destination.precision") return ConfigError(s.file, s.precision_line, key, what);
   return ConfigError(s.file, key.rfind("source", 0) == 0 ? s.source_line : s.destination_line, key, what);
 }
 
@@ -355,11 +407,22 @@ std::pair<ShardMap, ShardMap> build_layouts(const Scenario& s, const Inventory& 
   });
 }
 
+void apply_precision(const Scenario& s, Inventory& inv, ShardMap& src, ShardMap& dst) {
+  yaml::naming_overrides(s.overrides, [&] {
+    try {
+      apply_precision(s.precision, inv, src, dst);
+    } catch (const PlanError& e) {
+      throw side_error(s, "destination.precision", e.what());
+    }
+  });
+}
+
 LoadedScenario load_scenario(const Scenario& s) {
   Inventory inv = load_inventory(s);
   Topology topo = load_topology(s);
   check_gpus(s, topo);
   auto [src, dst] = build_layouts(s, inv);
+  apply_precision(s, inv, src, dst);
   return LoadedScenario{s, std::move(inv), std::move(topo), std::move(src), std::move(dst)};
 }
 

@@ -160,6 +160,7 @@ struct NodeTemplate {
   BytesPerSecond nic;            // per NIC, per direction; one NIC per GPU
   BytesPerSecond gpu_nic_pcie;   // GPU <-> NIC host link, per direction
   LinkKind host_link_kind;       // kind of that host link (PCIe, or C2C)
+  BytesPerSecond memory;         // per GPU: HBM bandwidth
 };
 const std::vector<NodeTemplate>& node_templates();
 const NodeTemplate* find_template(const std::string& name);

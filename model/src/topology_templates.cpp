@@ -16,21 +16,26 @@ const std::vector<NodeTemplate>& node_templates() {
       // 450 GB/s per direction (datasheet); 8 x ConnectX-7 400 Gb/s = 50 GB/s, one per GPU, paired
       // 1:1 through a PCIe Gen5 switch (datasheet); PCIe Gen5 x16 about 64 GB/s per direction
       // (non-datasheet source).
-      {"dgx-h100", 8, 1, false, 450_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe},
+      // HBM: H100 SXM 3.35 TB/s (datasheet).
+      {"dgx-h100", 8, 1, false, 450_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe, 3350_GBps},
       // DGX H200: same NVLink 4 fabric and NICs as DGX H100 (one datasheet for DGX H100 and H200).
-      {"dgx-h200", 8, 1, false, 450_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe},
+      // HBM: H200 4.8 TB/s (datasheet).
+      {"dgx-h200", 8, 1, false, 450_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe, 4800_GBps},
       // DGX B200: 8 GPUs; NVLink 5, 1.8 TB/s bidirectional = 900 GB/s per direction; 8 x ConnectX-7
       // 400 Gb/s (datasheet); host link PCIe Gen5 x16 about 64 GB/s (non-datasheet source).
-      {"dgx-b200", 8, 1, false, 900_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe},
+      // HBM: B200 8 TB/s (datasheet).
+      {"dgx-b200", 8, 1, false, 900_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe, 8000_GBps},
       // GB200 NVL72: 18 compute trays x 4 GPUs = 72 GPUs in one NVLink domain; 1.8 TB/s
       // bidirectional = 900 GB/s per direction per GPU; 4 x ConnectX-7 400 Gb/s per tray = one per
       // GPU (datasheet); NIC host link PCIe Gen5 x16 about 64 GB/s (non-datasheet source).
-      {"gb200-nvl72", 4, 18, true, 900_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe},
+      // HBM: 8 TB/s per GB200 GPU (datasheet).
+      {"gb200-nvl72", 4, 18, true, 900_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe, 8000_GBps},
       // GB300 NVL72: NVLink as GB200 (datasheet); 4 x ConnectX-8 per tray at 800 Gb/s per GPU
       // (third-party figure). ConnectX-8 has a PCIe Gen6 x16 host interface, about
       // 128 GB/s per direction (twice Gen5 x16; ConnectX-8 product brief), so the
       // host link does not cap the 100 GB/s NIC.
-      {"gb300-nvl72", 4, 18, true, 900_GBps, 800_Gbps, 128_GBps, LinkKind::PCIe},
+      // HBM: 8 TB/s per GB300 GPU (datasheet).
+      {"gb300-nvl72", 4, 18, true, 900_GBps, 800_Gbps, 128_GBps, LinkKind::PCIe, 8000_GBps},
   };
   return table;
 }

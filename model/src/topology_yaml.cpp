@@ -255,7 +255,9 @@ GeneratedDevices add_devices(TopologyData& d, const std::vector<ClusterPart>& pa
   for (const auto& p : parts)
     for (std::int32_t n = 0; n < p.nodes; ++n)
       for (std::int32_t i = 0; i < p.gpus_per_node(); ++i)
-        d.add_device(DeviceKind::GPU, p.node_label(n) + "/gpu" + std::to_string(i), p.first_node + n, i);
+        d.devices[static_cast<std::size_t>(
+                      d.add_device(DeviceKind::GPU, p.node_label(n) + "/gpu" + std::to_string(i), p.first_node + n, i))]
+            .memory_bandwidth = p.tmpl->memory;
   GeneratedDevices dev;
   for (const auto& p : parts) {
     const bool racks = p.tmpl->rack_scale;
@@ -495,7 +497,7 @@ TopologyData build_explicit(const yaml::Node& root) {
   const auto devices = root.at("devices");
   if (devices.size() == 0) devices.fail("an explicit topology needs at least one device");
   for (const auto& item : devices.items()) {
-    item.allow_only({"name", "kind", "node", "rail"});
+    item.allow_only({"name", "kind", "node", "rail", "memory_bandwidth"});
     const auto name_node = item.at("name");
     const std::string name = name_node.str();
     if (name.empty()) name_node.fail("device name is empty");
@@ -517,7 +519,12 @@ TopologyData build_explicit(const yaml::Node& root) {
       rail = static_cast<std::int32_t>(v);
     }
     if (by_name.count(name)) name_node.fail("duplicate device name '" + name + "'");
-    by_name.emplace(name, d.add_device(kind, name, node, rail, item.line()));
+    const DeviceId id = d.add_device(kind, name, node, rail, item.line());
+    if (auto m = item.get("memory_bandwidth")) {
+      if (kind != DeviceKind::GPU) m->fail("memory_bandwidth is a GPU's; '" + name + "' is not a GPU");
+      d.devices[static_cast<std::size_t>(id)].memory_bandwidth = positive_bandwidth(*m);
+    }
+    by_name.emplace(name, id);
   }
   d.node_count = static_cast<std::int32_t>(node_order.size());
 

@@ -360,9 +360,9 @@ FlowLayout build_flow_table(const OpProblem& problem, const std::vector<std::int
     }
   }
 
-  // Framework overheads, after the last op (see schedule_sim.hpp).
-  if (out.overheads.value > 0) {
-    flows.begin_flow(Bytes{0}, out.overheads);
+  // Framework overheads and weight conversion, after the last op (see schedule_sim.hpp).
+  if (out.closing().value > 0) {
+    flows.begin_flow(Bytes{0}, out.closing());
     for (std::size_t f = 0; f < n_flow_ops; ++f)
       if (!counts.waited_for[f])
         for (auto g = first_flow[f]; g < end_flow(f); ++g) flows.after.push_back(g);
@@ -383,7 +383,8 @@ void keep_flow_specs(FlowTable& flows, ScheduleSimulation& out) {
     f.links.assign(flows.links.begin() + flows.link_begin[i], flows.links.begin() + flows.link_begin[i + 1]);
     f.after.assign(flows.after.begin() + flows.after_begin[i], flows.after.begin() + flows.after_begin[i + 1]);
   }
-  if (out.overheads.value > 0) out.flows.back().label = "framework overheads";
+  if (out.closing().value > 0)
+    out.flows.back().label = out.closing() > out.overheads ? "framework overheads and weight conversion" : "framework overheads";
   flows.specs = &out.flows;
 }
 
@@ -428,27 +429,30 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   out.link_kind_names.push_back("slots");
 
   const std::size_t n_ops = schedule.ops.size();
-  if (!(options.overheads.value >= 0) || !std::isfinite(options.overheads.value))
-    throw model::ScheduleError("overheads must be >= 0 and finite, got " + model::format(options.overheads));
+  for (const Seconds t : {options.overheads, options.convert_source, options.convert_destination})
+    if (!(t.value >= 0) || !std::isfinite(t.value))
+      throw model::ScheduleError("overheads and conversion times must be >= 0 and finite, got " + model::format(t));
+  out.overheads = options.overheads;
+  out.convert_source = options.convert_source;
+  out.convert_destination = options.convert_destination;
 
   FlowOps fo = build_flow_ops(schedule, topology, params, out);
   OpProblem& problem = fo.problem;
   const std::vector<std::int64_t>& op_of = fo.op_of;
   const std::vector<std::int32_t>& data_of = fo.data_of;
   const std::vector<std::int32_t>& finish_of = fo.finish_of;
-  problem.overheads = options.overheads;
+  problem.overheads = out.closing();
   jitter_capacities(out.network, options.capacity_jitter, options.jitter_seed);
   // Redundant links are left out, unless a per-link-kind timeline is wanted (a trace): it counts
   // every link's load.
   const RedundantLinks redundant =
       options.link_kind_timeline ? RedundantLinks{} : drop_redundant_links(out.network, problem);
-  const FlowCounts counts = count_flows(problem, options.overheads.value > 0);
+  const FlowCounts counts = count_flows(problem, out.closing().value > 0);
 
   SimOptions sim_options;
   sim_options.symmetry_quotient = options.symmetry_quotient;
   sim_options.progress = options.progress;
   if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
-  out.overheads = options.overheads;
 
   // Flow op times to schedule op times: release and start of its data, finish of its last flow op;
   // the dropped links' statistics.
@@ -495,6 +499,14 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   return finish_schedule_simulation(out, wall_start);
 }
 
+ScheduleSimOptions closing_terms(const model::Prediction& p) {
+  ScheduleSimOptions options;
+  options.overheads = p.overheads;
+  options.convert_source = p.convert_source;
+  options.convert_destination = p.convert_destination;
+  return options;
+}
+
 model::Seconds simulated_makespan(const model::Schedule& schedule, const model::Topology& topology,
                                   const model::CostParams& params, model::Seconds overheads) {
   ScheduleSimOptions options;
@@ -505,8 +517,9 @@ model::Seconds simulated_makespan(const model::Schedule& schedule, const model::
 model::Seconds simulated_makespan(const model::Schedule& schedule, const model::TransferSet& ts,
                                   const model::Inventory& inventory, const model::Topology& topology,
                                   const model::CostParams& params) {
-  return simulated_makespan(schedule, topology, params,
-                            model::estimate(schedule, ts, inventory, topology, params).overheads);
+  return simulate_schedule(schedule, topology, params,
+                           closing_terms(model::estimate(schedule, ts, inventory, topology, params)))
+      .makespan;
 }
 
 TraceLayout schedule_trace_layout(const model::Schedule& schedule, const ScheduleSimulation& sim) {

@@ -21,6 +21,7 @@ namespace {
 // What sets an estimate: the largest of its terms.
 std::string limited_by(const Prediction& p) {
   const double hw = std::max(p.pipeline.value, p.critical_path.value);
+  if ((p.convert_source + p.convert_destination).value > std::max(hw, p.overheads.value)) return "conversion";
   if (p.overheads.value > hw) return "overheads";
   if (p.critical_path > p.pipeline) return "dependencies";
   const double filled = p.pipeline.value - p.latency_path.value;  // bandwidth bound times the fill
@@ -128,9 +129,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
                  estimate(s, ts, sc.inventory, sc.topology, cost), std::nullopt, "", "", ""};
     note(row, r.name + ": " + format(r.prediction.time) + (options.simulate ? ", simulating" : ""), !options.simulate);
     if (options.simulate) {
-      sim::ScheduleSimOptions sim_options;
-      sim_options.overheads = r.prediction.overheads;
-      const auto result = sim::simulate_schedule(s, sc.topology, cost, sim_options);
+      const auto result = sim::simulate_schedule(s, sc.topology, cost, sim::closing_terms(r.prediction));
       r.simulated = result.makespan;
       note(row, r.name + ": simulated " + format(result.makespan), true);
     }
@@ -157,8 +156,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
     if (options.simulate)  // confirm the best candidates by simulation
       topts.confirm = [&](const Schedule& s) {
         say("confirm", confirmed, topts.confirm_top, describe(s.params) + ", simulating");
-        const Seconds t =
-            sim::simulated_makespan(s, sc.topology, cost, estimate(s, ts, sc.inventory, sc.topology, cost).overheads);
+        const Seconds t = sim::simulated_makespan(s, ts, sc.inventory, sc.topology, cost);
         say("confirm", ++confirmed, topts.confirm_top, describe(s.params) + ": simulated " + format(t));
         return t;
       };
@@ -221,6 +219,8 @@ nlohmann::json to_json(const CompareResult& r) {
                    {"critical_path_s", p.critical_path.value},
                    {"latency_path_s", p.latency_path.value},
                    {"overheads_s", p.overheads.value},
+                   {"convert_source_s", p.convert_source.value},
+                   {"convert_destination_s", p.convert_destination.value},
                    {"operations", p.operations},
                    {"peak_staging_bytes", p.staging_peak.value},
                    {"peak_staging_gpu", p.staging_gpu}});

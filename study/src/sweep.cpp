@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "compare_parts.hpp"
@@ -66,6 +67,7 @@ class SharedCache {
 struct Plan {
   ShardMap source, destination;
   TransferSet transfers;
+  std::optional<Inventory> wire;  // the inventory as it travels, when the precision changes
 };
 
 // What a schedule depends on in a topology: its devices and links with their kinds, domains and
@@ -185,9 +187,15 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
     check_gpus(s, *topo);
     const auto plan = caches.plans.get(keys.plan, [&] {
       auto [src, dst] = build_layouts(s, *inv);
-      TransferSet ts = model::plan(*inv, src, dst);
-      return Plan{std::move(src), std::move(dst), std::move(ts)};
+      std::optional<Inventory> wire;
+      if (s.precision.format != QuantFormat::None) {
+        wire = *inv;
+        apply_precision(s, *wire, src, dst);
+      }
+      TransferSet ts = model::plan(wire ? *wire : *inv, src, dst);
+      return Plan{std::move(src), std::move(dst), std::move(ts), std::move(wire)};
     });
+    const Inventory& used = plan->wire ? *plan->wire : *inv;
     CompareOptions options;
     options.simulate = spec.simulate;
     options.threads = 1;  // the points run on the cores at once (run_sweep)
@@ -202,11 +210,11 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
       const std::string& profile = spec.profiles[k];
       options.profile = profile;
       options.params_file = spec.params_file(k).string();
-      detail::ScenarioParts parts{s, *inv, *topo, plan->source, plan->destination, plan->transfers};
+      detail::ScenarioParts parts{s, used, *topo, plan->source, plan->destination, plan->transfers};
       parts.schedule = [&](const StrategyParams& p) {
         const std::string key = keys.plan + kSeparator + std::to_string(topo_entry->structure) + "\n" + describe(p);
         return caches.schedules.get(key, [&] {
-          return build_schedule(plan->transfers, *inv, plan->source, plan->destination, *topo, p);
+          return build_schedule(plan->transfers, used, plan->source, plan->destination, *topo, p);
         });
       };
       const CompareResult r = detail::compare(parts, options);

@@ -22,7 +22,10 @@
 //
 // Source shards are filled with pattern(tensor, global element index): a hash of both, never zero
 // (byte 0 has its low bit set), written in the tensor's dtype size as raw bytes. After the run every
-// destination shard element must equal the pattern of its global index.
+// destination shard element must equal the pattern of its global index. With a precision change
+// (model/precision.hpp; host backend only) the weights it quantises hold BF16 values derived from
+// the pattern, the source quantises its shards, the destination those that came in BF16, and every
+// FP8 byte and scale must equal a reference quantiser's (exec/src/quantize.hpp).
 //
 // Backends: `host` (MPI processes, host memory, MPI_Isend/MPI_Irecv), `cuda` (every GPU a virtual
 // rank in one process on one device, device-to-device copies on streams, fill/check kernels) and

@@ -23,7 +23,10 @@
 //                  chain's fill after it, and each step of a dependent sequence paying its latency
 //                  and per-operation cost while its bytes share the links with everything else
 //                  (what dominates schedules of kilobyte operations)
-//   estimate     = max(T_pipeline, T_critical) + overheads
+//   estimate     = T_convert_source + max(T_pipeline, T_critical) + overheads + T_convert_destination
+//   T_convert_*  = a precision change's conversion on each side (model/precision.hpp): the
+//                  largest over that side's GPUs of (bytes it converts, read + written) / its
+//                  memory bandwidth (Topology::gpu_memory_bandwidth); 0 without a change
 //   overheads    = per_tensor * tensors moved by reshard operations
 //                + per_broadcast_tensor * tensors moved by gather/broadcast operations
 //                + per_bucket * broadcast buckets + per_stage * broadcasting source stages
@@ -82,6 +85,8 @@ struct Prediction {
   Seconds latency_path;    // the DAG's longest path counting only route latency and per-op cost
   Seconds critical_path;
   Seconds overheads;
+  Seconds convert_source;       // T_convert_source: before the first byte is sent
+  Seconds convert_destination;  // T_convert_destination: after the last byte has arrived
   LinkId bottleneck = -1;  // the link with the largest load/capacity
   Bytes network_bytes;     // bytes of operations routed over the network
   Bytes nvlink_bytes;      // bytes of operations inside an NVLink domain
@@ -97,8 +102,12 @@ struct Prediction {
 };
 
 // Throws ScheduleError naming the operation for an op list op_problem refuses (a GPU the topology
-// does not have, an `after` that does not precede).
+// does not have, an `after` that does not precede), PlanError for a conversion on a GPU whose
+// memory bandwidth the topology does not give.
 Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,
                     const CostParams& params);
+
+// T_convert of one side: the largest over its GPUs of bytes / memory bandwidth (0 for no work).
+Seconds conversion_time(const std::vector<std::pair<GpuId, Bytes>>& work, const Topology& topo);
 
 }  // namespace reshard::model

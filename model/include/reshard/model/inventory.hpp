@@ -18,14 +18,17 @@
 
 namespace reshard::model {
 
-enum class DType : std::uint8_t { BF16, FP16, FP32, FP8 };
+// FP8 is OCP E4M3 (the "FN" variant: no infinities, largest finite 448). E8M0 is the OCP MX scale
+// format (an 8-bit biased exponent, value 2^(e - 127)); it appears only as a scale tensor's dtype
+// (model/precision.hpp), never as a model's.
+enum class DType : std::uint8_t { BF16, FP16, FP32, FP8, E8M0 };
 std::int64_t dtype_size(DType d);  // bytes per element
 
 // The largest value any ModelConfig count or dimension may take (hidden size, vocabulary, experts,
 // layers...): shipped models stay below 2^18, and with every field at most 2^20 a product of three
 // (a tensor's shape) fits in 64 bits. Element and byte totals are summed with overflow checks.
 inline constexpr std::int64_t kMaxDimension = 1 << 20;
-const char* to_string(DType d);
+const char* to_string(DType d);   // "bf16", "fp16", "fp32", "fp8", "e8m0"
 DType parse_dtype(const std::string& s);  // "bf16", "fp16", "fp32", "fp8"; throws std::invalid_argument
 
 enum class TensorClass : std::uint8_t {
@@ -56,6 +59,22 @@ const char* to_string(ParallelRole r);
 enum class FusedPart : std::uint8_t { None, Q, K, V, Gate, Up };
 const char* to_string(FusedPart f);  // "", "q", "k", "v", "gate", "up"
 
+// A precision change on the way (model/precision.hpp): how a weight ends up quantised on the
+// destination, and where it is converted. A weight quantised at the source travels as FP8 with a
+// scale tensor of its own (`scale`); one quantised at the destination travels in its model dtype
+// and the destination converts it. A scale tensor names the weight it scales (`scale_of`).
+enum class QuantFormat : std::uint8_t { None, Fp8Block, Mxfp8 };
+enum class QuantSite : std::uint8_t { Source, Destination };
+struct Quantization {
+  QuantFormat format = QuantFormat::None;
+  QuantSite site = QuantSite::Source;
+  std::int64_t block_rows = 0, block_cols = 0;  // elements one scale covers: 128 x 128, or 1 x 32
+  DType model_dtype = DType::BF16;              // a weight's dtype before conversion
+  std::int32_t scale = -1;     // a weight quantised at the source: its scale tensor
+  std::int32_t scale_of = -1;  // a scale tensor: the weight it scales
+  bool converted() const { return format != QuantFormat::None && scale_of < 0; }
+};
+
 struct TensorInfo {
   std::int32_t id = -1;                // index in Inventory::tensors()
   std::string name;                    // HF name, e.g. "model.layers.3.mlp.experts.17.up_proj.weight"
@@ -74,6 +93,7 @@ struct TensorInfo {
   // = [x d_inner, B groups*state, C groups*state]. Empty for ordinary tensors.
   std::vector<std::int64_t> column_parts;
   bool mtp = false;                    // part of a multi-token-prediction layer
+  Quantization quant;                  // None unless the scenario changes its precision
   std::int64_t elements() const;
   Bytes bytes() const;
 };
@@ -157,6 +177,9 @@ class Inventory {
   static Inventory parse(const std::string& yaml_text, const std::string& name,
                          const InventoryOptions& options = {});
   static Inventory build(const ModelConfig& config, const InventoryOptions& options = {});
+  // The same model with its tensor list replaced (ids = positions; totals recounted): the wire
+  // inventory of a precision change (model/precision.hpp).
+  Inventory with_tensors(std::vector<TensorInfo> tensors) const;
 
   const ModelConfig& config() const { return config_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
@@ -177,6 +200,7 @@ class Inventory {
   bool includes_mtp() const { return include_mtp_; }
 
  private:
+  void count();  // the totals and the name index, from tensors_
   ModelConfig config_;
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, std::int32_t> by_name_;

@@ -198,6 +198,7 @@ class ShardMap {
   // Mutation while building (used by the layout builders).
   RankSetId intern(const RankSet& s);
   void add_shard(std::int32_t tensor, Box box, RankSetId ranks);
+  void add_tensors(std::int32_t count);  // `count` more tensors, without shards yet
   ShardMap(std::int32_t tensors, std::vector<GpuId> gpus, std::string description);
 
  private:

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "reshard/model/layout.hpp"
+#include "reshard/model/precision.hpp"
 
 namespace reshard::model {
 
@@ -62,6 +63,7 @@ struct TransferSet {
   Bytes logical_bytes;  // the model's bytes
   Bytes bytes_needed;   // sum over destination ranks of the bytes each must end up holding
   Bytes bytes_to_move;  // bytes_needed less what a destination GPU already holds as a source
+  ConversionWork conversion;  // a precision change's conversion work per GPU (model/precision.hpp)
 };
 
 // `threads`: tensors intersected at once (0: one thread per hardware thread); the same pieces, in

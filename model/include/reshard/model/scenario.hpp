@@ -8,7 +8,12 @@
 //   include_mtp: false                          # optional
 //   source:      {framework: megatron, tp: 1, pp: 16, ep: 16, gpus: 0-255,
 //                 layers_per_stage: [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3]}
-//   destination: {framework: vllm, tp: 32, dp: 8, gpus: 256-511}
+//   destination: {framework: vllm, tp: 32, dp: 8, gpus: 256-511,
+//                 precision: {format: fp8_block, classes: [attention, dense_ffn, expert_ffn]}}
+//
+// `destination.precision` (optional) changes the precision on the way (model/precision.hpp): format
+// bf16 | fp8_block | mxfp8, weight_block_size [rows, cols] (fp8_block; default [128, 128]),
+// quantize_at source | destination (default source), classes (required unless bf16).
 //
 // `gpus` maps ranks in order onto topology GPUs: a range "0-255", an index, or a list of both.
 // Megatron keys: tp, pp, cp, dp (default: from the GPU count), ep, etp (default: tp), vpp, and for a
@@ -31,6 +36,7 @@
 #include "reshard/model/inventory.hpp"
 #include "reshard/model/layout.hpp"
 #include "reshard/model/overrides.hpp"
+#include "reshard/model/precision.hpp"
 #include "reshard/model/topology.hpp"
 
 namespace reshard::model {
@@ -45,6 +51,8 @@ struct Scenario {
   InventoryOptions model_options;
   LayoutSpec source;
   LayoutSpec destination;
+  PrecisionSpec precision;  // destination.precision; format None when absent
+  int precision_line = 0;
   // `--set` overrides: all of them as given, and those for the model and topology files (keys
   // from the file's root), which load_scenario applies when it reads those files.
   std::vector<Override> overrides;
@@ -60,7 +68,8 @@ struct Scenario {
                         const std::vector<Override>& overrides = {});
 };
 
-// A scenario with everything it refers to loaded and both layouts built.
+// A scenario with everything it refers to loaded and both layouts built. With a precision change the
+// inventory and layouts are what travels (apply_precision).
 struct LoadedScenario {
   Scenario scenario;
   Inventory inventory;
@@ -82,6 +91,9 @@ Inventory load_inventory(const Scenario& s);
 Topology load_topology(const Scenario& s);
 void check_gpus(const Scenario& s, const Topology& topo);
 std::pair<ShardMap, ShardMap> build_layouts(const Scenario& s, const Inventory& inv);
+// apply_precision (model/precision.hpp) with s.precision: the inventory and the layouts become what
+// travels (a ConfigError naming destination.precision for a misaligned destination).
+void apply_precision(const Scenario& s, Inventory& inv, ShardMap& src, ShardMap& dst);
 
 // Parses "0-255", "7", or a list of those, into GPU indices (std::invalid_argument on bad text).
 std::vector<GpuId> parse_gpu_list(const std::vector<std::string>& items);

@@ -61,6 +61,9 @@ struct Device {
   std::int32_t domain = -1;  // NVLink domain of a GPU or fabric; -1 otherwise
   std::int32_t rail = -1;    // rail of a GPU / NIC / leaf; -1 when not rail-bound
   GpuId gpu = -1;            // GPU index for GPU vertices
+  // A GPU's memory (HBM) bandwidth, what a weight conversion reads and writes at: the template's
+  // figure, or an explicit device's `memory_bandwidth`; 0 when the topology does not say.
+  BytesPerSecond memory_bandwidth{};
 };
 
 struct Link {
@@ -153,6 +156,7 @@ class Topology {
   // Per-direction bandwidth of those links (0 when absent).
   BytesPerSecond gpu_nvlink_bandwidth(GpuId g) const;
   BytesPerSecond gpu_nic_bandwidth(GpuId g) const;
+  BytesPerSecond gpu_memory_bandwidth(GpuId g) const;  // Device::memory_bandwidth
 
   // The GPU's host link to its NIC, GPU -> NIC. Generated clusters: the GPU -> NIC link (the
   // template's, or cluster.host_link / host_link_kind). Explicit topologies: the maximum flow from

@@ -35,8 +35,12 @@
 // as estimate() adds them, after the transfers: one more flow without links whose latency is the
 // overheads, released when the last op finishes (it waits for every op that no other op waits
 // for), so
-//     makespan = (finish of the last op) + overheads
-// and a --dump-flows file of the simulation replays to the same makespan.
+//     makespan = (finish of the last op) + overheads + convert_source + convert_destination
+// and a --dump-flows file of the simulation replays to the same makespan. A precision change's
+// conversion times (Prediction::convert_source / convert_destination, model/precision.hpp) ride on
+// that flow too: each side's conversion is a phase of its own, the source's before the first send
+// and the destination's after the last receive, with no link shared with the transfers, so
+// op times count from the end of the source's conversion.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +59,8 @@ namespace reshard::sim {
 struct ScheduleSimOptions {
   // Framework overheads added after the last op: model::estimate(...).overheads for this schedule.
   Seconds overheads;
+  // A precision change's conversion phases: model::estimate(...).convert_source / convert_destination.
+  Seconds convert_source, convert_destination;
   // Record the per-link-kind utilization timeline (FlowSimResult::group_timeline), for traces.
   bool link_kind_timeline = false;
   // SimOptions::symmetry_quotient.
@@ -77,9 +83,11 @@ struct OpTiming {
 };
 
 struct ScheduleSimulation {
-  Seconds makespan;         // last op finish + overheads
+  Seconds makespan;         // last op finish + closing()
   Seconds ops_makespan;     // last op finish
   Seconds overheads;        // ScheduleSimOptions::overheads
+  Seconds convert_source, convert_destination;  // ScheduleSimOptions' conversion phases
+  Seconds closing() const { return overheads + convert_source + convert_destination; }
   std::vector<OpTiming> ops;            // per op, in Schedule::ops order
   std::vector<std::size_t> critical_ops;  // op indices, the op that finished last first
   std::int64_t events = 0;
@@ -105,8 +113,12 @@ struct ScheduleSimulation {
 ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const model::Topology& topology,
                                      const model::CostParams& params, const ScheduleSimOptions& options = {});
 
+// The options that add a prediction's overheads and conversion phases to a simulation.
+ScheduleSimOptions closing_terms(const model::Prediction& p);
+
 // The simulated makespan with `overheads` (Prediction::overheads of the same schedule) added:
-// comparable to estimate(...).time. The second form computes the estimate's overheads itself.
+// comparable to estimate(...).time without a precision change. The second form adds the estimate's
+// overheads and conversion phases itself.
 model::Seconds simulated_makespan(const model::Schedule& schedule, const model::Topology& topology,
                                   const model::CostParams& params, model::Seconds overheads);
 model::Seconds simulated_makespan(const model::Schedule& schedule, const model::TransferSet& ts,

@@ -46,7 +46,8 @@ struct CompareRow {
   model::StrategyParams params;
   model::Prediction prediction;
   std::optional<model::Seconds> simulated;
-  std::string limited_by;  // the estimate's largest term: bandwidth[+fill][+latency], latency, dependencies, overheads
+  std::string limited_by;  // the estimate's largest term: bandwidth[+fill][+latency], latency, dependencies,
+                           // overheads, conversion
   std::string limit;       // bandwidth: "host link", "NIC link", "fabric", "NVLink", "C2C"; else limited_by's term
   std::string bottleneck;  // the most loaded link, "KIND FROM -> TO" ("-": none)
 };

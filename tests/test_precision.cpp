@@ -1,0 +1,298 @@
+// A precision change on the way (model/precision.hpp): bytes on the wire and conversion work by hand
+// on the tiny scenario, the refusals, and the E4M3 / MX quantiser of the executor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "config_error.hpp"
+#include "pattern.hpp"
+#include "quantize.hpp"
+#include "reshard/exec/executor.hpp"
+#include "reshard/model/cost.hpp"
+#include "reshard/model/scenario.hpp"
+#include "reshard/model/schedule.hpp"
+#include "reshard/sim/schedule_sim.hpp"
+
+using namespace reshard::model;
+using reshard::test::config_error;
+namespace q = reshard::exec::detail;
+
+namespace {
+
+const std::filesystem::path kScenario = std::filesystem::path(RESHARD_SOURCE_DIR) / "scenarios/small-gqa-fp8.yaml";
+
+LoadedScenario tiny(const std::vector<Override>& sets = {}) { return load_scenario(kScenario, sets); }
+Override set(const std::string& key, const std::string& value) { return Override{key, value, key + "=" + value}; }
+
+// tiny-gqa (models/tiny-gqa.yaml), per layer, elements:
+//   q [256, 256] 65 536   k, v [64, 256] 16 384 each   o [256, 256] 65 536
+//   gate, up [768, 256] 196 608 each   down [256, 768] 196 608
+//   norms: input and post-attention [256], q_norm and k_norm [32]: 576
+// globals: embed_tokens and lm_head [1000, 256] 256 000 each, final norm [256].
+constexpr std::int64_t kNormBytes = 576 * 2;
+constexpr std::int64_t kGlobalBytes = (2 * 256'000 + 256) * 2;  // 1 024 512
+constexpr std::int64_t kLayers = 4;
+
+}  // namespace
+
+TEST(Precision, Fp8BlockAtTheSourceMovesFp8PlusScalesExactly) {
+  // Megatron TP2 splits q (128 rows), o (128 columns), gate/up (384 rows), down (384 columns) on
+  // 128-block bounds: FP8 on the wire, 1 byte per element, plus one FP32 scale per 128 x 128 block:
+  //   elements 2 * 65 536 + 3 * 196 608 = 720 896
+  //   blocks   q [2, 2] 4 + o [2, 2] 4 + gate [6, 2] 12 + up 12 + down [2, 6] 12 = 44 -> 176 B
+  // It splits k and v (64 rows) into 32-row halves, inside a block: they travel in BF16,
+  //   2 * 16 384 * 2 = 65 536 B, and the destination quantises them.
+  // Per layer 720 896 + 176 + 65 536 + 1 152 = 787 760; the model 4 * 787 760 + 1 024 512.
+  const auto sc = tiny();
+  const std::int64_t per_layer = 720'896 + 44 * 4 + 65'536 + kNormBytes;
+  const std::int64_t wire = kLayers * per_layer + kGlobalBytes;
+  EXPECT_EQ(wire, 4'175'552);
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  EXPECT_EQ(ts.logical_bytes.value, wire);
+  // vLLM TP1 x DP2: both destination GPUs hold the whole model.
+  EXPECT_EQ(ts.bytes_needed.value, 2 * wire);
+  Bytes pieces;
+  for (const Piece& p : ts.pieces) pieces += p.bytes * sc.destination.rank_set(p.needers).size();
+  EXPECT_EQ(pieces.value, 2 * wire);
+
+  const TensorInfo* qp = sc.inventory.find("model.layers.0.self_attn.q_proj.weight");
+  const TensorInfo* kp = sc.inventory.find("model.layers.0.self_attn.k_proj.weight");
+  const TensorInfo* scale = sc.inventory.find("model.layers.0.self_attn.q_proj.weight_scale_inv");
+  ASSERT_TRUE(qp && kp && scale);
+  EXPECT_EQ(qp->dtype, DType::FP8);
+  EXPECT_EQ(qp->quant.site, QuantSite::Source);
+  EXPECT_EQ(qp->quant.scale, scale->id);
+  EXPECT_EQ(kp->dtype, DType::BF16);
+  EXPECT_EQ(kp->quant.site, QuantSite::Destination);
+  EXPECT_EQ(scale->dtype, DType::FP32);
+  EXPECT_EQ(scale->shape, (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(scale->quant.scale_of, qp->id);
+  EXPECT_EQ(sc.inventory.find("model.layers.0.input_layernorm.weight")->quant.format, QuantFormat::None);
+  EXPECT_EQ(sc.inventory.find("model.embed_tokens.weight")->dtype, DType::BF16);
+  // Each TP rank's scale shard is the blocks of its weight shard: q rows [0, 128) -> block row 0.
+  const auto& shards = sc.source.shards(scale->id);
+  ASSERT_EQ(shards.size(), 2u);
+  EXPECT_EQ(to_string(shards[0].box), "[0:1, 0:2]");
+  EXPECT_EQ(to_string(shards[1].box), "[1:2, 0:2]");
+
+  const PrecisionSummary s = summarize_precision(sc.inventory);
+  EXPECT_EQ(s.at_source, 5 * kLayers);
+  EXPECT_EQ(s.at_destination, 2 * kLayers);
+  EXPECT_EQ(s.wire_bytes.value, wire);
+  EXPECT_EQ(s.model_bytes.value, 3'529'216 * 2);  // the BF16 model: 4 * 754 240 + 512 256 parameters
+  EXPECT_EQ(sc.inventory.parameters(), 3'529'216);  // scale tensors are bytes, not parameters
+}
+
+TEST(Precision, ConversionWorkAndItsTimeByHand) {
+  // Source: every GPU (TP2 x PP2 x DP2) holds half of q, o, gate, up, down of its two layers:
+  //   elements 720 896 / 2 * 2 = 720 896, read 2 B + written 1 B each = 2 162 688 B, plus
+  //   22 blocks per layer (q 1x2, o 2x1, gate 3x2, up 3x2, down 2x3) * 2 layers * 4 B = 176 B.
+  // Destination: both GPUs convert k and v of all four layers:
+  //   4 * 32 768 * 3 = 393 216 B, plus 2 blocks each * 2 tensors * 4 layers * 4 B = 64 B.
+  const auto sc = tiny();
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  ASSERT_EQ(ts.conversion.source.size(), 8u);
+  for (const auto& [g, b] : ts.conversion.source) EXPECT_EQ(b.value, 2'162'864) << "GPU " << g;
+  ASSERT_EQ(ts.conversion.destination.size(), 2u);
+  EXPECT_EQ(ts.conversion.destination[0].first, 8);
+  for (const auto& [g, b] : ts.conversion.destination) EXPECT_EQ(b.value, 393'280) << "GPU " << g;
+  EXPECT_EQ(ts.conversion.source_tensors, 5 * kLayers);
+  EXPECT_EQ(ts.conversion.destination_tensors, 2 * kLayers);
+
+  // DGX H100: 3.35 TB/s of HBM per GPU.
+  EXPECT_EQ(sc.topology.gpu_memory_bandwidth(0).value, 3.35e12);
+  StrategyParams p;
+  p.strategy = Strategy::Direct;
+  const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+  const Prediction pr = estimate(s, ts, sc.inventory, sc.topology, CostParams{});
+  EXPECT_DOUBLE_EQ(pr.convert_source.value, 2'162'864 / 3.35e12);
+  EXPECT_DOUBLE_EQ(pr.convert_destination.value, 393'280 / 3.35e12);
+  EXPECT_DOUBLE_EQ(pr.time.value, pr.convert_source.value + std::max(pr.pipeline.value, pr.critical_path.value) +
+                                      pr.overheads.value + pr.convert_destination.value);
+}
+
+TEST(Precision, SimulationAddsTheConversionPhases) {
+  // The conversion phases ride on the closing flow: the operations' times do not change and the
+  // makespan grows by exactly T_convert_source + T_convert_destination.
+  const auto sc = tiny();
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  StrategyParams p;
+  p.strategy = Strategy::DomainChain;
+  const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+  const Prediction pr = estimate(s, ts, sc.inventory, sc.topology, CostParams{});
+  ASSERT_GT(pr.convert_source.value, 0);
+  ASSERT_GT(pr.convert_destination.value, 0);
+  reshard::sim::ScheduleSimOptions without;
+  without.overheads = pr.overheads;
+  const auto base = reshard::sim::simulate_schedule(s, sc.topology, CostParams{}, without);
+  const auto with = reshard::sim::simulate_schedule(s, sc.topology, CostParams{}, reshard::sim::closing_terms(pr));
+  EXPECT_EQ(with.ops_makespan.value, base.ops_makespan.value);
+  EXPECT_NEAR(with.makespan.value, base.makespan.value + pr.convert_source.value + pr.convert_destination.value,
+              1e-15);
+  EXPECT_EQ(with.convert_source.value, pr.convert_source.value);
+  EXPECT_EQ(with.convert_destination.value, pr.convert_destination.value);
+}
+
+TEST(Precision, QuantizeAtTheDestinationMovesTheModelDtype) {
+  // Every weight travels in BF16: the wire carries the BF16 model, 3 529 216 * 2 B; each destination
+  // GPU converts all seven weights of four layers: 753 664 * 4 elements * 3 B, plus 48 blocks per
+  // layer (q 4, k 2, v 2, o 4, gate 12, up 12, down 12) * 4 layers * 4 B.
+  const auto sc = tiny({set("destination.precision.quantize_at", "destination")});
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  EXPECT_EQ(ts.logical_bytes.value, 3'529'216 * 2);
+  EXPECT_TRUE(ts.conversion.source.empty());
+  for (const auto& [g, b] : ts.conversion.destination) EXPECT_EQ(b.value, 753'664 * 4 * 3 + 48 * 4 * 4);
+}
+
+TEST(Precision, Mxfp8ScalesEveryThirtyTwoElementsOfARow) {
+  // 1 x 32 blocks: row splits never cut one, and every column split of TP2 (o 128, down 384) is a
+  // multiple of 32, so all seven weights are quantised at the source. Per layer 753 664 FP8 bytes
+  // + 753 664 / 32 = 23 552 E8M0 scales + 1 152 B of norms.
+  const auto sc = tiny({set("destination.precision.format", "mxfp8")});
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  EXPECT_EQ(ts.logical_bytes.value, kLayers * (753'664 + 23'552 + kNormBytes) + kGlobalBytes);
+  const TensorInfo* scale = sc.inventory.find("model.layers.0.mlp.down_proj.weight_scale");
+  ASSERT_TRUE(scale);
+  EXPECT_EQ(scale->dtype, DType::E8M0);
+  EXPECT_EQ(scale->shape, (std::vector<std::int64_t>{256, 24}));
+  EXPECT_TRUE(ts.conversion.destination.empty());
+}
+
+TEST(Precision, BlockBf16ChangesNothing) {
+  const auto sc = tiny({set("destination.precision.format", "bf16")});
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  EXPECT_EQ(ts.logical_bytes.value, 3'529'216 * 2);
+  EXPECT_TRUE(ts.conversion.source.empty() && ts.conversion.destination.empty());
+}
+
+TEST(Precision, DestinationShardsThatCutABlockAreRefused) {
+  // vLLM TP2 gives each rank one 32-row KV head of k_proj: inside a 128-row block.
+  const auto msg = config_error([] { tiny({set("destination.tp", "2"), set("destination.dp", "1")}); });
+  EXPECT_HAS(msg, "small-gqa-fp8.yaml:");
+  EXPECT_HAS(msg, "destination.precision");
+  EXPECT_HAS(msg, "tensor 'model.layers.0.self_attn.k_proj.weight': destination shard [0:32, 0:256] cuts the 128 x 128");
+}
+
+TEST(Precision, BadPrecisionBlocksAreNamed) {
+  EXPECT_HAS(config_error([] { tiny({set("destination.precision.classes", "[embedding]")}); }),
+             "class embedding stays in the model dtype");
+  EXPECT_HAS(config_error([] { tiny({set("destination.precision.classes", "[router, attention]")}); }),
+             "class router stays");
+  EXPECT_HAS(config_error([] { tiny({set("destination.precision.format", "int4")}); }), "unknown format 'int4'");
+  EXPECT_HAS(config_error([] { tiny({set("destination.precision.quantize_at", "both")}); }),
+             "expected source or destination");
+  EXPECT_HAS(config_error([] { tiny({set("destination.precision.weight_block_size", "[128]")}); }),
+             "two positive block extents");
+  EXPECT_HAS(config_error([] { tiny({set("source.precision", "{format: fp8_block}")}); }),
+             "precision describes the destination");
+}
+
+// ---- The executor's quantiser -------------------------------------------------------------------
+
+TEST(E4M3, RoundsToNearestEvenAndSaturates) {
+  EXPECT_EQ(q::e4m3(1.0f), 0x38);       // exponent 7 (2^0), mantissa 0
+  EXPECT_EQ(q::e4m3(-3.0f), 0xC4);      // 1.5 * 2^1: sign, exponent 8, mantissa 4
+  EXPECT_EQ(q::e4m3(448.0f), 0x7E);     // the largest finite value
+  EXPECT_EQ(q::e4m3(1000.0f), 0x7E);    // saturates, never NaN
+  EXPECT_EQ(q::e4m3(-INFINITY), 0xFE);
+  EXPECT_EQ(q::e4m3(1.0625f), 0x38);    // halfway between 1 (m 0) and 1.125 (m 1): even, 1
+  EXPECT_EQ(q::e4m3(1.1875f), 0x3A);    // halfway between 1.125 (m 1) and 1.25 (m 2): even, 1.25
+  EXPECT_EQ(q::e4m3(std::ldexp(1.0f, -9)), 0x01);       // smallest subnormal
+  EXPECT_EQ(q::e4m3(std::ldexp(1.0f, -10)), 0x00);      // halfway to 0: even, 0
+  EXPECT_EQ(q::e4m3(std::ldexp(3.0f, -10)), 0x02);      // 1.5 * 2^-9: even, 2 * 2^-9
+  EXPECT_EQ(q::e4m3(std::ldexp(15.5f, -10)), 0x08);     // 7.75 * 2^-9 rounds up to the smallest normal 2^-6
+  EXPECT_EQ(q::e4m3(464.0f), 0x7E);     // halfway between 448 and 480 (not finite in E4M3): saturated
+  // Every finite byte is its own value's encoding.
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7F) == 0x7F) continue;  // NaN
+    EXPECT_EQ(q::e4m3(q::e4m3_value(static_cast<std::uint8_t>(b))), b) << b;
+  }
+}
+
+namespace {
+TensorInfo weight(std::vector<std::int64_t> shape, QuantFormat f, std::int64_t br, std::int64_t bc) {
+  TensorInfo t;
+  t.id = 3;
+  t.name = "w";
+  t.shape = std::move(shape);
+  t.quant.format = f;
+  t.quant.block_rows = br;
+  t.quant.block_cols = bc;
+  return t;
+}
+Box box(std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) { return Box{{{r0, r1}, {c0, c1}}}; }
+}  // namespace
+
+TEST(Quantizer, Fp8BlockScaleIsAmaxOver448) {
+  // One 2 x 2 block with amax 448: s = 1 exactly, so q = e4m3(v).
+  const TensorInfo w = weight({2, 2}, QuantFormat::Fp8Block, 2, 2);
+  std::vector<unsigned char> payload(4), scales;
+  q::quantize_box(w, box(0, 2, 0, 2), {448.0f, 1.0625f, -3.0f, 0.001f}, payload.data(), scales);
+  EXPECT_EQ(payload, (std::vector<unsigned char>{0x7E, 0x38, 0xC4, 0x01}));  // 0.001 * 2^9 = 0.512 -> 1
+  ASSERT_EQ(scales.size(), 4u);
+  float s = 0;
+  std::memcpy(&s, scales.data(), 4);
+  EXPECT_EQ(s, 1.0f);
+  // amax 2: s = 2 / 448, and 2 / s = 448 -> the largest value.
+  q::quantize_box(w, box(0, 2, 0, 2), {2.0f, -2.0f, 0.0f, 0.0f}, payload.data(), scales);
+  std::memcpy(&s, scales.data(), 4);
+  EXPECT_EQ(s, 2.0f / 448.0f);
+  EXPECT_EQ(payload[0], 0x7E);
+  EXPECT_EQ(payload[1], 0xFE);
+  EXPECT_EQ(payload[2], 0x00);
+}
+
+TEST(Quantizer, Mxfp8ScaleIsAPowerOfTwoFromTheLargestExponent) {
+  // amax 3: floor(log2 3) = 1, X = 1 - 8 = -7, E8M0 byte 127 - 7 = 120; 3 * 2^7 = 384 = 1.5 * 2^8.
+  const TensorInfo w = weight({1, 64}, QuantFormat::Mxfp8, 1, 32);
+  std::vector<float> v(64, 0.0f);
+  v[0] = 3.0f;
+  v[1] = -0.5f;    // 0.5 * 2^7 = 64 = 2^6: byte (6 + 7) << 3 = 0x68, negative 0xE8
+  v[32] = 1.0f;    // second block: amax 1, X = -8, byte 119; 1 * 2^8 = 256: 0x78
+  std::vector<unsigned char> payload(64), scales;
+  q::quantize_box(w, box(0, 1, 0, 64), v, payload.data(), scales);
+  EXPECT_EQ(scales, (std::vector<unsigned char>{120, 119}));
+  EXPECT_EQ(payload[0], 0x7C);
+  EXPECT_EQ(payload[1], 0xE8);
+  EXPECT_EQ(payload[2], 0x00);
+  EXPECT_EQ(payload[32], 0x78);
+}
+
+TEST(Quantizer, MisalignedBoxIsRefused) {
+  const TensorInfo w = weight({256, 256}, QuantFormat::Fp8Block, 128, 128);
+  std::vector<unsigned char> payload(32 * 256), scales;
+  EXPECT_THROW(q::quantize_box(w, box(0, 32, 0, 256), std::vector<float>(32 * 256, 1.0f), payload.data(), scales),
+               reshard::exec::ExecError);
+}
+
+TEST(Quantizer, ReferenceAgreesWithTheShardQuantizerOnEveryByte) {
+  // The reference quantises element by element from whole blocks of the source values; a shard
+  // holding whole blocks, quantised as one, gives the same bytes. A 300 x 200 weight (partial
+  // blocks at both ends), the shard [128, 300) x [128, 200).
+  for (const auto f : {QuantFormat::Fp8Block, QuantFormat::Mxfp8}) {
+    const bool mx = f == QuantFormat::Mxfp8;
+    TensorInfo w = weight({300, 200}, f, mx ? 1 : 128, mx ? 32 : 128);
+    const Box b = mx ? box(128, 300, 128, 200) : box(128, 300, 128, 200);
+    std::vector<float> v;
+    for (std::int64_t r = 128; r < 300; ++r)
+      for (std::int64_t c = 128; c < 200; ++c)
+        v.push_back(q::bf16_value(q::weight_bf16(q::pattern_word(w.id, r * 200 + c))));
+    std::vector<unsigned char> payload(v.size()), scales;
+    q::quantize_box(w, b, v, payload.data(), scales);
+    q::ReferenceQuantizer ref(w);
+    std::size_t k = 0;
+    for (std::int64_t r = 128; r < 300; ++r)
+      for (std::int64_t c = 128; c < 200; ++c, ++k) ASSERT_EQ(payload[k], ref.payload(r * 200 + c)) << r << " " << c;
+    const Box sb = scale_box(b, w.quant);
+    const std::int64_t scale_cols = mx ? 7 : 2, ss = mx ? 1 : 4;
+    k = 0;
+    for (std::int64_t i = sb.dims[0].lo; i < sb.dims[0].hi; ++i)
+      for (std::int64_t j = sb.dims[1].lo; j < sb.dims[1].hi; ++j, ++k) {
+        unsigned char want[4];
+        ref.scale_bytes(i * scale_cols + j, want);
+        EXPECT_EQ(std::memcmp(want, scales.data() + k * ss, static_cast<std::size_t>(ss)), 0) << i << " " << j;
+      }
+  }
+}
