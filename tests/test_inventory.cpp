@@ -422,14 +422,24 @@ TEST(InventoryProperties, EveryTensorOfEveryModelIsWellFormed) {
         ASSERT_GE(t.layer, -1);
         ASSERT_LT(t.layer, inv.layer_count());
         ASSERT_EQ(t.mtp, t.layer >= inv.decoder_layers()) << t.name;
-        if (t.pre_layers) ASSERT_EQ(t.layer, -1);
+        if (t.pre_layers) {
+          ASSERT_EQ(t.layer, -1);
+        }
         // Experts belong to a layer, and are exactly the expert_ffn tensors.
         ASSERT_EQ(t.expert >= 0, t.cls == TensorClass::ExpertFFN) << t.name;
-        if (t.expert >= 0) ASSERT_LT(t.expert, inv.config().n_routed_experts);
+        if (t.expert >= 0) {
+          ASSERT_LT(t.expert, inv.config().n_routed_experts);
+        }
         // Row-parallel and column-parallel weights are matrices (conv1d is [channels, 1, kernel]).
-        if (t.role == ParallelRole::RowParallel) ASSERT_EQ(t.shape.size(), 2u) << t.name;
-        if (t.fused != FusedPart::None) ASSERT_EQ(t.role, ParallelRole::ColumnParallel) << t.name;
-        if (t.cls == TensorClass::Norm || t.cls == TensorClass::Router) ASSERT_EQ(t.role, ParallelRole::Replicated);
+        if (t.role == ParallelRole::RowParallel) {
+          ASSERT_EQ(t.shape.size(), 2u) << t.name;
+        }
+        if (t.fused != FusedPart::None) {
+          ASSERT_EQ(t.role, ParallelRole::ColumnParallel) << t.name;
+        }
+        if (t.cls == TensorClass::Norm || t.cls == TensorClass::Router) {
+          ASSERT_EQ(t.role, ParallelRole::Replicated);
+        }
         if (t.cls == TensorClass::Embedding || t.cls == TensorClass::Head)
           ASSERT_EQ(t.role, ParallelRole::VocabParallel);
         if (!t.column_parts.empty()) {
