@@ -440,8 +440,9 @@ TEST(InventoryProperties, EveryTensorOfEveryModelIsWellFormed) {
         if (t.cls == TensorClass::Norm || t.cls == TensorClass::Router) {
           ASSERT_EQ(t.role, ParallelRole::Replicated);
         }
-        if (t.cls == TensorClass::Embedding || t.cls == TensorClass::Head)
+        if (t.cls == TensorClass::Embedding || t.cls == TensorClass::Head) {
           ASSERT_EQ(t.role, ParallelRole::VocabParallel);
+        }
         if (!t.column_parts.empty()) {
           std::int64_t sum = 0;
           for (const auto p : t.column_parts) sum += p;
