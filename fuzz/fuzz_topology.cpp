@@ -1,7 +1,17 @@
-// Topology YAML (topologies/*.yaml).
+// Topology YAML (topologies/*.yaml). Generated clusters are capped at 1 024 GPUs
+// (checked::ReadLimits), so each input stays cheap; fuzz/corpus/topology holds the frontier
+// topology's shape (pods and core switches) on 8 racks.
 #include "fuzz_common.hpp"
+#include "reshard/model/checked.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/topology.hpp"
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  auto limits = reshard::model::checked::read_limits();
+  limits.gpus = 1'024;
+  reshard::model::checked::set_read_limits(limits);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

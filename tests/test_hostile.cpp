@@ -167,6 +167,29 @@ TEST(HostileYaml, ModelCountsAreBoundedBeforeAllocation) {
   EXPECT_HAS(e3, "tensors");
 }
 
+// The read limits (checked::ReadLimits) refuse a model or a cluster bigger than they allow, with
+// the key and the limit, and a lowered limit (as the fuzz harnesses set) applies at once.
+TEST(HostileYaml, ReadLimitsBoundModelsAndClusters) {
+  const checked::ReadLimits defaults = checked::read_limits();
+  // A generated cluster of 100 000 racks x 72 GPUs = 7.2 M GPUs is over the default 4 M.
+  const auto e1 = config_error([] {
+    Topology::parse("name: big\ncluster:\n  template: gb200-nvl72\n  racks: 100000\n  nic_speed: 400Gbps\n", "t.yaml");
+  });
+  EXPECT_HAS(e1, "t.yaml:2: cluster: cluster too large: 7200000 GPUs, more than 4000000");
+  // tiny-moe: 16 + 4 layers x (16 + 3 x 16 experts) = 272 tensors estimated; 100 is too few.
+  checked::set_read_limits({defaults.gpus, 100});
+  const auto e2 = config_error([] { Inventory::parse(model_with("num_experts: 16", "num_experts: 16"), "m.yaml"); });
+  // 2 racks x 72 = 144 GPUs over a limit of 100.
+  checked::set_read_limits({100, defaults.tensors});
+  const auto e3 = config_error([] {
+    Topology::parse("name: two\ncluster:\n  template: gb200-nvl72\n  racks: 2\n  nic_speed: 400Gbps\n", "t.yaml");
+  });
+  checked::set_read_limits(defaults);
+  EXPECT_HAS(e2, "m.yaml: num_hidden_layers: the model would have about 272 tensors (layers x experts), more than 100");
+  EXPECT_HAS(e3, "cluster too large: 144 GPUs, more than 100");
+  EXPECT_NO_THROW(Inventory::parse(model_with("num_experts: 16", "num_experts: 16"), "m.yaml"));
+}
+
 // Found by fuzz_topology: a complex key ("? key") ended in an escaped YAML::TypedBadConversion.
 TEST(HostileYaml, ComplexKeyIsAConfigError) {
   const auto e = config_error([] { Topology::parse("name: x\n? [a, b]\n: 3\n", "t.yaml"); });

@@ -1,11 +1,24 @@
 #include "reshard/model/checked.hpp"
 
+#include <atomic>
 #include <charconv>
 #include <cmath>
 
 #include "reshard/model/errors.hpp"
 
 namespace reshard::model::checked {
+
+namespace {
+std::atomic<std::int64_t> limit_gpus{ReadLimits{}.gpus};
+std::atomic<std::int64_t> limit_tensors{ReadLimits{}.tensors};
+}  // namespace
+
+ReadLimits read_limits() { return {limit_gpus.load(), limit_tensors.load()}; }
+
+void set_read_limits(const ReadLimits& limits) {
+  limit_gpus = limits.gpus;
+  limit_tensors = limits.tensors;
+}
 
 std::string cut(std::string_view text) {
   if (text.size() <= kQuoteLimit) return std::string(text);

@@ -355,8 +355,6 @@ void build_nemotron(Builder& b, const ModelConfig& c, std::int32_t mtp_steps) {
   throw ConfigError(c.name, 0, key, what);
 }
 
-constexpr std::int64_t kMaxTensors = 10'000'000;
-
 // Checks a programmatic config (files are checked with lines in inventory_config.cpp first).
 void check(const ModelConfig& c) {
   auto pos = [&](const char* key, std::int64_t v) {
@@ -461,9 +459,9 @@ Inventory Inventory::build(const ModelConfig& config, const InventoryOptions& op
   // Reserve: the routed experts dominate the count. Bounded before anything is allocated (each
   // field is at most kMaxDimension = 2^20, so a product of three fits in 64 bits).
   const std::int64_t estimate = 16 + (c.num_hidden_layers + 2 * mtp_steps) * (16 + 3 * c.n_routed_experts);
-  if (estimate > kMaxTensors)
+  if (const std::int64_t most = checked::read_limits().tensors; estimate > most)
     bad(c, "num_hidden_layers", "the model would have about " + std::to_string(estimate) + " tensors (layers x experts), more than " +
-                                    std::to_string(kMaxTensors) + ", the most reshard plans");
+                                    std::to_string(most) + ", the most reshard plans");
   inv.tensors_.reserve(static_cast<std::size_t>(estimate));
   Builder b(c, dtype, inv.tensors_);
   if (c.architecture == "deepseek_v3") {

@@ -17,6 +17,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "reshard/model/checked.hpp"
 #include "reshard/model/errors.hpp"
 #include "topology_impl.hpp"
 #include "yaml_reader.hpp"
@@ -415,8 +416,9 @@ TopologyData build_generated(const yaml::Node& root) {
   const auto cluster = root.at("cluster");
   std::vector<ClusterPart> parts{read_cluster(cluster, false)};
   ClusterPart& c = parts[0];
-  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node() > 4'000'000)
-    cluster.fail("cluster too large: " + std::to_string(static_cast<std::int64_t>(c.nodes) * c.gpus_per_node()) + " GPUs");
+  if (const std::int64_t gpus = static_cast<std::int64_t>(c.nodes) * c.gpus_per_node(); gpus > checked::read_limits().gpus)
+    cluster.fail("cluster too large: " + std::to_string(gpus) + " GPUs, more than " +
+                 std::to_string(checked::read_limits().gpus) + ", the most reshard reads");
   FabricSpec fs = read_fabric_keys(root, true);
   if (fs.nodes_per_leaf > 0) c.nodes_per_leaf = fs.nodes_per_leaf;
   const std::int32_t groups = (c.nodes + c.nodes_per_leaf - 1) / c.nodes_per_leaf;
@@ -451,7 +453,8 @@ TopologyData build_generated_clusters(const yaml::Node& root) {
     ClusterPart p = read_cluster(c, true);
     if (!names.insert(p.name).second) c.at("name").fail("duplicate cluster name '" + p.name + "'");
     gpus += static_cast<std::int64_t>(p.nodes) * p.gpus_per_node();
-    if (gpus > 4'000'000) c.fail("clusters too large: more than 4000000 GPUs");
+    if (gpus > checked::read_limits().gpus)
+      c.fail("clusters too large: more than " + std::to_string(checked::read_limits().gpus) + " GPUs, the most reshard reads");
     parts.push_back(std::move(p));
   }
   const auto n = static_cast<std::int32_t>(parts.size());

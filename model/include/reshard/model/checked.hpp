@@ -31,6 +31,17 @@ std::optional<double> parse_finite(std::string_view s);
 std::optional<std::int64_t> mul(std::int64_t a, std::int64_t b);
 std::optional<std::int64_t> add(std::int64_t a, std::int64_t b);
 
+// The largest model and cluster a reader accepts, checked before anything is allocated, so that a
+// file asking for more gets a clear error instead of running out of memory. Process-wide; the
+// defaults cover frontier scale many times over (Kimi-K3: 9 216 GPUs, about 0.35 M tensors). The
+// fuzz harnesses lower them to keep every input cheap.
+struct ReadLimits {
+  std::int64_t gpus = 4'000'000;     // GPUs of a generated topology
+  std::int64_t tensors = 10'000'000;  // tensors of a model's inventory
+};
+ReadLimits read_limits();
+void set_read_limits(const ReadLimits& limits);
+
 // "in lo..hi" for a message.
 std::string range_text(std::int64_t lo, std::int64_t hi);
 
