@@ -5,9 +5,11 @@
 // exec runs a schedule for real (docs/design.md §10): under mpirun for host and nccl (one process per GPU
 // of the scenario), in one process for cuda. Process 0 prints and writes the measurement; the other
 // processes stay quiet. check compares a measurement with the cost model's prediction, step by step.
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <thread>
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -314,7 +316,7 @@ void add_exec_command(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Write the Measurement JSON here");
   cmd->add_option("--profile", a->profile, "Cost profile auto tunes for and reshard check predicts with (reshard or nemo_rl)");
   cmd->add_option("--params", a->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
-  cmd->add_option("--inject", a->inject, "Test-only fault: corrupt:OP[@middle|@last], die:RANK, kill:RANK, stop:RANK, drop:OP");
+  cmd->add_option("--inject", a->inject, "Test-only fault: corrupt:OP[@middle|@last], die:RANK, kill:RANK, stop:RANK[@init], drop:OP");
   cmd->add_flag("--json", a->json, "Print one JSON object (process 0)");
   cmd->add_flag("--dry-run", a->dry_run, "Build and check the schedule, print the process count it needs, run nothing");
   cmd->callback([a] {
@@ -324,6 +326,7 @@ void add_exec_command(CLI::App& app) {
       throw;  // a run's failure: each process's own (the fatal ones are printed where they happen)
     } catch (const model::Error&) {
       if (first_process()) throw;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
       throw ReportedByFirstProcess{2};
     }
   });

@@ -17,7 +17,9 @@ void add_exec_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 
 // An error every process of an mpirun job meets alike (bad input, read before MPI starts): process
-// 0 prints it, the others leave with the same exit code without printing it again.
+// 0 prints it, the others leave with the same exit code without printing it again, a second later
+// (the launcher ends the whole job at the first process that fails, process 0 with it, perhaps
+// before it has printed).
 struct ReportedByFirstProcess {
   int exit_code;
 };

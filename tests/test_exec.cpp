@@ -645,7 +645,9 @@ TEST(Loopback, FlipAtTheFirstMiddleOrLastByteIsNamedAtItsElement) {
       for (const CopyRun& r : t->copies)
         if (at >= r.src_offset && at < r.src_offset + r.bytes) run = &r;
       ASSERT_NE(run, nullptr);
-      if (where == Fault::Where::Last) EXPECT_EQ(at, t->copies.back().src_offset + t->copies.back().bytes - 1);
+      if (where == Fault::Where::Last) {
+        EXPECT_EQ(at, t->copies.back().src_offset + t->copies.back().bytes - 1);
+      }
       const Region& shard = victim.regions[static_cast<std::size_t>(run->dst)];
       const auto es = dtype_size(c.inv.tensor(shard.tensor).dtype);
       const std::int64_t element = (run->dst_offset + at - run->src_offset) / es;
@@ -653,7 +655,9 @@ TEST(Loopback, FlipAtTheFirstMiddleOrLastByteIsNamedAtItsElement) {
       const std::string msg = detail::check_destinations(victim, c.inv, lb.mem[op.dst], 1, bytes);
       EXPECT_NE(msg.find("wrong value at element offset " + std::to_string(element) + " "), std::string::npos)
           << static_cast<int>(where) << ": " << msg;
-      if (where != Fault::Where::First) EXPECT_NE(at, t->copies.front().src_offset);  // past the first byte
+      if (where != Fault::Where::First) {
+        EXPECT_NE(at, t->copies.front().src_offset);  // past the first byte
+      }
     }
   }
 }
@@ -679,6 +683,9 @@ TEST(Faults, Parse) {
   EXPECT_EQ(parse_fault("kill:3").kind, Fault::Kind::Kill);
   EXPECT_EQ(parse_fault("drop:0").kind, Fault::Kind::Drop);
   EXPECT_EQ(parse_fault("stop:2").kind, Fault::Kind::Stop);
+  EXPECT_EQ(parse_fault("stop:2@init").kind, Fault::Kind::StopBeforeInit);
+  EXPECT_EQ(parse_fault("stop:2@init").target, 2);
+  EXPECT_THROW(parse_fault("stop:2@setup"), ConfigError);
   EXPECT_EQ(parse_fault("corrupt:4@middle").where, Fault::Where::Middle);
   EXPECT_EQ(parse_fault("corrupt:4@last").target, 4);
   EXPECT_EQ(parse_fault("corrupt:4@last").where, Fault::Where::Last);

@@ -138,6 +138,16 @@ TEST(ExecHostFaults, RankStoppedBeforeSetupIsNamedWithinTheTimeout) {
   EXPECT_NE(out.find("rank 0 waited for rank 6: it never arrived at the run's setup within 3"), std::string::npos) << out;
 }
 
+TEST(ExecHostFaults, RankStoppedBeforeMpiInitIsNamedByItsMissingArrivalMark) {
+  // Rank 6 stops before it calls MPI_Init: the others block inside MPI_Init, where MPI cannot say
+  // who is missing; rank 0's watchdog fires and names rank 6 from the arrival marks of the node.
+  int st = 0;
+  const auto out = run(mpirun(16) + reshard() + " exec " + kGqa + " --strategy direct --inject stop:6@init --timeout 3s", &st);
+  EXPECT_NE(st, 0) << out;
+  EXPECT_NE(out.find("the run's setup (MPI_Init) did not finish within 3.00 s: rank 6 never reached MPI_Init"), std::string::npos)
+      << out;
+}
+
 TEST(ExecHostFaults, BadInputIsReportedOnceNotByEveryRank) {
   int st = 0;
   const auto out = run(mpirun(4) + reshard() + " exec " + kGqa + " --strategy no_such_strategy", &st);

@@ -3,20 +3,109 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace reshard::exec::detail {
 
+namespace {
+
+// The launcher's value of the first of `vars` it sets; -1 when none.
+int launcher_int(std::initializer_list<const char*> vars) {
+  for (const char* var : vars)
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return -1;
+}
+
+// This process's rank from the launcher's environment (before MPI_Init); -1 when unknown.
+int launcher_rank() { return launcher_int({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}); }
+
+}  // namespace
+
+// Arrival marks: a process stopped before MPI_Init leaves the others blocked inside it, where MPI
+// cannot say who is missing. So before MPI_Init every process leaves a mark, an empty file
+// TMPDIR/reshard-setup-JOB/RANK (JOB: the launcher's job id), and a watchdog that fires inside
+// MPI_Init reads the marks of its node: with every process on one node (the launcher's local size
+// equals its world size) the ranks without a mark are exactly the missing ones; across nodes it
+// names how many of this node's processes never arrived. Each process removes its mark once setup
+// is past MPI_Init (rank 0 released the run), the last one the folder; a watchdog that fires
+// removes the folder. Without a job id (not launched by mpirun, srun or a
+// PMIx launcher) there are no marks.
+class ArrivalMarks {
+ public:
+  ArrivalMarks() {
+    std::string job;
+    for (const char* var : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID"})
+      if (const char* v = std::getenv(var); v && *v) {
+        job = v;
+        break;
+      }
+    rank_ = launcher_rank();
+    world_ = launcher_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+    local_size_ = launcher_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"});
+    if (job.empty() || rank_ < 0) return;
+    for (char& c : job)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
+    std::error_code ec;
+    dir_ = std::filesystem::temp_directory_path(ec) / ("reshard-setup-" + job);
+    std::filesystem::create_directories(dir_, ec);
+    std::ofstream(dir_ / std::to_string(rank_));
+  }
+  // What the marks of this node say about the processes that never reached MPI_Init ("" when they
+  // cannot say).
+  std::string missing() const {
+    if (dir_.empty() || world_ <= 0) return "";
+    std::set<int> seen;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) seen.insert(std::atoi(e.path().filename().c_str()));
+    if (local_size_ == world_) {
+      std::string names;
+      int count = 0;
+      for (int r = 0; r < world_; ++r)
+        if (!seen.count(r) && ++count <= 8) names += (names.empty() ? "" : ", ") + std::to_string(r);
+      if (count == 0) return "";
+      return (count == 1 ? "rank " : "ranks ") + names + (count > 8 ? " and " + std::to_string(count - 8) + " more" : "") +
+             " never reached MPI_Init (no arrival mark on this node)";
+    }
+    if (local_size_ > static_cast<int>(seen.size()))
+      return std::to_string(local_size_ - static_cast<int>(seen.size())) + " of this node's " + std::to_string(local_size_) +
+             " processes never reached MPI_Init (no arrival mark)";
+    return "";
+  }
+  // The run ends here (a watchdog fired): the folder and every mark in it go.
+  void discard() const {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  // Past MPI_Init: this process's mark is no longer needed.
+  void clear() {
+    if (dir_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove(dir_ / std::to_string(rank_), ec);
+    std::filesystem::remove(dir_, ec);  // only once empty: the last process removes it
+    dir_.clear();
+  }
+
+ private:
+  std::filesystem::path dir_;
+  int rank_ = -1, world_ = -1, local_size_ = -1;
+};
+
 class SetupWatchdog {
  public:
-  SetupWatchdog(int rank, double timeout_s) : rank_(rank), timeout_s_(timeout_s), start_(std::chrono::steady_clock::now()) {
+  // `marks`: read when the watchdog fires inside MPI_Init (null: none); outlives the watchdog.
+  SetupWatchdog(int rank, double timeout_s, const ArrivalMarks* marks)
+      : rank_(rank), timeout_s_(timeout_s), marks_(marks), start_(std::chrono::steady_clock::now()) {
     const double delay = timeout_s + (rank == 0 ? 1.5 : rank == 1 ? 3.0 : 4.5);
     thread_ = std::thread([this, delay] {
       std::unique_lock lock(mutex_);
@@ -27,8 +116,10 @@ class SetupWatchdog {
         if (done_) return;
         if (std::chrono::steady_clock::now() >= deadline) break;
       }
-      std::fprintf(stderr, "reshard: error: rank %d: the run's setup (%s) did not finish within %s: a process never arrived\n",
-                   rank_, stage_, model::format(model::Seconds{timeout_s_}).c_str());
+      const std::string who = marks_ && std::strcmp(stage_, "MPI_Init") == 0 ? marks_->missing() : "";
+      if (marks_) marks_->discard();
+      std::fprintf(stderr, "reshard: error: rank %d: the run's setup (%s) did not finish within %s: %s\n", rank_, stage_,
+                   model::format(model::Seconds{timeout_s_}).c_str(), who.empty() ? "a process never arrived" : who.c_str());
       std::fflush(stderr);
       std::_Exit(3);
     });
@@ -59,6 +150,7 @@ class SetupWatchdog {
  private:
   int rank_;
   double timeout_s_;
+  const ArrivalMarks* marks_;
   std::chrono::steady_clock::time_point start_;
   const char* stage_ = "MPI_Init";
   bool done_ = false;
@@ -69,13 +161,6 @@ class SetupWatchdog {
 };
 
 namespace {
-
-// This process's rank from the launcher's environment (before MPI_Init); -1 when unknown.
-int launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(var)) return std::atoi(v);
-  return -1;
-}
 
 bool poll_until(MPI_Request& req, double deadline) {
   while (true) {
@@ -91,9 +176,13 @@ bool poll_until(MPI_Request& req, double deadline) {
 
 MpiWorld mpi_start(const ExecOptions& options) {
   MpiWorld w;
-  w.watchdog = std::make_shared<SetupWatchdog>(std::max(launcher_rank(), 0), options.timeout_s);
   int initialized = 0;
   MPI_Initialized(&initialized);
+  const int rank = std::max(launcher_rank(), 0);
+  for (const auto& f : options.faults)
+    if (f.kind == Fault::Kind::StopBeforeInit && f.target == rank && !initialized) std::raise(SIGSTOP);  // test-only
+  static ArrivalMarks marks;  // process-wide: the watchdog thread may read it until the process ends
+  w.watchdog = std::make_shared<SetupWatchdog>(rank, options.timeout_s, &marks);
   if (!initialized) {
     MPI_Init(nullptr, nullptr);
     w.initialized_here = true;
@@ -130,6 +219,7 @@ MpiWorld mpi_start(const ExecOptions& options) {
   MPI_Request go;
   MPI_Ibcast(&here, 1, MPI_INT, 0, MPI_COMM_WORLD, &go);
   poll_until(go, 0);
+  marks.clear();  // every process is past MPI_Init
   w.watchdog->stage("setup collectives");
   return w;
 }

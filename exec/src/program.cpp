@@ -348,8 +348,13 @@ Fault parse_fault(const std::string& text) {
   else if (kind == "kill") f.kind = Fault::Kind::Kill;
   else if (kind == "drop") f.kind = Fault::Kind::Drop;
   else if (kind == "stop") f.kind = Fault::Kind::Stop;
-  else throw ConfigError("--inject", 0, text, "expected corrupt:OP[@first|@middle|@last], die:RANK, kill:RANK, stop:RANK or drop:OP");
+  else throw ConfigError("--inject", 0, text, "expected corrupt:OP[@first|@middle|@last], die:RANK, kill:RANK, stop:RANK[@init] or drop:OP");
   std::string number = colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (const auto at = number.find('@'); at != std::string::npos && f.kind == Fault::Kind::Stop) {
+    if (number.substr(at + 1) != "init") throw ConfigError("--inject", 0, text, "expected @init after the rank (stopped before MPI_Init)");
+    number.resize(at);
+    f.kind = Fault::Kind::StopBeforeInit;
+  }
   if (const auto at = number.find('@'); at != std::string::npos && f.kind == Fault::Kind::Corrupt) {
     const std::string where = number.substr(at + 1);
     number.resize(at);

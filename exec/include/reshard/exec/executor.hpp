@@ -189,8 +189,8 @@ StepWaves step_waves(const model::Schedule& s, const std::vector<std::int64_t>& 
 // ---- Faults (test-only injection) --------------------------------------------------------------
 
 struct Fault {
-  enum class Kind : std::uint8_t { Corrupt, Die, Kill, Drop, Stop } kind = Kind::Corrupt;
-  std::int64_t target = 0;  // Corrupt, Drop: an op id; Die, Kill, Stop: a process rank
+  enum class Kind : std::uint8_t { Corrupt, Die, Kill, Drop, Stop, StopBeforeInit } kind = Kind::Corrupt;
+  std::int64_t target = 0;  // Corrupt, Drop: an op id; Die, Kill, Stop, StopBeforeInit: a process rank
   // Corrupt: which byte of those the receiver unpacks into its destination shards is flipped.
   enum class Where : std::uint8_t { First, Middle, Last } where = Where::First;
 };
@@ -202,7 +202,8 @@ struct Fault {
 // any, gets it flipped too); and "never sends" is the root: no chunk leaves it, every GPU of the
 // tree waits for its parent. "corrupt:OP@middle" and "corrupt:OP@last" flip the middle or the last
 // of the bytes the receiver unpacks (in unpack order) instead of the first. "stop:RANK" stops that process (SIGSTOP) right after MPI_Init, before
-// the run's setup: the others must end within the timeout, naming it. Throws ConfigError on other text.
+// the run's setup, "stop:RANK@init" before it calls MPI_Init: the others must end within the
+// timeout, naming it. Throws ConfigError on other text.
 Fault parse_fault(const std::string& text);
 // Whether `faults` holds a fault of kind k on target (a rank or an operation id).
 bool has_fault(const std::vector<Fault>& faults, Fault::Kind k, std::int64_t target);
