@@ -118,10 +118,7 @@ TEST(Schedule, BrokenScheduleIsRejectedNamingThePiece) {
   EXPECT_NE(error_of(miscounted).find("bytes"), std::string::npos) << error_of(miscounted);
   // The chain op sent twice: every GPU it reaches gets every element of its part twice.
   auto twice = s;
-  Op again = s.ops[k];
-  again.id = static_cast<std::int64_t>(twice.ops.size());
-  again.after.clear();
-  twice.ops.push_back(again);
+  twice.add_op(s.ops[k], {});
   EXPECT_NE(error_of(twice).find("delivered twice"), std::string::npos) << error_of(twice);
   // Losing only the tail of a piece: the last element of a buffer's last slice (one that ends where
   // its piece ends) cut off, its bytes
@@ -278,13 +275,12 @@ Schedule hand_ring(std::int32_t ops, std::int32_t piece_count) {
   s.chains.push_back(ring);
   for (std::int32_t i = 0; i < ops; ++i) {
     Op op;
-    op.id = i;
     op.src = 0;
     op.dst = 7;
     op.chain = 0;
     op.buffer = 0;
     op.bytes = Bytes{64 << 20};
-    s.ops.push_back(op);
+    s.add_op(op, {});
   }
   return s;
 }
