@@ -11,8 +11,8 @@
 // order. The ids of the operations an operation waits for (its `after` ids) lie in one pool the
 // schedule owns, Schedule::after, op by op (Schedule::after_of); ids are dense and every `after` id
 // is smaller than the operation's own id, so the DAG is acyclic by construction and an executor
-// can post operations in id order. Transfers between the same pair in the same
-// step are packed into one operation (one buffer).
+// can post operations in id order. Transfers between the same pair in the same step are packed
+// into one operation (one buffer).
 //
 // Strategies:
 //   direct            every needer GPU gets each piece straight from one holder; holders balanced
@@ -226,10 +226,10 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
 // The op list's shape, checked the same way by everything that reads a schedule (validate, the
 // simulator, the executors' run plan) before it trusts op i: its id is i (ids dense and
 // ascending); its `after` range lies in Schedule::after and every id in it names an earlier op;
-// `chain` is -1 or one of the schedule's
-// chains; bytes >= 0; src and dst are GPUs 0..gpu_count-1 (gpu_count < 0: not checked); with
-// `content`, `buffer` is one of the schedule's buffers and 0 <= part < parts <= kMaxParts (the
-// simulator reads only bytes and skips this). Returns what is wrong, or an empty string.
+// `chain` is -1 or one of the schedule's chains; bytes >= 0; src and dst are GPUs 0..gpu_count-1
+// (gpu_count < 0: not checked); with `content`, `buffer` is one of the schedule's buffers and
+// 0 <= part < parts <= kMaxParts (the simulator reads only bytes and skips this). Returns what is
+// wrong, or an empty string.
 std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count, bool content);
 
 nlohmann::json to_json(const Schedule& s);
