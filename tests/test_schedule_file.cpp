@@ -122,7 +122,7 @@ TEST(ScheduleFile, AfterEntriesAreReadIntoThePoolOpByOp) {
   const std::string good = schedule_to_binary(b.s);
   const std::size_t ops_at = 128 + (b.s.scenario.size() + 7) / 8 * 8;  // op record i at ops_at + 48 i
   const std::size_t first_entry = 32;                                  // u64 in the record
-  // Two ops waiting for the same ops (broadcasts of one bucket on two channels).
+  // Two consecutive ops waiting for the same ops (a bucket's gathers, or its broadcasts on each channel).
   std::size_t i = 0, j = 0;
   auto ids = [&](std::size_t k) {
     const auto a = b.s.after_of(b.s.ops[k]);
