@@ -55,7 +55,6 @@ inline model::Schedule chain_schedule(const model::LoadedScenario& sc, const mod
   s.chains.push_back(c);
   for (std::int32_t part = 0; part < parts; ++part) {
     Op op;
-    op.id = part;
     op.src = s.chains[0].hops.front().from;
     op.dst = s.chains[0].hops.back().to;
     op.chain = 0;
@@ -66,7 +65,7 @@ inline model::Schedule chain_schedule(const model::LoadedScenario& sc, const mod
     for_each_in_part(b, part, parts, [&](std::int32_t p, std::int64_t lo, std::int64_t hi) {
       op.bytes += Bytes{(hi - lo) * dtype_size(sc.inventory.tensor(ts.pieces[static_cast<std::size_t>(p)].tensor).dtype)};
     });
-    s.ops.push_back(op);
+    s.add_op(op, {});
   }
   return s;
 }

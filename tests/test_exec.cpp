@@ -411,7 +411,7 @@ TEST(ExecChain, PartSmallerThanOneChunk) {
 TEST(ExecChain, TwoOpsOnOneChainRunInOrder) {
   HandMade h(2, reshard::test::ring4(), 100003, 2);
   // No `after` between them: the chain orders them. They share a step, op 1 after op 0.
-  EXPECT_TRUE(h.s.ops[1].after.empty());
+  EXPECT_TRUE(h.s.after_of(h.s.ops[1]).empty());
   EXPECT_EQ(h.rp.step_of, (std::vector<std::int32_t>{0, 0}));
   EXPECT_EQ(h.rp.chain_prev, (std::vector<std::int64_t>{-1, 0}));
   const StepWaves sw = step_waves(h.s, {0, 1});
@@ -438,9 +438,11 @@ TEST(ExecChain, TwoOpsOnOneChainRunInOrder) {
   // that op's step: op 2 waits for nothing, but follows op 1 (after op 0) on chain 0.
   Schedule deps;
   deps.chains.resize(1);
-  deps.ops.resize(3);
-  deps.ops[1].chain = deps.ops[2].chain = 0;
-  deps.ops[1].after = {0};
+  Op on_chain;
+  on_chain.chain = 0;
+  deps.add_op(Op{}, {});
+  deps.add_op(on_chain, std::vector<std::int64_t>{0});
+  deps.add_op(on_chain, {});
   std::int32_t count = 0;
   EXPECT_EQ(op_steps(deps, count), (std::vector<std::int32_t>{0, 1, 1}));
   EXPECT_EQ(count, 2);

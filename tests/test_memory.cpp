@@ -15,14 +15,28 @@ using namespace reshard::model;
 
 namespace {
 
-Op transfer(std::int64_t id, GpuId src, GpuId dst, std::int64_t bytes, std::vector<std::int64_t> after = {}) {
+// Appends a transfer (on chain `chain` when >= 0) waiting for `after`.
+void transfer(Schedule& s, GpuId src, GpuId dst, std::int64_t bytes, std::vector<std::int64_t> after = {},
+              std::int32_t chain = -1) {
   Op op;
-  op.id = id;
   op.src = src;
   op.dst = dst;
+  op.chain = chain;
   op.bytes = Bytes{bytes};
-  op.after = std::move(after);
-  return op;
+  s.add_op(op, after);
+}
+
+// The schedule of the hand-worked case below; op2 waits for op0 when `forward`.
+Schedule hand_worked(bool forward) {
+  Schedule s;
+  s.chains.push_back({{{1, 2}, {2, 3}}, Bytes{16}});
+  transfer(s, 0, 1, 200);
+  transfer(s, 2, 1, 50);
+  transfer(s, 1, 3, 30, forward ? std::vector<std::int64_t>{0} : std::vector<std::int64_t>{}, 0);
+  transfer(s, 1, 3, 40, {}, 0);
+  transfer(s, 3, 0, 10, {1});
+  transfer(s, 2, 1, 300, {1});
+  return s;
 }
 
 LoadedScenario small(const std::string& name) {
@@ -44,11 +58,7 @@ LoadedScenario small(const std::string& name) {
 //   GPU 2: 40 + 300 = 340; GPU 3: 40 + 10 = 50; GPU 0: 10.
 // peak: GPU 0 200, GPU 1 540 (step 1), GPU 2 340, GPU 3 50.
 TEST(StagingMemory, HandWorkedScheduleStepsChainsAndForwarding) {
-  Schedule s;
-  s.chains.push_back({{{1, 2}, {2, 3}}, Bytes{16}});
-  s.ops = {transfer(0, 0, 1, 200), transfer(1, 2, 1, 50), transfer(2, 1, 3, 30, {0}), transfer(3, 1, 3, 40),
-           transfer(4, 3, 0, 10, {1}), transfer(5, 2, 1, 300, {1})};
-  s.ops[2].chain = s.ops[3].chain = 0;
+  const Schedule s = hand_worked(true);
   std::int32_t steps = 0;
   EXPECT_EQ(op_steps(s, steps), (std::vector<std::int32_t>{0, 0, 1, 1, 1, 1}));
   EXPECT_EQ(steps, 2);
@@ -63,9 +73,9 @@ TEST(StagingMemory, HandWorkedScheduleStepsChainsAndForwarding) {
   EXPECT_EQ(m.step, 1);
   // Without op0 in op2's `after`, the chain's ops move to step 0 and GPU 1 keeps nothing: 200 + 50 +
   // 40 = 290 in step 0, 300 (op5) in step 1.
-  s.ops[2].after.clear();
-  EXPECT_EQ(staging_memory(s).per_gpu[1], Bytes{300});
-  EXPECT_EQ(staging_memory(s).step, 1);
+  const Schedule alone = hand_worked(false);
+  EXPECT_EQ(staging_memory(alone).per_gpu[1], Bytes{300});
+  EXPECT_EQ(staging_memory(alone).step, 1);
 }
 
 TEST(StagingMemory, NoOperationsNeedNothing) {

@@ -2,6 +2,7 @@
 // broken schedule is rejected naming the piece, JSON round-trips, and hand-worked estimates.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "reshard/model/cost.hpp"
@@ -59,8 +60,16 @@ TEST_P(EveryStrategy, ValidOnSmallScenarios) {
     p.strategy = strategy_named(GetParam());
     const auto s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
     EXPECT_NO_THROW(validate(s, ts, sc.inventory, sc.source, sc.destination));
+    // The ops' `after` ids lie in the pool op by op, in op order (so equal schedules are equal).
+    std::int64_t at = 0;
+    for (const Op& op : s.ops) {
+      EXPECT_EQ(op.after_begin, at) << "operation " << op.id;
+      at += op.after_count;
+    }
+    EXPECT_EQ(at, static_cast<std::int64_t>(s.after.size()));
     // The JSON round trip is lossless: the replayed schedule validates and serialises identically.
     const auto back = schedule_from_json(to_json(s));
+    EXPECT_EQ(back, s);
     EXPECT_EQ(to_json(back), to_json(s));
     // No strategy beats the lower bound.
     const auto lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
@@ -70,6 +79,51 @@ TEST_P(EveryStrategy, ValidOnSmallScenarios) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategy, ::testing::ValuesIn(strategy_names()));
+
+// add_op appends each op's ids to the pool in op order; op_problem refuses an op whose range leaves
+// the pool (as a reader would get from a hand-edited schedule) or names an op that does not precede
+// it, and the estimate, which runs op_problem first, refuses the schedule naming the op.
+TEST(Schedule, AfterRangesLieInThePool) {
+  Schedule s;
+  s.buffers.push_back({{}, Bytes{0}});
+  Op op;
+  op.src = 0;
+  op.dst = 1;
+  op.buffer = 0;
+  EXPECT_EQ(s.add_op(op, {}), 0);
+  EXPECT_EQ(s.add_op(op, std::vector<std::int64_t>{0}), 1);
+  EXPECT_EQ(s.add_op(op, std::vector<std::int64_t>{0, 1}), 2);
+  EXPECT_EQ(s.after, (std::vector<std::int64_t>{0, 0, 1}));
+  EXPECT_EQ(s.ops[2].after_begin, 1);
+  EXPECT_EQ(s.ops[2].after_count, 2);
+  EXPECT_EQ(std::vector<std::int64_t>(s.after_of(s.ops[2]).begin(), s.after_of(s.ops[2]).end()),
+            (std::vector<std::int64_t>{0, 1}));
+  for (std::size_t i = 0; i < s.ops.size(); ++i) EXPECT_EQ(op_problem(s, i, 2, true), "") << i;
+  auto problem = [&](std::int64_t begin, std::int32_t count) {
+    Schedule t = s;
+    t.ops[2].after_begin = begin;
+    t.ops[2].after_count = count;
+    return op_problem(t, 2, 2, true);
+  };
+  EXPECT_EQ(problem(3, 0), "");  // empty, at the pool's end
+  EXPECT_EQ(problem(2, 2), "its `after` entries 2+2 lie outside the 3 of the schedule's pool");
+  EXPECT_EQ(problem(-1, 1), "its `after` entries -1+1 lie outside the 3 of the schedule's pool");
+  EXPECT_EQ(problem(0, -1), "its `after` entries 0+-1 lie outside the 3 of the schedule's pool");
+  EXPECT_EQ(problem(std::numeric_limits<std::int64_t>::max(), 1),
+            "its `after` entries 9223372036854775807+1 lie outside the 3 of the schedule's pool");
+  Schedule self = s;
+  self.ops[1].after_begin = 2;  // op 1 would wait for [1]: itself
+  EXPECT_EQ(op_problem(self, 1, 2, true), "waits for operation 1, which does not precede it");
+  Schedule outside = s;
+  outside.ops[2].after_count = 3;
+  const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
+  try {
+    estimate(outside, TransferSet{}, Inventory{}, topo, CostParams::profile_named("reshard"));
+    ADD_FAILURE() << "the estimate accepted an `after` range outside the pool";
+  } catch (const ScheduleError& e) {
+    EXPECT_EQ(std::string(e.what()), "operation 2: its `after` entries 1+3 lie outside the 3 of the schedule's pool");
+  }
+}
 
 TEST(Schedule, BrokenScheduleIsRejectedNamingThePiece) {
   const auto sc = load_scenario(kRoot + "/scenarios/small-gqa-megatron-vllm.yaml");
@@ -118,10 +172,7 @@ TEST(Schedule, BrokenScheduleIsRejectedNamingThePiece) {
   EXPECT_NE(error_of(miscounted).find("bytes"), std::string::npos) << error_of(miscounted);
   // The chain op sent twice: every GPU it reaches gets every element of its part twice.
   auto twice = s;
-  Op again = s.ops[k];
-  again.id = static_cast<std::int64_t>(twice.ops.size());
-  again.after.clear();
-  twice.ops.push_back(again);
+  twice.add_op(s.ops[k], {});
   EXPECT_NE(error_of(twice).find("delivered twice"), std::string::npos) << error_of(twice);
   // Losing only the tail of a piece: the last element of a buffer's last slice (one that ends where
   // its piece ends) cut off, its bytes
@@ -278,13 +329,12 @@ Schedule hand_ring(std::int32_t ops, std::int32_t piece_count) {
   s.chains.push_back(ring);
   for (std::int32_t i = 0; i < ops; ++i) {
     Op op;
-    op.id = i;
     op.src = 0;
     op.dst = 7;
     op.chain = 0;
     op.buffer = 0;
     op.bytes = Bytes{64 << 20};
-    s.ops.push_back(op);
+    s.add_op(op, {});
   }
   return s;
 }

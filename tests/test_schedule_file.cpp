@@ -49,6 +49,9 @@ using reshard::test::config_error;
 void put_u32(std::string& b, std::size_t at, std::uint32_t v) {
   for (int k = 0; k < 4; ++k) b[at + static_cast<std::size_t>(k)] = static_cast<char>((v >> (8 * k)) & 0xff);
 }
+void put_u64(std::string& b, std::size_t at, std::uint64_t v) {
+  for (int k = 0; k < 8; ++k) b[at + static_cast<std::size_t>(k)] = static_cast<char>((v >> (8 * k)) & 0xff);
+}
 
 struct Case {
   const char* scenario;
@@ -108,6 +111,41 @@ TEST(ScheduleFile, EverySliceFormRoundTrips) {
   const std::string bytes = schedule_to_binary(b.s);
   EXPECT_EQ(bytes.size(), size_before + 4 * b1.slices.size() + 12 * b2.slices.size());
   EXPECT_EQ(schedule_from_binary(bytes, "forms.rsched"), b.s);
+}
+
+// The writer lays the `after` section out op by op, as Schedule::after is. A file whose op records
+// share entries (within the format, though the writer never makes one) reads back into the pool
+// laid out op by op: the schedule the canonical file gives, whole or by GPU. An op's entries
+// outside the section are refused naming the record.
+TEST(ScheduleFile, AfterEntriesAreReadIntoThePoolOpByOp) {
+  const Built b = build("small-moe-ep.yaml", "gather_broadcast");
+  const std::string good = schedule_to_binary(b.s);
+  const std::size_t ops_at = 128 + (b.s.scenario.size() + 7) / 8 * 8;  // op record i at ops_at + 48 i
+  const std::size_t first_entry = 32;                                  // u64 in the record
+  // Two consecutive ops waiting for the same ops (a bucket's gathers, or its broadcasts on each channel).
+  std::size_t i = 0, j = 0;
+  auto ids = [&](std::size_t k) {
+    const auto a = b.s.after_of(b.s.ops[k]);
+    return std::vector<std::int64_t>(a.begin(), a.end());
+  };
+  for (std::size_t k = 1; k < b.s.ops.size() && j == 0; ++k)
+    if (b.s.ops[k].after_count > 0 && ids(k) == ids(k - 1)) i = k - 1, j = k;
+  ASSERT_GT(j, 0u);
+  std::string shared = good;
+  put_u64(shared, ops_at + 48 * j + first_entry, static_cast<std::uint64_t>(b.s.ops[i].after_begin));
+  stamp_binary_digest(shared);
+  ASSERT_NE(shared, good);
+  EXPECT_EQ(schedule_from_binary(shared, "shared.rsched"), b.s);
+  const std::string path = temp_path("shared.rsched");
+  write_bytes(path, shared);
+  for (GpuId g : {b.s.ops[j].src, b.s.ops[j].dst}) EXPECT_EQ(read_rank_schedule(path, g), rank_schedule(b.s, g));
+  std::string outside = good;
+  put_u64(outside, ops_at + 48 * j + first_entry, b.s.after.size());
+  stamp_binary_digest(outside);
+  EXPECT_HAS(config_error([&] { schedule_from_binary(outside, "outside.rsched"); }),
+             "outside.rsched: ops[" + std::to_string(j) + "].after: entries " + std::to_string(b.s.after.size()) + "+" +
+                 std::to_string(b.s.ops[j].after_count) + " outside the " + std::to_string(b.s.after.size()) +
+                 " of the after section");
 }
 
 TEST(ScheduleFile, RankReadEqualsTheScheduleFilteredByGpu) {

@@ -52,17 +52,18 @@ const model::Topology& two_nodes() {
   return t;
 }
 
-Op make_op(std::int64_t id, model::GpuId src, model::GpuId dst, std::int64_t bytes, std::vector<std::int64_t> after = {},
-           OpPhase phase = OpPhase::Direct, std::int32_t buffer = 0) {
+// Appends to `s` an op moving `bytes` from `src` to `dst` (along chain `chain` when >= 0) once the
+// ops `after` have finished.
+void add_op(model::Schedule& s, model::GpuId src, model::GpuId dst, std::int64_t bytes, std::vector<std::int64_t> after = {},
+            OpPhase phase = OpPhase::Direct, std::int32_t buffer = 0, std::int32_t chain = -1) {
   Op op;
-  op.id = id;
   op.src = src;
   op.dst = dst;
   op.bytes = Bytes{bytes};
-  op.after = std::move(after);
   op.phase = phase;
   op.buffer = buffer;
-  return op;
+  op.chain = chain;
+  s.add_op(op, after);
 }
 
 double route_latency(model::GpuId a, model::GpuId b) { return two_nodes().route(a, b).latency.value; }
@@ -83,8 +84,10 @@ TEST(ScheduleSim, SharedNvlinkThenDependentHopAndLocalCopy) {
   //     finish = L01 + 2 ms + L12 + 1 ms.
   //   op 3: local copy on GPU 5, 2.15 GB, no predecessors: per_op + 2.15e9 / 2.15e12 = per_op + 1 ms.
   model::Schedule s;
-  s.ops = {make_op(0, 0, 1, 369'000'000), make_op(1, 0, 1, 369'000'000), make_op(2, 1, 2, 369'000'000, {0}),
-           make_op(3, 5, 5, 2'150'000'000)};
+  add_op(s, 0, 1, 369'000'000);
+  add_op(s, 0, 1, 369'000'000);
+  add_op(s, 1, 2, 369'000'000, {0});
+  add_op(s, 5, 5, 2'150'000'000);
   const auto cost = model::CostParams::profile_named("reshard");
   sim::ScheduleSimOptions keep;
   keep.keep_flows = true;
@@ -125,7 +128,8 @@ TEST(ScheduleSim, EcmpSubFlowsCarryTheOpTogether) {
   ASSERT_GT(k, 1);
   model::Schedule s;
   const std::int64_t b = 1'000'000'007;
-  s.ops = {make_op(0, 0, 9, b), make_op(1, 9, 0, b, {0})};
+  add_op(s, 0, 9, b);
+  add_op(s, 9, 0, b, {0});
   const auto cost = model::CostParams::profile_named("reshard");
   sim::ScheduleSimOptions keep;
   keep.keep_flows = true;
@@ -174,8 +178,9 @@ TEST(ScheduleSim, OverheadsAddedAfterTheLastOp) {
   // Overheads of 10.18 ms (as the estimate would give them) are added after the last op finishes:
   // the overhead flow has no links, that latency, and waits for the ops nobody waits for (1 and 2).
   model::Schedule s;
-  s.ops = {make_op(0, 0, 1, 1'000'000, {}, OpPhase::Broadcast, 7), make_op(1, 1, 2, 1'000'000, {0}, OpPhase::Broadcast, 7),
-           make_op(2, 0, 3, 1'000'000, {}, OpPhase::Broadcast, 8)};
+  add_op(s, 0, 1, 1'000'000, {}, OpPhase::Broadcast, 7);
+  add_op(s, 1, 2, 1'000'000, {0}, OpPhase::Broadcast, 7);
+  add_op(s, 0, 3, 1'000'000, {}, OpPhase::Broadcast, 8);
   const auto cost = model::CostParams::profile_named("nemo_rl");
   sim::ScheduleSimOptions options;
   options.overheads = Seconds{10.18e-3};
@@ -191,7 +196,7 @@ TEST(ScheduleSim, OverheadsAddedAfterTheLastOp) {
 
 TEST(ScheduleSim, BadOpsAreRefusedNamingTheOp) {
   model::Schedule s;
-  s.ops = {make_op(0, 0, 99, 10)};
+  add_op(s, 0, 99, 10);
   try {
     sim::simulate_schedule(s, two_nodes(), model::CostParams{});
     FAIL() << "expected a ScheduleError";
@@ -199,12 +204,14 @@ TEST(ScheduleSim, BadOpsAreRefusedNamingTheOp) {
     EXPECT_NE(std::string(e.what()).find("op 0"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("GPU 99"), std::string::npos) << e.what();
   }
-  s.ops = {make_op(0, 0, 1, 10, {0})};
+  s = {};
+  add_op(s, 0, 1, 10, {0});
   EXPECT_THROW(sim::simulate_schedule(s, two_nodes(), model::CostParams{}), model::ScheduleError);
   // A zero efficiency makes a zero capacity: refused naming the link, with or without kept flows
   // (without, the quotient on the ops would pay here: four alike ops; it leaves the refusal to
   // the flows' validation).
-  s.ops = {make_op(0, 0, 1, 10), make_op(1, 0, 1, 10), make_op(2, 0, 1, 10), make_op(3, 0, 1, 10)};
+  s = {};
+  for (int k = 0; k < 4; ++k) add_op(s, 0, 1, 10);
   model::CostParams cost;
   cost.efficiency[static_cast<int>(model::LinkKind::NVLink)] = 0;
   for (bool keep : {false, true}) {
@@ -232,10 +239,8 @@ model::Schedule hand_chains(const std::vector<std::vector<model::ChainHop>>& hop
   for (std::size_t k = 0; k < hops.size(); ++k) {
     s.buffers.push_back({{}, Bytes{bytes[k]}});
     s.chains.push_back({hops[k], Bytes{chunk}});
-    Op op = make_op(static_cast<std::int64_t>(k), hops[k].front().from, hops[k].back().to, bytes[k], {},
-                    OpPhase::Broadcast, static_cast<std::int32_t>(k));
-    op.chain = static_cast<std::int32_t>(k);
-    s.ops.push_back(op);
+    add_op(s, hops[k].front().from, hops[k].back().to, bytes[k], {}, OpPhase::Broadcast, static_cast<std::int32_t>(k),
+           static_cast<std::int32_t>(k));
   }
   return s;
 }
@@ -301,7 +306,7 @@ TEST(ChainSim, MiddleHopBottleneckSetsTheChainsRate) {
   EXPECT_NEAR(sim::simulate_schedule(s, two_nodes(), cost).makespan.value, expected, 1e-12);
   EXPECT_NEAR(model::estimate(s, model::TransferSet{}, model::Inventory{}, two_nodes(), cost).time.value, expected, 1e-12);
   s.buffers.push_back({{}, Bytes{256 << 20}});
-  s.ops.push_back(make_op(1, 0, 1, 256 << 20, {}, OpPhase::Direct, 1));
+  add_op(s, 0, 1, 256 << 20, {}, OpPhase::Direct, 1);
   const auto shared = sim::simulate_schedule(s, two_nodes(), cost);
   EXPECT_NEAR(shared.ops[0].finish.value, expected, 1e-12);
   EXPECT_NEAR(shared.ops[1].finish.value, cost.per_op.value + route_latency(0, 1) + M / (450e9 * 0.82 - r), 1e-12);
@@ -314,9 +319,7 @@ TEST(ChainSim, OpsOnOneChainRunInOrder) {
   //     first:  per_op + M / r + L + c / r;   second: 2 per_op + 2M / r + L + c / r.
   const double M = 32 << 20, c = 512 << 10, r = 450e9 * 0.82, L = 2 * 0.6e-6;
   auto s = hand_chains({{{0, 1}, {1, 2}}}, {32 << 20}, 512 << 10);
-  Op second = s.ops[0];
-  second.id = 1;
-  s.ops.push_back(second);
+  s.add_op(s.ops[0], {});
   const auto cost = model::CostParams::profile_named("reshard");
   const auto sim = sim::simulate_schedule(s, two_nodes(), cost);
   EXPECT_NEAR(sim.ops[0].finish.value, cost.per_op.value + M / r + L + c / r, 1e-12);

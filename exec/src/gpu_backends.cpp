@@ -387,7 +387,7 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
       join_streams(streams, events);
     }
     cudaStream_t st = stream_of(op.src);
-    for (auto a : op.after)
+    for (auto a : s.after_of(op))
       for (cudaEvent_t x : ev[static_cast<std::size_t>(a)].done) cuda_check(cudaStreamWaitEvent(st, x, 0), "cudaStreamWaitEvent", 0);
     const DeviceRun::Local& sender = d.send_of.at(op.id);
     run_range(d, sender.copies, st);

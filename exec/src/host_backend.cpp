@@ -405,7 +405,7 @@ class HostRun {
   // sends it waits for are done, and (a chain root) the previous op on its chain has left it.
   bool ready(const Job& j) const {
     const GpuId g = progs_[j.prog].gpu;
-    for (auto a : j.op->after) {
+    for (auto a : s_.after_of(*j.op)) {
       if (auto it = receive_job_[j.prog].find(a); it != receive_job_[j.prog].end() && !jobs_[it->second].received)
         return false;
       if (s_.ops[static_cast<std::size_t>(a)].src == g)

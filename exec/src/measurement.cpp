@@ -179,10 +179,7 @@ std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
     sub.chains = m.schedule.chains;
     for (std::size_t i = 0; i < m.schedule.ops.size(); ++i) {
       if (step[i] != k) continue;
-      Op o = m.schedule.ops[i];
-      o.id = static_cast<std::int64_t>(sub.ops.size());
-      o.after.clear();
-      sub.ops.push_back(std::move(o));
+      sub.add_op(m.schedule.ops[i], {});
     }
     const auto& s = sp[static_cast<std::size_t>(k)];
     out.push_back({k, s.ops, s.bytes, estimate(sub, ts, sc.inventory, sc.topology, cost).time.value,

@@ -262,7 +262,7 @@ class ProgramBuilder {
   // Elements [b, e) of piece p from a receive of an op that op waits for, into t at byte pos.
   bool copy_received(const Op& op, std::int32_t p, std::int64_t b, std::int64_t e, std::int64_t es, std::int64_t pos,
                      Transfer& t) const {
-    for (auto a : op.after) {
+    for (auto a : s_.after_of(op)) {
       auto it = received_.find(a);
       if (it == received_.end()) continue;
       for (const Held& h : it->second.second)

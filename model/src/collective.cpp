@@ -69,14 +69,13 @@ Schedule collective_schedule(const CollectiveSpec& spec, const Topology& topo) {
       s.chains.push_back(std::move(chain));
       s.buffers.push_back({{}, Bytes{part(c)}});
       Op op;
-      op.id = static_cast<std::int64_t>(s.ops.size());
       op.src = root;
       op.dst = s.chains.back().hops.back().to;
       op.chain = static_cast<std::int32_t>(s.chains.size() - 1);
       op.buffer = static_cast<std::int32_t>(s.buffers.size() - 1);
       op.bytes = s.buffers.back().bytes;
       op.phase = OpPhase::Broadcast;
-      s.ops.push_back(std::move(op));
+      s.add_op(op, {});
     }
   }
   return s;

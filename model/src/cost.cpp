@@ -251,7 +251,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     pr.network_bytes += op.bytes * c.network_hops;
     pr.nvlink_bytes += op.bytes * c.local_hops;
     double release = 0, latency_start = 0;
-    for (auto a : op.after) {
+    for (auto a : s.after_of(op)) {
       release = std::max(release, finish[static_cast<std::size_t>(a)]);
       latency_start = std::max(latency_start, latency_path[static_cast<std::size_t>(a)]);
     }

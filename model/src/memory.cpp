@@ -12,7 +12,7 @@ std::vector<std::int32_t> op_steps(const Schedule& s, std::int32_t& count) {
   count = 0;
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const Op& op = s.ops[i];
-    for (auto a : op.after) step[i] = std::max(step[i], step[static_cast<std::size_t>(a)] + 1);
+    for (auto a : s.after_of(op)) step[i] = std::max(step[i], step[static_cast<std::size_t>(a)] + 1);
     if (op.chain >= 0 && static_cast<std::size_t>(op.chain) < s.chains.size()) {
       auto& prev = last_on_chain[static_cast<std::size_t>(op.chain)];
       if (prev >= 0) step[i] = std::max(step[i], step[static_cast<std::size_t>(prev)]);
@@ -49,7 +49,7 @@ StagingMemory staging_memory(const Schedule& s) {
   // Receive regions kept for forwarding: (a, g) -> last(a, g); then as changes of kept(g) by step.
   std::map<std::pair<std::int64_t, GpuId>, std::int32_t> last;
   for (const Op& x : s.ops)
-    for (auto a : x.after) {
+    for (auto a : s.after_of(x)) {
       const Op& in = s.ops[static_cast<std::size_t>(a)];
       if (!receives(s, in, x.src)) continue;
       auto [it, fresh] = last.try_emplace({a, x.src}, step[static_cast<std::size_t>(x.id)]);

@@ -18,7 +18,11 @@ std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count,
   const Op& op = s.ops[i];
   if (op.id != static_cast<std::int64_t>(i))
     return "its id is " + std::to_string(op.id) + " at position " + std::to_string(i) + "; ids must be dense and ascending";
-  for (auto a : op.after)
+  const auto pool = static_cast<std::int64_t>(s.after.size());
+  if (op.after_begin < 0 || op.after_count < 0 || op.after_begin > pool || op.after_count > pool - op.after_begin)
+    return "its `after` entries " + std::to_string(op.after_begin) + "+" + std::to_string(op.after_count) + " lie outside the " +
+           std::to_string(pool) + " of the schedule's pool";
+  for (auto a : s.after_of(op))
     if (a < 0 || a >= op.id) return "waits for operation " + std::to_string(a) + ", which does not precede it";
   if (op.chain < -1 || op.chain >= static_cast<std::int32_t>(s.chains.size()))
     return "no chain " + std::to_string(op.chain) + " (" + std::to_string(s.chains.size()) + " chains)";
@@ -35,6 +39,18 @@ std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count,
              std::to_string(kMaxParts) + ")";
   }
   return {};
+}
+
+std::int64_t Schedule::add_op(Op op, std::span<const std::int64_t> ids) {
+  if (ids.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    throw ScheduleError("operation " + std::to_string(ops.size()) + " waits for " + std::to_string(ids.size()) +
+                        " operations, more than an op's count holds");
+  op.id = static_cast<std::int64_t>(ops.size());
+  op.after_begin = static_cast<std::int64_t>(after.size());
+  op.after_count = static_cast<std::int32_t>(ids.size());
+  after.insert(after.end(), ids.begin(), ids.end());
+  ops.push_back(op);
+  return op.id;
 }
 
 namespace {
@@ -89,12 +105,13 @@ class Validator {
                           std::to_string(op.buffer) + " holds " + std::to_string(unit_bytes_[static_cast<std::size_t>(u)]));
     op_unit_[i] = u;
     // The sender holds every range as a source, or received it in an operation it waits for.
-    for (auto a : op.after)
+    const auto after = s_.after_of(op);
+    for (auto a : after)
       if (delivers(s_.ops[static_cast<std::size_t>(a)], op.src) && op_unit_[static_cast<std::size_t>(a)] == u) return;
     for (const auto& r : unit_ranges_[static_cast<std::size_t>(u)]) {
       if (holds(op.src, r.piece)) continue;
       bool ok = false;
-      for (auto a : op.after) {
+      for (auto a : after) {
         if (!delivers(s_.ops[static_cast<std::size_t>(a)], op.src)) continue;
         for (const auto& q : unit_ranges_[static_cast<std::size_t>(op_unit_[static_cast<std::size_t>(a)])])
           if (q.piece == r.piece && q.begin <= r.begin && r.end <= q.end) ok = true;
@@ -278,7 +295,9 @@ nlohmann::json to_json(const Schedule& s) {
   for (const auto& o : s.ops) {
     nlohmann::json op = {{"id", o.id},         {"src", o.src},     {"dst", o.dst},
                          {"buffer", o.buffer}, {"part", o.part},   {"parts", o.parts},
-                         {"bytes", o.bytes.value}, {"phase", to_string(o.phase)}, {"after", o.after}};
+                         {"bytes", o.bytes.value}, {"phase", to_string(o.phase)}};
+    const auto after = s.after_of(o);
+    op["after"] = std::vector<std::int64_t>(after.begin(), after.end());
     if (o.chain >= 0) op["chain"] = o.chain;
     ops.push_back(std::move(op));
   }
@@ -361,6 +380,8 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, co
   const auto& ops = array(member(j, "ops", root), ow);
   const auto buffer_max = static_cast<std::int32_t>(s.buffers.size()) - 1;
   const auto chain_max = static_cast<std::int32_t>(s.chains.size()) - 1;
+  s.ops.reserve(ops.size());
+  std::vector<std::int64_t> ids;  // op i's `after` ids, read
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const auto w = ow.at(i);
     const auto& o = ops[i];
@@ -383,11 +404,12 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, co
     op.phase = ph->second;
     const auto aw = w.at("after");
     const auto& after = array(member(o, "after", w), aw);
+    ids.clear();
     for (std::size_t k = 0; k < after.size(); ++k) {
       if (op.id == 0) aw.at(k).fail("the first operation cannot wait for another");
-      op.after.push_back(integer(after[k], aw.at(k), 0, op.id - 1));
+      ids.push_back(integer(after[k], aw.at(k), 0, op.id - 1));
     }
-    s.ops.push_back(std::move(op));
+    s.add_op(op, ids);
   }
   return s;
 }

@@ -223,17 +223,21 @@ OpRecord decode_op(const unsigned char* p, std::int64_t id, const Layout& l, con
     w.fail(key + ".after", "entries " + std::to_string(r.after_begin) + "+" + std::to_string(r.after_n) + " outside the " +
                                std::to_string(l.after) + " of the after section");
   if (id == 0 && r.after_n > 0) w.fail(key + ".after", "the first operation cannot wait for another");
+  if (r.after_n > static_cast<std::uint32_t>(kI32))
+    w.fail(key + ".after", std::to_string(r.after_n) + " entries, more than an operation's count holds");
   return r;
 }
 
-void decode_after(const unsigned char* p, OpRecord& r, const Where& w) {
-  r.op.after.resize(r.after_n);
+// The `after` entries of op record r (at p), checked, into `ids`. The caller appends the op with
+// them (Schedule::add_op), so the pool is laid out op by op whatever ranges the file's records give.
+void decode_after(const unsigned char* p, const OpRecord& r, std::vector<std::int64_t>& ids, const Where& w) {
+  ids.resize(r.after_n);
   for (std::uint32_t k = 0; k < r.after_n; ++k) {
     const std::int64_t a = get_i64(p + kAfterBytes * k);
     if (a < 0 || a >= r.op.id)
       w.fail(record("ops", static_cast<std::uint64_t>(r.op.id)) + ".after[" + std::to_string(k) + "]",
              "waits for operation " + std::to_string(a) + ", which does not precede it");
-    r.op.after[k] = a;
+    ids[k] = a;
   }
 }
 
@@ -400,7 +404,7 @@ FilePlan plan_file(const Schedule& s) {
       throw ScheduleError("operation " + std::to_string(i) + ": " + problem);
     gpu(op.src, "operation " + std::to_string(i));
     gpu(op.dst, "operation " + std::to_string(i));
-    after += op.after.size();
+    after += static_cast<std::uint64_t>(op.after_count);
   }
   for (std::size_t c = 0; c < s.chains.size(); ++c) {
     hops += s.chains[c].hops.size();
@@ -477,13 +481,13 @@ std::string schedule_to_binary(const Schedule& s) {
     for (std::int32_t v : {op.src, op.dst, op.chain, op.buffer, op.part, op.parts}) w.i32(v);
     w.i64(op.bytes.value);
     w.u64(at);
-    w.u32(static_cast<std::uint32_t>(op.after.size()));
+    w.u32(static_cast<std::uint32_t>(op.after_count));
     w.u8(static_cast<std::uint8_t>(op.phase));
     for (int k = 0; k < 3; ++k) w.u8(0);
-    at += op.after.size();
+    at += static_cast<std::uint64_t>(op.after_count);
   }
   for (const Op& op : s.ops)
-    for (auto a : op.after) w.i64(a);
+    for (auto a : s.after_of(op)) w.i64(a);
   at = 0;
   for (const Chain& c : s.chains) {
     w.i64(c.chunk.value);
@@ -554,10 +558,12 @@ Schedule schedule_from_binary(const std::string& bytes, const std::string& file)
     s.chains.push_back(decode_chain(span, d + l.hops_at + kHopBytes * span.begin, i, l, w));
   }
   s.ops.reserve(l.ops);
+  s.after.reserve(l.after);
+  std::vector<std::int64_t> ids;
   for (std::uint64_t i = 0; i < l.ops; ++i) {
-    OpRecord r = decode_op(d + l.ops_at + kOpBytes * i, static_cast<std::int64_t>(i), l, w);
-    decode_after(d + l.after_at + kAfterBytes * r.after_begin, r, w);
-    s.ops.push_back(std::move(r.op));
+    const OpRecord r = decode_op(d + l.ops_at + kOpBytes * i, static_cast<std::int64_t>(i), l, w);
+    decode_after(d + l.after_at + kAfterBytes * r.after_begin, r, ids, w);
+    s.add_op(r.op, ids);
   }
   // The index must be the one the operations give, or a process reading its part would miss some.
   const auto index = rank_index(s, l.gpu_count);
@@ -625,7 +631,7 @@ RankSchedule rank_schedule(const Schedule& s, GpuId gpu) {
   r.op_count = static_cast<std::int64_t>(s.ops.size());
   for (const Op& op : s.ops)
     if (takes_part(s, op, gpu)) {
-      r.ops.push_back(op);
+      r.add_op(op, s.after_of(op));
       r.buffer_ids.push_back(op.buffer);
       if (op.chain >= 0) r.chain_ids.push_back(op.chain);
     }
@@ -636,6 +642,13 @@ RankSchedule rank_schedule(const Schedule& s, GpuId gpu) {
   for (auto b : r.buffer_ids) r.buffers.push_back(s.buffers[static_cast<std::size_t>(b)]);
   for (auto c : r.chain_ids) r.chains.push_back(s.chains[static_cast<std::size_t>(c)]);
   return r;
+}
+
+void RankSchedule::add_op(Op op, std::span<const std::int64_t> ids) {
+  op.after_begin = static_cast<std::int64_t>(after.size());
+  op.after_count = static_cast<std::int32_t>(ids.size());
+  after.insert(after.end(), ids.begin(), ids.end());
+  ops.push_back(op);
 }
 
 const Buffer& RankSchedule::buffer(std::int32_t id) const {
@@ -727,9 +740,11 @@ RankSchedule read_rank_schedule(const std::string& path, GpuId gpu) {
     for (std::uint64_t q = k; q < e; ++q) ops.push_back(decode_op(bytes_of(run) + kOpBytes * (q - k), ids[q], l, w));
     k = e;
   }
-  for (OpRecord& o : ops) {
-    const std::string after = in.read(l.after_at + kAfterBytes * o.after_begin, kAfterBytes * o.after_n);
-    decode_after(bytes_of(after), o, w);
+  r.ops.reserve(n);
+  std::vector<std::int64_t> after;
+  for (const OpRecord& o : ops) {
+    decode_after(bytes_of(in.read(l.after_at + kAfterBytes * o.after_begin, kAfterBytes * o.after_n)), o, after, w);
+    r.add_op(o.op, after);
     r.buffer_ids.push_back(o.op.buffer);
     if (o.op.chain >= 0) r.chain_ids.push_back(o.op.chain);
   }
@@ -749,13 +764,11 @@ RankSchedule read_rank_schedule(const std::string& path, GpuId gpu) {
     const BufferSpan span = decode_buffer_span(bytes_of(rec), i, l, w);
     r.buffers.push_back(decode_buffer(span, bytes_of(in.read(l.slices_at + span.begin, span.size())), i, l, w));
   }
-  for (OpRecord& o : ops) {
-    bool part = o.op.src == gpu || o.op.dst == gpu;
-    if (!part && o.op.chain >= 0)
-      for (const ChainHop& h : r.chain(o.op.chain).hops) part = part || h.from == gpu || h.to == gpu;
-    if (!part)
-      w.fail(key, "names operation " + std::to_string(o.op.id) + ", which GPU " + std::to_string(gpu) + " takes no part in");
-    r.ops.push_back(std::move(o.op));
+  for (const Op& op : r.ops) {
+    bool part = op.src == gpu || op.dst == gpu;
+    if (!part && op.chain >= 0)
+      for (const ChainHop& h : r.chain(op.chain).hops) part = part || h.from == gpu || h.to == gpu;
+    if (!part) w.fail(key, "names operation " + std::to_string(op.id) + ", which GPU " + std::to_string(gpu) + " takes no part in");
   }
   r.bytes_read = in.bytes_read();
   return r;

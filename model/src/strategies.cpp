@@ -343,9 +343,8 @@ class Builder {
   // An op moving part `part` of `parts` of `buffer` from GPU `from` to GPU `to`, or along chain
   // `chain` (from its root, `to` its last receiver).
   std::int64_t add_op(GpuId from, GpuId to, std::int32_t buffer, std::int32_t part, std::int32_t parts, OpPhase phase,
-                      std::vector<std::int64_t> after, std::int32_t chain = -1) {
+                      std::span<const std::int64_t> after, std::int32_t chain = -1) {
     Op op;
-    op.id = static_cast<std::int64_t>(s_.ops.size());
     op.src = from;
     op.dst = to;
     op.chain = chain;
@@ -353,7 +352,6 @@ class Builder {
     op.part = part;
     op.parts = parts;
     op.phase = phase;
-    op.after = std::move(after);
     op.bytes = part_bytes(buffer, part, parts);
     // Load balancing looks at the network: bytes leaving and entering GPUs through their NICs, on
     // every hop of a chain.
@@ -365,13 +363,12 @@ class Builder {
     if (chain < 0) count(from, to);
     else
       for (const ChainHop& h : s_.chains[static_cast<std::size_t>(chain)].hops) count(h.from, h.to);
-    s_.ops.push_back(std::move(op));
-    return s_.ops.back().id;
+    return s_.add_op(op, after);
   }
   std::int64_t add_chain_op(std::int32_t chain, std::int32_t buffer, std::int32_t part, std::int32_t parts, OpPhase phase,
-                            std::vector<std::int64_t> after) {
+                            std::span<const std::int64_t> after) {
     const Chain& c = s_.chains[static_cast<std::size_t>(chain)];
-    return add_op(c.hops.front().from, c.hops.back().to, buffer, part, parts, phase, std::move(after), chain);
+    return add_op(c.hops.front().from, c.hops.back().to, buffer, part, parts, phase, after, chain);
   }
 
   // A chain (schedule.hpp) in the schedule's table; returns its index. A hop with several equal

@@ -216,7 +216,7 @@ FlowOps build_flow_ops(const model::Schedule& schedule, const model::Topology& t
     if (const std::string wrong = model::op_problem(schedule, i, gpus, false); !wrong.empty())
       throw model::ScheduleError(where() + " on topology " + topology.name() + ": " + wrong);
     after.clear();
-    for (auto a : op.after) after.push_back(finish_of[static_cast<std::size_t>(a)]);
+    for (auto a : schedule.after_of(op)) after.push_back(finish_of[static_cast<std::size_t>(a)]);
     if (op.chain >= 0) {
       const model::Chain& chain = schedule.chains[static_cast<std::size_t>(op.chain)];
       ChainFlows& cf = chain_flows[static_cast<std::size_t>(op.chain)];

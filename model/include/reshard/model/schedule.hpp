@@ -8,10 +8,11 @@
 //                domain chain, a domain chain with NVLink fan-outs), moved in chunks, every GPU
 //                forwarding a chunk to its children as soon as it has it (Chain, below).
 // A buffer carries slices of pieces: a slice is a run of elements of the piece's box in row-major
-// order. Operations list the ids of the operations they wait for in `after`; ids are dense and
-// every `after` id is smaller than the operation's own id, so the DAG is acyclic by construction
-// and an executor can post operations in id order. Transfers between the same pair in the same
-// step are packed into one operation (one buffer).
+// order. The ids of the operations an operation waits for (its `after` ids) lie in one pool the
+// schedule owns, Schedule::after, op by op (Schedule::after_of); ids are dense and every `after` id
+// is smaller than the operation's own id, so the DAG is acyclic by construction and an executor
+// can post operations in id order. Transfers between the same pair in the same step are packed
+// into one operation (one buffer).
 //
 // Strategies:
 //   direct            every needer GPU gets each piece straight from one holder; holders balanced
@@ -37,6 +38,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,8 +98,11 @@ inline constexpr std::int32_t kChainSlots = 8;
 const char* to_string(OpPhase p);
 
 // Moves part `part` of `parts` equal parts (by element, in slice order) of buffer `buffer` from GPU
-// `src` to GPU `dst`, or along chain `chain` from its root `src`, once every operation in `after`
+// `src` to GPU `dst`, or along chain `chain` from its root `src`, once every operation it waits for
 // has finished. A chain op's `dst` is its last hop's `to`.
+// Its dependencies are not in the op: they are the `after_count` ids from entry `after_begin` of
+// its schedule's pool, Schedule::after (read them with Schedule::after_of, add an op with them by
+// Schedule::add_op), so an op is a plain value of fixed size.
 struct Op {
   std::int64_t id = -1;
   GpuId src = -1;
@@ -107,8 +112,9 @@ struct Op {
   std::int32_t part = 0;
   std::int32_t parts = 1;
   Bytes bytes;
+  std::int64_t after_begin = 0;  // first entry of its `after` ids in Schedule::after
+  std::int32_t after_count = 0;  // how many
   OpPhase phase = OpPhase::Direct;
-  std::vector<std::int64_t> after;
   bool operator==(const Op&) const = default;
 };
 
@@ -163,7 +169,19 @@ struct Schedule {
   std::vector<Buffer> buffers;
   std::vector<Chain> chains;
   std::vector<Op> ops;
+  // Every op's `after` ids, op by op in op order: op i's entries follow op i - 1's (add_op lays them
+  // out so; every reader builds the schedule with it), so equal schedules have equal pools.
+  std::vector<std::int64_t> after;
   bool operator==(const Schedule&) const = default;
+
+  // Appends `op` as operation ops.size() (its id, returned) waiting for the operations `ids`.
+  // Nothing else is checked (op_problem is the readers' check). ScheduleError for more ids than
+  // an op's 32-bit count holds.
+  std::int64_t add_op(Op op, std::span<const std::int64_t> ids);
+  // The ids `op` (an op of this schedule whose range op_problem accepted) waits for.
+  std::span<const std::int64_t> after_of(const Op& op) const {
+    return {after.data() + op.after_begin, static_cast<std::size_t>(op.after_count)};
+  }
 };
 
 // Calls f(piece, begin, end) for the element ranges [begin, end) of each slice that part `part` of
@@ -207,10 +225,11 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
 
 // The op list's shape, checked the same way by everything that reads a schedule (validate, the
 // simulator, the executors' run plan) before it trusts op i: its id is i (ids dense and
-// ascending); every `after` id names an earlier op; `chain` is -1 or one of the schedule's
-// chains; bytes >= 0; src and dst are GPUs 0..gpu_count-1 (gpu_count < 0: not checked); with
-// `content`, `buffer` is one of the schedule's buffers and 0 <= part < parts <= kMaxParts (the
-// simulator reads only bytes and skips this). Returns what is wrong, or an empty string.
+// ascending); its `after` range lies in Schedule::after and every id in it names an earlier op;
+// `chain` is -1 or one of the schedule's chains; bytes >= 0; src and dst are GPUs 0..gpu_count-1
+// (gpu_count < 0: not checked); with `content`, `buffer` is one of the schedule's buffers and
+// 0 <= part < parts <= kMaxParts (the simulator reads only bytes and skips this). Returns what is
+// wrong, or an empty string.
 std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count, bool content);
 
 nlohmann::json to_json(const Schedule& s);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,8 @@ void write_schedule_file(const std::string& path, const Schedule& s);
 
 // The operations one GPU takes part in (it sends, receives, or is a hop of the op's chain), with
 // what they name: ids as in the whole schedule (ascending), the buffers and chains they use (ids
-// ascending, `buffer_ids[k]` is `buffers[k]`'s id in the whole schedule).
+// ascending, `buffer_ids[k]` is `buffers[k]`'s id in the whole schedule). The ops' `after` ids
+// (ids in the whole schedule) lie in `after`, op by op, as in Schedule.
 struct RankSchedule {
   GpuId gpu = -1;
   std::string scenario;
@@ -65,6 +67,7 @@ struct RankSchedule {
   std::int32_t piece_count = 0;
   std::int64_t op_count = 0;  // operations in the whole schedule
   std::vector<Op> ops;
+  std::vector<std::int64_t> after;
   std::vector<std::int32_t> buffer_ids;
   std::vector<Buffer> buffers;
   std::vector<std::int32_t> chain_ids;
@@ -73,12 +76,17 @@ struct RankSchedule {
   std::int64_t bytes_read = 0;
   std::int64_t file_bytes = 0;
 
+  // Appends `op` (its id as in the whole schedule) waiting for the operations `ids`.
+  void add_op(Op op, std::span<const std::int64_t> ids);
+  std::span<const std::int64_t> after_of(const Op& op) const {  // as Schedule::after_of
+    return {after.data() + op.after_begin, static_cast<std::size_t>(op.after_count)};
+  }
   const Buffer& buffer(std::int32_t id) const;  // by id in the whole schedule (out_of_range if absent)
   const Chain& chain(std::int32_t id) const;
   bool operator==(const RankSchedule& o) const {  // the content, not how it was read
     return gpu == o.gpu && scenario == o.scenario && params == o.params && piece_count == o.piece_count &&
-           op_count == o.op_count && ops == o.ops && buffer_ids == o.buffer_ids && buffers == o.buffers &&
-           chain_ids == o.chain_ids && chains == o.chains;
+           op_count == o.op_count && ops == o.ops && after == o.after && buffer_ids == o.buffer_ids &&
+           buffers == o.buffers && chain_ids == o.chain_ids && chains == o.chains;
   }
 };
 
