@@ -29,7 +29,7 @@ MUTATIONS = [
      'consider("source_domain_egress", domain_out, dom_net_out, "domain",', 'if (false) consider("source_domain_egress", domain_out, dom_net_out, "domain",',
      ["test_lower_bound"]),
     ("validator: the tail of a piece is not checked", "model/src/schedule.cpp",
-     "if (pos != pc.box.elements())", "if (false && pos != pc.box.elements())",
+     "    if (pos != elements)\n      throw ScheduleError", "    if (false && pos != elements)\n      throw ScheduleError",
      ["test_schedule", "test_sim_schedule"]),
     ("validator: elements delivered twice accepted", "model/src/schedule.cpp",
      "if (b < pos)", "if (false && b < pos)",
@@ -38,14 +38,14 @@ MUTATIONS = [
      "      if (!ok)\n        throw ScheduleError(where", "      if (false && !ok)\n        throw ScheduleError(where",
      ["test_schedule", "test_sim_schedule"]),
     ("verification: only the first element of each row compared", "exec/src/host_memory.cpp",
-     "for (std::int64_t k = 0; k < n; ++k) {\n        pattern_bytes(r.tensor, global + k, es, want);",
-     "for (std::int64_t k = 0; k < std::min<std::int64_t>(n, 1); ++k) {\n        pattern_bytes(r.tensor, global + k, es, want);",
+     "for (std::int64_t k = 0; k < n; ++k) {\n        expected_bytes(inv, t, global + k, es, quantizers, want);",
+     "for (std::int64_t k = 0; k < std::min<std::int64_t>(n, 1); ++k) {\n        expected_bytes(inv, t, global + k, es, quantizers, want);",
      ["test_exec"]),
     ("estimate: ECMP paths not shared (each path carries all bytes)", "model/src/cost.cpp",
      "if (it == c.shares.end()) c.shares.push_back({l, 1.0 / k});", "if (it == c.shares.end()) c.shares.push_back({l, 1.0});",
      ["test_schedule", "test_sim_schedule"]),
     ("estimate: route latency ignored", "model/src/cost.cpp",
-     "    c.latency = r.latency.value;\n    (r.kind", "    c.latency = 0;\n    (r.kind",
+     "  c.latency = r.latency.value;\n  (r.kind", "  c.latency = 0;\n  (r.kind",
      ["test_schedule", "test_sim_schedule"]),
     ("simulator: a fixed link's share not charged to its other links", "sim/src/maxmin.cpp",
      "other.remaining -= static_cast<double>(flows) * share;", "other.remaining -= 0.5 * static_cast<double>(flows) * share;",
@@ -64,7 +64,7 @@ MUTATIONS = [
      "if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;", "__builtin_mul_overflow(a, b, &r);",
      ["test_hostile"]),
     ("schedule reader: an op may wait for itself", "model/src/schedule.cpp",
-     "op.after.push_back(integer(after[k], aw.at(k), 0, op.id - 1));", "op.after.push_back(integer(after[k], aw.at(k), 0, op.id));",
+     "ids.push_back(integer(after[k], aw.at(k), 0, op.id - 1));", "ids.push_back(integer(after[k], aw.at(k), 0, op.id));",
      ["test_hostile"]),
     ("measurement: an unverified run accepted", "model/src/digest.cpp",
      'if (v == doc.end() || *v != true) return "the run\'s data was not verified";', "",
@@ -85,8 +85,17 @@ def main():
     ap.add_argument("--only", nargs="*", help="substrings of mutation names to run")
     ap.add_argument("-j", default="2")
     ap.add_argument("--budget", type=float, default=0, help="start no mutation after this many seconds (0: no limit)")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that every mutation's original text occurs exactly once (ctest runs this)")
     a = ap.parse_args()
     chosen = [m for m in MUTATIONS if not a.only or any(s in m[0] for s in a.only)]
+    if a.check:
+        stale = [(name, rel, (ROOT / rel).read_text().count(old)) for name, rel, old, _, _ in chosen]
+        stale = [x for x in stale if x[2] != 1]
+        for name, rel, n in stale:
+            print(f"STALE  {name}: the original text occurs {n} times in {rel}")
+        print(f"{len(chosen) - len(stale)} of {len(chosen)} mutations apply")
+        return 1 if stale else 0
     caught = 0
     done = 0
     start = time.time()

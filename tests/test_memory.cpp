@@ -144,7 +144,9 @@ TEST(StagingMemory, TunerHonoursTheCap) {
   EXPECT_GE(capped.best.prediction.time, free.best.prediction.time);
   // The fastest of the candidates that fit.
   for (const auto& c : capped.evaluated)
-    if (c.prediction.staging_peak <= cap) EXPECT_LE(capped.best.prediction.time.value, c.prediction.time.value * (1 + 1e-6));
+    if (c.prediction.staging_peak <= cap) {
+      EXPECT_LE(capped.best.prediction.time.value, c.prediction.time.value * (1 + 1e-6));
+    }
   std::int32_t over = 0;
   for (const auto& c : capped.evaluated) over += c.prediction.staging_peak > cap;
   EXPECT_EQ(capped.over_staging, over);

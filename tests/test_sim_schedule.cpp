@@ -356,8 +356,9 @@ void expect_same_answer(const sim::ScheduleSimulation& a, const sim::ScheduleSim
   ASSERT_EQ(a.result.links.size(), b.result.links.size());
   for (std::size_t l = 0; l < a.result.links.size(); ++l) {
     EXPECT_EQ(a.result.links[l].bytes.value, b.result.links[l].bytes.value) << "link " << l;
-    if (!a.result.links[l].redundant && !b.result.links[l].redundant)
+    if (!a.result.links[l].redundant && !b.result.links[l].redundant) {
       EXPECT_EQ(a.result.links[l].busy.value, b.result.links[l].busy.value) << "link " << l;
+    }
     EXPECT_EQ(a.result.links[l].utilization, b.result.links[l].utilization) << "link " << l;
   }
 }
