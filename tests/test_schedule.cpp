@@ -245,6 +245,12 @@ tie_word_embeddings: true
   const auto direct = estimate(build_schedule(ts, inv, src, dst, topo, p), ts, inv, topo, cost);
   const double model_bytes = static_cast<double>(inv.bytes().value);
   EXPECT_NEAR(direct.bandwidth_bound.value, 8 * model_bytes / 47e9, 1e-6);
+  // The 8 transfers are independent: the latency path is one transfer's, per_op + the latency of
+  // the slowest of the routes 0 -> g (an ingress on another rail crosses the spine).
+  double slowest_route = 0;
+  for (GpuId g = 8; g < 16; ++g) slowest_route = std::max(slowest_route, topo.route(0, g).latency.value);
+  EXPECT_GT(slowest_route, 0);
+  EXPECT_NEAR(direct.latency_path.value, cost.per_op.value + slowest_route, 1e-12);
   p.strategy = Strategy::DomainGrouped;
   const auto schedule = build_schedule(ts, inv, src, dst, topo, p);
   ASSERT_EQ(schedule.ops.size(), 8u);  // one chain op per stripe
