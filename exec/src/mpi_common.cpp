@@ -38,8 +38,8 @@ int launcher_rank() { return launcher_int({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", 
 // MPI_Init reads the marks of its node: with every process on one node (the launcher's local size
 // equals its world size) the ranks without a mark are exactly the missing ones; across nodes it
 // names how many of this node's processes never arrived. Each process removes its mark once setup
-// is past MPI_Init (rank 0 released the run), the last one the folder; a watchdog that fires
-// removes the folder. Without a job id (not launched by mpirun, srun or a
+// is past MPI_Init (rank 0 released the run), the last one the folder; a watchdog that fires, or
+// rank 0 naming a process that never arrived, removes the folder. Without a job id (not launched by mpirun, srun or a
 // PMIx launcher) there are no marks.
 class ArrivalMarks {
  public:
@@ -207,6 +207,7 @@ MpiWorld mpi_start(const ExecOptions& options) {
     for (int r = 1; r < w.world; ++r)
       if (!poll_until(reqs[static_cast<std::size_t>(r)], deadline)) {
         w.watchdog->stage("reporting a missing process");
+        marks.discard();  // the run ends here
         throw ExecError("rank 0 waited for rank " + std::to_string(r) + ": it never arrived at the run's setup within " +
                             model::format(model::Seconds{options.timeout_s}),
                         0, r, true);
