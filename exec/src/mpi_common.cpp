@@ -103,8 +103,8 @@ class ArrivalMarks {
 
 class SetupWatchdog {
  public:
-  // `marks`: read when the watchdog fires inside MPI_Init (null: none); outlives the watchdog.
-  SetupWatchdog(int rank, double timeout_s, const ArrivalMarks* marks)
+  // `marks`: read when the watchdog fires inside MPI_Init; outlives the watchdog.
+  SetupWatchdog(int rank, double timeout_s, const ArrivalMarks& marks)
       : rank_(rank), timeout_s_(timeout_s), marks_(marks), start_(std::chrono::steady_clock::now()) {
     const double delay = timeout_s + (rank == 0 ? 1.5 : rank == 1 ? 3.0 : 4.5);
     thread_ = std::thread([this, delay] {
@@ -116,8 +116,8 @@ class SetupWatchdog {
         if (done_) return;
         if (std::chrono::steady_clock::now() >= deadline) break;
       }
-      const std::string who = marks_ && std::strcmp(stage_, "MPI_Init") == 0 ? marks_->missing() : "";
-      if (marks_) marks_->discard();
+      const std::string who = std::strcmp(stage_, "MPI_Init") == 0 ? marks_.missing() : "";
+      marks_.discard();
       std::fprintf(stderr, "reshard: error: rank %d: the run's setup (%s) did not finish within %s: %s\n", rank_, stage_,
                    model::format(model::Seconds{timeout_s_}).c_str(), who.empty() ? "a process never arrived" : who.c_str());
       std::fflush(stderr);
@@ -150,7 +150,7 @@ class SetupWatchdog {
  private:
   int rank_;
   double timeout_s_;
-  const ArrivalMarks* marks_;
+  const ArrivalMarks& marks_;
   std::chrono::steady_clock::time_point start_;
   const char* stage_ = "MPI_Init";
   bool done_ = false;
@@ -182,7 +182,7 @@ MpiWorld mpi_start(const ExecOptions& options) {
   for (const auto& f : options.faults)
     if (f.kind == Fault::Kind::StopBeforeInit && f.target == rank && !initialized) std::raise(SIGSTOP);  // test-only
   static ArrivalMarks marks;  // process-wide: the watchdog thread may read it until the process ends
-  w.watchdog = std::make_shared<SetupWatchdog>(rank, options.timeout_s, &marks);
+  w.watchdog = std::make_shared<SetupWatchdog>(rank, options.timeout_s, marks);
   if (!initialized) {
     MPI_Init(nullptr, nullptr);
     w.initialized_here = true;

@@ -416,9 +416,9 @@ TopologyData build_generated(const yaml::Node& root) {
   const auto cluster = root.at("cluster");
   std::vector<ClusterPart> parts{read_cluster(cluster, false)};
   ClusterPart& c = parts[0];
-  if (const std::int64_t gpus = static_cast<std::int64_t>(c.nodes) * c.gpus_per_node(); gpus > checked::read_limits().gpus)
-    cluster.fail("cluster too large: " + std::to_string(gpus) + " GPUs, more than " +
-                 std::to_string(checked::read_limits().gpus) + ", the most reshard reads");
+  const std::int64_t most = checked::read_limits().gpus;
+  if (const std::int64_t gpus = static_cast<std::int64_t>(c.nodes) * c.gpus_per_node(); gpus > most)
+    cluster.fail("cluster too large: " + std::to_string(gpus) + " GPUs, more than " + std::to_string(most) + ", the most reshard reads");
   FabricSpec fs = read_fabric_keys(root, true);
   if (fs.nodes_per_leaf > 0) c.nodes_per_leaf = fs.nodes_per_leaf;
   const std::int32_t groups = (c.nodes + c.nodes_per_leaf - 1) / c.nodes_per_leaf;
@@ -449,12 +449,12 @@ TopologyData build_generated_clusters(const yaml::Node& root) {
   std::vector<ClusterPart> parts;
   std::set<std::string> names;
   std::int64_t gpus = 0;
+  const std::int64_t most = checked::read_limits().gpus;
   for (const auto& c : list.items()) {
     ClusterPart p = read_cluster(c, true);
     if (!names.insert(p.name).second) c.at("name").fail("duplicate cluster name '" + p.name + "'");
     gpus += static_cast<std::int64_t>(p.nodes) * p.gpus_per_node();
-    if (gpus > checked::read_limits().gpus)
-      c.fail("clusters too large: more than " + std::to_string(checked::read_limits().gpus) + " GPUs, the most reshard reads");
+    if (gpus > most) c.fail("clusters too large: more than " + std::to_string(most) + " GPUs, the most reshard reads");
     parts.push_back(std::move(p));
   }
   const auto n = static_cast<std::int32_t>(parts.size());
