@@ -1,6 +1,6 @@
-// Topology YAML (topologies/*.yaml). Generated clusters are capped at 1 024 GPUs
+// Topology YAML (topologies/*.yaml). Generated clusters are capped at 256 GPUs
 // (checked::ReadLimits), so each input stays cheap; fuzz/corpus/topology holds the frontier
-// topology's shape (pods and core switches) on 8 racks.
+// topology's shape (pods and core switches) on 3 racks (216 GPUs).
 #include "fuzz_common.hpp"
 #include "reshard/model/checked.hpp"
 #include "reshard/model/errors.hpp"
@@ -8,7 +8,7 @@
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   auto limits = reshard::model::checked::read_limits();
-  limits.gpus = 1'024;
+  limits.gpus = 256;
   reshard::model::checked::set_read_limits(limits);
   return 0;
 }
