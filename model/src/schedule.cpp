@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <limits>
+#include <span>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -125,42 +126,63 @@ class Validator {
 
   // Every needer GPU that does not hold a piece receives each of its elements exactly once.
   // Works from the deliveries: every GPU a unit reaches (an op's dst, every GPU its chain reaches,
-  // once per op) receives each of the unit's ranges; per piece these (GPU, begin, end) triples,
-  // sorted, give each needer's ranges in order. The cost is the ranges delivered plus a sort.
+  // once per op) receives each of the unit's ranges. Per piece, a merge of each receiver list of its
+  // units with the piece's needers (both sorted) hands each needer its ranges, which are sorted (a
+  // needer has a few) and must tile the piece. The cost is linear in the deliveries, plus one sort
+  // of each unit's direct receivers; memory is a few entries per operation and per needer.
   void check_deliveries() const {
-    // Per unit: the GPUs receiving it, one entry per delivery.
-    std::vector<std::vector<GpuId>> receivers(unit_ranges_.size());
+    // Per unit: the GPUs its direct operations reach (one entry per delivery, sorted) and the
+    // chains that carry it (one entry per operation; a chain's GPUs are reached_, sorted). Chains are
+    // not expanded: a ring broadcast reaches thousands of GPUs per operation.
+    std::vector<std::vector<GpuId>> direct(unit_ranges_.size());
+    std::vector<std::vector<std::int32_t>> chains(unit_ranges_.size());
     for (const auto& op : s_.ops) {
-      auto& r = receivers[static_cast<std::size_t>(op_unit_[static_cast<std::size_t>(op.id)])];
-      if (op.chain < 0) r.push_back(op.dst);
-      else {
-        const auto& reached = reached_[static_cast<std::size_t>(op.chain)];
-        r.insert(r.end(), reached.begin(), reached.end());
-      }
+      const auto u = static_cast<std::size_t>(op_unit_[static_cast<std::size_t>(op.id)]);
+      if (op.chain < 0) direct[u].push_back(op.dst);
+      else chains[u].push_back(op.chain);
     }
-    struct Delivery {
-      GpuId gpu;
-      std::int64_t begin, end;
-      bool operator<(const Delivery& o) const { return gpu != o.gpu ? gpu < o.gpu : begin != o.begin ? begin < o.begin : end < o.end; }
-    };
+    for (auto& d : direct)
+      if (!std::is_sorted(d.begin(), d.end())) std::sort(d.begin(), d.end());
     // The units holding each piece.
     std::vector<std::vector<std::pair<std::int32_t, const Range*>>> piece_ranges(ts_.pieces.size());
     for (std::size_t u = 0; u < unit_ranges_.size(); ++u)
       for (const auto& r : unit_ranges_[u]) piece_ranges[static_cast<std::size_t>(r.piece)].push_back({static_cast<std::int32_t>(u), &r});
-    std::vector<Delivery> d;
+    // Per piece: its needers without it (sorted), and the ranges each receives, grouped by needer
+    // (first[k] .. first[k + 1] in `got`).
+    std::vector<GpuId> lacking;
+    std::vector<std::int64_t> first, next;
     std::vector<std::pair<std::int64_t, std::int64_t>> got;
     for (std::int32_t i = 0; i < s_.piece_count; ++i) {
-      d.clear();
-      for (const auto& [u, r] : piece_ranges[static_cast<std::size_t>(i)])
-        for (GpuId g : receivers[static_cast<std::size_t>(u)]) d.push_back({g, r->begin, r->end});
-      std::sort(d.begin(), d.end());
       const auto& pc = ts_.pieces[static_cast<std::size_t>(i)];
-      for (auto g : needers_[static_cast<std::size_t>(pc.needers)]) {
-        if (holds(g, i)) continue;
-        got.clear();
-        auto it = std::lower_bound(d.begin(), d.end(), Delivery{g, std::numeric_limits<std::int64_t>::min(), 0});
-        for (; it != d.end() && it->gpu == g; ++it) got.push_back({it->begin, it->end});
-        check_covered(got, pc.box.elements(), [&] { return describe_piece(i) + " at GPU " + std::to_string(g); });
+      lacking.clear();
+      for (auto g : needers_[static_cast<std::size_t>(pc.needers)])
+        if (!holds(g, i)) lacking.push_back(g);
+      if (lacking.empty()) continue;
+      // Calls f(k, range) for every delivery of the piece to lacking[k], once per delivery.
+      const auto each_delivery = [&](auto&& f) {
+        const auto merge = [&](const std::vector<GpuId>& receivers, const Range& r) {
+          std::size_t k = 0;
+          for (GpuId g : receivers) {
+            while (k < lacking.size() && lacking[k] < g) ++k;
+            if (k == lacking.size()) break;
+            if (lacking[k] == g) f(k, r);
+          }
+        };
+        for (const auto& [u, r] : piece_ranges[static_cast<std::size_t>(i)]) {
+          merge(direct[static_cast<std::size_t>(u)], *r);
+          for (auto c : chains[static_cast<std::size_t>(u)]) merge(reached_[static_cast<std::size_t>(c)], *r);
+        }
+      };
+      first.assign(lacking.size() + 1, 0);
+      each_delivery([&](std::size_t k, const Range&) { ++first[k + 1]; });
+      for (std::size_t k = 0; k < lacking.size(); ++k) first[k + 1] += first[k];
+      got.resize(static_cast<std::size_t>(first.back()));
+      next.assign(first.begin(), first.end() - 1);
+      each_delivery([&](std::size_t k, const Range& r) { got[static_cast<std::size_t>(next[k]++)] = {r.begin, r.end}; });
+      for (std::size_t k = 0; k < lacking.size(); ++k) {
+        const auto b = got.begin() + first[k], e = got.begin() + first[k + 1];
+        std::sort(b, e);
+        check_covered(std::span(b, e), pc.box.elements(), [&] { return describe_piece(i) + " at GPU " + std::to_string(lacking[k]); });
       }
     }
   }
@@ -212,7 +234,7 @@ class Validator {
 
   // The element ranges `got` (sorted) tile [0, elements) exactly once.
   template <class What>
-  static void check_covered(const std::vector<std::pair<std::int64_t, std::int64_t>>& got, std::int64_t elements,
+  static void check_covered(std::span<const std::pair<std::int64_t, std::int64_t>> got, std::int64_t elements,
                             const What& what) {
     if (got.empty()) throw ScheduleError(what() + ": never delivered");
     std::int64_t pos = 0;
