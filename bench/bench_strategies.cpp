@@ -57,6 +57,15 @@ void estimate_only(benchmark::State& state, const char* file, const char* strate
   state.counters["ops"] = static_cast<double>(s.ops.size());
 }
 
+// The validator (every needer gets every element exactly once; run by exec, check and calibrate on
+// every schedule they read).
+void validate_only(benchmark::State& state, const char* file, const char* strategy) {
+  const auto& l = scenario(file);
+  const auto s = build_schedule(*l.basis, parse_strategy(strategy));
+  for (auto _ : state) validate(s, l.ts, l.sc.inventory, l.sc.source, l.sc.destination);
+  state.counters["ops"] = static_cast<double>(s.ops.size());
+}
+
 // The tuner on the shared basis, on state.range(0) threads (wall time).
 void tune_scenario(benchmark::State& state, const char* file) {
   const auto& l = scenario(file);
@@ -83,6 +92,9 @@ BENCHMARK_CAPTURE(estimate_only, kimi_k3_domain_chain, "kimi-k3-gb200.yaml", "do
 BENCHMARK_CAPTURE(build, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(estimate_only, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(build, kimi_k3_direct, "kimi-k3-gb200.yaml", "direct")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(validate_only, deepseek_gather_broadcast, "deepseek-v3-h100.yaml", "gather_broadcast")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(validate_only, kimi_k3_best, "kimi-k3-gb200.yaml", "hybrid max_chain=2 relay_ingress rail_blind")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(validate_only, kimi_k3_gather_broadcast, "kimi-k3-gb200.yaml", "gather_broadcast")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(tune_scenario, deepseek_v3_h100, "deepseek-v3-h100.yaml")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(tune_scenario, kimi_k3_gb200, "kimi-k3-gb200.yaml")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 
