@@ -42,15 +42,19 @@ std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count,
   return {};
 }
 
-std::int64_t Schedule::add_op(Op op, std::span<const std::int64_t> ids) {
+void append_op(std::vector<Op>& ops, std::vector<std::int64_t>& after, Op op, std::span<const std::int64_t> ids) {
   if (ids.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-    throw ScheduleError("operation " + std::to_string(ops.size()) + " waits for " + std::to_string(ids.size()) +
+    throw ScheduleError("operation " + std::to_string(op.id) + " waits for " + std::to_string(ids.size()) +
                         " operations, more than an op's count holds");
-  op.id = static_cast<std::int64_t>(ops.size());
   op.after_begin = static_cast<std::int64_t>(after.size());
   op.after_count = static_cast<std::int32_t>(ids.size());
   after.insert(after.end(), ids.begin(), ids.end());
   ops.push_back(op);
+}
+
+std::int64_t Schedule::add_op(Op op, std::span<const std::int64_t> ids) {
+  op.id = static_cast<std::int64_t>(ops.size());
+  append_op(ops, after, op, ids);
   return op.id;
 }
 

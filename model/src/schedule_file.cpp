@@ -644,12 +644,7 @@ RankSchedule rank_schedule(const Schedule& s, GpuId gpu) {
   return r;
 }
 
-void RankSchedule::add_op(Op op, std::span<const std::int64_t> ids) {
-  op.after_begin = static_cast<std::int64_t>(after.size());
-  op.after_count = static_cast<std::int32_t>(ids.size());
-  after.insert(after.end(), ids.begin(), ids.end());
-  ops.push_back(op);
-}
+void RankSchedule::add_op(Op op, std::span<const std::int64_t> ids) { append_op(ops, after, op, ids); }
 
 const Buffer& RankSchedule::buffer(std::int32_t id) const {
   const auto it = std::lower_bound(buffer_ids.begin(), buffer_ids.end(), id);

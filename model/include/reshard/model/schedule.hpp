@@ -174,15 +174,18 @@ struct Schedule {
   std::vector<std::int64_t> after;
   bool operator==(const Schedule&) const = default;
 
-  // Appends `op` as operation ops.size() (its id, returned) waiting for the operations `ids`.
-  // Nothing else is checked (op_problem is the readers' check). ScheduleError for more ids than
-  // an op's 32-bit count holds.
+  // Appends `op` as operation ops.size() (its id, returned) waiting for the operations `ids`
+  // (append_op). Nothing else is checked (op_problem is the readers' check).
   std::int64_t add_op(Op op, std::span<const std::int64_t> ids);
   // The ids `op` (an op of this schedule whose range op_problem accepted) waits for.
   std::span<const std::int64_t> after_of(const Op& op) const {
     return {after.data() + op.after_begin, static_cast<std::size_t>(op.after_count)};
   }
 };
+
+// Appends `op` to `ops` with its `after` ids `ids` at the end of the pool `after` (the layout of
+// Schedule and RankSchedule). ScheduleError for more ids than an op's 32-bit count holds.
+void append_op(std::vector<Op>& ops, std::vector<std::int64_t>& after, Op op, std::span<const std::int64_t> ids);
 
 // Calls f(piece, begin, end) for the element ranges [begin, end) of each slice that part `part` of
 // `parts` of buffer `b` covers, in slice order. Part c covers the buffer's elements

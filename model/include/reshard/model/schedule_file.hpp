@@ -76,7 +76,7 @@ struct RankSchedule {
   std::int64_t bytes_read = 0;
   std::int64_t file_bytes = 0;
 
-  // Appends `op` (its id as in the whole schedule) waiting for the operations `ids`.
+  // Appends `op` (its id as in the whole schedule) waiting for the operations `ids` (append_op).
   void add_op(Op op, std::span<const std::int64_t> ids);
   std::span<const std::int64_t> after_of(const Op& op) const {  // as Schedule::after_of
     return {after.data() + op.after_begin, static_cast<std::size_t>(op.after_count)};
