@@ -113,15 +113,24 @@ class Validator {
     const auto after = s_.after_of(op);
     for (auto a : after)
       if (delivers(s_.ops[static_cast<std::size_t>(a)], op.src) && op_unit_[static_cast<std::size_t>(a)] == u) return;
+    // The ranges received from the operations it waits for, sorted by (piece, begin), gathered at
+    // the first range its sender does not hold (a relay forwards a bucket of many pieces).
+    received_.clear();
+    bool gathered = false;
     for (const auto& r : unit_ranges_[static_cast<std::size_t>(u)]) {
       if (holds(op.src, r.piece)) continue;
-      bool ok = false;
-      for (auto a : after) {
-        if (!delivers(s_.ops[static_cast<std::size_t>(a)], op.src)) continue;
-        for (const auto& q : unit_ranges_[static_cast<std::size_t>(op_unit_[static_cast<std::size_t>(a)])])
-          if (q.piece == r.piece && q.begin <= r.begin && r.end <= q.end) ok = true;
-        if (ok) break;
+      if (!gathered) {
+        for (auto a : after)
+          if (delivers(s_.ops[static_cast<std::size_t>(a)], op.src))
+            for (const auto& q : unit_ranges_[static_cast<std::size_t>(op_unit_[static_cast<std::size_t>(a)])]) received_.push_back(q);
+        std::sort(received_.begin(), received_.end(),
+                  [](const Range& x, const Range& y) { return x.piece != y.piece ? x.piece < y.piece : x.begin < y.begin; });
+        gathered = true;
       }
+      bool ok = false;
+      auto it = std::lower_bound(received_.begin(), received_.end(), r.piece,
+                                 [](const Range& x, std::int32_t piece) { return x.piece < piece; });
+      for (; it != received_.end() && it->piece == r.piece && it->begin <= r.begin && !ok; ++it) ok = r.end <= it->end;
       if (!ok)
         throw ScheduleError(where() + ", " + describe_piece(r.piece) + ": GPU " + std::to_string(op.src) +
                             " forwards elements it neither holds nor received before");
@@ -147,10 +156,18 @@ class Validator {
     }
     for (auto& d : direct)
       if (!std::is_sorted(d.begin(), d.end())) std::sort(d.begin(), d.end());
-    // The units holding each piece.
-    std::vector<std::vector<std::pair<std::int32_t, const Range*>>> piece_ranges(ts_.pieces.size());
-    for (std::size_t u = 0; u < unit_ranges_.size(); ++u)
-      for (const auto& r : unit_ranges_[u]) piece_ranges[static_cast<std::size_t>(r.piece)].push_back({static_cast<std::int32_t>(u), &r});
+    // The units holding each piece: piece p's are piece_units[piece_first[p] .. piece_first[p + 1]).
+    std::vector<std::int64_t> piece_first(ts_.pieces.size() + 1, 0);
+    for (const auto& ranges : unit_ranges_)
+      for (const auto& r : ranges) ++piece_first[static_cast<std::size_t>(r.piece) + 1];
+    for (std::size_t p = 0; p < ts_.pieces.size(); ++p) piece_first[p + 1] += piece_first[p];
+    std::vector<std::pair<std::int32_t, const Range*>> piece_units(static_cast<std::size_t>(piece_first.back()));
+    {
+      std::vector<std::int64_t> fill(piece_first.begin(), piece_first.end() - 1);
+      for (std::size_t u = 0; u < unit_ranges_.size(); ++u)
+        for (const auto& r : unit_ranges_[u])
+          piece_units[static_cast<std::size_t>(fill[static_cast<std::size_t>(r.piece)]++)] = {static_cast<std::int32_t>(u), &r};
+    }
     // Per piece: its needers without it (sorted), and the ranges each receives, grouped by needer
     // (first[k] .. first[k + 1] in `got`).
     std::vector<GpuId> lacking;
@@ -172,7 +189,8 @@ class Validator {
             if (lacking[k] == g) f(k, r);
           }
         };
-        for (const auto& [u, r] : piece_ranges[static_cast<std::size_t>(i)]) {
+        for (auto j = piece_first[static_cast<std::size_t>(i)]; j < piece_first[static_cast<std::size_t>(i) + 1]; ++j) {
+          const auto& [u, r] = piece_units[static_cast<std::size_t>(j)];
           merge(direct[static_cast<std::size_t>(u)], *r);
           for (auto c : chains[static_cast<std::size_t>(u)]) merge(reached_[static_cast<std::size_t>(c)], *r);
         }
@@ -262,6 +280,7 @@ class Validator {
   std::vector<std::vector<Range>> unit_ranges_;
   std::vector<std::int64_t> unit_bytes_;
   std::vector<std::int32_t> op_unit_;
+  std::vector<Range> received_;  // check_op's scratch
 };
 
 }  // namespace
