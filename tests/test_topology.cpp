@@ -339,6 +339,16 @@ TEST(TopologyBisection, WorkedByHand) {
   // Non-blocking (oversubscription 1): uplinks 8 x 2 x 50 = 800 GB/s = the NIC cut: 800 GB/s.
   std::snprintf(buf, sizeof buf, text, "1");
   EXPECT_DOUBLE_EQ(Topology::parse(buf, "o1.yaml").bisection_bandwidth().value, 800e9);
+  // Links adding up past 2^60 B/s (32 nodes, NICs and host links of 1 PB/s: about 1.5e18 B/s in
+  // all) run the flow in coarser integer units; the cut is still the exact one: ten times that of
+  // the same cluster at a tenth of the speeds, whose links stay under 2^60 (integer B/s).
+  const char* fast = "cluster: {template: dgx-h100, nodes: 32, nic_speed: %s, host_link: %s}\nfabric: {spines: 2}\n";
+  std::snprintf(buf, sizeof buf, fast, "8000Tbps", "1000TBps");
+  const double at_1pbps = Topology::parse(buf, "fast.yaml").bisection_bandwidth().value;
+  std::snprintf(buf, sizeof buf, fast, "800Tbps", "100TBps");
+  const double at_100tbps = Topology::parse(buf, "tenth.yaml").bisection_bandwidth().value;
+  EXPECT_GT(at_100tbps, 0);
+  EXPECT_NEAR(at_1pbps, 10 * at_100tbps, 10 * at_100tbps * 1e-12);
   // One node: no cut.
   EXPECT_DOUBLE_EQ(Topology::parse("cluster: {template: dgx-h100, nodes: 1}\nfabric: {spines: 1}\n", "one.yaml")
                        .bisection_bandwidth()

@@ -108,6 +108,23 @@ TEST(TopologyErrors, NegativeOrZeroBandwidth) {
   expect_error(kGenerated + "  oversubscription: -2\n", {7, "fabric.oversubscription", "positive"});
 }
 
+// Found by fuzz_topology: a finite but huge bandwidth (6.3e97 GB/s) overflowed the integer
+// capacities of the network cuts (a signed overflow under UBSan). Bandwidths are at most 1 PB/s, and
+// the links around one GPU may not add up past 2^60 B/s (1 153 links of 1 PB/s do).
+TEST(TopologyErrors, HugeBandwidthIsRefusedNotOverflowed) {
+  expect_error(explicit_topology("  - {from: b/nic0, to: leaf0, kind: network, bandwidth: 63333333333333333333GBps}\n"),
+               {11, "links[3].bandwidth", "above 1 PB/s"});
+  expect_error("cluster:\n  template: dgx-h100\n  nodes: 2\n  nic_speed: 8001Tbps\n",
+               {4, "cluster.nic_speed", "above 1 PB/s"});
+  // 1 PB/s itself is a bandwidth (8000 Tb/s = 1e15 B/s).
+  EXPECT_NO_THROW(Topology::parse(explicit_topology("  - {from: b/nic0, to: leaf0, kind: network, bandwidth: 1000TBps}\n"),
+                                  "ok.yaml"));
+  // 1 200 parallel 1 PB/s links from a/gpu0 to its NIC: 1.2e18 B/s > 2^60 B/s.
+  std::string many = explicit_topology("  - {from: b/nic0, to: leaf0, kind: network, bandwidth: 400Gbps}\n");
+  for (int i = 0; i < 1200; ++i) many += "  - {from: a/gpu0, to: a/nic0, kind: pcie, bandwidth: 1000TBps}\n";
+  expect_error(many, {0, "links", "add up to more than 10^18 B/s"});
+}
+
 TEST(TopologyErrors, UnknownTemplate) {
   expect_error("name: x\ncluster:\n  template: dgx-a100\n  nodes: 2\n",
                {3, "cluster.template", "unknown node template 'dgx-a100'; known templates: dgx-h100"});

@@ -549,8 +549,13 @@ BytesPerSecond Topology::bisection_bandwidth() const {
   const std::size_t source = n;
   const std::size_t sink = n + 1;
   std::vector<std::int64_t> out_cap(n, 0), in_cap(n, 0);
+  // Integer capacities in units of `unit` B/s (1 unless every link together passes 2^60 B/s), so
+  // no sum of the flow overflows.
+  double sum = 0;
+  for (const auto& l : d.links) sum += l.bandwidth.value;
+  const double unit = std::max(1.0, std::ceil(sum / std::ldexp(1.0, 60)));
   for (const auto& l : d.links) {
-    const auto cap = static_cast<std::int64_t>(std::llround(l.bandwidth.value));
+    const auto cap = static_cast<std::int64_t>(std::llround(l.bandwidth.value / unit));
     fg.add(static_cast<std::size_t>(l.from), static_cast<std::size_t>(l.to), cap);
     out_cap[static_cast<std::size_t>(l.from)] += cap;
     in_cap[static_cast<std::size_t>(l.to)] += cap;
@@ -563,7 +568,7 @@ BytesPerSecond Topology::bisection_bandwidth() const {
     else fg.add(u, sink, in_cap[u]);
   }
   const std::int64_t flow = boost::push_relabel_max_flow(fg.g, source, sink);
-  return BytesPerSecond{static_cast<double>(flow)};
+  return BytesPerSecond{static_cast<double>(flow) * unit};
 }
 
 std::vector<std::string> Topology::template_names() {

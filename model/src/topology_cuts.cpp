@@ -83,8 +83,15 @@ NetworkCut region_cut(const TopologyData& d, const std::vector<DeviceId>& region
   auto reverse = boost::get(boost::edge_reverse, fg.g);
   std::vector<std::pair<Edge, LinkId>> link_edges;  // the forward edge of every link taken in
   auto add = [&](std::size_t u, std::size_t v, std::int64_t cap) { return fg.add(u, v, cap); };
+  // Capacities in B/s as integers: a link holds at most 1 PB/s (parse_bandwidth), and their sum
+  // must stay far below 2^63 for the flow's sums.
+  constexpr std::int64_t kMostTotal = std::int64_t{1} << 60;
   std::int64_t total = 1;
   auto add_link = [&](std::size_t u, std::size_t v, const Link& l) {
+    if (!(l.bandwidth.value <= static_cast<double>(kMostTotal - total)))
+      throw ConfigError(d.file, 0, "links",
+                        "the bandwidths of the links around '" + d.devices[static_cast<std::size_t>(l.from)].name +
+                            "' add up to more than 10^18 B/s, beyond what the network cuts compute with");
     const auto cap = static_cast<std::int64_t>(std::llround(l.bandwidth.value));
     total += cap;
     link_edges.emplace_back(add(u, v, cap), l.id);

@@ -100,7 +100,10 @@ std::string fmt(double v, const char* unit) {
 }  // namespace
 
 BytesPerSecond parse_bandwidth(std::string_view text) {
-  return BytesPerSecond{parse_with_units(text, kBandwidthUnits.data(), kBandwidthUnits.size(), "bandwidth")};
+  const double v = parse_with_units(text, kBandwidthUnits.data(), kBandwidthUnits.size(), "bandwidth");
+  if (v > kMostBandwidth.value)
+    throw std::invalid_argument("bandwidth '" + checked::cut(text) + "' is above 1 PB/s; no link is that fast");
+  return BytesPerSecond{v};
 }
 Seconds parse_duration(std::string_view text) {
   return Seconds{parse_with_units(text, kDurationUnits.data(), kDurationUnits.size(), "duration")};

@@ -85,9 +85,11 @@ constexpr BytesPerSecond operator""_Gbps(unsigned long long v) { return BytesPer
 // Parsing. Each throws std::invalid_argument with a message saying what was expected; callers that
 // know the file and line wrap it into a ConfigError.
 //   bandwidth: <number><unit>, unit one of Bps KBps MBps GBps TBps (bytes/s, decimal),
-//              bps Kbps Mbps Gbps Tbps (bits/s, decimal). "400Gbps" = 5e10 B/s.
+//              bps Kbps Mbps Gbps Tbps (bits/s, decimal). "400Gbps" = 5e10 B/s. At most
+//              kMostBandwidth (1 PB/s, a thousand times NVLink 5).
 //   duration:  <number><unit>, unit one of s ms us ns. "1.5us" = 1.5e-6 s.
 //   size:      <number><unit>, unit one of B KB MB GB TB (decimal) KiB MiB GiB TiB (binary).
+inline constexpr BytesPerSecond kMostBandwidth{1e15};
 BytesPerSecond parse_bandwidth(std::string_view text);
 Seconds parse_duration(std::string_view text);
 Bytes parse_size(std::string_view text);
