@@ -39,8 +39,8 @@ int launcher_rank() { return launcher_int({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", 
 // equals its world size) the ranks without a mark are exactly the missing ones; across nodes it
 // names how many of this node's processes never arrived. Each process removes its mark once setup
 // is past MPI_Init (rank 0 released the run), the last one the folder; a watchdog that fires, or
-// rank 0 naming a process that never arrived, removes the folder. Without a job id (not launched by mpirun, srun or a
-// PMIx launcher) there are no marks.
+// rank 0 naming a process that never arrived, removes the folder. Without a job id (not launched
+// by mpirun, srun or a PMIx launcher) there are no marks.
 class ArrivalMarks {
  public:
   ArrivalMarks() {
