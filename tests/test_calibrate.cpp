@@ -2,7 +2,11 @@
 // nemo_rl profile reproduces NVIDIA's published refit times within 15 %.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "reshard/model/calibrate.hpp"
+#include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 
 using namespace reshard::model;
@@ -49,4 +53,34 @@ TEST(Calibrate, NemoRlProfileMatchesPublishedRefitTimes) {
   const auto refit = calibrate(obs, zero, {"per_bucket", "per_stage"});
   EXPECT_NEAR(refit.params.per_bucket.value, shipped.per_bucket.value, 1e-3 * shipped.per_bucket.value);
   EXPECT_NEAR(refit.params.per_stage.value, shipped.per_stage.value, 1e-3 * shipped.per_stage.value);
+}
+
+TEST(Calibrate, ReaderChecksRowsBeforeAnythingIsPlanned) {
+  // read_measured_runs parses every row (lines counted from 1, comments and the header included)
+  // without opening a scenario; observe_runs then names the row whose scenario or strategy fails.
+  const auto dir = std::filesystem::temp_directory_path() / "reshard-calibrate-reader";
+  std::filesystem::create_directories(dir);
+  const auto csv = dir / "runs.csv";
+  std::ofstream(csv) << "# measured on the test cluster\n"
+                        "scenario,strategy,measured_s\n"
+                        "no-such-scenario.yaml,domain_chain max_chain=2, 0.5 \n"
+                        "\n"
+                        "other.yaml,gather_broadcast channels=2,3.5e-3\n";
+  const auto runs = read_measured_runs(csv);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].line, 3);
+  EXPECT_EQ(runs[0].scenario, dir / "no-such-scenario.yaml");
+  EXPECT_EQ(runs[0].strategy.strategy, Strategy::DomainChain);
+  EXPECT_EQ(runs[0].strategy.max_chain, 2);
+  EXPECT_EQ(runs[0].measured.value, 0.5);
+  EXPECT_EQ(runs[1].line, 5);
+  EXPECT_EQ(runs[1].strategy.channels, 2);
+  EXPECT_EQ(runs[1].measured.value, 3.5e-3);
+  try {
+    observe_runs(csv, runs, CostParams{});
+    ADD_FAILURE() << "a missing scenario was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-scenario.yaml"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }

@@ -95,6 +95,12 @@ Calibration calibrate(const std::vector<Observation>& obs, const CostParams& bas
 }
 
 namespace {
+// The profile with every overhead parameter zeroed: what an Observation's hardware time is estimated with.
+CostParams hardware_only(CostParams p) {
+  p.per_tensor = p.per_broadcast_tensor = p.per_bucket = p.per_stage = Seconds{0};
+  return p;
+}
+
 Observation observe(const std::string& label, Seconds measured, const Schedule& s, const TransferSet& ts,
                     const LoadedScenario& sc, const CostParams& hw) {
   const Prediction pr = estimate(s, ts, sc.inventory, sc.topology, hw);
@@ -141,20 +147,14 @@ std::vector<Observation> observations_from_measurement(const std::filesystem::pa
 }
 }  // namespace
 
-std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base,
-                                               bool accept_unverified) {
-  CostParams hw = base;
-  hw.per_tensor = hw.per_broadcast_tensor = hw.per_bucket = hw.per_stage = Seconds{0};
-  if (csv.extension() == ".json") return observations_from_measurement(csv, hw, accept_unverified);
+std::vector<MeasuredRun> read_measured_runs(const std::filesystem::path& csv) {
   check_input_file(csv, "measurements file");
   std::ifstream in(csv);
   if (!in) throw ConfigError(csv.string(), 0, "", "cannot open measurements file");
-  std::vector<Observation> out;
+  std::vector<MeasuredRun> runs;
   std::map<std::string, std::size_t> column;
   std::string line;
   int lineno = 0;
-  std::map<std::string, LoadedScenario> loaded;
-  std::map<std::string, TransferSet> plans;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line[0] == '#') continue;
@@ -169,42 +169,66 @@ std::vector<Observation> observations_from_csv(const std::filesystem::path& csv,
       continue;
     }
     auto get = [&](const char* name) -> std::string {
-      auto it = column.find(name);
-      if (it == column.end() || it->second >= cells.size())
-        throw ConfigError(csv.string(), lineno, name, "missing value");
-      return cells[it->second];
+      const std::size_t i = column.at(name);
+      if (i >= cells.size()) throw ConfigError(csv.string(), lineno, name, "missing value");
+      return cells[i];
     };
-    Observation o;
-    {
-      std::string text = get("measured_s");
-      text.erase(0, text.find_first_not_of(" \t"));
-      text.erase(text.find_last_not_of(" \t\r") + 1);
-      const auto v = checked::parse_finite(text);
-      if (!v) throw ConfigError(csv.string(), lineno, "measured_s", "not a finite number: " + checked::quote(text));
-      if (!(*v > 0)) throw ConfigError(csv.string(), lineno, "measured_s", "must be positive, got " + checked::quote(text));
-      o.measured = Seconds{*v};
+    MeasuredRun run;
+    run.line = lineno;
+    std::string text = get("measured_s");
+    text.erase(0, text.find_first_not_of(" \t"));
+    text.erase(text.find_last_not_of(" \t\r") + 1);
+    const auto v = checked::parse_finite(text);
+    if (!v) throw ConfigError(csv.string(), lineno, "measured_s", "not a finite number: " + checked::quote(text));
+    if (!(*v > 0)) throw ConfigError(csv.string(), lineno, "measured_s", "must be positive, got " + checked::quote(text));
+    run.measured = Seconds{*v};
+    run.scenario = (csv.parent_path() / get("scenario")).lexically_normal();
+    try {
+      run.strategy = parse_strategy(get("strategy"));
+    } catch (const PlanError& e) {
+      throw ConfigError(csv.string(), lineno, "strategy", e.what());
     }
-    const std::filesystem::path scenario_path = (csv.parent_path() / get("scenario")).lexically_normal();
-    auto it = loaded.find(scenario_path.string());
-    if (it == loaded.end()) {
-      it = loaded.emplace(scenario_path.string(), load_scenario(scenario_path)).first;
-      plans.emplace(scenario_path.string(), plan(it->second.inventory, it->second.source, it->second.destination));
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+std::vector<Observation> observe_runs(const std::filesystem::path& csv, const std::vector<MeasuredRun>& runs,
+                                      const CostParams& base) {
+  const CostParams hw = hardware_only(base);
+  struct Planned {
+    LoadedScenario scenario;
+    TransferSet plan;
+  };
+  std::map<std::string, Planned> planned;
+  std::vector<Observation> out;
+  for (const auto& run : runs) {
+    auto it = planned.find(run.scenario.string());
+    if (it == planned.end()) {
+      LoadedScenario sc = load_scenario(run.scenario);
+      TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+      it = planned.emplace(run.scenario.string(), Planned{std::move(sc), std::move(ts)}).first;
     }
-    const auto& sc = it->second;
-    const auto& ts = plans.at(scenario_path.string());
-    StrategyParams p;
+    const LoadedScenario& sc = it->second.scenario;
+    const TransferSet& ts = it->second.plan;
     const Schedule s = [&] {
       try {
-        p = parse_strategy(get("strategy"));
-        return build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+        return build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, run.strategy);
       } catch (const PlanError& e) {
-        throw ConfigError(csv.string(), lineno, "strategy", e.what());
+        throw ConfigError(csv.string(), run.line, "strategy", e.what());
       }
     }();
-    o = observe(sc.scenario.name + " " + describe(p), o.measured, s, ts, sc, hw);
-    out.push_back(o);
+    out.push_back(observe(sc.scenario.name + " " + describe(run.strategy), run.measured, s, ts, sc, hw));
   }
   return out;
+}
+
+std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base,
+                                               bool accept_unverified) {
+  if (csv.extension() == ".json") {
+    return observations_from_measurement(csv, hardware_only(base), accept_unverified);
+  }
+  return observe_runs(csv, read_measured_runs(csv), base);
 }
 
 void write_params(const std::filesystem::path& out, const Calibration& c, const std::string& note) {

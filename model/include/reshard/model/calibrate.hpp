@@ -48,13 +48,30 @@ struct Calibration {
 Calibration calibrate(const std::vector<Observation>& observations, const CostParams& base,
                       const std::vector<std::string>& free = {});
 
-// Reads measured times: a CSV with header `scenario,strategy,measured_s` (`strategy` a strategy line
-// as parse_strategy reads it, e.g. "domain_chain max_chain=2"; '#'
-// lines are comments; scenario paths relative to the CSV file), or a Measurement JSON written by
-// `reshard exec -o` (its scenario, the schedule it ran, elapsed_s). Each is planned, scheduled and
-// estimated with `base` (overheads zeroed) to make an Observation. ConfigError names file and line.
-// A Measurement whose digest does not match or whose run was not verified is refused unless
-// `accept_unverified` (model/digest.hpp).
+// One row of a measurements CSV: the scenario it ran (resolved against the CSV's folder), the
+// strategy and the measured time; `line` is the row's line in the file, for errors.
+struct MeasuredRun {
+  std::filesystem::path scenario;
+  StrategyParams strategy;
+  Seconds measured;
+  int line = 0;
+};
+
+// Reads and checks a measurements CSV without planning anything: a header naming the columns
+// `scenario,strategy,measured_s` (others ignored; '#' lines are comments), every row's cells
+// present, measured_s finite and positive, strategy a line parse_strategy accepts (e.g.
+// "domain_chain max_chain=2"). ConfigError names the file, line and column.
+std::vector<MeasuredRun> read_measured_runs(const std::filesystem::path& csv);
+
+// Plans, schedules and estimates each run with `base` (overheads zeroed) to make an Observation;
+// a scenario is loaded and planned once for all its rows. ConfigError names `csv` and the row's line.
+std::vector<Observation> observe_runs(const std::filesystem::path& csv, const std::vector<MeasuredRun>& runs,
+                                      const CostParams& base);
+
+// Reads measured times: a CSV (read_measured_runs, then observe_runs), or a Measurement JSON written
+// by `reshard exec -o` (its scenario, the schedule it ran, elapsed_s), estimated with `base`
+// (overheads zeroed). A Measurement whose digest does not match or whose run was not verified is
+// refused unless `accept_unverified` (model/digest.hpp).
 std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base,
                                                bool accept_unverified = false);
 
