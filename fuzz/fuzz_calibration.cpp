@@ -1,10 +1,10 @@
 // Calibration CSV (calibrate): scenario,strategy,measured_s rows. The reader (read_measured_runs)
 // checks every row; the first row is then planned, scheduled and estimated (observe_runs). Only the
 // first: each row builds a schedule, which under the sanitizers costs milliseconds to seconds, and a
-// later row runs the same code on another scenario or strategy, which the fuzzer reaches as the first
-// row of another input (tests/test_calibrate.cpp reads CSVs of several rows). The CSV is written to scratch/params/ next to links to
-// the shipped scenarios, models and topologies, so "../scenarios/small-moe-ep.yaml" names a
-// shipped scenario.
+// later row runs the same code on another scenario or strategy, which the fuzzer reaches as the
+// first row of another input (tests/test_calibrate.cpp reads CSVs of several rows). The CSV is
+// written to scratch/params/ next to links to the shipped scenarios, models and topologies, so
+// "../scenarios/small-moe-ep.yaml" names a shipped scenario.
 #include "fuzz_common.hpp"
 #include "reshard/model/calibrate.hpp"
 #include "reshard/model/errors.hpp"

@@ -57,7 +57,7 @@ TEST(Calibrate, NemoRlProfileMatchesPublishedRefitTimes) {
 
 TEST(Calibrate, ReaderChecksRowsBeforeAnythingIsPlanned) {
   // read_measured_runs parses every row (lines counted from 1, comments and the header included)
-  // without opening a scenario; observe_runs then names the row whose scenario or strategy fails.
+  // without opening a scenario; observe_runs then loads the first row's scenario and names it.
   const auto dir = std::filesystem::temp_directory_path() / "reshard-calibrate-reader";
   std::filesystem::create_directories(dir);
   const auto csv = dir / "runs.csv";

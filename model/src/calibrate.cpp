@@ -225,9 +225,7 @@ std::vector<Observation> observe_runs(const std::filesystem::path& csv, const st
 
 std::vector<Observation> observations_from_csv(const std::filesystem::path& csv, const CostParams& base,
                                                bool accept_unverified) {
-  if (csv.extension() == ".json") {
-    return observations_from_measurement(csv, hardware_only(base), accept_unverified);
-  }
+  if (csv.extension() == ".json") return observations_from_measurement(csv, hardware_only(base), accept_unverified);
   return observe_runs(csv, read_measured_runs(csv), base);
 }
 
