@@ -105,7 +105,7 @@ TEST(Scenarios, BadInputIsOneClearError) {
        "not divisible by TP*CP*PP"},
       {"layout larger than its gpus", scenario(kGoodSrc, "  framework: vllm\n  tp: 2\n  dp: 4\n  gpus: 8-11\n"), 7,
        "destination", "needs 8 GPUs"},
-      {"gpu outside the topology", scenario(kGoodSrc, "  framework: vllm\n  tp: 2\n  dp: 2\n  gpus: 14-17\n"), 7,
+      {"gpu outside the topology", scenario(kGoodSrc, "  framework: vllm\n  tp: 2\n  dp: 2\n  gpus: 14-17\n"), 11,
        "destination.gpus", "outside the topology"},
       {"tensor not divisible", scenario(kGoodSrc, "  framework: vllm\n  tp: 3\n  gpus: 8-10\n"), 7, "destination",
        "not divisible by 3"},

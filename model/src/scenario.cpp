@@ -315,6 +315,8 @@ void parse_root(const yaml::Node& root, const std::string& name, const std::file
   const auto src = root.at("source"), dst = root.at("destination");
   s.source_line = src.line();
   s.destination_line = dst.line();
+  s.source_gpus_line = src.at("gpus").line();
+  s.destination_gpus_line = dst.at("gpus").line();
   if (auto p = src.get("precision")) p->fail("precision describes the destination; give it under destination");
   s.source = parse_layout(src);
   s.destination = parse_layout(dst);
@@ -355,9 +357,11 @@ Scenario Scenario::load(const std::filesystem::path& path, const std::vector<Ove
 
 namespace {
 
-// Lines of the source/destination keys, for messages about a whole layout.
+// The line of the key a message is about: a side's `gpus:` or `precision:`, else the side itself.
 ConfigError side_error(const Scenario& s, const std::string& key, const std::string& what) {
   if (key == "destination.precision") return ConfigError(s.file, s.precision_line, key, what);
+  if (key == "source.gpus") return ConfigError(s.file, s.source_gpus_line, key, what);
+  if (key == "destination.gpus") return ConfigError(s.file, s.destination_gpus_line, key, what);
   return ConfigError(s.file, key.rfind("source", 0) == 0 ? s.source_line : s.destination_line, key, what);
 }
 

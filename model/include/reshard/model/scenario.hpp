@@ -45,7 +45,8 @@ struct Scenario {
   std::string name;
   std::string description;
   std::string file;  // where it was read from (for messages)
-  int source_line = 0, destination_line = 0;
+  int source_line = 0, destination_line = 0;            // the `source:` and `destination:` keys
+  int source_gpus_line = 0, destination_gpus_line = 0;  // their `gpus:` keys
   std::filesystem::path model_path;
   std::filesystem::path topology_path;
   InventoryOptions model_options;
