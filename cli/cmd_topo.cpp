@@ -5,6 +5,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 #include "commands.hpp"
 #include "reshard/model/topology.hpp"
@@ -46,6 +47,9 @@ std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
+
+// "leaf group" or "pod" (model::FabricGroup).
+std::string group_kind(const model::FabricGroup& f) { return f.above == DeviceKind::Core ? "pod" : "leaf group"; }
 
 void run_topo(const std::string& file, bool json) {
   const Topology t = Topology::load(file);
@@ -120,6 +124,15 @@ void run_topo(const std::string& file, bool json) {
     nlohmann::json dk = nlohmann::json::object();
     for (auto k : device_kinds) dk[lower(model::to_string(k))] = devices[k];
     j["devices_by_kind"] = dk;
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& f : t.fabric_groups())
+      groups.push_back({{"kind", group_kind(f)},
+                        {"index", f.index},
+                        {"gpus", f.gpus},
+                        {"domains", f.domains.size()},
+                        {"ingress_Bps", f.ingress.value},
+                        {"egress_Bps", f.egress.value}});
+    j["fabric_groups"] = groups;
     std::cout << j.dump(2) << '\n';
     return;
   }
@@ -155,6 +168,19 @@ void run_topo(const std::string& file, bool json) {
   for (auto k : device_kinds)
     if (devices[k] > 0) dt.add({model::to_string(k), std::to_string(devices[k])});
   dt.print(std::cout);
+  if (t.fabric_groups().empty()) return;
+  // Fabric groups alike (kind, size, cut) on one row; per GPU is the cut over the group's GPUs, to
+  // set against the GPUs' NICs.
+  std::map<std::tuple<std::string, std::int32_t, double, double>, std::int32_t> alike;
+  for (const auto& f : t.fabric_groups()) ++alike[{group_kind(f), f.gpus, f.ingress.value, f.egress.value}];
+  std::cout << '\n';
+  Table ft({"fabric group", "groups>", "GPUs each>", "into each>", "out of each>", "per GPU (in)>"});
+  for (const auto& [key, count] : alike) {
+    const auto& [kind, gpus, in, out] = key;
+    ft.add({kind, std::to_string(count), std::to_string(gpus), model::format(BytesPerSecond{in}),
+            model::format(BytesPerSecond{out}), model::format(BytesPerSecond{in / gpus})});
+  }
+  ft.print(std::cout);
 }
 
 }  // namespace

@@ -203,8 +203,11 @@ void expect_binds(const LowerBound& lb, const std::string& cut, const std::strin
   EXPECT_DOUBLE_EQ(lb.binding.capacity.value, capacity);
   EXPECT_NEAR(lb.time.value, bytes / capacity, 1e-12 * lb.time.value);
   // Every other cut kind with bytes to move is reported, below the binding one.
-  for (const auto& c : lb.cuts)
-    if (c.cut != cut) EXPECT_LT(c.time().value, lb.time.value) << c.cut << " " << c.where;
+  for (const auto& c : lb.cuts) {
+    if (c.cut != cut) {
+      EXPECT_LT(c.time().value, lb.time.value) << c.cut << " " << c.where;
+    }
+  }
 }
 
 }  // namespace
@@ -280,4 +283,97 @@ TEST(LowerBoundCuts, DestinationDomainIngressBinds) {
   const CutBound* side = find_cut(lb, "source_egress");
   ASSERT_NE(side, nullptr);
   EXPECT_NEAR(side->time().value, lb.time.value, 1e-12 * lb.time.value);
+}
+
+// ------------------------------------------------------- the fabric above the NICs (FabricGroup)
+//
+// DGX H100 nodes as above (8 GPUs, 8 rails, NICs 50 GB/s). Generated fabric capacities
+// (topology_yaml.cpp), per direction:
+//   leaf <-> each spine   D_leaf / o / S       D_leaf = NICs on the leaf x 50 GB/s
+//   spine <-> each core   D_spine / o_c / K    D_spine = the spine's leaf links, K = cores / S
+namespace {
+
+Topology dgx_fabric(int nodes, const std::string& fabric) {
+  return Topology::parse("name: dgxf\ncluster:\n  template: dgx-h100\n  nodes: " + std::to_string(nodes) +
+                             "\nfabric:\n" + fabric,
+                         "dgxf.yaml");
+}
+
+std::vector<GpuId> join(std::vector<GpuId> a, const std::vector<GpuId>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+// dest_fabric_ingress at a leaf group: 6 nodes, 2 per leaf group (3 groups), 4 spines, 4:1
+// oversubscribed. A rail leaf has 2 NICs, 100 GB/s down and 100 / 4 = 25 GB/s up (4 links of
+// 6.25 GB/s); a group has 8 rail leaves: 8 x 25 = 200 GB/s into it from the spines.
+// Source Megatron TP2 x DP8 on nodes 0 and 2 (whole replicas in groups 0 and 1, so no group alone
+// holds anything: source_fabric_egress has no bytes); destination vLLM TP8 on node 4 (group 2),
+// which needs all of B and holds none of it:
+//   dest_fabric_ingress  = B / 200 GB/s                 <- binding, at leaf group 2
+//   dest_domain_ingress  = B / (8 x 50 GB/s) = B / 400 GB/s
+//   source_egress        = B / (16 x 50 GB/s) = B / 800 GB/s
+// Without the fabric cut the bound read B / 400 GB/s: half the time any schedule needs. The striped
+// schedule reaches B / 200 GB/s: B / 8 per rail through each leaf's 25 GB/s of uplinks.
+TEST(LowerBoundCuts, DestinationFabricIngressBindsAtAnOversubscribedLeafGroup) {
+  const auto inv = tiny();
+  const auto topo = dgx_fabric(6, "  nodes_per_leaf: 2\n  spines: 4\n  oversubscription: 4\n");
+  ASSERT_EQ(topo.fabric_groups().size(), 3u);  // three leaf groups, no core layer
+  EXPECT_DOUBLE_EQ(topo.fabric_groups()[2].ingress.value, 200e9);
+  const auto src = build_shard_map(inv, {MegatronSpec{.tp = 2, .dp = 8}, join(range(0, 8), range(16, 8))});
+  const auto dst = build_shard_map(inv, {VllmSpec{.tp = 8, .dp = 1}, range(32, 8)});
+  const auto ts = plan(inv, src, dst);
+  const auto lb = lower_bound(ts, src, dst, topo);
+  expect_binds(lb, "dest_fabric_ingress", "leaf group 2: 16 GPUs", kTinyB, 200e9);
+  EXPECT_EQ(find_cut(lb, "source_fabric_egress"), nullptr);
+  EXPECT_DOUBLE_EQ(find_cut(lb, "dest_domain_ingress")->capacity.value, 400e9);
+  EXPECT_DOUBLE_EQ(find_cut(lb, "source_egress")->capacity.value, 800e9);
+  const double t = achievable_time(ts, src, dst, topo);
+  EXPECT_GE(t, lb.time.value * (1 - 1e-9));
+  EXPECT_NEAR(t, lb.time.value, 1e-9 * t);
+}
+
+// source_fabric_egress at a pod: 6 nodes, one per leaf group, 2 leaf groups per pod (3 pods), 4
+// spines per pod, 4 cores (K = 1) at 8:1. A spine's leaf links: 16 leaves x 50 / 4 = 12.5 GB/s =
+// 200 GB/s; its one core link 200 / 8 = 25 GB/s; a pod's 4 spines: 100 GB/s out to the cores.
+// Source Megatron TP2 x DP8 on nodes 0-1 (pod 0 alone holds the model); destination vLLM TP8 with
+// two ranks on each of nodes 2-5 (pods 1 and 2 each need about half of B):
+//   source_fabric_egress = B / 100 GB/s                 <- binding, at pod 0
+//   dest_fabric_ingress  about (B / 2) / 100 GB/s
+//   source_egress        = B / 800 GB/s (16 NICs); leaf groups hold whole replicas (no bytes)
+TEST(LowerBoundCuts, SourceFabricEgressBindsAtAnOversubscribedPod) {
+  const auto inv = tiny();
+  const auto topo = dgx_fabric(6, "  nodes_per_leaf: 1\n  spines: 4\n  core: {leaf_groups_per_pod: 2, switches: 4, "
+                                  "oversubscription: 8}\n");
+  ASSERT_EQ(topo.fabric_groups().size(), 9u);  // six leaf groups, three pods
+  EXPECT_EQ(topo.fabric_groups()[6].above, DeviceKind::Core);
+  EXPECT_DOUBLE_EQ(topo.fabric_groups()[6].egress.value, 100e9);
+  std::vector<GpuId> two_per_node;
+  for (GpuId n = 2; n < 6; ++n) two_per_node = join(two_per_node, range(n * 8, 2));
+  const auto src = build_shard_map(inv, {MegatronSpec{.tp = 2, .dp = 8}, range(0, 16)});
+  const auto dst = build_shard_map(inv, {VllmSpec{.tp = 8, .dp = 1}, two_per_node});
+  const auto ts = plan(inv, src, dst);
+  const auto lb = lower_bound(ts, src, dst, topo);
+  expect_binds(lb, "source_fabric_egress", "pod 0: 16 GPUs", kTinyB, 100e9);
+  const CutBound* in = find_cut(lb, "dest_fabric_ingress");
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(in->where.rfind("pod ", 0), 0u);
+  EXPECT_GT(in->bytes.as_double(), kTinyB / 2);  // vLLM TP replicates the norms
+  EXPECT_LT(in->bytes.as_double(), kTinyB * 0.51);
+  EXPECT_GE(achievable_time(ts, src, dst, topo), lb.time.value * (1 - 1e-9));
+}
+
+// A fabric no thinner than the NICs (oversubscription 1 throughout) moves no binding: on every
+// shipped scenario the binding cut is a GPU, domain or side cut, as it was before fabric cuts.
+TEST(LowerBoundCuts, FabricCutsNeverBindOnAFullBandwidthFabric) {
+  for (const auto& e : std::filesystem::directory_iterator(kRoot / "scenarios")) {
+    if (e.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(e.path().string());
+    const auto sc = load_scenario(e.path());
+    if (sc.topology.fabric_groups().empty()) continue;
+    const auto lb = lower_bound(plan(sc.inventory, sc.source, sc.destination), sc.source, sc.destination, sc.topology);
+    EXPECT_EQ(lb.binding.cut.find("fabric"), std::string::npos) << lb.binding.cut << " " << lb.binding.where;
+  }
 }

@@ -317,7 +317,8 @@ const T& pick_of(std::mt19937& rng, std::initializer_list<T> v) {
 }
 
 // A generated cluster: any template, 2-4 nodes (2 racks for NVL72), random NIC speed and host link
-// (either may be the template's), random fabric shape and oversubscription.
+// (either may be the template's), random fabric shape and oversubscription, and in a third of them
+// a core layer (pods of 1-2 leaf groups) at a random oversubscription of its own.
 std::string random_generated(std::mt19937& rng) {
   const std::string tmpl = pick_of<const char*>(rng, {"dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "gb300-nvl72"});
   const bool racks = tmpl.find("nvl72") != std::string::npos;
@@ -329,8 +330,13 @@ std::string random_generated(std::mt19937& rng) {
   if (rng() % 3 == 0) y += std::string("  host_link_kind: ") + pick_of<const char*>(rng, {"pcie", "c2c"}) + "\n";
   y += std::string("fabric:\n  rail_optimized: ") + (rng() % 3 ? "true" : "false") + "\n";
   y += "  nodes_per_leaf: " + std::to_string(1 + rng() % static_cast<unsigned>(nodes)) + "\n";
-  y += "  spines: " + std::to_string(1 + rng() % 4) + "\n";
+  const int spines = 1 + static_cast<int>(rng() % 4);
+  y += "  spines: " + std::to_string(spines) + "\n";
   y += std::string("  oversubscription: ") + pick_of<const char*>(rng, {"1", "1", "2", "4"}) + "\n";
+  if (rng() % 3 == 0)
+    y += "  core: {leaf_groups_per_pod: " + std::to_string(1 + rng() % 2) +
+         ", switches: " + std::to_string(spines * static_cast<int>(1 + rng() % 2)) +
+         ", oversubscription: " + pick_of<const char*>(rng, {"1", "2", "8"}) + "}\n";
   return y;
 }
 
@@ -419,7 +425,8 @@ std::string random_explicit(std::mt19937& rng) {
 
 TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
   std::mt19937 rng(20261130);
-  int topologies = 0, explicit_ones = 0, warned = 0, cases = 0, host_bound = 0, tight = 0, simulated_cases = 0;
+  int topologies = 0, explicit_ones = 0, warned = 0, cases = 0, host_bound = 0, fabric_bound = 0, tight = 0,
+      simulated_cases = 0;
   while (topologies < 240) {
     const bool explicit_form = topologies % 2 == 1;
     const std::string yaml = explicit_form ? random_explicit(rng) : random_generated(rng);
@@ -453,6 +460,7 @@ TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
           << "bound " << lb.time.value << " s (" << lb.binding.cut << ", " << lb.binding.where << ") above an achievable "
           << achievable << " s";
       host_bound += lb.binding.where.find("host links") != std::string::npos;
+      fabric_bound += lb.binding.cut.find("fabric") != std::string::npos;
       tight += achievable <= lb.time.value * 1.01;
       // Every strategy in turn: its schedule validates, and neither its estimate nor its
       // simulation beats the bound.
@@ -468,16 +476,18 @@ TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
       ++simulated_cases;
     }
   }
-  // Coverage: explicit and generated alike, many NICs faster than their host links, host links
-  // setting the bound, and cases where the constructed schedule meets the bound (so the check is
-  // sharp there: a bound a little too high would fail).
+  // Coverage: explicit and generated alike, many NICs faster than their host links, host links and
+  // the switch tiers above leaf groups and pods (fabric cuts) setting the bound, and cases where
+  // the constructed schedule meets the bound (so the check is sharp there: a bound a little too
+  // high would fail).
   EXPECT_EQ(explicit_ones, 120);
   EXPECT_GE(warned, 60);
   EXPECT_GE(cases, 600);
   EXPECT_GE(host_bound, 20);
+  EXPECT_GE(fabric_bound, 20);
   EXPECT_GE(tight, 20);
   EXPECT_EQ(simulated_cases, cases);
   std::cout << topologies << " topologies (" << warned << " with a NIC faster than its host link), " << cases
-            << " layout pairs; host links bind in " << host_bound << "; the constructed schedule meets the bound in "
-            << tight << "\n";
+            << " layout pairs; host links bind in " << host_bound << ", fabric cuts in " << fabric_bound
+            << "; the constructed schedule meets the bound in " << tight << "\n";
 }

@@ -83,6 +83,39 @@ TEST(TopologyClusters, ShippedTrainInferCountsAndCapacities) {
   EXPECT_TRUE(t.warnings().empty());
 }
 
+// Fabric groups of the same cluster. Leaf groups (spines and cores taken out): one per cluster,
+// cut = its leaves' spine links: train 8 leaves x 8 spines x 200 = 12.8 TB/s, infer 4 x 8 x 450 =
+// 14.4 TB/s. Pods (cores taken out): one per cluster, cut = its spines' core links: train 8 spines
+// x 2 cores x 400 = 6.40 TB/s, infer 8 x 2 x 450 = 7.20 TB/s (half: the core's 2:1). Per direction.
+TEST(TopologyClusters, FabricGroupsOfTheShippedTrainInfer) {
+  const auto t = Topology::load(std::string(RESHARD_SOURCE_DIR) + "/topologies/h100-train-gb200-infer.yaml");
+  const auto& g = t.fabric_groups();
+  ASSERT_EQ(g.size(), 4u);
+  const struct {
+    DeviceKind above;
+    std::int32_t gpus;
+    std::size_t domains;
+    double cut;
+    const char* name;
+  } want[] = {{DeviceKind::Spine, 256, 32, 12.8e12, "leaf group 0: 256 GPUs"},
+              {DeviceKind::Spine, 288, 4, 14.4e12, "leaf group 1: 288 GPUs"},
+              {DeviceKind::Core, 256, 32, 6.4e12, "pod 0: 256 GPUs"},
+              {DeviceKind::Core, 288, 4, 7.2e12, "pod 1: 288 GPUs"}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE(want[i].name);
+    EXPECT_EQ(g[i].above, want[i].above);
+    EXPECT_EQ(g[i].gpus, want[i].gpus);
+    EXPECT_EQ(g[i].domains.size(), want[i].domains);
+    EXPECT_NEAR(g[i].ingress.value, want[i].cut, 1e-6 * want[i].cut);
+    EXPECT_NEAR(g[i].egress.value, want[i].cut, 1e-6 * want[i].cut);
+    EXPECT_EQ(to_string(g[i]), want[i].name);
+  }
+  EXPECT_EQ(g[0].domains.front(), 0);
+  EXPECT_EQ(g[1].domains.front(), 32);
+  // One leaf group and no core: no part of the cluster is cut off by its switches.
+  EXPECT_TRUE(Topology::load(std::string(RESHARD_SOURCE_DIR) + "/topologies/dgx-h100-2n.yaml").fabric_groups().empty());
+}
+
 // Property: the structural routes equal a breadth-first search over the graph, for every GPU pair,
 // with a shared spine layer and with one pod per cluster under a core layer.
 TEST(TopologyClusters, StructuralRoutesEqualGraphSearch) {

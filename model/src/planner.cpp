@@ -47,19 +47,29 @@ void intersect_tensor(const TensorInfo& info, const std::vector<Shard>& src, con
   }
 }
 
-// Per interned rank set: its GPUs and the sorted distinct NVLink domains of those GPUs.
+void sort_unique(std::vector<std::int32_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+// Per interned rank set: its GPUs, the sorted distinct NVLink domains of those GPUs and the sorted
+// distinct fabric groups (indices into Topology::fabric_groups) holding them.
 struct SetGeometry {
   std::vector<GpuId> gpus;
   std::vector<std::int32_t> domains;
+  std::vector<std::int32_t> groups;
 };
-std::vector<SetGeometry> geometry(const ShardMap& map, const Topology& topo) {
+std::vector<SetGeometry> geometry(const ShardMap& map, const Topology& topo,
+                                  const std::vector<std::vector<std::int32_t>>& groups_of_domain) {
   std::vector<SetGeometry> g(static_cast<std::size_t>(map.rank_set_count()));
   for (RankSetId s = 0; s < map.rank_set_count(); ++s) {
     auto& sg = g[static_cast<std::size_t>(s)];
     sg.gpus = map.gpus_of(s);
     for (auto gpu : sg.gpus) sg.domains.push_back(topo.domain_of(gpu));
-    std::sort(sg.domains.begin(), sg.domains.end());
-    sg.domains.erase(std::unique(sg.domains.begin(), sg.domains.end()), sg.domains.end());
+    sort_unique(sg.domains);
+    for (auto d : sg.domains)
+      for (auto f : groups_of_domain[static_cast<std::size_t>(d)]) sg.groups.push_back(f);
+    sort_unique(sg.groups);
   }
   return g;
 }
@@ -177,16 +187,25 @@ GpuTraffic gpu_traffic(const TransferSet& ts, const ShardMap& src, const ShardMa
 }
 
 LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMap& dst, const Topology& topo) {
-  const auto hg = geometry(src, topo);
-  const auto ng = geometry(dst, topo);
   const auto domains = static_cast<std::size_t>(topo.domain_count());
   const auto gpus = static_cast<std::size_t>(topo.gpu_count());
+  // Fabric groups: those of one tier are consecutive and split the domains between them.
+  const auto& fabric = topo.fabric_groups();
+  std::vector<std::vector<std::int32_t>> groups_of_domain(domains);
+  for (std::size_t f = 0; f < fabric.size(); ++f)
+    for (auto d : fabric[f].domains)
+      groups_of_domain[static_cast<std::size_t>(d)].push_back(static_cast<std::int32_t>(f));
+  const auto hg = geometry(src, topo, groups_of_domain);
+  const auto ng = geometry(dst, topo, groups_of_domain);
+  // The tier of group f: a sorted group list holds a tier's groups next to each other.
+  auto tier_of = [&](std::int32_t f) { return fabric[static_cast<std::size_t>(f)].above; };
 
   // The source side: the union of the domains holding source GPUs.
   std::vector<char> in_source_side(domains, 0);
   for (auto g : src.gpus()) in_source_side[static_cast<std::size_t>(topo.domain_of(g))] = 1;
 
   std::vector<double> gpu_in(gpus, 0), domain_in(domains, 0), domain_out(domains, 0), gpu_out(gpus, 0);
+  std::vector<double> group_in(fabric.size(), 0), group_out(fabric.size(), 0);
   double side_out = 0;
   // Per needer set: does it reach outside the source side?
   std::vector<int> leaves_side(ng.size(), -1);
@@ -213,14 +232,28 @@ LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMa
   }
   for (const auto& [key, b] : per_pair) {
     const auto& h = hg[static_cast<std::size_t>(key.first)];
-    for (auto g : ng[static_cast<std::size_t>(key.second)].gpus)
+    const auto& n = ng[static_cast<std::size_t>(key.second)];
+    for (auto g : n.gpus)
       if (!std::binary_search(h.gpus.begin(), h.gpus.end(), g)) gpu_in[static_cast<std::size_t>(g)] += b;
+    // Fabric groups: needed inside a group that holds none of it (enters it once); held only
+    // inside one group of a tier and needed in another group of that tier (leaves it once).
+    for (auto f : n.groups)
+      if (!std::binary_search(h.groups.begin(), h.groups.end(), f)) group_in[static_cast<std::size_t>(f)] += b;
+    for (std::size_t i = 0; i < h.groups.size(); ++i) {
+      const auto f = h.groups[i];
+      const bool alone = (i == 0 || tier_of(h.groups[i - 1]) != tier_of(f)) &&
+                         (i + 1 == h.groups.size() || tier_of(h.groups[i + 1]) != tier_of(f));
+      if (alone && std::any_of(n.groups.begin(), n.groups.end(),
+                               [&](std::int32_t o) { return o != f && tier_of(o) == tier_of(f); }))
+        group_out[static_cast<std::size_t>(f)] += b;
+    }
   }
 
   // Capacities. GPU cuts: every link into / out of the GPU. Domain cuts: the domain's network cut
   // (Topology::domain_network_capacity: per GPU the narrower of its NIC link and its host link, or
   // the minimum cut around the domain's host side in an explicit topology). The source side: the
-  // sum of its domains' egress cuts, whose union is a cut around the side.
+  // sum of its domains' egress cuts, whose union is a cut around the side. Fabric groups: the links
+  // between the group and the switch tier above it (Topology::fabric_groups).
   std::vector<double> gpu_ingress(gpus, 0), gpu_egress(gpus, 0), dom_net_in(domains, 0), dom_net_out(domains, 0);
   for (const auto& l : topo.links()) {
     const auto& to = topo.device(l.to);
@@ -242,9 +275,8 @@ LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMa
   };
 
   LowerBound lb;
-  auto consider = [&](const char* cut, const std::vector<double>& bytes, const std::vector<double>& cap,
-                      const char* what, auto&& links) {
-    CutBound best{cut, "", Bytes{0}, BytesPerSecond{0}};
+  // The worst instance i of a cut kind, named by where(i).
+  auto consider = [&](const char* cut, const std::vector<double>& bytes, const std::vector<double>& cap, auto&& where) {
     double worst = -1;
     std::size_t at = 0;
     for (std::size_t i = 0; i < bytes.size(); ++i) {
@@ -253,18 +285,17 @@ LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMa
       if (t > worst) {
         worst = t;
         at = i;
-        best = {cut, std::string(what) + " " + std::to_string(i), Bytes{static_cast<std::int64_t>(bytes[i])},
-                BytesPerSecond{cap[i]}};
       }
     }
     if (worst < 0) return;
-    best.where += links(at);
-    lb.cuts.push_back(best);
+    lb.cuts.push_back({cut, where(at), Bytes{static_cast<std::int64_t>(bytes[at])}, BytesPerSecond{cap[at]}});
   };
-  auto no_links = [](std::size_t) { return std::string(); };
-  consider("dest_gpu_ingress", gpu_in, gpu_ingress, "gpu", no_links);
-  consider("dest_domain_ingress", domain_in, dom_net_in, "domain",
-           [&](std::size_t d) { return domain_links(d, CutDirection::Ingress); });
+  auto gpu = [](std::size_t g) { return "gpu " + std::to_string(g); };
+  auto domain = [&](CutDirection dir) {
+    return [&, dir](std::size_t d) { return "domain " + std::to_string(d) + domain_links(d, dir); };
+  };
+  consider("dest_gpu_ingress", gpu_in, gpu_ingress, gpu);
+  consider("dest_domain_ingress", domain_in, dom_net_in, domain(CutDirection::Ingress));
   if (side_out > 0) {
     std::vector<LinkId> side_cut;
     std::size_t side_gpus = 0;
@@ -278,9 +309,18 @@ LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMa
     lb.cuts.push_back({"source_egress", "source side" + cut_links(topo, side_cut, side_gpus),
                        Bytes{static_cast<std::int64_t>(side_out)}, BytesPerSecond{side_net_out}});
   }
-  consider("source_domain_egress", domain_out, dom_net_out, "domain",
-           [&](std::size_t d) { return domain_links(d, CutDirection::Egress); });
-  consider("source_gpu_egress", gpu_out, gpu_egress, "gpu", no_links);
+  consider("source_domain_egress", domain_out, dom_net_out, domain(CutDirection::Egress));
+  consider("source_gpu_egress", gpu_out, gpu_egress, gpu);
+  // Fabric cuts last: on a fabric no thinner than the NICs they tie with a domain cut at most, and
+  // the domain cut, listed first, names the links that bind.
+  std::vector<double> group_net_in, group_net_out;
+  for (const auto& f : fabric) {
+    group_net_in.push_back(f.ingress.value);
+    group_net_out.push_back(f.egress.value);
+  }
+  auto group = [&](std::size_t f) { return to_string(fabric[f]); };
+  consider("dest_fabric_ingress", group_in, group_net_in, group);
+  consider("source_fabric_egress", group_out, group_net_out, group);
   for (const auto& c : lb.cuts) {
     const Seconds t = c.capacity.value > 0 ? c.time() : Seconds{std::numeric_limits<double>::infinity()};
     if (t > lb.time) {

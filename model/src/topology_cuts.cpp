@@ -20,6 +20,12 @@
 // narrower of the two: capacity = sum over the domain's GPUs of min(NIC, host link). That closed form
 // is used for them (O(GPUs), no flow); tests check it against the flow.
 //
+// Fabric groups. Take out every switch of one tier and above (spines and cores: leaf groups;
+// cores: pods) and join the devices left by their links (union-find, O(links)); each connected part
+// holding GPUs, when there are two or more, is a group. A link between a kept device and a removed
+// switch is the only kind that leaves a part (parts are maximal), so the group's cut is the links
+// between it and the removed tier: any byte between its GPUs and the others crosses them.
+//
 // Flows are Boost.Graph Edmonds-Karp on integer capacities (bytes/s rounded to 1 B/s) over the
 // host side alone, so their size is that of one domain. Among equal minimum cuts the one nearest
 // the network is reported (NIC links rather than host links on a tie); its capacity is the exact
@@ -253,9 +259,70 @@ void TopologyData::compute_cuts() {
                        " more NICs are faster than their host links");
 }
 
+void TopologyData::compute_fabric_groups() {
+  fabric_groups.clear();
+  const std::size_t n = devices.size();
+  for (const DeviceKind above : {DeviceKind::Spine, DeviceKind::Core}) {
+    auto removed = [&](DeviceId v) {
+      const DeviceKind k = devices[static_cast<std::size_t>(v)].kind;
+      return k == DeviceKind::Core || (above == DeviceKind::Spine && k == DeviceKind::Spine);
+    };
+    if (std::none_of(devices.begin(), devices.end(), [&](const Device& v) { return v.kind == above; })) continue;
+    std::vector<DeviceId> parent(n);
+    for (std::size_t v = 0; v < n; ++v) parent[v] = static_cast<DeviceId>(v);
+    auto find = [&](DeviceId v) {
+      while (parent[static_cast<std::size_t>(v)] != v) {
+        auto& p = parent[static_cast<std::size_t>(v)];
+        p = parent[static_cast<std::size_t>(p)];
+        v = p;
+      }
+      return v;
+    };
+    for (const Link& l : links)
+      if (!removed(l.from) && !removed(l.to)) parent[static_cast<std::size_t>(find(l.from))] = find(l.to);
+
+    // Groups in order of their first domain.
+    std::vector<std::int32_t> group_of(n, -1);  // per part's root
+    const std::size_t first = fabric_groups.size();
+    for (std::size_t k = 0; k < domain_gpus.size(); ++k) {
+      const auto root = static_cast<std::size_t>(find(gpu_devices[static_cast<std::size_t>(domain_gpus[k][0])]));
+      if (group_of[root] < 0) {
+        group_of[root] = static_cast<std::int32_t>(fabric_groups.size() - first);
+        fabric_groups.push_back({above, group_of[root], {}, 0, {}, {}});
+      }
+      auto& g = fabric_groups[first + static_cast<std::size_t>(group_of[root])];
+      g.domains.push_back(static_cast<std::int32_t>(k));
+      g.gpus += static_cast<std::int32_t>(domain_gpus[k].size());
+    }
+    if (fabric_groups.size() - first < 2) {
+      fabric_groups.resize(first);  // one part holds every GPU: no cut
+      continue;
+    }
+    auto group = [&](DeviceId v) -> FabricGroup* {
+      if (removed(v)) return nullptr;
+      const auto i = group_of[static_cast<std::size_t>(find(v))];
+      return i < 0 ? nullptr : &fabric_groups[first + static_cast<std::size_t>(i)];
+    };
+    for (const Link& l : links) {
+      FabricGroup* from = group(l.from);
+      FabricGroup* to = group(l.to);
+      if (from == to) continue;  // inside one part, or between removed switches
+      if (to) to->ingress.value += l.bandwidth.value;
+      if (from) from->egress.value += l.bandwidth.value;
+    }
+  }
+}
+
 }  // namespace reshard::model::detail
 
 namespace reshard::model {
+
+std::string to_string(const FabricGroup& g) {
+  return std::string(g.above == DeviceKind::Core ? "pod " : "leaf group ") + std::to_string(g.index) + ": " +
+         std::to_string(g.gpus) + " GPUs";
+}
+
+const std::vector<FabricGroup>& Topology::fabric_groups() const { return impl_->d.fabric_groups; }
 
 std::optional<HostLink> Topology::host_link(GpuId g) const {
   const auto& d = impl_->d;

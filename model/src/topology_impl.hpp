@@ -110,6 +110,7 @@ struct TopologyData {
   std::vector<double> host_bw;                           // per GPU, GPU -> NIC; 0 without a NIC
   std::vector<LinkKind> host_kind;                       // per GPU
   std::vector<double> domain_in_cap, domain_out_cap;     // per domain, see Topology::domain_network_cut
+  std::vector<FabricGroup> fabric_groups;                // see Topology::fabric_groups
   std::vector<std::string> warnings;                     // see Topology::warnings
   std::shared_ptr<RouteCache> cache = std::make_shared<RouteCache>();
 
@@ -139,6 +140,8 @@ struct TopologyData {
   // The domain's network cut: closed form for generated clusters, maximum flow otherwise
   // (`search` forces the maximum flow).
   NetworkCut domain_cut(std::int32_t domain, CutDirection dir, bool search) const;
+  // Leaf groups and pods with their cuts (topology_cuts.cpp). Called by finish().
+  void compute_fabric_groups();
 
   // Routes.
   Route structural_route(GpuId a, GpuId b) const;

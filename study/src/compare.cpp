@@ -63,6 +63,7 @@ std::string bound_limit(const LowerBound& lb) {
   if (w.find(": host links") != std::string::npos) return "host link";
   if (w.find(": cut") != std::string::npos) return "mixed cut";
   if (lb.binding.cut == "dest_gpu_ingress" || lb.binding.cut == "source_gpu_egress") return "GPU links";
+  if (lb.binding.cut == "dest_fabric_ingress" || lb.binding.cut == "source_fabric_egress") return "fabric";
   return "NIC link";
 }
 

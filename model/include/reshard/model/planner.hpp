@@ -18,12 +18,16 @@
 //                       needer outside it needs, once) / the sum of those domains' egress cuts
 //   source_domain_egress bytes only one source domain holds that must leave it / its egress cut
 //   source_gpu_egress   bytes only one source GPU holds that another GPU needs / its egress links
+//   dest_fabric_ingress bytes that must enter a leaf group or pod (pieces some GPU in it needs, held
+//                       by none in it; once) / the links into it from the switch tier above
+//   source_fabric_egress bytes held only inside one leaf group (pod) and needed in another / the
+//                       links out of it to the tier above (Topology::fabric_groups)
 // A domain's network cut (Topology::domain_network_cut) counts, per GPU, the narrower of its NIC
 // link and its GPU <-> NIC host link (PCIe, C2C): every byte a GPU exchanges with the network
 // crosses both, so a 200 GB/s NIC behind 64 GB/s PCIe gives 64 GB/s. In explicit topologies it is
 // the minimum cut around the domain's host side (shared NICs, PCIe switches, CPUs). When links
 // other than NIC links form the worst cut, its `where` names them: "domain 9: host links PCIe
-// 64 GB/s per GPU"; see docs/strategies.md, "The lower bound".
+// 64 GB/s per GPU"; see docs/lower-bound.md.
 #pragma once
 
 #include <string>
@@ -45,8 +49,9 @@ struct Piece {
 
 struct CutBound {
   std::string cut;    // "dest_domain_ingress", ...
-  std::string where;  // "domain 9", "gpu 300", "source side"; domain and side cuts formed by links
-                      // other than NIC links add them: "domain 9: host links PCIe 64 GB/s per GPU"
+  std::string where;  // "domain 9", "gpu 300", "source side", "pod 1: 288 GPUs"; domain and side cuts
+                      // formed by links other than NIC links add them: "domain 9: host links PCIe
+                      // 64 GB/s per GPU"
   Bytes bytes;
   BytesPerSecond capacity;
   Seconds time() const { return capacity.value > 0 ? bytes / capacity : Seconds{0}; }

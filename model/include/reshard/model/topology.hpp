@@ -95,6 +95,22 @@ struct NetworkCut {
   std::vector<LinkId> links;  // the cut: links entering (ingress) or leaving (egress) the domain's side
 };
 
+// A part of the cluster that reaches the rest only through the switches above one tier: a leaf
+// group (a part that stays connected when every spine and core switch is taken out) or a pod (when
+// the core switches are). Only parts holding some but not all of the GPUs are groups. The links
+// between a group and the switches above it are a cut around its GPUs: every byte entering
+// (leaving) them from (to) a GPU outside crosses those links, whatever the schedule, so bytes /
+// capacity bounds any refit. Where the fabric above is thinner than the NICs below
+// (oversubscription), this cut is narrower than the sum of the group's domain cuts.
+struct FabricGroup {
+  DeviceKind above = DeviceKind::Spine;  // the tier taken out: Spine for a leaf group, Core for a pod
+  std::int32_t index = 0;                // among the groups of its tier, in order of their first domain
+  std::vector<std::int32_t> domains;     // the NVLink domains inside, sorted
+  std::int32_t gpus = 0;
+  BytesPerSecond ingress, egress;        // total bandwidth of the links into / out of the group
+};
+std::string to_string(const FabricGroup& g);  // "pod 1: 288 GPUs", "leaf group 3: 16 GPUs"
+
 // All equal-cost paths between two GPUs. A flow is split evenly over `paths` (ECMP).
 struct Route {
   std::vector<Path> paths;
@@ -184,6 +200,10 @@ class Topology {
   // The same by maximum flow on any topology, uncached (tests compare it with the closed form of
   // generated clusters).
   NetworkCut search_domain_network_cut(std::int32_t domain, CutDirection dir) const;
+
+  // Every leaf group, then every pod (see FabricGroup); empty without spine or core switches or
+  // where one part holds every GPU. Precomputed.
+  const std::vector<FabricGroup>& fabric_groups() const;
 
   // Warnings about the file that do not stop it loading, each a full sentence starting with
   // "FILE:LINE: key:" like an error; for now: a NIC faster than its GPU <-> NIC host link. The
