@@ -365,15 +365,3 @@ TEST(LowerBoundCuts, SourceFabricEgressBindsAtAnOversubscribedPod) {
   EXPECT_GE(achievable_time(ts, src, dst, topo), lb.time.value * (1 - 1e-9));
 }
 
-// A fabric no thinner than the NICs (oversubscription 1 throughout) moves no binding: on every
-// shipped scenario the binding cut is a GPU, domain or side cut, as it was before fabric cuts.
-TEST(LowerBoundCuts, FabricCutsNeverBindOnAFullBandwidthFabric) {
-  for (const auto& e : std::filesystem::directory_iterator(kRoot / "scenarios")) {
-    if (e.path().extension() != ".yaml") continue;
-    SCOPED_TRACE(e.path().string());
-    const auto sc = load_scenario(e.path());
-    if (sc.topology.fabric_groups().empty()) continue;
-    const auto lb = lower_bound(plan(sc.inventory, sc.source, sc.destination), sc.source, sc.destination, sc.topology);
-    EXPECT_EQ(lb.binding.cut.find("fabric"), std::string::npos) << lb.binding.cut << " " << lb.binding.where;
-  }
-}
