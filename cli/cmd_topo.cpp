@@ -48,9 +48,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-// "leaf group" or "pod" (model::FabricGroup).
-std::string group_kind(const model::FabricGroup& f) { return f.above == DeviceKind::Core ? "pod" : "leaf group"; }
-
 void run_topo(const std::string& file, bool json) {
   const Topology t = Topology::load(file);
   print_warnings(t);
@@ -126,7 +123,7 @@ void run_topo(const std::string& file, bool json) {
     j["devices_by_kind"] = dk;
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& f : t.fabric_groups())
-      groups.push_back({{"kind", group_kind(f)},
+      groups.push_back({{"kind", model::kind_name(f)},
                         {"index", f.index},
                         {"gpus", f.gpus},
                         {"domains", f.domains.size()},
@@ -172,7 +169,7 @@ void run_topo(const std::string& file, bool json) {
   // Fabric groups alike (kind, size, cut) on one row; per GPU is the cut over the group's GPUs, to
   // set against the GPUs' NICs.
   std::map<std::tuple<std::string, std::int32_t, double, double>, std::int32_t> alike;
-  for (const auto& f : t.fabric_groups()) ++alike[{group_kind(f), f.gpus, f.ingress.value, f.egress.value}];
+  for (const auto& f : t.fabric_groups()) ++alike[{model::kind_name(f), f.gpus, f.ingress.value, f.egress.value}];
   std::cout << '\n';
   Table ft({"fabric group", "groups>", "GPUs each>", "into each>", "out of each>", "per GPU (in)>"});
   for (const auto& [key, count] : alike) {

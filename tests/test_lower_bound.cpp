@@ -364,4 +364,3 @@ TEST(LowerBoundCuts, SourceFabricEgressBindsAtAnOversubscribedPod) {
   EXPECT_LT(in->bytes.as_double(), kTinyB * 0.51);
   EXPECT_GE(achievable_time(ts, src, dst, topo), lb.time.value * (1 - 1e-9));
 }
-

@@ -67,8 +67,8 @@ TEST(Scenarios, EveryShippedScenarioPlans) {
     EXPECT_EQ(ts.bytes_needed, sc.destination.total_bytes_held(sc.inventory));
     const auto lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
     EXPECT_GT(lb.time.value, 0);
-    // No shipped fabric is thinner than its NICs (at most the 2:1 join of two clusters), so a
-    // leaf group's or pod's cut never binds: the GPU, domain and side cuts do.
+    // On every shipped scenario a GPU, domain or side cut binds; the leaf groups' and pods' cuts
+    // stay below it (the 2:1 join of two clusters included).
     EXPECT_EQ(lb.binding.cut.find("fabric"), std::string::npos) << lb.binding.cut << " " << lb.binding.where;
     ++count;
   }

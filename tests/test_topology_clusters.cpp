@@ -116,6 +116,33 @@ TEST(TopologyClusters, FabricGroupsOfTheShippedTrainInfer) {
   EXPECT_TRUE(Topology::load(std::string(RESHARD_SOURCE_DIR) + "/topologies/dgx-h100-2n.yaml").fabric_groups().empty());
 }
 
+// An explicit cluster whose NVLink runs through a switch of kind spine: g0 and g1 form one domain
+// through spine0, g2 is a domain of its own, each GPU with its own NIC and leaf under spine0. Taken
+// out, spine0 would split g0 from g1; the domain stays whole, so leaf group 0 is {g0, g1} with every
+// link from spine0 into it as its cut: 2 leaf links x 50 + 2 NVLink links x 450 = 1 000 GB/s.
+TEST(TopologyClusters, FabricGroupKeepsAnNvlinkDomainWhole) {
+  std::string y = "name: nvl-through-spine\ndevices:\n  - {name: spine0, kind: spine}\n";
+  std::string links = "links:\n";
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    y += "  - {name: g" + n + ", kind: gpu, node: n" + n + "}\n  - {name: nic" + n + ", kind: nic, node: n" + n +
+         ", rail: 0}\n  - {name: leaf" + n + ", kind: leaf}\n";
+    links += "  - {from: g" + n + ", to: nic" + n + ", kind: pcie, bandwidth: 64GBps}\n  - {from: nic" + n +
+             ", to: leaf" + n + ", kind: network, bandwidth: 50GBps}\n  - {from: leaf" + n +
+             ", to: spine0, kind: network, bandwidth: 50GBps}\n";
+    if (i < 2) links += "  - {from: g" + n + ", to: spine0, kind: nvlink, bandwidth: 450GBps}\n";
+  }
+  const Topology t = Topology::parse(y + links, "nvl-through-spine.yaml");
+  ASSERT_EQ(t.domain_count(), 2);
+  ASSERT_EQ(t.fabric_groups().size(), 2u);
+  const auto& g = t.fabric_groups()[0];
+  EXPECT_EQ(g.gpus, 2);
+  EXPECT_EQ(g.domains, std::vector<std::int32_t>{t.domain_of(0)});
+  EXPECT_DOUBLE_EQ(g.ingress.value, 2 * 50e9 + 2 * 450e9);
+  EXPECT_DOUBLE_EQ(g.egress.value, 2 * 50e9 + 2 * 450e9);
+  EXPECT_DOUBLE_EQ(t.fabric_groups()[1].ingress.value, 50e9);
+}
+
 // Property: the structural routes equal a breadth-first search over the graph, for every GPU pair,
 // with a shared spine layer and with one pod per cluster under a core layer.
 TEST(TopologyClusters, StructuralRoutesEqualGraphSearch) {

@@ -311,8 +311,8 @@ LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMa
   }
   consider("source_domain_egress", domain_out, dom_net_out, domain(CutDirection::Egress));
   consider("source_gpu_egress", gpu_out, gpu_egress, gpu);
-  // Fabric cuts last: on a fabric no thinner than the NICs they tie with a domain cut at most, and
-  // the domain cut, listed first, names the links that bind.
+  // Fabric cuts last: where one ties with an earlier cut, the earlier one binds (it names the
+  // links that bind, host links included).
   std::vector<double> group_net_in, group_net_out;
   for (const auto& f : fabric) {
     group_net_in.push_back(f.ingress.value);

@@ -22,7 +22,8 @@
 //
 // Fabric groups. Take out every switch of one tier and above (spines and cores: leaf groups;
 // cores: pods) and join the devices left by their links (union-find, O(links)); each connected part
-// holding GPUs, when there are two or more, is a group. A link between a kept device and a removed
+// holding GPUs, when there are two or more, is a group (the parts of one NVLink domain joined into
+// one). A link between a kept device and a removed
 // switch is the only kind that leaves a part (parts are maximal), so the group's cut is the links
 // between it and the removed tier: any byte between its GPUs and the others crosses them.
 //
@@ -280,6 +281,12 @@ void TopologyData::compute_fabric_groups() {
     };
     for (const Link& l : links)
       if (!removed(l.from) && !removed(l.to)) parent[static_cast<std::size_t>(find(l.from))] = find(l.to);
+    // A domain stays whole even where its NVLink runs through a switch taken out (an explicit
+    // topology may say so): a union of parts is still cut off by the links to the tier above.
+    for (const auto& gpus_of_domain : domain_gpus)
+      for (const GpuId g : gpus_of_domain)
+        parent[static_cast<std::size_t>(find(gpu_devices[static_cast<std::size_t>(g)]))] =
+            find(gpu_devices[static_cast<std::size_t>(gpus_of_domain[0])]);
 
     // Groups in order of their first domain.
     std::vector<std::int32_t> group_of(n, -1);  // per part's root
@@ -317,9 +324,10 @@ void TopologyData::compute_fabric_groups() {
 
 namespace reshard::model {
 
+const char* kind_name(const FabricGroup& g) { return g.above == DeviceKind::Core ? "pod" : "leaf group"; }
+
 std::string to_string(const FabricGroup& g) {
-  return std::string(g.above == DeviceKind::Core ? "pod " : "leaf group ") + std::to_string(g.index) + ": " +
-         std::to_string(g.gpus) + " GPUs";
+  return std::string(kind_name(g)) + " " + std::to_string(g.index) + ": " + std::to_string(g.gpus) + " GPUs";
 }
 
 const std::vector<FabricGroup>& Topology::fabric_groups() const { return impl_->d.fabric_groups; }

@@ -97,7 +97,8 @@ struct NetworkCut {
 
 // A part of the cluster that reaches the rest only through the switches above one tier: a leaf
 // group (a part that stays connected when every spine and core switch is taken out) or a pod (when
-// the core switches are). Only parts holding some but not all of the GPUs are groups. The links
+// the core switches are); an NVLink domain is never split between parts. Only parts holding some
+// but not all of the GPUs are groups. The links
 // between a group and the switches above it are a cut around its GPUs: every byte entering
 // (leaving) them from (to) a GPU outside crosses those links, whatever the schedule, so bytes /
 // capacity bounds any refit. Where the fabric above is thinner than the NICs below
@@ -109,6 +110,7 @@ struct FabricGroup {
   std::int32_t gpus = 0;
   BytesPerSecond ingress, egress;        // total bandwidth of the links into / out of the group
 };
+const char* kind_name(const FabricGroup& g);   // "leaf group" or "pod"
 std::string to_string(const FabricGroup& g);  // "pod 1: 288 GPUs", "leaf group 3: 16 GPUs"
 
 // All equal-cost paths between two GPUs. A flow is split evenly over `paths` (ECMP).
