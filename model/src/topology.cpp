@@ -258,7 +258,6 @@ void TopologyData::finish() {
   if (generated) {
     cache->leaf_pairs.assign(static_cast<std::size_t>(fabric.leaves) * static_cast<std::size_t>(fabric.leaves), nullptr);
     compute_cuts();
-    compute_fabric_groups();
     return;
   }
 
@@ -266,7 +265,6 @@ void TopologyData::finish() {
   // (a forward and a backward search) is equivalent to that.
   if (gpus >= 2) check_reachability();
   compute_cuts();
-  compute_fabric_groups();
 }
 
 void TopologyData::check_reachability() const {

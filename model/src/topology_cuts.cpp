@@ -23,9 +23,9 @@
 // Fabric groups. Take out every switch of one tier and above (spines and cores: leaf groups;
 // cores: pods) and join the devices left by their links (union-find, O(links)); each connected part
 // holding GPUs, when there are two or more, is a group (the parts of one NVLink domain joined into
-// one). A link between a kept device and a removed
-// switch is the only kind that leaves a part (parts are maximal), so the group's cut is the links
-// between it and the removed tier: any byte between its GPUs and the others crosses them.
+// one). A link between a kept device and a removed switch is the only kind that leaves a part
+// (parts are maximal), so the group's cut is the links between it and the removed tier: any byte
+// between its GPUs and the others crosses them.
 //
 // Flows are Boost.Graph Edmonds-Karp on integer capacities (bytes/s rounded to 1 B/s) over the
 // host side alone, so their size is that of one domain. Among equal minimum cuts the one nearest
@@ -189,6 +189,7 @@ NetworkCut TopologyData::domain_cut(std::int32_t domain, CutDirection dir, bool 
 }
 
 void TopologyData::compute_cuts() {
+  compute_fabric_groups();
   const std::size_t gpus = gpu_devices.size();
   host_bw.assign(gpus, 0.0);
   host_kind.assign(gpus, LinkKind::PCIe);

@@ -134,13 +134,13 @@ struct TopologyData {
   // Explicit form: every GPU reaches every other (ConfigError otherwise, as finish() says).
   void check_reachability() const;
 
-  // Host links, domain network cuts and, for the explicit form, the warnings about NICs faster
-  // than their host links (topology_cuts.cpp). Called by finish().
+  // Host links, domain network cuts, fabric groups and, for the explicit form, the warnings about
+  // NICs faster than their host links (topology_cuts.cpp). Called by finish().
   void compute_cuts();
   // The domain's network cut: closed form for generated clusters, maximum flow otherwise
   // (`search` forces the maximum flow).
   NetworkCut domain_cut(std::int32_t domain, CutDirection dir, bool search) const;
-  // Leaf groups and pods with their cuts (topology_cuts.cpp). Called by finish().
+  // Leaf groups and pods with their cuts. Called by compute_cuts().
   void compute_fabric_groups();
 
   // Routes.

@@ -98,11 +98,11 @@ struct NetworkCut {
 // A part of the cluster that reaches the rest only through the switches above one tier: a leaf
 // group (a part that stays connected when every spine and core switch is taken out) or a pod (when
 // the core switches are); an NVLink domain is never split between parts. Only parts holding some
-// but not all of the GPUs are groups. The links
-// between a group and the switches above it are a cut around its GPUs: every byte entering
-// (leaving) them from (to) a GPU outside crosses those links, whatever the schedule, so bytes /
-// capacity bounds any refit. Where the fabric above is thinner than the NICs below
-// (oversubscription), this cut is narrower than the sum of the group's domain cuts.
+// but not all of the GPUs are groups. The links between a group and the switches above it are a
+// cut around its GPUs: every byte entering (leaving) them from (to) a GPU outside crosses those
+// links, whatever the schedule, so bytes / capacity bounds any refit. Where the fabric above is
+// thinner than the NICs below (oversubscription), this cut is narrower than the sum of the group's
+// domain cuts.
 struct FabricGroup {
   DeviceKind above = DeviceKind::Spine;  // the tier taken out: Spine for a leaf group, Core for a pod
   std::int32_t index = 0;                // among the groups of its tier, in order of their first domain
