@@ -3,6 +3,7 @@
 // tuned for the profile or parameters file), written as JSON or the compact binary format.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <iostream>
@@ -43,6 +44,73 @@ Stats stats(const std::vector<Bytes>& v) {
   }
   s.mean /= static_cast<double>(v.size());
   return s;
+}
+
+// One side's GPU memory (LoadedScenario::memory) at its tightest GPU: the one whose weights +
+// staging budget come nearest its limit, (weights + budget) / limit largest; where no GPU of the
+// side has a known limit, the one with the most weights + budget. Ties: the lowest GPU.
+struct SideMemory {
+  GpuId gpu = -1;
+  GpuMemoryUse use;                 // the tightest GPU's
+  Bytes weights_max;                // the most weights any GPU of the side holds
+  Bytes budget_min, budget_max;     // the side's staging budgets (0: unbounded)
+  bool other_side = false;          // a GPU on both sides took the other side's smaller budget
+};
+SideMemory side_memory(const LoadedScenario& sc, const std::vector<GpuId>& gpus, const std::optional<Bytes>& refit) {
+  SideMemory m;
+  bool limited = false;
+  double worst = -1;
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const GpuId g = gpus[i];
+    const GpuMemoryUse& u = sc.memory[static_cast<std::size_t>(g)];
+    m.weights_max = std::max(m.weights_max, u.weights());
+    m.budget_min = i == 0 ? u.budget : std::min(m.budget_min, u.budget);
+    m.budget_max = std::max(m.budget_max, u.budget);
+    m.other_side = m.other_side || u.budget != refit.value_or(default_refit_memory(u.capacity));
+    const bool has_limit = u.limit.value > 0;
+    const double need = (u.weights() + u.budget).as_double();
+    const double score = has_limit ? need / u.limit.as_double() : need;
+    if (has_limit < limited) continue;
+    if (has_limit > limited || score > worst || (score == worst && g < m.gpu)) {
+      limited = has_limit;
+      worst = score;
+      m.gpu = g;
+      m.use = u;
+    }
+  }
+  return m;
+}
+
+std::string fraction(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", f);
+  return buf;
+}
+
+// "staging 3.20 GB per GPU (default: 2 x min(2 % of GPU memory, 5 GiB)); weights + staging 47.1 GB
+// of 72.0 GB (gpu_memory_utilization 0.9 x 80.0 GB) on GPU 300"
+std::string memory_line(const LoadedScenario& sc, const SideMemory& m, bool destination) {
+  const Scenario& s = sc.scenario;
+  auto budget = [](Bytes b) { return b.value == 0 ? std::string("unbounded") : format(b); };
+  const bool given = destination ? s.destination_refit_memory.has_value() : s.source_refit_memory.has_value();
+  std::string out = "staging " + budget(m.budget_min) + (m.budget_min == m.budget_max ? "" : " to " + budget(m.budget_max)) +
+                    " per GPU (" + (given ? "refit_memory" : "default: 2 x min(2 % of GPU memory, 5 GiB)") +
+                    (m.other_side ? "; the other side's on GPUs of both sides where smaller" : "") + "); ";
+  const GpuMemoryUse& u = m.use;
+  out += "weights + staging " + format(u.weights() + u.budget);
+  if (u.limit.value == 0) return out + " on GPU " + std::to_string(m.gpu) + " (the topology gives no GPU memory: not checked)";
+  out += " of " + format(u.limit);
+  if (u.limit != u.capacity)
+    out += " (" + s.memory_fraction_key + " " + fraction(s.memory_fraction) + " x " + format(u.capacity) + ")";
+  return out + " on GPU " + std::to_string(m.gpu);
+}
+
+nlohmann::json memory_json(const SideMemory& m) {
+  return {{"gpu", m.gpu},
+          {"weights_bytes", m.use.weights().value},
+          {"budget_bytes", m.use.budget.value},
+          {"limit_bytes", m.use.limit.value},
+          {"weights_bytes_max", m.weights_max.value}};
 }
 
 }  // namespace
@@ -87,6 +155,8 @@ void print_plan_json(const LoadedScenario& sc, const TransferSet& ts, const Lowe
   j["source_gpus"] = sc.source.world_size();
   j["destination_gpus"] = sc.destination.world_size();
   j["world_size"] = world_size;
+  j["memory"] = {{"source", memory_json(side_memory(sc, sc.source.gpus(), sc.scenario.source_refit_memory))},
+                 {"destination", memory_json(side_memory(sc, sc.destination.gpus(), sc.scenario.destination_refit_memory))}};
   nlohmann::json by_class = nlohmann::json::object();
   for (int c = 0; c < kTensorClassCount; ++c)
     if (cls.logical[static_cast<std::size_t>(c)] > 0)
@@ -164,7 +234,10 @@ void run_plan(const PlanArgs& a) {
                 {"bytes needed", format(ts.bytes_needed) + " (" +
                                      fixed(ts.bytes_needed.as_double() / ts.logical_bytes.as_double(), 2) +
                                      " x the model)"},
-                {"bytes to move", format(ts.bytes_to_move)}};
+                {"bytes to move", format(ts.bytes_to_move)},
+                {"source memory", memory_line(sc, side_memory(sc, sc.source.gpus(), sc.scenario.source_refit_memory), false)},
+                {"destination memory",
+                 memory_line(sc, side_memory(sc, sc.destination.gpus(), sc.scenario.destination_refit_memory), true)}};
   if (sc.scenario.precision.format != QuantFormat::None) {
     fields.insert(fields.begin() + 5, {"precision", precision_line(sc)});
     fields.push_back({"conversion", format(ts.conversion.source_bytes) + " read and written by the source GPUs, " +

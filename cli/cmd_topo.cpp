@@ -43,6 +43,19 @@ std::string show(Range r) {
   return model::format(BytesPerSecond{r.min}) + " to " + model::format(BytesPerSecond{r.max});
 }
 
+// The GPUs' memory capacities, each with its GPU count when they differ: "80.0 GB", "80.0 GB
+// (256 GPUs), 186 GB (288 GPUs)"; a GPU without one is "not given".
+std::string memory_line(const Topology& t) {
+  std::map<std::int64_t, std::int32_t> gpus_with;  // capacity -> GPUs
+  for (model::GpuId g = 0; g < t.gpu_count(); ++g) ++gpus_with[t.gpu_memory(g).value];
+  auto shown = [](std::int64_t b) { return b > 0 ? model::format(model::Bytes{b}) : std::string("not given"); };
+  if (gpus_with.size() == 1) return shown(gpus_with.begin()->first) + (gpus_with.begin()->first > 0 ? " per GPU" : "");
+  std::string out;
+  for (const auto& [bytes, count] : gpus_with)
+    out += (out.empty() ? "" : ", ") + shown(bytes) + " (" + std::to_string(count) + " GPUs)";
+  return out;
+}
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
@@ -59,6 +72,7 @@ void run_topo(const std::string& file, bool json) {
     return h ? h->bandwidth.value : 0.0;
   });
   const Range network = over_gpus(t, [&](model::GpuId g) { return t.gpu_network_bandwidth(g).value; });
+  const Range memory = over_gpus(t, [&](model::GpuId g) { return t.gpu_memory(g).as_double(); });
   std::set<LinkKind> host_kinds;
   bool capped = false;  // some GPU's host link is narrower than its NIC
   for (model::GpuId g = 0; g < t.gpu_count(); ++g)
@@ -112,6 +126,8 @@ void run_topo(const std::string& file, bool json) {
     j["host_link_kind"] = lower(host_kind);
     j["gpu_network_Bps"] = network.min;
     j["gpu_network_max_Bps"] = network.max;
+    j["gpu_memory_bytes"] = static_cast<std::int64_t>(memory.min);  // 0 when some GPU's is not given
+    j["gpu_memory_max_bytes"] = static_cast<std::int64_t>(memory.max);
     j["warnings"] = t.warnings();
     j["bisection_Bps"] = bisection.value;
     nlohmann::json lk = nlohmann::json::object();
@@ -150,6 +166,7 @@ void run_topo(const std::string& file, bool json) {
                                                       : "")},
                               {"GPU host link", host_kind + (host_kinds.empty() ? "" : " " + show(host)) +
                                                     (host_kinds.empty() ? "" : " per direction")},
+                              {"GPU memory", memory_line(t)},
                               {"bisection", model::format(bisection) + " per direction"},
                               {"devices", std::to_string(t.device_count())},
                               {"links", std::to_string(t.link_count()) + " (directed)"},

@@ -1,6 +1,8 @@
 #include "reshard/model/scenario.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -106,7 +108,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
   };
   if (fw == "megatron") {
     n.allow_only({"framework", "gpus", "tp", "pp", "cp", "dp", "ep", "etp", "vpp", "layers_per_stage",
-                  "first_stage_layers", "last_stage_layers", "precision"});
+                  "first_stage_layers", "last_stage_layers", "precision", "refit_memory"});
     MegatronSpec m;
     if (auto v = n.get("tp")) m.tp = small_int(*v);
     if (auto v = n.get("pp")) m.pp = small_int(*v);
@@ -133,7 +135,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     spec.spec = m;
   } else if (fw == "vllm") {
     n.allow_only({"framework", "gpus", "tp", "pp", "dp", "dp_mode", "ep", "enable_expert_parallel",
-                  "expert_placement", "redundant_experts", "precision"});
+                  "expert_placement", "redundant_experts", "precision", "refit_memory", "gpu_memory_utilization"});
     VllmSpec v;
     if (auto x = n.get("tp")) v.tp = small_int(*x);
     if (auto x = n.get("pp")) v.pp = small_int(*x);
@@ -171,7 +173,8 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     spec.spec = v;
   } else if (fw == "sglang") {
     n.allow_only({"framework", "gpus", "tp_size", "dp_size", "enable_dp_attention", "ep_size", "moe_dense_tp_size",
-                  "enable_dp_lm_head", "moe_a2a_backend", "ep_num_redundant_experts", "precision"});
+                  "enable_dp_lm_head", "moe_a2a_backend", "ep_num_redundant_experts", "precision", "refit_memory",
+                  "mem_fraction_static"});
     SglangSpec g;
     if (auto x = n.get("tp_size")) g.tp = small_int(*x);
     if (auto x = n.get("dp_size")) g.dp = small_int(*x);
@@ -213,7 +216,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     world_check(g.world(), g.enable_dp_attention ? "sglang with DP attention (world = tp_size)" : "sglang TP*DP");
     spec.spec = g;
   } else if (fw == "dtensor") {
-    n.allow_only({"framework", "gpus", "mesh", "placements", "precision"});
+    n.allow_only({"framework", "gpus", "mesh", "placements", "precision", "refit_memory"});
     DTensorSpec d;
     const auto mesh = n.at("mesh");
     mesh.allow_only({"shape", "names"});
@@ -292,6 +295,34 @@ PrecisionSpec parse_precision(const yaml::Node& n) {
   return p;
 }
 
+// `refit_memory`: a size with its unit, more than 0 (0 would read as unbounded) and at most
+// kMostGpuMemory.
+Bytes refit_memory_size(const yaml::Node& n) {
+  const Bytes b = n.size_bytes();
+  if (b.value <= 0)
+    n.fail("the refit staging budget must be positive, got " + checked::quote(n.str()) +
+           " (leave refit_memory out for the default)");
+  if (b > kMostGpuMemory) n.fail(checked::quote(n.str()) + " is more than " + format(kMostGpuMemory) + ", more than any GPU has");
+  return b;
+}
+
+// Each side's refit_memory and the destination's memory fraction (docs/design.md §5.2). The
+// layouts are parsed first, so the framework's own keys are known to be allowed.
+void read_memory_keys(const yaml::Node& src, const yaml::Node& dst, Scenario& s) {
+  if (auto r = src.get("refit_memory")) s.source_refit_memory = refit_memory_size(*r);
+  if (auto r = dst.get("refit_memory")) s.destination_refit_memory = refit_memory_size(*r);
+  const std::string fw = s.destination.framework();
+  s.memory_fraction_key = fw == "vllm" ? "gpu_memory_utilization" : fw == "sglang" ? "mem_fraction_static" : "";
+  if (s.memory_fraction_key.empty()) return;  // megatron, dtensor: the whole memory
+  s.memory_fraction = 0.9;  // vLLM's default gpu_memory_utilization; reshard's for SGLang (no heuristic)
+  if (auto f = dst.get(s.memory_fraction_key)) {
+    const double v = f->number();
+    if (!(v > 0 && v <= 1))
+      f->fail("must be in (0, 1], the share of each GPU's memory the engine may use; got " + checked::quote(f->str()));
+    s.memory_fraction = v;
+  }
+}
+
 std::filesystem::path resolve(const std::filesystem::path& base, const std::string& p) {
   std::filesystem::path path(p);
   return path.is_absolute() ? path : (base / path).lexically_normal();
@@ -318,8 +349,13 @@ void parse_root(const yaml::Node& root, const std::string& name, const std::file
   s.source_gpus_line = src.at("gpus").line();
   s.destination_gpus_line = dst.at("gpus").line();
   if (auto p = src.get("precision")) p->fail("precision describes the destination; give it under destination");
+  for (const char* key : {"gpu_memory_utilization", "mem_fraction_static"})
+    if (auto f = src.get(key))
+      f->fail(std::string(key) + " is the serving engine's share of GPU memory, a destination key; a source GPU's "
+              "limit is its whole memory");
   s.source = parse_layout(src);
   s.destination = parse_layout(dst);
+  read_memory_keys(src, dst, s);
   if (auto p = dst.get("precision")) {
     s.precision = parse_precision(*p);
     s.precision_line = p->line();
@@ -421,13 +457,159 @@ void apply_precision(const Scenario& s, Inventory& inv, ShardMap& src, ShardMap&
   });
 }
 
+Bytes default_refit_memory(Bytes gpu_memory) {
+  // NeMo RL's packed broadcast (nemo_rl/utils/packed_tensor.py): get_target_packed_tensor_size() =
+  // min(int(total_memory * 0.02), 5 * 1024**3) per buffer, get_num_buffers() = 2.
+  const std::int64_t buffer = std::min(gpu_memory.value / 50, std::int64_t{5} << 30);
+  return Bytes{2 * buffer};
+}
+
+namespace {
+
+// Bytes of `map`'s shards on each GPU: per rank set the bytes of the shards it holds (one pass over
+// tensors x shards), then each set's bytes to each GPU of its ranks, once per GPU however many of
+// the set's ranks share it (one pass over the sets' ranks; `seen` marks the GPUs of the set at hand).
+std::vector<Bytes> weights_per_gpu(const Inventory& inv, const ShardMap& map, std::int32_t gpus) {
+  std::vector<Bytes> per_set(static_cast<std::size_t>(map.rank_set_count()), Bytes{0});
+  for (std::int32_t t = 0; t < map.tensor_count(); ++t) {
+    const std::int64_t es = dtype_size(inv.tensor(t).dtype);
+    for (const auto& sh : map.shards(t)) per_set[static_cast<std::size_t>(sh.ranks)] += Bytes{sh.box.elements() * es};
+  }
+  std::vector<Bytes> out(static_cast<std::size_t>(gpus), Bytes{0});
+  std::vector<RankSetId> seen(static_cast<std::size_t>(gpus), -1);
+  for (RankSetId id = 0; id < map.rank_set_count(); ++id) {
+    const Bytes b = per_set[static_cast<std::size_t>(id)];
+    if (b.value == 0) continue;
+    map.rank_set(id).for_each([&](Rank r) {
+      const auto g = static_cast<std::size_t>(map.gpu_of(r));
+      if (seen[g] == id) return;
+      seen[g] = id;
+      out[g] += b;
+    });
+  }
+  return out;
+}
+
+// 0 stands for unbounded: the smaller bound of the two.
+Bytes smaller_bound(Bytes a, Bytes b) {
+  if (a.value == 0) return b;
+  if (b.value == 0) return a;
+  return std::min(a, b);
+}
+
+// Which side(s) each GPU is on: bit 1 source, bit 2 destination.
+std::vector<std::uint8_t> gpu_sides(const Scenario& s, std::size_t gpus) {
+  std::vector<std::uint8_t> side(gpus, 0);
+  for (auto g : s.source.gpus)
+    if (static_cast<std::size_t>(g) < gpus) side[static_cast<std::size_t>(g)] |= 1;
+  for (auto g : s.destination.gpus)
+    if (static_cast<std::size_t>(g) < gpus) side[static_cast<std::size_t>(g)] |= 2;
+  return side;
+}
+
+// Sizes in the memory message: decimal GB with one decimal (sums read across), smaller ones as format.
+std::string gb(Bytes b) {
+  if (b.value < 1'000'000'000) return format(b);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f GB", b.as_double() / 1e9);
+  return buf;
+}
+std::string fraction_text(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", f);
+  return buf;
+}
+
+// Where a GPU's budget comes from, for the message: "refit_memory 4.3 GB" or "refit_memory
+// default: 2 x min(2 % of 141.0 GB, 5 GiB)"; a colocated GPU's names the side that set it (the one
+// that gave refit_memory where the two are equal).
+std::string budget_origin(const Scenario& s, const GpuMemoryUse& u, std::uint8_t side) {
+  auto of = [&](const std::optional<Bytes>& given) {
+    return given ? "refit_memory " + gb(*given) : "refit_memory default: 2 x min(2 % of " + gb(u.capacity) + ", 5 GiB)";
+  };
+  const auto& src = s.source_refit_memory;
+  const auto& dst = s.destination_refit_memory;
+  if (side != 3) return of(side == 1 ? src : dst);
+  if (!src && !dst) return of(std::nullopt);
+  if (src && dst && *src == *dst) return of(src) + " on both sides";
+  const Bytes fallback = default_refit_memory(u.capacity);
+  const bool from_source = u.budget == src.value_or(fallback) && (src || u.budget != dst.value_or(fallback));
+  return std::string(from_source ? "source " : "destination ") + of(from_source ? src : dst) +
+         ", the smaller of the two sides'";
+}
+
+}  // namespace
+
+std::vector<GpuMemoryUse> gpu_memory_use(const Scenario& s, const Inventory& inv, const Topology& topo,
+                                         const ShardMap& src, const ShardMap& dst) {
+  const std::int32_t n = topo.gpu_count();
+  const std::vector<Bytes> held_src = weights_per_gpu(inv, src, n), held_dst = weights_per_gpu(inv, dst, n);
+  const std::vector<std::uint8_t> side = gpu_sides(s, static_cast<std::size_t>(n));
+  std::vector<GpuMemoryUse> out(static_cast<std::size_t>(n));
+  for (GpuId g = 0; g < n; ++g) {
+    const auto i = static_cast<std::size_t>(g);
+    GpuMemoryUse& u = out[i];
+    u.capacity = topo.gpu_memory(g);
+    u.source_weights = held_src[i];
+    u.destination_weights = held_dst[i];
+    const Bytes fallback = default_refit_memory(u.capacity);
+    const Bytes src_budget = s.source_refit_memory.value_or(fallback);
+    const Bytes dst_budget = s.destination_refit_memory.value_or(fallback);
+    u.budget = side[i] == 3 ? smaller_bound(src_budget, dst_budget)
+               : side[i] == 1 ? src_budget
+               : side[i] == 2 ? dst_budget
+                              : fallback;
+    u.limit = (side[i] & 2) ? Bytes{static_cast<std::int64_t>(std::llround(s.memory_fraction * u.capacity.as_double()))}
+                            : u.capacity;
+  }
+  return out;
+}
+
+void check_memory(const Scenario& s, const std::vector<GpuMemoryUse>& memory) {
+  const std::vector<std::uint8_t> side = gpu_sides(s, memory.size());
+  GpuId worst = -1;
+  Bytes most{0};  // the largest excess of weights + budget over the limit
+  for (std::size_t i = 0; i < memory.size(); ++i) {
+    const GpuMemoryUse& u = memory[i];
+    if (side[i] == 0 || u.limit.value == 0) continue;
+    const Bytes excess = u.weights() + u.budget - u.limit;
+    if (excess.value > 0 && excess > most) {
+      most = excess;
+      worst = static_cast<GpuId>(i);
+    }
+  }
+  if (worst < 0) return;
+  const GpuMemoryUse& u = memory[static_cast<std::size_t>(worst)];
+  const std::uint8_t on = side[static_cast<std::size_t>(worst)];
+  const bool destination = (on & 2) != 0;
+  const std::string weights =
+      on == 3 ? gb(u.weights()) + " of weights (" + gb(u.source_weights) + " source + " + gb(u.destination_weights) +
+                    " destination)"
+              : gb(u.weights()) + " of weights";
+  const std::string limit = destination && !s.memory_fraction_key.empty()
+                                ? fraction_text(s.memory_fraction) + " (" + s.memory_fraction_key + ") x " + gb(u.capacity) +
+                                      " = " + gb(u.limit)
+                                : "its " + gb(u.capacity) + " of memory";
+  const std::string tp = s.destination.framework() == "sglang" ? "tp_size" : "tp";
+  const std::string advice = destination ? "use more GPUs per replica (" + tp + ") or a smaller refit_memory"
+                                         : "shard the weights over more GPUs (tp, pp, ep) or use a smaller refit_memory";
+  yaml::naming_overrides(s.overrides, [&] {
+    throw side_error(s, destination ? "destination" : "source",
+                     "GPU " + std::to_string(worst) + (on == 3 ? " (on both sides)" : "") + " holds " + weights + " + " +
+                         gb(u.budget) + " of refit staging (" + budget_origin(s, u, on) + ") = " +
+                         gb(u.weights() + u.budget) + ", more than " + limit + "; " + advice);
+  });
+}
+
 LoadedScenario load_scenario(const Scenario& s) {
   Inventory inv = load_inventory(s);
   Topology topo = load_topology(s);
   check_gpus(s, topo);
   auto [src, dst] = build_layouts(s, inv);
   apply_precision(s, inv, src, dst);
-  return LoadedScenario{s, std::move(inv), std::move(topo), std::move(src), std::move(dst)};
+  std::vector<GpuMemoryUse> memory = gpu_memory_use(s, inv, topo, src, dst);
+  check_memory(s, memory);
+  return LoadedScenario{s, std::move(inv), std::move(topo), std::move(src), std::move(dst), std::move(memory)};
 }
 
 LoadedScenario load_scenario(const std::filesystem::path& path, const std::vector<Override>& overrides) {

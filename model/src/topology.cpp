@@ -500,6 +500,7 @@ std::optional<LinkId> Topology::nic_egress(GpuId g) const { return opt(impl_->d.
 std::optional<LinkId> Topology::nic_ingress(GpuId g) const { return opt(impl_->d.nic_in[impl_->d.checked_gpu(g)]); }
 
 BytesPerSecond Topology::gpu_memory_bandwidth(GpuId g) const { return device(gpu_device(g)).memory_bandwidth; }
+Bytes Topology::gpu_memory(GpuId g) const { return device(gpu_device(g)).memory; }
 BytesPerSecond Topology::gpu_nvlink_bandwidth(GpuId g) const {
   const auto l = nvlink_egress(g);
   return l ? link(*l).bandwidth : BytesPerSecond{0};

@@ -164,6 +164,7 @@ struct NodeTemplate {
   BytesPerSecond gpu_nic_pcie;   // GPU <-> NIC host link, per direction
   LinkKind host_link_kind;       // kind of that host link (PCIe, or C2C)
   BytesPerSecond memory;         // per GPU: HBM bandwidth
+  Bytes memory_capacity;         // per GPU: HBM capacity (datasheet GB, 10^9 bytes)
 };
 const std::vector<NodeTemplate>& node_templates();
 const NodeTemplate* find_template(const std::string& name);

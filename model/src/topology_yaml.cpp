@@ -68,6 +68,16 @@ double positive_number(const yaml::Node& n) {
   return v;
 }
 
+// A GPU's memory capacity (cluster `gpu_memory`, an explicit GPU's `memory`): a size with its
+// unit, more than 0 and at most kMostGpuMemory.
+Bytes gpu_memory_size(const yaml::Node& n) {
+  const Bytes b = n.size_bytes();
+  if (b.value <= 0) n.fail("a GPU's memory must be positive, got " + checked::quote(n.str()));
+  if (b > kMostGpuMemory)
+    n.fail(checked::quote(n.str()) + " is more than " + format(kMostGpuMemory) + "; no GPU has that much memory");
+  return b;
+}
+
 std::int32_t positive_int32(const yaml::Node& n, std::int64_t max = 1'000'000) {
   const auto v = n.positive_integer();
   if (v > max) n.fail("must be at most " + std::to_string(max) + ", got " + std::to_string(v));
@@ -90,6 +100,7 @@ struct ClusterPart {
   std::int32_t nodes = 0;
   std::optional<yaml::Node> nic_node, host_node;  // nic_speed, host_link when given
   BytesPerSecond nic_bw, host_bw;
+  Bytes gpu_memory;  // per GPU: the template's capacity, or gpu_memory
   LinkKind host_kind = LinkKind::PCIe;
   std::int32_t nodes_per_leaf = 0, leaves = 0;
   std::int32_t first_node = 0, first_leaf = 0, first_domain = 0;
@@ -105,13 +116,14 @@ struct ClusterPart {
   }
 };
 
-// A cluster's own keys: template, size, NIC and host link (`named`: an item of `clusters:`, which
-// also carries name and nodes_per_leaf).
+// A cluster's own keys: template, size, NIC, host link and GPU memory (`named`: an item of
+// `clusters:`, which also carries name and nodes_per_leaf).
 ClusterPart read_cluster(const yaml::Node& cluster, bool named) {
   if (named)
-    cluster.allow_only({"name", "template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "nodes_per_leaf"});
+    cluster.allow_only({"name", "template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "gpu_memory",
+                        "nodes_per_leaf"});
   else
-    cluster.allow_only({"template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind"});
+    cluster.allow_only({"template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "gpu_memory"});
   ClusterPart c(cluster.at("template"));
   if (named) {
     const auto name_node = cluster.at("name");
@@ -150,6 +162,8 @@ ClusterPart read_cluster(const yaml::Node& cluster, bool named) {
     else if (v == "c2c") c.host_kind = LinkKind::C2C;
     else k->fail("unknown host link kind '" + v + "'; expected one of: pcie, c2c");
   }
+  const auto memory_node = cluster.get("gpu_memory");
+  c.gpu_memory = memory_node ? gpu_memory_size(*memory_node) : tmpl->memory_capacity;
   c.nodes_per_leaf = named && cluster.get("nodes_per_leaf") ? positive_int32(cluster.at("nodes_per_leaf")) : c.nodes;
   return c;
 }
@@ -255,10 +269,12 @@ GeneratedDevices add_devices(TopologyData& d, const std::vector<ClusterPart>& pa
                     static_cast<std::size_t>(fs.leaves + fs.pods * fs.spines + fs.core_switches));
   for (const auto& p : parts)
     for (std::int32_t n = 0; n < p.nodes; ++n)
-      for (std::int32_t i = 0; i < p.gpus_per_node(); ++i)
-        d.devices[static_cast<std::size_t>(
-                      d.add_device(DeviceKind::GPU, p.node_label(n) + "/gpu" + std::to_string(i), p.first_node + n, i))]
-            .memory_bandwidth = p.tmpl->memory;
+      for (std::int32_t i = 0; i < p.gpus_per_node(); ++i) {
+        Device& gpu = d.devices[static_cast<std::size_t>(
+            d.add_device(DeviceKind::GPU, p.node_label(n) + "/gpu" + std::to_string(i), p.first_node + n, i))];
+        gpu.memory_bandwidth = p.tmpl->memory;
+        gpu.memory = p.gpu_memory;
+      }
   GeneratedDevices dev;
   for (const auto& p : parts) {
     const bool racks = p.tmpl->rack_scale;
@@ -500,7 +516,7 @@ TopologyData build_explicit(const yaml::Node& root) {
   const auto devices = root.at("devices");
   if (devices.size() == 0) devices.fail("an explicit topology needs at least one device");
   for (const auto& item : devices.items()) {
-    item.allow_only({"name", "kind", "node", "rail", "memory_bandwidth"});
+    item.allow_only({"name", "kind", "node", "rail", "memory_bandwidth", "memory"});
     const auto name_node = item.at("name");
     const std::string name = name_node.str();
     if (name.empty()) name_node.fail("device name is empty");
@@ -526,6 +542,10 @@ TopologyData build_explicit(const yaml::Node& root) {
     if (auto m = item.get("memory_bandwidth")) {
       if (kind != DeviceKind::GPU) m->fail("memory_bandwidth is a GPU's; '" + name + "' is not a GPU");
       d.devices[static_cast<std::size_t>(id)].memory_bandwidth = positive_bandwidth(*m);
+    }
+    if (auto m = item.get("memory")) {
+      if (kind != DeviceKind::GPU) m->fail("memory is a GPU's; '" + name + "' is not a GPU");
+      d.devices[static_cast<std::size_t>(id)].memory = gpu_memory_size(*m);
     }
     by_name.emplace(name, id);
   }

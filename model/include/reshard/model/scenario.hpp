@@ -15,6 +15,14 @@
 // bf16 | fp8_block | mxfp8, weight_block_size [rows, cols] (fp8_block; default [128, 128]),
 // quantize_at source | destination (default source), classes (required unless bf16).
 //
+// GPU memory (docs/design.md §5.2), on either side: `refit_memory: SIZE` ("4GiB", "256MiB"), the
+// most staging memory one GPU of the side may use during the refit besides its weights; without it
+// default_refit_memory of the GPU's memory (NeMo RL's two buffers). On the destination also
+// `gpu_memory_utilization` (vllm; default 0.9, vLLM's) or `mem_fraction_static` (sglang; default
+// 0.9, not SGLang's launch-time heuristic): the share of a GPU's memory the engine may use, in
+// (0, 1]. load_scenario refuses a layout whose resident weights and staging budget do not fit
+// (LoadedScenario::memory).
+//
 // `gpus` maps ranks in order onto topology GPUs: a range "0-255", an index, or a list of both.
 // Megatron keys: tp, pp, cp, dp (default: from the GPU count), ep, etp (default: tp), vpp, and for a
 // pipeline split that is not even either layers_per_stage (one count per virtual stage) or
@@ -54,6 +62,12 @@ struct Scenario {
   LayoutSpec destination;
   PrecisionSpec precision;  // destination.precision; format None when absent
   int precision_line = 0;
+  // Each side's `refit_memory`; nullopt: default_refit_memory of each GPU's memory.
+  std::optional<Bytes> source_refit_memory, destination_refit_memory;
+  // The share of a destination GPU's memory its engine may use: `gpu_memory_utilization` (vllm) or
+  // `mem_fraction_static` (sglang), 0.9 when absent; 1 for a megatron or dtensor destination.
+  double memory_fraction = 1.0;
+  std::string memory_fraction_key;  // "gpu_memory_utilization", "mem_fraction_static"; "" for megatron, dtensor
   // `--set` overrides: all of them as given, and those for the model and topology files (keys
   // from the file's root), which load_scenario applies when it reads those files.
   std::vector<Override> overrides;
@@ -69,6 +83,30 @@ struct Scenario {
                         const std::vector<Override>& overrides = {});
 };
 
+// The refit staging budget a GPU gets without `refit_memory`: what NeMo RL's packed broadcast
+// allocates, NRL_REFIT_NUM_BUFFERS = 2 buffers of min(2 % of the GPU's memory, 5 GiB)
+// (NRL_REFIT_BUFFER_MEMORY_RATIO = 0.02):
+//   default_refit_memory(m) = 2 * min(floor(m / 50), 5 GiB)
+// 3.2 GB for an 80 GB H100, 5.64 GB for a 141 GB H200, 7.44 GB for a 186 GB GB200, 10 GiB from
+// 268.4 GB up (a 288 GB GB300); 0 for m = 0 (memory not given: unbounded).
+Bytes default_refit_memory(Bytes gpu_memory);
+
+// What one GPU must hold during the refit, and what it must fit in.
+struct GpuMemoryUse {
+  Bytes capacity;             // Topology::gpu_memory (0: not given)
+  Bytes source_weights;       // bytes of the source shards its ranks hold (a shard once per GPU)
+  Bytes destination_weights;  // bytes of the destination shards its ranks hold (as they travel)
+  // The refit staging budget: the side's refit_memory or default_refit_memory(capacity); a GPU on
+  // both sides (colocated) takes the smaller of the two (an unbounded one gives way to the other);
+  // a GPU on neither side default_refit_memory(capacity); 0 = unbounded (no refit_memory and the
+  // topology gives no memory for it).
+  Bytes budget;
+  // What weights + budget must fit in: memory_fraction x capacity (rounded to the byte) for a
+  // destination or colocated GPU, the capacity for any other; 0 = unknown (capacity not given).
+  Bytes limit;
+  Bytes weights() const { return source_weights + destination_weights; }  // each side's counted once
+};
+
 // A scenario with everything it refers to loaded and both layouts built. With a precision change the
 // inventory and layouts are what travels (apply_precision).
 struct LoadedScenario {
@@ -77,10 +115,12 @@ struct LoadedScenario {
   Topology topology;
   ShardMap source;
   ShardMap destination;
+  std::vector<GpuMemoryUse> memory;  // index GpuId, 0 .. topology.gpu_count() - 1 (gpu_memory_use)
 };
 
-// Loads the model and the topology, checks that every GPU exists, builds both ShardMaps. Any
-// problem is a ConfigError naming the scenario file, the line and the key.
+// Loads the model and the topology, checks that every GPU exists, builds both ShardMaps, computes
+// the GPUs' memory use and checks it (check_memory). Any problem is a ConfigError naming the
+// scenario file, the line and the key.
 LoadedScenario load_scenario(const Scenario& s);
 LoadedScenario load_scenario(const std::filesystem::path& path, const std::vector<Override>& overrides = {});
 
@@ -95,6 +135,15 @@ std::pair<ShardMap, ShardMap> build_layouts(const Scenario& s, const Inventory& 
 // apply_precision (model/precision.hpp) with s.precision: the inventory and the layouts become what
 // travels (a ConfigError naming destination.precision for a misaligned destination).
 void apply_precision(const Scenario& s, Inventory& inv, ShardMap& src, ShardMap& dst);
+// Every GPU's memory use (GpuMemoryUse) for the ShardMaps as load_scenario leaves them; one pass
+// over tensors x shards and one over each rank set's ranks.
+std::vector<GpuMemoryUse> gpu_memory_use(const Scenario& s, const Inventory& inv, const Topology& topo,
+                                         const ShardMap& src, const ShardMap& dst);
+// Every GPU of either side with a known limit holds weights() + budget <= limit; otherwise a
+// ConfigError about the GPU that exceeds its limit by the most (the lowest index among equals),
+// at the `source:` or `destination:` key (destination for a colocated GPU), naming the GPU, its
+// weights and budget, and how the limit was computed.
+void check_memory(const Scenario& s, const std::vector<GpuMemoryUse>& memory);
 
 // Parses "0-255", "7", or a list of those, into GPU indices (std::invalid_argument on bad text).
 std::vector<GpuId> parse_gpu_list(const std::vector<std::string>& items);

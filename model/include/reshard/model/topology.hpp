@@ -53,6 +53,10 @@ struct GpuPair {
   bool operator==(const GpuPair&) const = default;
 };
 
+// The most memory a GPU may be given (`gpu_memory`, `memory`): 100 TB, some 350 times a GB300's
+// 288 GB; more is a slip of the unit.
+inline constexpr Bytes kMostGpuMemory{100'000'000'000'000};
+
 struct Device {
   DeviceId id = -1;
   DeviceKind kind = DeviceKind::GPU;
@@ -64,6 +68,10 @@ struct Device {
   // A GPU's memory (HBM) bandwidth, what a weight conversion reads and writes at: the template's
   // figure, or an explicit device's `memory_bandwidth`; 0 when the topology does not say.
   BytesPerSecond memory_bandwidth{};
+  // A GPU's memory (HBM) capacity, what its resident weights and refit staging must fit in
+  // (LoadedScenario::memory): the template's datasheet figure in GB of 10^9 bytes, the cluster's
+  // `gpu_memory`, or an explicit device's `memory`; 0 when the topology does not say.
+  Bytes memory{};
 };
 
 struct Link {
@@ -175,6 +183,7 @@ class Topology {
   BytesPerSecond gpu_nvlink_bandwidth(GpuId g) const;
   BytesPerSecond gpu_nic_bandwidth(GpuId g) const;
   BytesPerSecond gpu_memory_bandwidth(GpuId g) const;  // Device::memory_bandwidth
+  Bytes gpu_memory(GpuId g) const;                     // Device::memory: HBM capacity, 0 when not given
 
   // The GPU's host link to its NIC, GPU -> NIC. Generated clusters: the GPU -> NIC link (the
   // template's, or cluster.host_link / host_link_kind). Explicit topologies: the maximum flow from

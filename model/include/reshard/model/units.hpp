@@ -75,6 +75,7 @@ namespace literals {
 constexpr Bytes operator""_B(unsigned long long v) { return Bytes{static_cast<std::int64_t>(v)}; }
 constexpr Bytes operator""_MiB(unsigned long long v) { return Bytes{static_cast<std::int64_t>(v) << 20}; }
 constexpr Bytes operator""_GiB(unsigned long long v) { return Bytes{static_cast<std::int64_t>(v) << 30}; }
+constexpr Bytes operator""_GB(unsigned long long v) { return Bytes{static_cast<std::int64_t>(v) * 1'000'000'000}; }  // decimal
 constexpr Seconds operator""_s(long double v) { return Seconds{static_cast<double>(v)}; }
 constexpr Seconds operator""_us(long double v) { return Seconds{static_cast<double>(v) * 1e-6}; }
 constexpr BytesPerSecond operator""_GBps(long double v) { return BytesPerSecond{static_cast<double>(v) * 1e9}; }
