@@ -53,7 +53,7 @@ void BM_FillHost(benchmark::State& state) {
   static Fixture f("small-moe-ep.yaml", "direct");
   const GpuProgram prog = build_program(f.rp, f.rp.gpus.front());
   detail::HostMemory mem;
-  detail::allocate(prog, mem);
+  detail::allocate(prog, f.sc.inventory, mem);
   std::int64_t bytes = 0;
   for (auto _ : state) {
     detail::fill_sources(prog, f.sc.inventory, mem);

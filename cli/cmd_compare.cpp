@@ -16,9 +16,24 @@ namespace reshard::cli {
 using namespace reshard::model;
 
 namespace {
-// "1.2 GiB (GPU 17)": the peak extra memory of the GPU that needs the most, and which.
-std::string staging_cell(const Prediction& p) {
-  return p.staging_gpu < 0 ? "-" : format(p.staging_peak) + " (GPU " + std::to_string(p.staging_gpu) + ")";
+// "1.21 GB of 3.20 GB (GPU 17)": the peak staging of the GPU that needs the most, its budget, and
+// which GPU; "OVER" where a GPU needs more than its budget.
+std::string staging_cell(const Prediction& p, const study::CompareResult& r) {
+  if (p.staging_gpu < 0) return "-";
+  const Bytes budget = r.budget_of(p.staging_gpu);
+  return format(p.staging_peak) + (budget.value > 0 ? " of " + format(budget) : "") + " (GPU " + std::to_string(p.staging_gpu) +
+         ")" + (p.over_budget > 0 ? " OVER" : "");
+}
+
+// One side's staging budget: "3.20 GB per GPU (default: 2 x min(2 % of GPU memory, 5 GiB))".
+std::string budget_text(const study::CompareResult::SideBudget& b, const std::optional<Bytes>& side_refit,
+                        const std::optional<Bytes>& cap) {
+  if (b.max.value == 0) return "unbounded (no refit_memory, and the topology gives no GPU memory)";
+  std::string s = b.min == b.max ? format(b.min) : format(b.min) + " .. " + format(b.max);
+  s += " per GPU (";
+  if (cap && (!side_refit || *cap < *side_refit) && b.max == *cap) s += "--max-staging";
+  else s += side_refit ? "refit_memory" : "default: 2 x min(2 % of GPU memory, 5 GiB)";
+  return s + ")";
 }
 }  // namespace
 
@@ -37,12 +52,14 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
   const bool converts = sc.scenario.precision.format != QuantFormat::None;
   std::vector<std::pair<std::string, std::string>> fields{
       {"scenario", r.scenario}, {"source", r.source}, {"destination", r.destination}, {"profile", r.profile},
-      {"lower bound", format(lb.time) + " (" + lb.binding.cut + ", " + lb.binding.where + ")"}};
+      {"lower bound", format(lb.time) + " (" + lb.binding.cut + ", " + lb.binding.where + ")"},
+      {"staging", "source " + budget_text(r.source_budget, sc.scenario.source_refit_memory, options.max_staging) + ", destination " +
+                      budget_text(r.destination_budget, sc.scenario.destination_refit_memory, options.max_staging)}};
   if (converts) fields.insert(fields.begin() + 3, {"precision", precision_line(sc)});
   print_fields(std::cout, fields);
   std::cout << '\n';
   const double baseline = r.rows.front().prediction.time.value;
-  std::vector<std::string> headers = {"strategy", "estimate>", "simulated>", "x bound>", "speedup>", "network>", "NVLink>", "ops>", "peak extra/GPU>"};
+  std::vector<std::string> headers = {"strategy", "estimate>", "simulated>", "x bound>", "speedup>", "network>", "NVLink>", "ops>", "staging/GPU>"};
   if (converts) headers.insert(headers.begin() + 3, "convert>");
   headers.insert(headers.end(), {"limited by", "bottleneck link"});
   Table t(headers);
@@ -50,7 +67,7 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
     const Prediction& p = row.prediction;
     std::vector<std::string> cells = {row.name, format(p.time), row.simulated ? format(*row.simulated) : "-",
                                       fixed(p.time.value / lb.time.value, 2), fixed(baseline / p.time.value, 1) + "x",
-                                      format(p.network_bytes), format(p.nvlink_bytes), std::to_string(p.operations), staging_cell(p)};
+                                      format(p.network_bytes), format(p.nvlink_bytes), std::to_string(p.operations), staging_cell(p, r)};
     if (converts) cells.insert(cells.begin() + 3, format(p.convert_source) + " + " + format(p.convert_destination));
     cells.insert(cells.end(), {row.limited_by, row.bottleneck});
     t.add(cells);
@@ -66,8 +83,8 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
                                           format(*options.max_staging) + " of staging memory on one GPU"
                                     : std::string())
             << ")\n"
-            << "speedup is over gather_broadcast; x bound is the ratio of the estimate to the lower bound; peak extra/GPU is "
-               "the staging memory the GPU that needs the most holds at once besides its shards"
+            << "speedup is over gather_broadcast; x bound is the ratio of the estimate to the lower bound; staging/GPU is "
+               "the staging memory the GPU that needs the most holds at once besides its shards, of its budget"
             << (options.simulate ? "; auto confirmed its best candidates by simulation.\n"
                                  : ". Add --simulate to simulate every schedule (flow-level max-min; auto's best candidates too).\n");
 }

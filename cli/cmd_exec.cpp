@@ -34,6 +34,7 @@ namespace {
 struct ExecArgs {
   std::string input, scenario, strategy = "domain_chain", backend = "host", timeout = "30s", output, profile = "reshard", params;
   int max_chain = 0;  // 0: the strategy's own
+  std::string max_staging;  // --max-staging: every GPU's staging budget held to at most this
   bool json = false, dry_run = false;
   std::vector<std::string> inject;
   std::vector<std::string> sets;  // --set overrides of the scenario
@@ -67,7 +68,7 @@ ScheduleRead rebuild_or_read(const std::string& path, const ScheduleFileHeader& 
     read.why_whole = "a version 1 file carries no digest";
   } else {
     try {
-      Schedule rebuilt = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, header.params);
+      Schedule rebuilt = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, header.params, header.budget);
       rebuilt.scenario = header.scenario;
       if (binary_digest(rebuilt) == header.digest) {
         schedule = std::move(rebuilt);
@@ -114,8 +115,9 @@ void run_exec(const ExecArgs& a) {
   if (binary) {
     read = rebuild_or_read(a.input, header, sc, ts, schedule);
   } else if (!from_schedule) {
-    const StrategyParams p = strategy_params(a.strategy, sc, ts, cost, a.max_chain);
-    schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+    const auto max_staging = parse_max_staging(a.max_staging);
+    const StrategyParams p = strategy_params(a.strategy, sc, ts, cost, a.max_chain, {}, max_staging);
+    schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p, staging_budgets(sc, max_staging));
     schedule.scenario = sc.scenario.name;
   } else {
     read.file_bytes = read.bytes_read = static_cast<std::int64_t>(std::filesystem::file_size(a.input));
@@ -311,6 +313,7 @@ void add_exec_command(CLI::App& app) {
   add_set_option(cmd, a->sets);
   cmd->add_option("--strategy", a->strategy, "Strategy as compare prints it (\"domain_grouped relay_ingress\") or auto");
   cmd->add_option("--max-chain", a->max_chain, "Domains per chain (overrides the strategy's)")->check(CLI::PositiveNumber);
+  add_max_staging_option(cmd, a->max_staging);
   cmd->add_option("--backend", a->backend, "host (MPI), cuda (one GPU, virtual ranks), nccl (one process per GPU)");
   cmd->add_option("--timeout", a->timeout, "A peer that does not answer within this ends the run (e.g. 30s)");
   cmd->add_option("-o,--output", a->output, "Write the Measurement JSON here");

@@ -199,7 +199,7 @@ void run_plan(const PlanArgs& a) {
     const CostParams cost = CostParams::named_or_loaded(a.profile, a.params);  // what auto is tuned for
     const StrategyParams params = strategy_params(a.strategy, sc, ts, cost, 0, progress.callback(), max_staging);
     progress.stage("build schedule");
-    schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);
+    schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params, staging_budgets(sc, max_staging));
     schedule->scenario = sc.scenario.name;
     progress.stage("validate");
     validate(*schedule, ts, sc.inventory, sc.source, sc.destination);

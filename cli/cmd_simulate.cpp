@@ -199,7 +199,8 @@ void run_schedule(const SimulateOptions& o) {
   } else {
     const model::StrategyParams params = strategy_params(o.strategy, sc, ts, cost, o.max_chain, progress.callback(), max_staging);
     progress.stage("build schedule");
-    schedule = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);
+    schedule = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params,
+                                      model::staging_budgets(sc, max_staging));
   }
   progress.stage("estimate");
   const model::Prediction prediction = model::estimate(schedule, ts, sc.inventory, sc.topology, cost);

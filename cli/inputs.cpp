@@ -5,6 +5,7 @@
 
 #include "reshard/model/errors.hpp"
 #include "reshard/model/schedule_file.hpp"
+#include "reshard/model/memory.hpp"
 #include "reshard/model/tuner.hpp"
 
 namespace reshard::cli {
@@ -19,7 +20,9 @@ StrategyParams strategy_params(const std::string& spec, const LoadedScenario& sc
     TuneOptions options;
     options.progress = progress;
     options.max_staging = max_staging;
-    p = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, options).best.params;
+    p = tune(ScheduleBasis(ts, sc.inventory, sc.source, sc.destination, sc.topology, staging_budgets(sc, max_staging)), cost,
+             options)
+            .best.params;
   } else {
     p = parse_strategy(spec);
   }
@@ -29,7 +32,8 @@ StrategyParams strategy_params(const std::string& spec, const LoadedScenario& sc
 
 void add_max_staging_option(CLI::App* cmd, std::string& text) {
   cmd->add_option("--max-staging", text,
-                  "The most extra (staging) memory one GPU may need, e.g. 4GiB: auto rejects schedules that need more");
+                  "The most extra (staging) memory one GPU may hold, e.g. 4GiB: every schedule is built within it "
+                  "(below the scenario's refit_memory budgets)");
 }
 
 std::optional<Bytes> parse_max_staging(const std::string& text) {

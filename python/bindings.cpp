@@ -159,10 +159,11 @@ nlohmann::json prediction_json(const Prediction& p, const Topology& topo) {
 // The schedule of `strategy` ("auto": the tuner's choice under `cost`).
 Schedule schedule_for(const LoadedScenario& sc, const TransferSet& ts, const std::string& strategy,
                       const CostParams& cost) {
+  const std::vector<Bytes> budget = staging_budgets(sc);
   const StrategyParams params = strategy == "auto"
-                                    ? tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost).best.params
+                                    ? tune(ScheduleBasis(ts, sc.inventory, sc.source, sc.destination, sc.topology, budget), cost).best.params
                                     : parse_strategy(strategy);
-  Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params);
+  Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params, budget);
   s.scenario = sc.scenario.name;
   return s;
 }

@@ -74,7 +74,8 @@ def sweep(scenario, axes, strategies=None, profiles=None, simulate=False, set=No
     Returns a pandas DataFrame, one row per point, profile and strategy: the axis keys (the values
     as given), point, profile, strategy, params, estimate_s, simulated_s, lower_bound_s, bound_cut,
     bound_where, bound_limit, limited_by, limit, bottleneck, network_bytes, nvlink_bytes,
-    operations, best and error (a point that failed: one row with its error)."""
+    operations, peak_staging_bytes, staging_budget_bytes, best and error (a point that failed: one
+    row with its error)."""
     import pandas as pd
 
     keys, points = _points(axes)

@@ -82,7 +82,7 @@ MUTATIONS = [
     ("measurement: an unverified run accepted", "model/src/digest.cpp",
      'if (v == doc.end() || *v != true) return "the run\'s data was not verified";', "",
      ["test_exec"]),
-    ("exec chunks: the short last chunk dropped", "exec/include/reshard/exec/executor.hpp",
+    ("exec chunks: the short last chunk dropped", "exec/include/reshard/exec/program.hpp",
      "return part_bytes <= 0 ? 0 : (part_bytes + chunk - 1) / chunk;", "return part_bytes <= 0 ? 0 : part_bytes / chunk;",
      ["test_exec"]),
 ]

@@ -14,19 +14,27 @@ inline std::string scenario_path(const std::string& name) {
   return std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + name;
 }
 
+// The staging budget of the tight runs: 1 MiB on every GPU (model/memory.hpp), two 512 KiB slots.
+inline constexpr std::int64_t kTightBudget = 1 << 20;
+
 // Calls f(scenario file name, strategy, loaded scenario, plan, schedule, run plan) for every small
-// shipped scenario and every named strategy with its defaults.
+// shipped scenario and every named strategy with its defaults, built within the scenario's staging
+// budgets and again within kTightBudget on every GPU (the name then ends in " (1 MiB)").
 template <class F>
 void for_each_small_run(F&& f) {
   for (const char* name : {"small-gqa-megatron-vllm.yaml", "small-moe-ep.yaml", "small-dtensor-uneven.yaml"}) {
     const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(scenario_path(name)));
     const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
-    for (const auto& strategy : model::strategy_names()) {
-      model::StrategyParams p;
-      p.strategy = model::strategy_named(strategy);
-      const model::Schedule s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
-      const exec::RunPlan rp = exec::make_run_plan(sc, ts, s);
-      f(std::string(name), strategy, sc, ts, s, rp);
+    for (bool tight : {false, true}) {
+      const std::vector<model::Bytes> budget =
+          tight ? model::staging_budgets(sc, model::Bytes{kTightBudget}) : model::staging_budgets(sc);
+      for (const auto& strategy : model::strategy_names()) {
+        model::StrategyParams p;
+        p.strategy = model::strategy_named(strategy);
+        const model::Schedule s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p, budget);
+        const exec::RunPlan rp = exec::make_run_plan(sc, ts, s);
+        f(std::string(name) + (tight ? " (1 MiB)" : ""), strategy, sc, ts, s, rp);
+      }
     }
   }
 }

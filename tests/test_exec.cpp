@@ -66,49 +66,59 @@ TEST(RowWalk, HandWorkedBox) {
 }
 
 // Every GPU's program in this process. Shards live in `mem`; staging regions in `mem` too, or
-// (Staging::ByOp, Staging::InWaves) in one arena shared by every GPU, laid out as the cuda or the
-// nccl backend lays out its device arena (staging.hpp) with a budget so small that every region
-// reuses memory as soon as the plan lets it: a region reused too early corrupts what is run.
+// (Staging::Steps) in one arena shared by every GPU, laid out by steps as the GPU backends lay out
+// their device arena (staging.hpp), with a budget so small that every region reuses memory as soon
+// as the layout lets it: a region reused too early corrupts what is run.
 struct Loopback {
-  enum class Staging { Own, ByOp, InWaves };
+  enum class Staging { Own, Steps };
   std::map<GpuId, GpuProgram> progs;
   std::map<GpuId, detail::HostMemory> mem;
   std::vector<unsigned char> arena;
   std::map<GpuId, std::vector<unsigned char*>> at;  // per region: where its bytes are
   detail::StagingPlan plan;
+  std::map<GpuId, std::int64_t> staging;  // Staging::Steps: each GPU's most bytes in one step
 
-  Loopback(const RunPlan& rp, Staging staging) {
+  Loopback(const RunPlan& rp, Staging staging_kind) {
     const auto& inv = rp.scenario->inventory;
     std::vector<GpuProgram> list;
     for (GpuId g : rp.gpus) list.push_back(build_program(rp, g));
     std::vector<std::vector<std::int64_t>> request_of;
-    if (staging != Staging::Own) {
-      const auto requests = staging == Staging::ByOp ? detail::staging_requests_by_op(list, request_of)
-                                                     : detail::staging_requests_in_waves(rp, list, request_of);
-      plan = detail::plan_staging(requests, 0, staging == Staging::InWaves);
+    if (staging_kind == Staging::Steps) {
+      const auto requests = detail::staging_requests(rp, list, request_of);
+      plan = detail::plan_staging(requests, 0, true);
       arena.assign(static_cast<std::size_t>(plan.bytes), 0);
+      const auto per = detail::staging_per_program(requests, request_of);
+      for (std::size_t p = 0; p < list.size(); ++p) staging[list[p].gpu] = per[p];
     }
     for (std::size_t p = 0; p < list.size(); ++p) {
       const GpuId g = list[p].gpu;
       progs[g] = list[p];
-      detail::allocate(progs[g], mem[g], staging == Staging::Own);
+      detail::allocate(progs[g], inv, mem[g], staging_kind == Staging::Own);
       auto& where = at[g];
       for (std::size_t i = 0; i < progs[g].regions.size(); ++i)
-        where.push_back(staging != Staging::Own && request_of[p][i] >= 0
+        where.push_back(staging_kind == Staging::Steps && request_of[p][i] >= 0
                             ? arena.data() + plan.offset[static_cast<std::size_t>(request_of[p][i])]
-                            : mem[g].regions[i].data());
+                            : mem[g].data[i]);
       detail::fill_sources(progs[g], inv, mem[g]);
-      copy(g, progs[g].local);
+      for (const CopyRun& c : progs[g].local) copy(g, c);
     }
   }
   Loopback(const Loopback&) = delete;
   Loopback(Loopback&&) = default;
-  void copy(GpuId g, const std::vector<CopyRun>& runs) {
-    for (const CopyRun& c : runs)
-      std::memcpy(at[g][static_cast<std::size_t>(c.dst)] + c.dst_offset, at[g][static_cast<std::size_t>(c.src)] + c.src_offset,
-                  static_cast<std::size_t>(c.bytes));
+  void copy(GpuId g, const CopyRun& c) {
+    std::memcpy(at[g][static_cast<std::size_t>(c.dst)] + c.dst_offset, at[g][static_cast<std::size_t>(c.src)] + c.src_offset,
+                static_cast<std::size_t>(c.bytes));
   }
-  unsigned char* region(GpuId g, const Transfer* t) { return at[g][static_cast<std::size_t>(t->region)]; }
+  // Chunk k's bytes in t's region on GPU g (its slot of the ring, or its place in a kept receive).
+  unsigned char* slot(GpuId g, const Transfer* t, std::int64_t k) {
+    return at[g][static_cast<std::size_t>(t->region)] + t->slot_offset(k * t->chunk);
+  }
+  void pack(GpuId g, const Transfer* t, std::int64_t k) {
+    for_each_chunk_copy(*t, true, k, [&](const CopyRun& c) { copy(g, c); });
+  }
+  void unpack(GpuId g, const Transfer* t, std::int64_t k) {
+    for_each_chunk_copy(*t, false, k, [&](const CopyRun& c) { copy(g, c); });
+  }
   std::int64_t bytes(GpuId g, const Transfer* t) { return progs[g].regions[static_cast<std::size_t>(t->region)].bytes; }
 };
 
@@ -117,173 +127,199 @@ const Transfer* find_transfer(const std::vector<Transfer>& list, std::int64_t op
   return it == list.end() ? nullptr : &*it;
 }
 
-// Runs every GPU's program in this process as the cuda backend orders it: operations in id order,
-// a send's region copied into the receiver's region; a chain op chunk by chunk, each hop copying
-// chunk k from its `from`'s region (the root's send region, or what `from` received) into its
-// `to`'s. `corrupt` flips one unpacked byte of that operation at its dst (`where`: the first, the
-// middle or the last, as --inject corrupt:OP@WHERE does), before dst forwards it.
+// The hops of op's stream: its chain's, or a plain transfer's one.
+std::vector<ChainHop> hops_of(const Schedule& s, const Op& op) {
+  if (op.chain >= 0) return s.chains[static_cast<std::size_t>(op.chain)].hops;
+  return {ChainHop{op.src, op.dst, -1}};
+}
+
+// Each GPU's role in op (sender, receivers), checked against the stream's hops: a receiver's peer
+// is its hop's `from`, which lists it among its children, and its region is its ring or, kept, the
+// whole part.
+std::map<GpuId, const Transfer*> roles(Loopback& lb, const Schedule& s, const Op& op) {
+  std::map<GpuId, const Transfer*> held;
+  const Transfer* st = find_transfer(lb.progs[op.src].sends, op.id);
+  EXPECT_NE(st, nullptr) << "op " << op.id;
+  if (!st) return held;
+  EXPECT_EQ(st->peer, -1);
+  EXPECT_EQ(st->chain, op.chain);
+  held[op.src] = st;
+  for (const ChainHop& h : hops_of(s, op)) {
+    const Transfer* rt = find_transfer(lb.progs[h.to].receives, op.id);
+    EXPECT_NE(rt, nullptr) << "op " << op.id << " GPU " << h.to;
+    if (!rt) return {};
+    EXPECT_EQ(rt->peer, h.from);
+    EXPECT_EQ(lb.bytes(h.to, rt), rt->kept() ? op.bytes.value : ring_bytes(s, op).value) << "op " << op.id;
+    const auto& kids = held.at(h.from)->children;
+    EXPECT_NE(std::find(kids.begin(), kids.end(), h.to), kids.end()) << "op " << op.id;
+    held[h.to] = rt;
+  }
+  return held;
+}
+
+// The ops of each step, in id order.
+std::vector<std::vector<std::int64_t>> ops_by_step(const RunPlan& rp) {
+  std::vector<std::vector<std::int64_t>> steps(static_cast<std::size_t>(rp.steps));
+  for (const Op& op : rp.schedule->ops) steps[static_cast<std::size_t>(rp.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
+  return steps;
+}
+
+// Runs every GPU's program in this process as the cuda backend orders it: step by step, each
+// step's ops in id order, each stream chunk by chunk: the sender packs chunk k into its slot, each
+// hop in order copies it from its `from`'s slot into its `to`'s, each receiver unpacks it.
+// `corrupt` flips one unpacked byte of that operation at its dst (`where`: the first, the middle or
+// the last, as --inject corrupt:OP@WHERE does), in the chunk that holds it, before dst forwards it.
 Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1, Loopback::Staging staging = Loopback::Staging::Own,
                       Fault::Where where = Fault::Where::First) {
   const std::vector<Fault> faults{{Fault::Kind::Corrupt, corrupt, where}};
   Loopback lb(rp, staging);
   const Schedule& s = *rp.schedule;
-  for (const Op& op : s.ops) {
-    const Transfer* st = find_transfer(lb.progs[op.src].sends, op.id);
-    EXPECT_NE(st, nullptr) << "op " << op.id;
-    if (!st) continue;
-    lb.copy(op.src, st->copies);
-    auto flip = [&](GpuId g, const Transfer* t, std::int64_t lo, std::int64_t hi) {
-      if (op.id != corrupt || g != op.dst || t->copies.empty()) return;
-      const std::int64_t at = corrupt_offset(faults, *t);
-      if (at >= lo && at < hi) lb.region(g, t)[at] ^= 0x5a;
-    };
-    if (op.chain < 0) {
-      const Transfer* rt = find_transfer(lb.progs[op.dst].receives, op.id);
-      EXPECT_NE(rt, nullptr) << "op " << op.id;
-      if (!rt) continue;
-      EXPECT_EQ(lb.bytes(op.src, st), lb.bytes(op.dst, rt));
-      EXPECT_EQ(lb.bytes(op.dst, rt), op.bytes.value) << "op " << op.id;
-      std::memmove(lb.region(op.dst, rt), lb.region(op.src, st), static_cast<std::size_t>(op.bytes.value));
-      flip(op.dst, rt, 0, op.bytes.value);
-      lb.copy(op.dst, rt->copies);
-      continue;
-    }
-    const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
-    EXPECT_EQ(st->chain, op.chain);
-    EXPECT_EQ(st->peer, -1);
-    std::map<GpuId, const Transfer*> held{{op.src, st}};
-    for (const ChainHop& h : c.hops) {
-      const Transfer* rt = find_transfer(lb.progs[h.to].receives, op.id);
-      EXPECT_NE(rt, nullptr) << "op " << op.id << " GPU " << h.to;
-      if (!rt) return lb;
-      EXPECT_EQ(rt->peer, h.from);
-      EXPECT_EQ(lb.bytes(h.to, rt), op.bytes.value) << "op " << op.id;
-      const auto& kids = held.at(h.from)->children;
-      EXPECT_NE(std::find(kids.begin(), kids.end(), h.to), kids.end()) << "op " << op.id;
-      held[h.to] = rt;
-    }
-    // Chunk-major, hops in order: chunk k reaches a GPU before that GPU forwards it.
-    const std::int64_t n = chain_chunks(op.bytes.value, c.chunk.value);
-    for (std::int64_t k = 0; k < n; ++k) {
-      const ChunkRange r = chain_chunk(op.bytes.value, c.chunk.value, k);
-      EXPECT_GT(r.bytes, 0);
-      EXPECT_LE(r.bytes, c.chunk.value);
-      for (const ChainHop& h : c.hops) {
-        std::memcpy(lb.region(h.to, held.at(h.to)) + r.begin, lb.region(h.from, held.at(h.from)) + r.begin,
-                    static_cast<std::size_t>(r.bytes));
-        flip(h.to, held.at(h.to), r.begin, r.begin + r.bytes);
+  for (const auto& ops : ops_by_step(rp))
+    for (auto id : ops) {
+      const Op& op = s.ops[static_cast<std::size_t>(id)];
+      const auto held = roles(lb, s, op);
+      if (held.empty()) return lb;
+      const Transfer* st = held.at(op.src);
+      const std::int64_t flip_at = op.id == corrupt && !held.at(op.dst)->copies.empty() ? corrupt_offset(faults, *held.at(op.dst)) : -1;
+      for (std::int64_t k = 0; k < st->chunks(); ++k) {
+        const ChunkRange r = chain_chunk(op.bytes.value, st->chunk, k);
+        EXPECT_GT(r.bytes, 0);
+        EXPECT_LE(r.bytes, st->chunk);
+        lb.pack(op.src, st, k);
+        for (const ChainHop& h : hops_of(s, op)) {
+          std::memcpy(lb.slot(h.to, held.at(h.to), k), lb.slot(h.from, held.at(h.from), k), static_cast<std::size_t>(r.bytes));
+          if (h.to == op.dst && flip_at >= r.begin && flip_at < r.begin + r.bytes)
+            lb.at[h.to][static_cast<std::size_t>(held.at(h.to)->region)][held.at(h.to)->slot_offset(flip_at)] ^= 0x5a;
+        }
+        for (const ChainHop& h : hops_of(s, op)) lb.unpack(h.to, held.at(h.to), k);
       }
     }
-    for (const ChainHop& h : c.hops) lb.copy(h.to, held.at(h.to)->copies);
-  }
   return lb;
+}
+
+// Every destination byte of every GPU checks out, and they add up to the plan's bytes_needed.
+void expect_every_byte(Loopback& lb, const LoadedScenario& sc, const TransferSet& ts, const std::string& what) {
+  std::int64_t bytes = 0;
+  for (auto& [g, prog] : lb.progs) {
+    detail::HostMemory view = lb.mem[g];
+    for (std::size_t i = 0; i < view.data.size(); ++i) view.data[i] = lb.at[g][i];
+    EXPECT_EQ(detail::check_destinations(prog, sc.inventory, view, 0, bytes), "") << what;
+  }
+  EXPECT_EQ(bytes, ts.bytes_needed.value) << what;
 }
 
 TEST(Loopback, EveryStrategyDeliversEveryByteOfEverySmallScenario) {
   reshard::test::for_each_small_run([](const std::string& name, const std::string& strategy, const LoadedScenario& sc,
-                                       const TransferSet& ts, const Schedule&, const RunPlan& rp) {
-    {  // staging memory reused as the cuda backend plans it (fences between ops), as tightly as it lets it
-      Loopback tight = run_loopback(rp, -1, Loopback::Staging::ByOp);
-      std::int64_t bytes = 0;
-      for (auto& [g, prog] : tight.progs)
-        EXPECT_EQ(detail::check_destinations(prog, sc.inventory, tight.mem[g], 0, bytes), "") << name << " " << strategy << " (reused)";
-      EXPECT_EQ(bytes, ts.bytes_needed.value) << name << " " << strategy;
+                                       const TransferSet& ts, const Schedule& s, const RunPlan& rp) {
+    {  // staging memory laid out by steps as the GPU backends lay it out, reused as tightly as it lets it
+      Loopback tight = run_loopback(rp, -1, Loopback::Staging::Steps);
+      expect_every_byte(tight, sc, ts, name + " " + strategy + " (reused)");
+      // Each GPU's arena is what the model predicts, each region 256-byte rounded (at most 255
+      // bytes more per staging region), and the prediction within its budget.
+      const StagingMemory m = staging_memory(s);
+      for (const auto& [g, bytes] : tight.staging) {
+        const std::int64_t predicted = m.per_gpu[static_cast<std::size_t>(g)].value, budget = staging_budget(s, g).value;
+        const GpuProgram& prog = tight.progs.at(g);
+        const auto regions = static_cast<std::int64_t>(prog.sends.size() + prog.receives.size());
+        EXPECT_GE(bytes, predicted) << name << " " << strategy << " GPU " << g;
+        EXPECT_LE(bytes, predicted + 255 * regions) << name << " " << strategy << " GPU " << g;
+        if (budget > 0) {
+          EXPECT_LE(predicted, budget) << name << " " << strategy << " GPU " << g;
+        }
+      }
     }
     Loopback lb = run_loopback(rp);
-    std::int64_t bytes = 0, destination = 0;
-    for (auto& [g, prog] : lb.progs) {
-      EXPECT_EQ(detail::check_destinations(prog, sc.inventory, lb.mem[g], 0, bytes), "") << name << " " << strategy;
-      destination += prog.destination_bytes;
-    }
+    std::int64_t destination = 0;
+    for (auto& [g, prog] : lb.progs) destination += prog.destination_bytes;
+    expect_every_byte(lb, sc, ts, name + " " + strategy);
     // One destination rank per GPU here, so the destination shards of all GPUs are the plan's
     // bytes_needed (sum over destination ranks of what each must hold).
-    EXPECT_EQ(bytes, ts.bytes_needed.value) << name << " " << strategy;
     EXPECT_EQ(destination, ts.bytes_needed.value) << name << " " << strategy;
   });
 }
 
 // Runs every GPU's program as the nccl backend orders it: step by step, each step in the waves of
-// step_waves, a send packed just before its first wave, a receive unpacked just after its last
-// chunk's, every transfer of a wave reading what its sender held before the wave (a group runs its
-// sends and receives together). Checks that a GPU only forwards chunks it already has, gets each
-// chunk once, and that every GPU of a chain ends up with all of them.
+// step_waves, a chunk packed into the sender's slot just before the wave it leaves in and unpacked
+// just after the wave it arrives in, every transfer of a wave reading what its sender held before
+// the wave (a group runs its sends and receives together). Checks that a GPU only forwards chunks
+// it already has and still holds, gets each chunk once, never overwrites a slot whose chunk is
+// still to be forwarded, and that every GPU of a stream ends up with all of them.
 Loopback run_waves(const RunPlan& rp, Loopback::Staging staging = Loopback::Staging::Own) {
   Loopback lb(rp, staging);
   const Schedule& s = *rp.schedule;
-  std::vector<std::vector<std::int64_t>> steps(static_cast<std::size_t>(rp.steps));
-  for (const Op& op : s.ops) steps[static_cast<std::size_t>(rp.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
-  for (const auto& ops : steps) {
+  for (const auto& ops : ops_by_step(rp)) {
     const StepWaves sw = step_waves(s, ops);
-    // The transfer of each (op, GPU), the chunks it holds, the waves it packs before and unpacks after.
-    std::map<std::pair<std::int64_t, GpuId>, const Transfer*> at;
-    std::map<std::pair<std::int64_t, GpuId>, std::vector<char>> holds;
-    std::map<std::int64_t, std::vector<std::pair<GpuId, const Transfer*>>> pack_in, unpack_after;
-    std::size_t q = 0;
+    EXPECT_EQ(sw.streams.size(), ops.size());
+    std::map<std::int64_t, std::map<GpuId, const Transfer*>> held;  // per op: its roles
+    using Key = std::pair<std::int64_t, GpuId>;
+    std::map<Key, std::vector<char>> holds;                    // per (op, GPU): chunks here
+    std::map<Key, std::map<std::int64_t, std::int64_t>> owner;  // per (op, GPU): slot -> (chunk, forwards left) packed
+    std::map<Key, std::map<std::int64_t, std::int64_t>> left;
     for (auto id : ops) {
       const Op& op = s.ops[static_cast<std::size_t>(id)];
-      const Transfer* st = find_transfer(lb.progs[op.src].sends, id);
-      EXPECT_NE(st, nullptr);
-      if (!st) return lb;
-      at[{id, op.src}] = st;
-      if (op.chain < 0) {
-        at[{id, op.dst}] = find_transfer(lb.progs[op.dst].receives, id);
-        pack_in[0].emplace_back(op.src, st);
-        unpack_after[0].emplace_back(op.dst, at[{id, op.dst}]);
-        continue;
-      }
-      const ChainWaves& cw = sw.chains[q++];
-      EXPECT_EQ(cw.op, id);
-      pack_in[cw.wave_of(0, 0)].emplace_back(op.src, st);
-      const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
-      const auto n = static_cast<std::size_t>(chain_chunks(op.bytes.value, c.chunk.value));
-      holds[{id, op.src}].assign(n, 1);
-      for (std::size_t h = 0; h < c.hops.size(); ++h) {
-        const GpuId to = c.hops[h].to;
-        at[{id, to}] = find_transfer(lb.progs[to].receives, id);
-        holds[{id, to}].assign(n, 0);
-        unpack_after[cw.wave_of(h, std::max<std::int64_t>(cw.chunks - 1, 0))].emplace_back(to, at[{id, to}]);
-      }
+      held[id] = roles(lb, s, op);
+      if (held[id].empty()) return lb;
+      for (const auto& [g, t] : held[id]) holds[{id, g}].assign(static_cast<std::size_t>(t->chunks()), 0);
     }
+    // Chunk k enters GPU g's slot: the chunk there before must have left for every child.
+    auto occupy = [&](std::int64_t id, GpuId g, std::int64_t k) {
+      const Transfer* t = held[id].at(g);
+      if (t->kept()) return;
+      const std::int64_t slot = k % t->slots;
+      if (auto it = owner[{id, g}].find(slot); it != owner[{id, g}].end()) {
+        const std::int64_t waiting = left[{id, g}][it->second];
+        EXPECT_EQ(waiting, 0) << "op " << id << " GPU " << g << ": chunk " << k << " overwrites chunk " << it->second
+                              << " before it was forwarded";
+      }
+      owner[{id, g}][slot] = k;
+      left[{id, g}][k] = static_cast<std::int64_t>(t->children.size());
+    };
+    auto still_here = [&](std::int64_t id, GpuId g, std::int64_t k) {
+      const Transfer* t = held[id].at(g);
+      return t->kept() || owner[{id, g}][k % t->slots] == k;
+    };
     for (std::int64_t wave = 0; wave < sw.waves; ++wave) {
-      for (const auto& [g, t] : pack_in[wave]) lb.copy(g, t->copies);
+      for (const StreamWaves& w : sw.streams) {  // packs of the chunks that leave in this wave
+        const Op& op = s.ops[static_cast<std::size_t>(w.op)];
+        const std::int64_t k = wave - w.offset;
+        if (k < 0 || k >= w.chunks) continue;
+        occupy(w.op, op.src, k);
+        lb.pack(op.src, held[w.op].at(op.src), k);
+        holds[{w.op, op.src}][static_cast<std::size_t>(k)] = 1;
+      }
       struct Move {
         GpuId from, to;
-        std::int64_t op, chunk, begin, bytes;
+        std::int64_t op, chunk, bytes;
       };
       std::vector<Move> moves;
-      q = 0;
-      for (auto id : ops) {
-        const Op& op = s.ops[static_cast<std::size_t>(id)];
-        if (op.chain < 0) {
-          if (wave == 0) moves.push_back({op.src, op.dst, id, -1, 0, op.bytes.value});
-          continue;
-        }
-        const ChainWaves& cw = sw.chains[q++];
-        const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
-        for (std::size_t h = 0; h < c.hops.size(); ++h) {
-          const std::int64_t k = cw.chunk_in(h, wave);
+      for (const StreamWaves& w : sw.streams) {
+        const Op& op = s.ops[static_cast<std::size_t>(w.op)];
+        const auto hops = hops_of(s, op);
+        for (std::size_t h = 0; h < hops.size(); ++h) {
+          const std::int64_t k = w.chunk_in(h, wave);
           if (k < 0) continue;
-          const ChainHop& hop = c.hops[h];
-          const auto has = [&](GpuId g) { return holds[std::make_pair(id, g)][static_cast<std::size_t>(k)] != 0; };
-          EXPECT_TRUE(has(hop.from)) << "op " << id << " wave " << wave << ": GPU " << hop.from << " forwards chunk " << k
-                                     << " before it has it";
-          EXPECT_FALSE(has(hop.to)) << "op " << id << ": chunk " << k << " twice";
-          const ChunkRange r = chain_chunk(op.bytes.value, c.chunk.value, k);
-          moves.push_back({hop.from, hop.to, id, k, r.begin, r.bytes});
+          const ChainHop& hop = hops[h];
+          const auto has = [&](GpuId g) { return holds[std::make_pair(w.op, g)][static_cast<std::size_t>(k)] != 0; };
+          EXPECT_TRUE(has(hop.from) && still_here(w.op, hop.from, k))
+              << "op " << w.op << " wave " << wave << ": GPU " << hop.from << " forwards chunk " << k << " it does not hold";
+          EXPECT_FALSE(has(hop.to)) << "op " << w.op << ": chunk " << k << " twice";
+          moves.push_back({hop.from, hop.to, w.op, k, chain_chunk(op.bytes.value, held[w.op].at(op.src)->chunk, k).bytes});
         }
       }
       // A group's transfers run together: read everything first, then write.
       std::vector<std::vector<unsigned char>> read;
       for (const Move& m : moves) {
-        const unsigned char* from = lb.region(m.from, at.at({m.op, m.from})) + m.begin;
+        const unsigned char* from = lb.slot(m.from, held[m.op].at(m.from), m.chunk);
         read.emplace_back(from, from + m.bytes);
       }
+      for (const Move& m : moves) --left[{m.op, m.from}][m.chunk];
       for (std::size_t i = 0; i < moves.size(); ++i) {
         const Move& m = moves[i];
-        std::copy(read[i].begin(), read[i].end(), lb.region(m.to, at.at({m.op, m.to})) + m.begin);
-        if (m.chunk >= 0) holds[{m.op, m.to}][static_cast<std::size_t>(m.chunk)] = 1;
+        occupy(m.op, m.to, m.chunk);
+        std::copy(read[i].begin(), read[i].end(), lb.slot(m.to, held[m.op].at(m.to), m.chunk));
+        holds[{m.op, m.to}][static_cast<std::size_t>(m.chunk)] = 1;
       }
-      for (const auto& [g, t] : unpack_after[wave]) lb.copy(g, t->copies);
+      for (const Move& m : moves) lb.unpack(m.to, held[m.op].at(m.to), m.chunk);
     }
     for (const auto& [key, h] : holds)
       EXPECT_EQ(std::count(h.begin(), h.end(), 0), 0) << "op " << key.first << " GPU " << key.second << " misses chunks";
@@ -291,45 +327,34 @@ Loopback run_waves(const RunPlan& rp, Loopback::Staging staging = Loopback::Stag
   return lb;
 }
 
-// Every destination byte of every GPU checks out, and they add up to the plan's bytes_needed.
-void expect_every_byte(Loopback& lb, const LoadedScenario& sc, const TransferSet& ts, const std::string& what) {
-  std::int64_t bytes = 0;
-  for (auto& [g, prog] : lb.progs) EXPECT_EQ(detail::check_destinations(prog, sc.inventory, lb.mem[g], 0, bytes), "") << what;
-  EXPECT_EQ(bytes, ts.bytes_needed.value) << what;
-}
-
 TEST(Loopback, EveryStrategyDeliversEveryByteInTheNcclBackendsWaves) {
   reshard::test::for_each_small_run([](const std::string& name, const std::string& strategy, const LoadedScenario& sc,
                                        const TransferSet& ts, const Schedule& s, const RunPlan& rp) {
     Loopback lb = run_waves(rp);
     expect_every_byte(lb, sc, ts, name + " " + strategy);
-    // Staging memory reused as the nccl backend plans it, as tightly as the plan lets it.
-    Loopback tight = run_waves(rp, Loopback::Staging::InWaves);
-    expect_every_byte(tight, sc, ts, name + " " + strategy + " (staging reused in waves)");
+    // Staging memory laid out by steps as the nccl backend lays it out, as tightly as it lets it.
+    Loopback tight = run_waves(rp, Loopback::Staging::Steps);
+    expect_every_byte(tight, sc, ts, name + " " + strategy + " (staging reused by steps)");
     // A process computes the waves of the ops it takes part in: the same as the whole step's.
-    for (int world : {2, 3, 5}) {
-      std::vector<std::vector<std::int64_t>> steps(static_cast<std::size_t>(rp.steps));
-      for (const Op& op : s.ops) steps[static_cast<std::size_t>(rp.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
-      for (const auto& ops : steps) {
+    for (int world : {2, 3, 5})
+      for (const auto& ops : ops_by_step(rp)) {
         const StepWaves all = step_waves(s, ops);
-        std::map<std::int64_t, const ChainWaves*> by_op;
-        for (const auto& cw : all.chains) by_op[cw.op] = &cw;
+        std::map<std::int64_t, const StreamWaves*> by_op;
+        for (const auto& w : all.streams) by_op[w.op] = &w;
         for (int rank = 0; rank < world; ++rank) {
           std::vector<std::int64_t> mine;
           for (auto id : ops) {
             const Op& op = s.ops[static_cast<std::size_t>(id)];
             std::vector<GpuId> gpus{op.src, op.dst};
-            if (op.chain >= 0)
-              for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) gpus.push_back(h.to);
+            for (const ChainHop& h : hops_of(s, op)) gpus.push_back(h.to);
             if (std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return rp.gpu_index(g) % world == rank; })) mine.push_back(id);
           }
-          for (const auto& cw : step_waves(s, mine).chains) {
-            EXPECT_EQ(cw.offset, by_op.at(cw.op)->offset) << name << " " << strategy << " op " << cw.op;
-            EXPECT_EQ(cw.chunks, by_op.at(cw.op)->chunks);
+          for (const auto& w : step_waves(s, mine).streams) {
+            EXPECT_EQ(w.offset, by_op.at(w.op)->offset) << name << " " << strategy << " op " << w.op;
+            EXPECT_EQ(w.chunks, by_op.at(w.op)->chunks);
           }
         }
       }
-    }
   });
 }
 
@@ -339,20 +364,19 @@ struct HandMade {
   TransferSet ts;
   Schedule s;
   RunPlan rp;
-  HandMade(int dp, std::vector<ChainHop> hops, std::int64_t chunk, std::int32_t parts = 1)
+  HandMade(int dp, std::vector<ChainHop> hops, std::int64_t chunk, std::int32_t parts = 1, std::int32_t slots = kChainSlots)
       : sc(reshard::test::chain_scenario(dp)), ts(plan(sc.inventory, sc.source, sc.destination)) {
     s = reshard::test::chain_schedule(sc, ts, std::move(hops), chunk, parts);
+    s.slots = slots;
     rp = make_run_plan(sc, ts, s);
   }
   HandMade(const HandMade&) = delete;
 };
 
 void expect_delivered(HandMade& h, const std::string& what) {
-  for (auto staging : {Loopback::Staging::Own, Loopback::Staging::ByOp}) {
+  for (auto staging : {Loopback::Staging::Own, Loopback::Staging::Steps}) {
     Loopback lb = run_loopback(h.rp, -1, staging);
     expect_every_byte(lb, h.sc, h.ts, what + " (chunk by chunk)");
-  }
-  for (auto staging : {Loopback::Staging::Own, Loopback::Staging::InWaves}) {
     Loopback waves = run_waves(h.rp, staging);
     expect_every_byte(waves, h.sc, h.ts, what + " (waves)");
   }
@@ -362,27 +386,42 @@ TEST(ExecChain, RingOfFourGpusWithAShortLastChunk) {
   HandMade h(2, reshard::test::ring4(), 10007);
   const std::int64_t bytes = h.s.ops[0].bytes.value;
   ASSERT_NE(bytes % 10007, 0);                            // the last chunk is short
-  ASSERT_GT(chain_chunks(bytes, 10007), 2 * kChainSlots);  // more chunks than a hop keeps in flight
+  ASSERT_GT(chain_chunks(bytes, 10007), 2 * kChainSlots);  // more chunks than a ring holds
   EXPECT_EQ(chain_chunk(bytes, 10007, chain_chunks(bytes, 10007) - 1).bytes, bytes % 10007);
   EXPECT_EQ(h.rp.gpus, (std::vector<GpuId>{0, 1, 2, 3}));
   // Roles: GPU 0 the root (a send to GPU 1), 1 and 2 inner (receive, forward), 3 a leaf; every GPU
-  // holds the whole part in one region.
+  // holds a ring of 8 slots of 10007 bytes, not the whole part.
   const GpuProgram root = build_program(h.rp, 0);
   ASSERT_EQ(root.sends.size(), 1u);
   EXPECT_TRUE(root.receives.empty());
   EXPECT_EQ(root.sends[0].peer, -1);
   EXPECT_EQ(root.sends[0].children, std::vector<GpuId>{1});
   EXPECT_EQ(root.sends[0].chunk, 10007);
+  EXPECT_EQ(root.regions[static_cast<std::size_t>(root.sends[0].region)].bytes, 8 * 10007);
   for (GpuId g : {1, 2, 3}) {
     const GpuProgram p = build_program(h.rp, g);
     ASSERT_EQ(p.receives.size(), 1u) << g;
     EXPECT_TRUE(p.sends.empty());
     EXPECT_EQ(p.receives[0].peer, g - 1);
     EXPECT_EQ(p.receives[0].children, g < 3 ? std::vector<GpuId>{g + 1} : std::vector<GpuId>{});
-    EXPECT_EQ(p.regions[static_cast<std::size_t>(p.receives[0].region)].bytes, bytes);
+    EXPECT_EQ(p.regions[static_cast<std::size_t>(p.receives[0].region)].bytes, 8 * 10007);
     EXPECT_FALSE(p.receives[0].copies.empty());  // each keeps its TP half
   }
   expect_delivered(h, "ring");
+}
+
+// Two slots per ring (the fewest, kMinSlots): a GPU forwards chunk k from one slot while chunk
+// k + 1 arrives in the other, and chunk k + 2 takes chunk k's slot only after it has left.
+TEST(ExecChain, RingOfTwoSlotsWrapsManyTimes) {
+  HandMade h(2, reshard::test::ring4(), 4099, 1, kMinSlots);
+  ASSERT_GT(chain_chunks(h.s.ops[0].bytes.value, 4099), 20);
+  const GpuProgram inner = build_program(h.rp, 1);
+  EXPECT_EQ(inner.regions[static_cast<std::size_t>(inner.receives[0].region)].bytes, 2 * 4099);
+  // Stream byte 3 * 4099 + 5 (chunk 3) lies in slot 1: 4099 + 5.
+  EXPECT_EQ(inner.receives[0].slot_offset(3 * 4099 + 5), 4099 + 5);
+  expect_delivered(h, "two-slot ring");
+  HandMade tree(3, reshard::test::fan_out_tree6(), 4099, 1, kMinSlots);
+  expect_delivered(tree, "two-slot tree");
 }
 
 TEST(ExecChain, TreeWithFanOuts) {
@@ -393,9 +432,9 @@ TEST(ExecChain, TreeWithFanOuts) {
   EXPECT_EQ(build_program(h.rp, 5).receives[0].peer, 4);
   // Depth 2: the last chunk reaches the leaves one wave after it left the root.
   const StepWaves sw = step_waves(h.s, {0});
-  ASSERT_EQ(sw.chains.size(), 1u);
-  EXPECT_EQ(sw.chains[0].depth, (std::vector<std::int32_t>{1, 1, 2, 2, 2}));
-  EXPECT_EQ(sw.waves, sw.chains[0].chunks + 1);
+  ASSERT_EQ(sw.streams.size(), 1u);
+  EXPECT_EQ(sw.streams[0].depth, (std::vector<std::int32_t>{1, 1, 2, 2, 2}));
+  EXPECT_EQ(sw.waves, sw.streams[0].chunks + 1);
   expect_delivered(h, "tree");
 }
 
@@ -405,6 +444,9 @@ TEST(ExecChain, PartSmallerThanOneChunk) {
   EXPECT_EQ(chain_chunks(h.s.ops[0].bytes.value, 64 << 20), 1);
   EXPECT_EQ(chain_chunk(h.s.ops[0].bytes.value, 64 << 20, 0).bytes, h.s.ops[0].bytes.value);
   EXPECT_EQ(step_waves(h.s, {0}).waves, 3);  // one chunk over three hops
+  // A ring is never larger than the part.
+  const GpuProgram p = build_program(h.rp, 2);
+  EXPECT_EQ(p.regions[static_cast<std::size_t>(p.receives[0].region)].bytes, h.s.ops[0].bytes.value);
   expect_delivered(h, "one chunk");
 }
 
@@ -415,24 +457,21 @@ TEST(ExecChain, TwoOpsOnOneChainRunInOrder) {
   EXPECT_EQ(h.rp.step_of, (std::vector<std::int32_t>{0, 0}));
   EXPECT_EQ(h.rp.chain_prev, (std::vector<std::int64_t>{-1, 0}));
   const StepWaves sw = step_waves(h.s, {0, 1});
-  ASSERT_EQ(sw.chains.size(), 2u);
-  EXPECT_EQ(sw.chains[1].offset, sw.chains[0].chunks);  // op 1 leaves the root after op 0's last chunk
-  EXPECT_EQ(sw.waves, sw.chains[0].chunks + sw.chains[1].chunks + 2);
-  // The nccl backend's staging spans (in waves): a root from its first chunk's wave to its last's,
-  // a receiver from its first chunk's arrival to its last's, one wave more where it forwards.
+  ASSERT_EQ(sw.streams.size(), 2u);
+  EXPECT_EQ(sw.streams[1].offset, sw.streams[0].chunks);  // op 1 leaves the root after op 0's last chunk
+  EXPECT_EQ(sw.waves, sw.streams[0].chunks + sw.streams[1].chunks + 2);
+  // The GPU backends' staging spans, by steps: every region lives in step 0, the ring of each op.
   {
-    const std::int64_t n0 = sw.chains[0].chunks, n1 = sw.chains[1].chunks;
     std::vector<GpuProgram> progs;
     for (GpuId g : h.rp.gpus) progs.push_back(build_program(h.rp, g));
     std::vector<std::vector<std::int64_t>> request_of;
-    const auto r = detail::staging_requests_in_waves(h.rp, progs, request_of);
-    std::vector<std::pair<std::int64_t, std::int64_t>> spans;
-    for (const auto& q : r) spans.emplace_back(q.first, q.last);
-    using P = std::pair<std::int64_t, std::int64_t>;
-    EXPECT_EQ(spans, (std::vector<P>{{0, n0 - 1}, {n0, n0 + n1 - 1},          // GPU 0, the root
-                                     {0, n0}, {n0, n0 + n1},                  // GPU 1
-                                     {1, n0 + 1}, {n0 + 1, n0 + n1 + 1},      // GPU 2
-                                     {2, n0 + 1}, {n0 + 2, n0 + n1 + 1}}));   // GPU 3, a leaf
+    const auto r = detail::staging_requests(h.rp, progs, request_of);
+    ASSERT_EQ(r.size(), 8u);  // two ops x four GPUs
+    for (const auto& q : r) {
+      EXPECT_EQ(q.first, 0);
+      EXPECT_EQ(q.last, 0);
+      EXPECT_EQ(q.bytes, 8 * 100003);
+    }
   }
   // An op whose own dependencies are shallower than the previous op on its chain still runs in
   // that op's step: op 2 waits for nothing, but follows op 1 (after op 0) on chain 0.
@@ -525,14 +564,15 @@ TEST(ExecStaging, RegionsSharingMemoryAreNeverLiveTogether) {
   }
 }
 
-TEST(ExecStaging, GatherBroadcastOnTheGpuCheckScenarioFitsOneGpu) {
+TEST(ExecStaging, EveryStrategyOnTheGpuCheckScenarioFitsOneGpu) {
   // All 16 GPUs of gpu-check-qwen3-8b as virtual ranks on one 139 GiB GPU (the cuda backend; the
-  // nccl backend at world size 1): gather_broadcast's chain ops hold 172 GB of staging in all,
-  // never more than a few GB at a time. The cuda backend reuses it after fences, nccl in wave order.
+  // nccl backend at world size 1): the arena laid out by steps holds, in each step, every GPU's
+  // streams of that step, each GPU within its staging budget, and all of it fits the GPU.
   const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path("gpu-check-qwen3-8b.yaml")));
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
-  for (const char* strategy : {"gather_broadcast", "nemo_rl_reshard"}) {
-    const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, parse_strategy(strategy));
+  for (const auto& strategy : strategy_names()) {
+    const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, parse_strategy(strategy),
+                                      staging_budgets(sc));
     const RunPlan rp = make_run_plan(sc, ts, s);
     std::vector<GpuProgram> progs;
     std::int64_t shards = 0;
@@ -542,22 +582,19 @@ TEST(ExecStaging, GatherBroadcastOnTheGpuCheckScenarioFitsOneGpu) {
         if (r.kind == Region::Kind::Source || r.kind == Region::Kind::Destination) shards += (r.bytes + 255) / 256 * 256;
     }
     const std::int64_t free = 139LL << 30, budget = free - shards - (free / 32 + (1LL << 30));
-    for (bool ordered : {false, true}) {
-      std::vector<std::vector<std::int64_t>> request_of;
-      const auto requests =
-          ordered ? detail::staging_requests_in_waves(rp, progs, request_of) : detail::staging_requests_by_op(progs, request_of);
-      std::int64_t total = 0;
-      for (const auto& q : requests) total += q.bytes;
-      const auto plan = detail::plan_staging(requests, budget, ordered);
-      EXPECT_LE(plan.bytes, budget) << strategy << (ordered ? " (nccl)" : " (cuda)") << " fences " << plan.fences.size() << " total " << total;
-      expect_sound(requests, plan, ordered);
-      if (std::string(strategy) == "gather_broadcast") {
-        EXPECT_GT(total, budget);  // it would not fit without reuse
-        if (!ordered) {
-          EXPECT_FALSE(plan.fences.empty());
-        }
-      } else if (!ordered) {
-        EXPECT_TRUE(plan.fences.empty());  // it fits as laid out before: no fence
+    std::vector<std::vector<std::int64_t>> request_of;
+    const auto requests = detail::staging_requests(rp, progs, request_of);
+    const auto plan = detail::plan_staging(requests, budget, true);
+    EXPECT_LE(plan.bytes, budget) << strategy;
+    EXPECT_TRUE(plan.fences.empty());
+    expect_sound(requests, plan, true);
+    const StagingMemory m = staging_memory(s);
+    const auto per = detail::staging_per_program(requests, request_of);
+    for (std::size_t p = 0; p < progs.size(); ++p) {
+      const GpuId g = progs[p].gpu;
+      EXPECT_GE(per[p], m.per_gpu[static_cast<std::size_t>(g)].value) << strategy << " GPU " << g;
+      if (staging_budget(s, g).value > 0) {
+        EXPECT_LE(m.per_gpu[static_cast<std::size_t>(g)], staging_budget(s, g)) << strategy << " GPU " << g;
       }
     }
   }

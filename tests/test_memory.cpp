@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "reshard/model/cost.hpp"
@@ -45,18 +46,22 @@ LoadedScenario small(const std::string& name) {
 
 }  // namespace
 
-// Four GPUs, two steps:
+// Four GPUs, two steps. Every op streams through a ring of S = 8 chunks (model/memory.hpp): the
+// transfers' chunk is params.chunk (512 KiB) and the chain's 16 B, so each role holds min(B, S c) =
+// B here (30 and 40 B are under 8 x 16 B).
 //   op0  0 -> 1  200 B                 step 0
 //   op1  2 -> 1   50 B                 step 0
 //   op2  chain 1 -> 2 -> 3, 30 B, after op0 (GPU 1 forwards what op0 brought)   step 1
 //   op3  the same chain, 40 B          step 1 (no shallower than op2, its predecessor on the chain)
 //   op4  3 -> 0   10 B, after op1      step 1
 //   op5  2 -> 1  300 B, after op1      step 1
+// op0's receive at GPU 1 is kept (op2 packs from it): GPU 1 holds all 200 B of it from step 0 to
+// step 1.
 // live(g, 0): GPU 0 = 200 (send op0), GPU 1 = 200 + 50 (receives), GPU 2 = 50.
-// live(g, 1): the chain holds max(30, 40) = 40 B on each of GPUs 1, 2, 3 (its ops run one after
-//   the other); GPU 1 also keeps op0's 200 B for op2 and receives op5: 40 + 200 + 300 = 540;
-//   GPU 2: 40 + 300 = 340; GPU 3: 40 + 10 = 50; GPU 0: 10.
-// peak: GPU 0 200, GPU 1 540 (step 1), GPU 2 340, GPU 3 50.
+// live(g, 1): each chain op holds its own ring on GPUs 1, 2, 3 (30 + 40 B); GPU 1 also keeps op0's
+//   200 B for op2 and receives op5: 70 + 200 + 300 = 570; GPU 2: 70 + 300 = 370; GPU 3: 70 + 10 =
+//   80; GPU 0: 10.
+// peak: GPU 0 200, GPU 1 570 (step 1), GPU 2 370, GPU 3 80.
 TEST(StagingMemory, HandWorkedScheduleStepsChainsAndForwarding) {
   const Schedule s = hand_worked(true);
   std::int32_t steps = 0;
@@ -65,17 +70,51 @@ TEST(StagingMemory, HandWorkedScheduleStepsChainsAndForwarding) {
   const StagingMemory m = staging_memory(s);
   ASSERT_EQ(m.per_gpu.size(), 4u);
   EXPECT_EQ(m.per_gpu[0], Bytes{200});
-  EXPECT_EQ(m.per_gpu[1], Bytes{540});
-  EXPECT_EQ(m.per_gpu[2], Bytes{340});
-  EXPECT_EQ(m.per_gpu[3], Bytes{50});
-  EXPECT_EQ(m.peak, Bytes{540});
+  EXPECT_EQ(m.per_gpu[1], Bytes{570});
+  EXPECT_EQ(m.per_gpu[2], Bytes{370});
+  EXPECT_EQ(m.per_gpu[3], Bytes{80});
+  EXPECT_EQ(m.peak, Bytes{570});
   EXPECT_EQ(m.gpu, 1);
   EXPECT_EQ(m.step, 1);
+  EXPECT_EQ(m.over_budget, 0);  // no budget: unbounded
   // Without op0 in op2's `after`, the chain's ops move to step 0 and GPU 1 keeps nothing: 200 + 50 +
-  // 40 = 290 in step 0, 300 (op5) in step 1.
+  // 30 + 40 = 320 in step 0, 300 (op5) in step 1.
   const Schedule alone = hand_worked(false);
-  EXPECT_EQ(staging_memory(alone).per_gpu[1], Bytes{300});
-  EXPECT_EQ(staging_memory(alone).step, 1);
+  EXPECT_EQ(staging_memory(alone).per_gpu[1], Bytes{320});
+  EXPECT_EQ(staging_memory(alone).step, 0);
+}
+
+// The same schedule within 300 B on every GPU. op_steps places the ops in id order, each in the
+// first step from its base where every GPU it touches has room, counting at a GPU that keeps a
+// receive the kept bytes (open) in every step until their last forwarder is placed, and starting
+// past the steps where a GPU has no room left for its largest ring (room_from: GPU 1's and GPU 2's
+// is op5's 300 B):
+//   op0  step 0: GPU 1 holds 200 (kept); no 300 B ring fits beside it there: GPU 1 from step 1.
+//   op1  from step 1: 50 <= 300 - open(1) = 100 at GPU 1: step 1 (GPU 1 from step 2).
+//   op2  from step 2 (base 1, after op0): step 2. It is op0's last forwarder: the 200 kept bytes now
+//        count in GPU 1's steps 1 and 2 instead (250 in step 1, 230 in step 2).
+//   op3  base 2 (the chain), from step 3: step 3.
+//   op4  base 2 (after op1); GPUs 0 and 3 can hold everything they ever take: step 2.
+//   op5  base 2, from step 4 (GPU 1 and GPU 2 hold op3's ring in step 3): step 4.
+// Peaks: GPU 0 200 (step 0), GPU 1 300 (step 4), GPU 2 300, GPU 3 40 (step 2: 30 + 10); all within
+// 300. Within 250 B, op5 fits no step even alone: GPUs 1 and 2 are over budget.
+TEST(StagingMemory, HandWorkedBudgetSpreadsTheSteps) {
+  Schedule s = hand_worked(true);
+  s.budget.assign(4, Bytes{300});
+  std::int32_t steps = 0;
+  EXPECT_EQ(op_steps(s, steps), (std::vector<std::int32_t>{0, 1, 2, 3, 2, 4}));
+  EXPECT_EQ(steps, 5);
+  const StagingMemory m = staging_memory(s);
+  EXPECT_EQ(m.per_gpu, (std::vector<Bytes>{Bytes{200}, Bytes{300}, Bytes{300}, Bytes{40}}));
+  EXPECT_EQ(m.peak, Bytes{300});
+  EXPECT_EQ(m.over_budget, 0);
+  EXPECT_EQ(m.worst_over, -1);
+  s.budget.assign(4, Bytes{250});
+  const StagingMemory over = staging_memory(s);
+  EXPECT_EQ(over.over_budget, 2);
+  EXPECT_GE(over.worst_over, 1);
+  EXPECT_LE(over.worst_over, 2);
+  EXPECT_EQ(over.peak, Bytes{300});
 }
 
 TEST(StagingMemory, NoOperationsNeedNothing) {
@@ -84,8 +123,8 @@ TEST(StagingMemory, NoOperationsNeedNothing) {
   EXPECT_EQ(m.gpu, -1);
 }
 
-// Every strategy on the small scenarios: a GPU's peak is at least its largest single region and at
-// most all its regions at once; the estimate reports the largest peak and its GPU.
+// Every strategy on the small scenarios: a GPU's peak is at least its largest ring (min(B, S c), the
+// least a role holds) and at most every part it sends or receives at once; the estimate reports the largest peak and its GPU.
 TEST(StagingMemory, BetweenTheLargestRegionAndAllRegionsOnEveryStrategy) {
   const CostParams cost = CostParams::profile_named("reshard");
   for (const char* name : {"small-gqa-megatron-vllm.yaml", "small-moe-ep.yaml", "small-dtensor-uneven.yaml"}) {
@@ -99,7 +138,7 @@ TEST(StagingMemory, BetweenTheLargestRegionAndAllRegionsOnEveryStrategy) {
       const StagingMemory m = staging_memory(s);
       std::vector<std::int64_t> largest(m.per_gpu.size(), 0), total(m.per_gpu.size(), 0);
       auto region = [&](GpuId g, const Op& op) {
-        largest[static_cast<std::size_t>(g)] = std::max(largest[static_cast<std::size_t>(g)], op.bytes.value);
+        largest[static_cast<std::size_t>(g)] = std::max(largest[static_cast<std::size_t>(g)], ring_bytes(s, op).value);
         total[static_cast<std::size_t>(g)] += op.bytes.value;
       };
       for (const Op& op : s.ops) {
@@ -119,6 +158,94 @@ TEST(StagingMemory, BetweenTheLargestRegionAndAllRegionsOnEveryStrategy) {
       EXPECT_EQ(pred.staging_peak, m.peak);
       EXPECT_EQ(pred.staging_gpu, m.gpu);
     }
+  }
+}
+
+namespace {
+
+// An independent count of model/memory.hpp's peaks, from its steps (op_steps) and kept receives
+// (kept_receives) alone: per GPU and step, every role's ring (a kept receive: its whole part, from
+// its step to the last step of an op at that GPU that forwards from it), summed.
+std::vector<std::int64_t> naive_peaks(const Schedule& s) {
+  std::int32_t count = 0;
+  const std::vector<std::int32_t> step = op_steps(s, count);
+  const auto kept = kept_receives(s);
+  std::map<std::pair<std::int64_t, GpuId>, std::int32_t> last;  // (op, GPU) -> last step forwarded from
+  for (const Op& x : s.ops)
+    for (auto a : s.after_of(x))
+      if (receives(s, s.ops[static_cast<std::size_t>(a)], x.src)) {
+        auto [it, fresh] = last.try_emplace({a, x.src}, step[static_cast<std::size_t>(x.id)]);
+        it->second = std::max(it->second, step[static_cast<std::size_t>(x.id)]);
+      }
+  std::map<std::pair<GpuId, std::int32_t>, std::int64_t> live;
+  GpuId gpus = 0;
+  for (const Op& op : s.ops) {
+    const std::int32_t k = step[static_cast<std::size_t>(op.id)];
+    const std::int64_t ring = ring_bytes(s, op).value;
+    std::vector<GpuId> receivers;
+    if (op.chain < 0) receivers.push_back(op.dst);
+    else
+      for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) receivers.push_back(h.to);
+    live[{op.src, k}] += ring;
+    gpus = std::max(gpus, op.src + 1);
+    for (GpuId g : receivers) {
+      gpus = std::max(gpus, g + 1);
+      const auto& kg = kept[static_cast<std::size_t>(op.id)];
+      if (!std::binary_search(kg.begin(), kg.end(), g)) {
+        live[{g, k}] += ring;
+        continue;
+      }
+      const std::int32_t until = std::max(k, last.at({op.id, g}));
+      for (std::int32_t j = k; j <= until; ++j) live[{g, j}] += op.bytes.value;
+    }
+  }
+  std::vector<std::int64_t> peak(static_cast<std::size_t>(gpus), 0);
+  for (const auto& [key, bytes] : live) peak[static_cast<std::size_t>(key.first)] = std::max(peak[static_cast<std::size_t>(key.first)], bytes);
+  return peak;
+}
+
+}  // namespace
+
+// staging_memory (which packs GPUs with alike histories into shared profiles) gives every GPU the
+// peak an independent sum over its ops gives, and within a budget no GPU exceeds it unless it is
+// counted over budget: every strategy of the small scenarios, each within its default budgets and
+// within 4 MiB, 1 MiB and 256 KiB per GPU, and the large bandwidth-bound ones of DeepSeek-V3 within
+// 256 MiB.
+TEST(StagingMemory, PeaksAgreeWithAnIndependentSumAndStayWithinTheBudget) {
+  struct Case {
+    const char* scenario;
+    std::vector<std::int64_t> caps;  // 0: the scenario's budgets
+    std::vector<const char*> strategies;  // empty: every named strategy
+  };
+  const std::vector<Case> cases = {
+      {"small-gqa-megatron-vllm.yaml", {0, 4 << 20, 1 << 20, 256 << 10}, {}},
+      {"small-moe-ep.yaml", {0, 4 << 20, 1 << 20, 256 << 10}, {}},
+      {"small-dtensor-uneven.yaml", {0, 4 << 20, 1 << 20, 256 << 10}, {}},
+      {"deepseek-v3-h100.yaml", {256 << 20}, {"gather_broadcast", "domain_chain", "nemo_rl_reshard"}},
+  };
+  for (const Case& c : cases) {
+    const LoadedScenario sc = small(c.scenario);
+    const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+    std::vector<std::string> names(c.strategies.begin(), c.strategies.end());
+    if (names.empty()) names = strategy_names();
+    for (std::int64_t cap : c.caps)
+      for (const std::string& name : names) {
+        SCOPED_TRACE(std::string(c.scenario) + " " + name + " cap " + std::to_string(cap));
+        StrategyParams p;
+        p.strategy = strategy_named(name);
+        const auto budget = cap > 0 ? staging_budgets(sc, Bytes{cap}) : staging_budgets(sc);
+        const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p, budget);
+        const StagingMemory m = staging_memory(s);
+        const std::vector<std::int64_t> naive = naive_peaks(s);
+        ASSERT_EQ(m.per_gpu.size(), naive.size());
+        std::int32_t over = 0;
+        for (std::size_t g = 0; g < naive.size(); ++g) {
+          EXPECT_EQ(m.per_gpu[g].value, naive[g]) << "GPU " << g;
+          over += naive[g] > staging_budget(s, static_cast<GpuId>(g)).value;
+        }
+        EXPECT_EQ(m.over_budget, over);
+        EXPECT_EQ(over, 0);  // every strategy fits even 256 KiB (two slots of at most 128 KiB)
+      }
   }
 }
 

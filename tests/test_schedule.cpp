@@ -220,7 +220,9 @@ TEST(Estimate, HandWorkedTwoDomains) {
   //                  A stripe alone runs at r = min(47e9 (NIC), 369e9 / 7 (the ingress's NVLink
   //                  port, weight 7)) = 47e9, so t = per_op + L + (B/8 + (H - 1) c) / r, L = its
   //                  network route's latency + the NVLink route's.
-  //                  Estimate: T_bw + T_fill + T_latency = B / 47e9 + c / 47e9 + per_op + max L.
+  //                  Every stream also pays its copy fill, the pack of its first chunk and the
+  //                  unpack of its last at the memory copy rate m (2.15e12): 2 c / m.
+  //                  Estimate: T_bw + T_fill + T_latency = B / 47e9 + c / 47e9 + 2 c / m + per_op + max L.
   const auto topo = two_nodes_one_spine();
   const auto inv = Inventory::parse(R"(name: one
 architecture: qwen3
@@ -263,8 +265,8 @@ tie_word_embeddings: true
   EXPECT_EQ(grouped.network_bytes.value, inv.bytes().value);
   EXPECT_EQ(grouped.nvlink_bytes.value, 7 * inv.bytes().value);
   EXPECT_EQ(grouped.chain_depth, 2);
-  const double c = 512 << 10;
-  EXPECT_NEAR(grouped.fill.value, c / 47e9, 1e-12);
+  const double c = 512 << 10, copies = 2 * c / 2.15e12;
+  EXPECT_NEAR(grouped.fill.value, c / 47e9 + copies, 1e-12);
   // The slowest root-to-leaf path: an ingress on another rail than GPU 0 (through the spine,
   // 2 x 0.15 us more than GPU 8 on GPU 0's rail), then an NVLink hop.
   double slowest_ingress = 0;
@@ -272,8 +274,8 @@ tie_word_embeddings: true
   EXPECT_NEAR(slowest_ingress - topo.route(0, 8).latency.value, 0.3e-6, 1e-12);
   const double latency_path = slowest_ingress + topo.route(8, 9).latency.value + cost.per_op.value;
   EXPECT_NEAR(grouped.latency_path.value, latency_path, 1e-12);
-  EXPECT_NEAR(grouped.critical_path.value, latency_path + (model_bytes / 8 + c) / 47e9, 1e-9);
-  EXPECT_NEAR(grouped.time.value, (model_bytes + c) / 47e9 + latency_path, 1e-9);
+  EXPECT_NEAR(grouped.critical_path.value, latency_path + (model_bytes / 8 + c) / 47e9 + copies, 1e-9);
+  EXPECT_NEAR(grouped.time.value, (model_bytes + c) / 47e9 + copies + latency_path, 1e-9);
   EXPECT_LT(grouped.time, direct.time);
 }
 
@@ -288,7 +290,8 @@ TEST(Estimate, HandWorkedBroadcastRing) {
   //   NVLink:  each ring makes one NVLink hop: B bytes in all;
   //   alone, a ring runs at r = 47e9 (its NIC hop), depth H = 2, so it takes
   //            per_op + L_c + (B/2 + c) / r, L_c its network route's latency + the NVLink one's;
-  //   estimate: T_bw + T_fill + T_latency = B / 47e9 + c / 47e9 + per_op + max_c L_c.
+  //   each also pays its copy fill 2 c / m (m = 2.15e12, model/chain.hpp);
+  //   estimate: T_bw + T_fill + T_latency = B / 47e9 + c / 47e9 + 2 c / m + per_op + max_c L_c.
   const auto topo = two_nodes_one_spine();
   const auto inv = ring_model();
   DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
@@ -311,13 +314,13 @@ TEST(Estimate, HandWorkedBroadcastRing) {
   EXPECT_EQ(pr.network_bytes.value, inv.bytes().value);
   EXPECT_EQ(pr.nvlink_bytes.value, inv.bytes().value);
   EXPECT_NEAR(pr.bandwidth_bound.value, B / 47e9, 1e-9);
-  const double c = 512 << 10;
+  const double c = 512 << 10, copies = 2 * c / 2.15e12;
   // Channel 1 enters at GPU 9, on another rail than GPU 0 (through the spine): the longer path.
   const double L = std::max(topo.route(0, 8).latency.value + topo.route(8, 9).latency.value,
                             topo.route(0, 9).latency.value + topo.route(9, 8).latency.value);
   EXPECT_NEAR(pr.latency_path.value, L + cost.per_op.value, 1e-12);
-  EXPECT_NEAR(pr.critical_path.value, cost.per_op.value + L + (B / 2 + c) / 47e9, 1e-9);
-  EXPECT_NEAR(pr.time.value, (B + c) / 47e9 + L + cost.per_op.value, 1e-9);
+  EXPECT_NEAR(pr.critical_path.value, cost.per_op.value + L + (B / 2 + c) / 47e9 + copies, 1e-9);
+  EXPECT_NEAR(pr.time.value, (B + c) / 47e9 + copies + L + cost.per_op.value, 1e-9);
   EXPECT_EQ(pr.broadcast_buckets, 1);
 }
 
@@ -347,37 +350,38 @@ Schedule hand_ring(std::int32_t ops, std::int32_t piece_count) {
 }  // namespace
 
 TEST(Estimate, HandWorkedIdleRingAndChainOrder) {
-  // Alone:  t = per_op + M / r + L + 6 c / r, r = 369e9, L = 7 x 0.6 us.
+  // Alone:  t = per_op + M / r + L + 6 c / r + 2 c / m, r = 369e9, L = 7 x 0.6 us, m = 2.15e12 (the
+  // copy fill: the root packs its first chunk, the last GPU unpacks its last, model/chain.hpp).
   // A second op on the same chain, waiting for nothing, leaves the root once the first has been
   // sent (chain ops on one chain run in order): it starts at per_op + M / r, pays its own per_op,
-  // is sent M / r later and ends L + 6 c / r after that: 2 per_op + 2 M / r + L + 6 c / r (the
-  // critical path). T_pipeline = T_bw + T_fill + T_latency = 2 M / r + 6 c / r + per_op + L is one
-  // per_op less, so the critical path is the estimate.
+  // is sent M / r later and ends L + 6 c / r + 2 c / m after that: 2 per_op + 2 M / r + L + 6 c / r
+  // + 2 c / m (the critical path). T_pipeline = T_bw + T_fill + T_latency = 2 M / r + 6 c / r +
+  // 2 c / m + per_op + L is one per_op less, so the critical path is the estimate.
   const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
   const auto inv = ring_model();
   const DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
   const auto ts = plan(inv, build_shard_map(inv, LayoutSpec{one, {0}}), build_shard_map(inv, LayoutSpec{one, {1}}));
-  const double M = 64 << 20, c = 1 << 20, r = 450e9 * 0.82, L = 7 * 0.6e-6;
+  const double M = 64 << 20, c = 1 << 20, r = 450e9 * 0.82, L = 7 * 0.6e-6, copies = 2 * c / 2.15e12;
   const auto cost = CostParams::profile_named("reshard");
   const auto piece_count = static_cast<std::int32_t>(ts.pieces.size());
   const auto one_op = estimate(hand_ring(1, piece_count), ts, inv, topo, cost);
   EXPECT_NEAR(one_op.latency_path.value, cost.per_op.value + L, 1e-12);
-  EXPECT_NEAR(one_op.critical_path.value, cost.per_op.value + L + (M + 6 * c) / r, 1e-12);
-  EXPECT_NEAR(one_op.time.value, cost.per_op.value + L + (M + 6 * c) / r, 1e-12);
+  EXPECT_NEAR(one_op.critical_path.value, cost.per_op.value + L + (M + 6 * c) / r + copies, 1e-12);
+  EXPECT_NEAR(one_op.time.value, cost.per_op.value + L + (M + 6 * c) / r + copies, 1e-12);
   EXPECT_EQ(one_op.chain_depth, 7);
   EXPECT_EQ(one_op.nvlink_bytes.value, 7 * static_cast<std::int64_t>(M));
   const auto two_ops = estimate(hand_ring(2, piece_count), ts, inv, topo, cost);
   EXPECT_NEAR(two_ops.bandwidth_bound.value, 2 * M / r, 1e-12);
-  EXPECT_NEAR(two_ops.critical_path.value, 2 * cost.per_op.value + L + (2 * M + 6 * c) / r, 1e-12);
-  EXPECT_NEAR(two_ops.pipeline.value, cost.per_op.value + L + (2 * M + 6 * c) / r, 1e-12);
-  EXPECT_NEAR(two_ops.time.value, 2 * cost.per_op.value + L + (2 * M + 6 * c) / r, 1e-12);
+  EXPECT_NEAR(two_ops.critical_path.value, 2 * cost.per_op.value + L + (2 * M + 6 * c) / r + copies, 1e-12);
+  EXPECT_NEAR(two_ops.pipeline.value, cost.per_op.value + L + (2 * M + 6 * c) / r + copies, 1e-12);
+  EXPECT_NEAR(two_ops.time.value, 2 * cost.per_op.value + L + (2 * M + 6 * c) / r + copies, 1e-12);
 }
 
 TEST(StrategySpec, DescribeAndParseRoundTripAndBadTokensAreNamed) {
   // What the tuner prints is what every command reads back.
   for (const char* spec : {"direct", "domain_grouped chunk=512KiB relay_ingress", "domain_chain chunk=256KiB max_chain=2",
                            "hybrid chunk=1MiB max_chain=4 relay_ingress relay_egress rail_blind",
-                           "gather_broadcast chunk=512KiB channels=4 bucket=1600MB",
+                           "gather_broadcast chunk=512KiB channels=4 bucket=1600MB", "gather_broadcast chunk=512KiB",
                            "nemo_rl_reshard chunk=512KiB bucket=5GB"})
     EXPECT_EQ(describe(parse_strategy(spec)), spec);
   const StrategyParams p = parse_strategy("domain_chain max_chain=2 relay_egress");

@@ -31,7 +31,8 @@ struct Built {
 Built build(const std::string& scenario, const std::string& strategy) {
   Built b{load_scenario(std::filesystem::path(kRoot + "/scenarios/" + scenario)), {}, {}};
   b.ts = plan(b.sc.inventory, b.sc.source, b.sc.destination);
-  b.s = build_schedule(b.ts, b.sc.inventory, b.sc.source, b.sc.destination, b.sc.topology, parse_strategy(strategy));
+  b.s = build_schedule(b.ts, b.sc.inventory, b.sc.source, b.sc.destination, b.sc.topology, parse_strategy(strategy),
+                       staging_budgets(b.sc));
   b.s.scenario = b.sc.scenario.name;
   return b;
 }
@@ -44,6 +45,9 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 using reshard::test::config_error;
+
+// The header's size in version 3 (versions 1 and 2: 128 bytes, without the staging fields).
+constexpr std::size_t kHeader = 144;
 
 // Little-endian fields of the header (docs/schedule-format.md, "Header").
 void put_u32(std::string& b, std::size_t at, std::uint32_t v) {
@@ -120,7 +124,7 @@ TEST(ScheduleFile, EverySliceFormRoundTrips) {
 TEST(ScheduleFile, AfterEntriesAreReadIntoThePoolOpByOp) {
   const Built b = build("small-moe-ep.yaml", "gather_broadcast");
   const std::string good = schedule_to_binary(b.s);
-  const std::size_t ops_at = 128 + (b.s.scenario.size() + 7) / 8 * 8;  // op record i at ops_at + 48 i
+  const std::size_t ops_at = kHeader + (b.s.scenario.size() + 7) / 8 * 8;  // op record i at ops_at + 48 i
   const std::size_t first_entry = 32;                                  // u64 in the record
   // Two consecutive ops waiting for the same ops (a bucket's gathers, or its broadcasts on each channel).
   std::size_t i = 0, j = 0;
@@ -234,7 +238,7 @@ TEST(ScheduleFileHostile, EveryTruncationIsOneErrorNamingTheFile) {
     write_bytes(path, bytes.substr(0, n));
     const std::string e = config_error([&] { read_schedule_file(path); });
     EXPECT_HAS(e, path);
-    EXPECT_HAS(e, n < 128 ? "shorter than the 128-byte header" : "the header gives");
+    EXPECT_HAS(e, n < 16 ? "shorter than the header" : n < kHeader ? "shorter than the 144-byte header" : "the header gives");
     const std::string r = config_error([&] { read_rank_schedule(path, 0); });
     EXPECT_HAS(r, path);
   }
@@ -250,13 +254,26 @@ TEST(ScheduleFileHostile, NewerVersionIsRefusedWithItsNumber) {
   const std::string path = temp_path("newer.rsched");
   write_bytes(path, bytes);
   const std::string e = config_error([&] { read_schedule_file(path); });
-  EXPECT_HAS(e, path + ": header.version: format version 3 was written by a newer reshard; this one reads version 2");
-  EXPECT_HAS(config_error([&] { read_rank_schedule(path, 3); }), "format version 3");
+  EXPECT_HAS(e, path + ": header.version: format version 4 was written by a newer reshard; this one reads version 3");
+  EXPECT_HAS(config_error([&] { read_rank_schedule(path, 3); }), "format version 4");
+}
+
+// A version 3 file as version 2 wrote it: the 128-byte header (no slots, no budget-run count) and
+// no budget section; its schedule has the default slots and no budget.
+std::string as_version_2(const std::string& v3, const Schedule& s) {
+  const std::size_t runs = budget_runs(s.budget).size();
+  std::string v2 = v3.substr(0, 128) + v3.substr(kHeader, v3.size() - kHeader - 16 * runs);
+  put_u32(v2, 8, 2);
+  put_u32(v2, 12, 128);
+  put_u64(v2, 16, v2.size());
+  v2[114] = v2[115] = '\0';  // version 3's slots
+  stamp_binary_digest(v2);
+  return v2;
 }
 
 // Version 2's content digest: FNV-1a over the file with its own 8 bytes (offset 120) as zero. A
-// version 1 file (no digest, those bytes zero) still reads; a version 2 file with a changed byte,
-// anywhere, is refused naming the digest.
+// version 1 file (no digest, those bytes zero) and a version 2 file (no staging fields) still read;
+// a file with a changed byte, anywhere, is refused naming the digest.
 TEST(ScheduleFileDigest, ChangedBytesAreRefusedAndVersionOneStillReads) {
   const Built b = build("small-moe-ep.yaml", "domain_chain");
   const std::string good = schedule_to_binary(b.s);
@@ -271,15 +288,26 @@ TEST(ScheduleFileDigest, ChangedBytesAreRefusedAndVersionOneStillReads) {
   const std::string path = temp_path("digest.rsched");
   write_bytes(path, good);
   EXPECT_EQ(read_schedule_header(path).digest, stored);
-  EXPECT_EQ(read_schedule_header(path).bytes_read, 128 + static_cast<std::int64_t>(b.s.scenario.size()));
+  // It reads the header, the scenario name and the budget runs (one: every GPU has 3.2 GB).
+  EXPECT_EQ(budget_runs(b.s.budget).size(), 1u);
+  EXPECT_EQ(read_schedule_header(path).bytes_read, static_cast<std::int64_t>(kHeader + b.s.scenario.size() + 16));
+  EXPECT_EQ(read_schedule_header(path).budget, b.s.budget);
+  EXPECT_EQ(read_schedule_header(path).slots, b.s.slots);
 
-  std::string v1 = zeroed;
+  ASSERT_FALSE(b.s.budget.empty());
+  Schedule unstaged = b.s;  // what versions 1 and 2 carry
+  unstaged.budget.clear();
+  unstaged.slots = kChainSlots;
+  const std::string v2 = as_version_2(good, b.s);
+  EXPECT_EQ(schedule_from_binary(v2, "v2.rsched"), unstaged);
+  std::string v1 = v2;
+  for (std::size_t k = 120; k < 128; ++k) v1[k] = '\0';
   put_u32(v1, 8, 1);
-  EXPECT_EQ(schedule_from_binary(v1, "v1.rsched"), b.s);
+  EXPECT_EQ(schedule_from_binary(v1, "v1.rsched"), unstaged);
   write_bytes(path, v1);
   EXPECT_EQ(read_schedule_header(path).digest, 0u);
 
-  for (std::size_t at : {std::size_t{130}, good.size() / 2, good.size() - 1}) {
+  for (std::size_t at : {kHeader + 2, good.size() / 2, good.size() - 1}) {
     std::string bytes = good;
     bytes[at] = static_cast<char>(bytes[at] ^ 1);
     EXPECT_HAS(config_error([&] { schedule_from_binary(bytes, "changed.rsched"); }),
@@ -323,7 +351,7 @@ TEST(ScheduleFileHostile, EveryCorruptedByteIsCaughtOrInRange) {
 TEST(ScheduleFileHostile, FieldsOutOfRangeAreNamed) {
   const Built b = build("small-moe-ep.yaml", "domain_chain");
   const std::string good = schedule_to_binary(b.s);
-  const std::size_t ops_at = 128 + (b.s.scenario.size() + 7) / 8 * 8;  // the first op record
+  const std::size_t ops_at = kHeader + (b.s.scenario.size() + 7) / 8 * 8;  // the first op record
   struct Edit {
     std::size_t at;
     std::uint32_t value;

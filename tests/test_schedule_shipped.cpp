@@ -1,14 +1,18 @@
-// Every strategy on every shipped scenario: the schedule validates (every needer gets every element
-// exactly once, nobody forwards what it lacks), the estimate never beats the lower bound, `auto` is
-// never worse than the best named strategy, and the best strategy of each bandwidth-bound
-// disaggregated scenario stays within 1.2x of the lower bound; every schedule's peak staging memory
-// per GPU (model/memory.hpp) is reported, at least its largest operation's part.
+// Every strategy on every shipped scenario, built within the scenario's staging budgets (each
+// side's refit_memory, by default NeMo RL's two buffers of min(2 % of the GPU's memory, 5 GiB)):
+// the schedule validates (every needer gets every element exactly once, nobody forwards what it
+// lacks), the estimate never beats the lower bound, every GPU's peak staging memory (model/memory.hpp)
+// is within its budget and at least its largest ring, the GPU's weights and staging together fit
+// its memory, `auto` is never worse than the best named strategy, and the best strategy of each
+// bandwidth-bound disaggregated scenario stays within 1.2x of the lower bound.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "reshard/model/cost.hpp"
+#include "reshard/model/memory.hpp"
 #include "reshard/model/scenario.hpp"
+#include "reshard/model/schedule_basis.hpp"
 #include "reshard/model/tuner.hpp"
 
 using namespace reshard::model;
@@ -20,32 +24,51 @@ TEST_P(ShippedScenario, EveryStrategyValidatesAndRespectsTheBound) {
   const auto ts = plan(sc.inventory, sc.source, sc.destination);
   const auto lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
   const auto cost = CostParams::profile_named("reshard");
+  const std::vector<Bytes> budget = staging_budgets(sc);
+  const ScheduleBasis basis(ts, sc.inventory, sc.source, sc.destination, sc.topology, budget);
   TuneOptions opts;
+  auto check_memory_of = [&](const Schedule& s) -> StagingMemory {
+    const StagingMemory m = staging_memory(s);
+    EXPECT_EQ(m.over_budget, 0);
+    for (std::size_t g = 0; g < m.per_gpu.size(); ++g) {
+      const Bytes b = staging_budget(s, static_cast<GpuId>(g));
+      EXPECT_GT(b.value, 0) << "GPU " << g << ": every shipped topology gives its GPUs' memory";
+      EXPECT_LE(m.per_gpu[g], b) << "GPU " << g;
+      const GpuMemoryUse& u = sc.memory[g];
+      EXPECT_LE((u.weights() + m.per_gpu[g]).value, u.capacity.value) << "GPU " << g;
+    }
+    return m;
+  };
   for (const auto& name : strategy_names()) {
     SCOPED_TRACE(name);
     StrategyParams p;
     p.strategy = strategy_named(name);
-    const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+    const Schedule s = build_schedule(basis, p);
+    EXPECT_EQ(s.budget, budget);
     EXPECT_NO_THROW(validate(s, ts, sc.inventory, sc.source, sc.destination));
     const auto pred = estimate(s, ts, sc.inventory, sc.topology, cost);
     EXPECT_GE(pred.time.value, lb.time.value * (1 - 1e-9));
-    // Its peak staging memory is reported, on a GPU of the topology, and no GPU holds less than the
-    // largest operation's part (its sender holds all of it while it runs).
+    // Its peak staging memory is reported, on a GPU of the topology, within that GPU's budget, and
+    // no GPU holds less than the largest ring of an operation it takes part in (its sender holds
+    // that while it runs).
+    const StagingMemory m = check_memory_of(s);
+    EXPECT_EQ(pred.staging_peak, m.peak);
     std::int64_t largest = 0;
-    for (const Op& op : s.ops) largest = std::max(largest, op.bytes.value);
+    for (const Op& op : s.ops) largest = std::max(largest, ring_bytes(s, op).value);
     EXPECT_GE(pred.staging_gpu, 0);
     EXPECT_LT(pred.staging_gpu, sc.topology.gpu_count());
     EXPECT_GE(pred.staging_peak.value, largest);
     EXPECT_GT(pred.staging_peak.value, 0);
     RecordProperty(name + "_peak_staging_bytes", std::to_string(pred.staging_peak.value));
-    opts.seeds.push_back({s.params, pred, std::nullopt});
+    opts.seeds.push_back({p, pred, std::nullopt});
   }
   Seconds best_named = opts.seeds.front().prediction.time;
   for (const auto& c : opts.seeds) best_named = std::min(best_named, c.prediction.time);
-  const auto tuned = tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost, opts);
+  const auto tuned = tune(basis, cost, opts);
   EXPECT_LE(tuned.best.prediction.time, best_named);
-  const Schedule best = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, tuned.best.params);
+  const Schedule best = build_schedule(basis, tuned.best.params);
   EXPECT_NO_THROW(validate(best, ts, sc.inventory, sc.source, sc.destination));
+  check_memory_of(best);
   bool disaggregated = true;
   for (auto g : sc.source.gpus())
     if (std::find(sc.destination.gpus().begin(), sc.destination.gpus().end(), g) != sc.destination.gpus().end())
@@ -59,6 +82,7 @@ TEST_P(ShippedScenario, EveryStrategyValidatesAndRespectsTheBound) {
   if (disaggregated && lb.time.value >= kBandwidthBound) {
     EXPECT_LE(tuned.best.prediction.time.value, kWithin * lb.time.value) << describe(tuned.best.params);
   }
+  RecordProperty("auto_x_bound", std::to_string(tuned.best.prediction.time.value / lb.time.value));
 }
 
 namespace {
@@ -76,8 +100,10 @@ INSTANTIATE_TEST_SUITE_P(Frontier, ShippedScenario, ::testing::Values("kimi-k3-g
 #else
 INSTANTIATE_TEST_SUITE_P(All, ShippedScenario,
                          ::testing::Values("small-gqa-megatron-vllm.yaml", "small-gqa-megatron-tp8.yaml",
-                                           "small-dtensor-uneven.yaml",
-                                           "small-moe-ep.yaml", "qwen3-8b-colocated.yaml", "qwen3-235b-h100.yaml",
-                                           "deepseek-v3-h100.yaml", "nemotron-3-ultra-h100.yaml"),
+                                           "small-dtensor-uneven.yaml", "small-gqa-fp8.yaml", "small-moe-ep.yaml",
+                                           "gpu-check-qwen3-8b.yaml", "qwen3-8b-colocated.yaml", "qwen3-235b-h100.yaml",
+                                           "deepseek-v3-h100.yaml", "deepseek-v3-h100-to-gb200.yaml",
+                                           "deepseek-v3-sglang-dp-attention.yaml", "deepseek-v3-vllm-dp-ep.yaml",
+                                           "kimi-k2-fp8-h100-to-gb200.yaml", "nemotron-3-ultra-h100.yaml"),
                          test_name);
 #endif

@@ -1,4 +1,6 @@
-// execute(): backend dispatch and the parts every backend shares.
+// execute(): the transport table and the parts every transport shares.
+#include "reshard/exec/transport.hpp"
+
 #include "backend_impl.hpp"
 
 #ifdef RESHARD_HAVE_MPI
@@ -31,18 +33,59 @@ std::vector<model::GpuId> gpus_of_process(const RunPlan& plan, int rank, int wor
 
 }  // namespace detail
 
+const std::vector<Transport>& transports() {
+#ifdef RESHARD_HAVE_MPI
+  constexpr bool kMpi = true;
+#else
+  constexpr bool kMpi = false;
+#endif
+#ifdef RESHARD_HAVE_CUDA
+  constexpr bool kCuda = true;
+#else
+  constexpr bool kCuda = false;
+#endif
+#if defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_MPI)
+  constexpr bool kNccl = true;
+#else
+  constexpr bool kNccl = false;
+#endif
+  //                               processes device precision staging digest binding
+  static const std::vector<Transport> table = {
+      {"host", kMpi, kMpi ? "MPI point-to-point between processes, host memory" : "needs MPI (Debian libopenmpi-dev) at configure time",
+       {true, false, true, true, true, true}, detail::run_host},
+      {"cuda", kCuda, kCuda ? "virtual ranks on one GPU, device-to-device copies" : "needs the CUDA toolkit at configure time",
+       {false, true, false, true, false, false}, detail::run_cuda},
+      {"nccl", kNccl, kNccl ? "one process per GPU, ncclSend/ncclRecv" : "needs CUDA, NCCL and MPI at configure time",
+       {true, true, false, true, false, false}, detail::run_nccl},
+  };
+  return table;
+}
+
+const Transport& transport_named(const std::string& name) {
+  std::string names;
+  for (const Transport& t : transports()) {
+    if (name == t.name) return t;
+    names += std::string(names.empty() ? "" : ", ") + t.name;
+  }
+  throw ExecError("unknown backend '" + name + "' (" + names + ")", -1, -1);
+}
+
 RunResult execute(const RunPlan& plan, const ExecOptions& options) {
   if (options.timeout_s <= 0) throw ExecError("--timeout must be positive", -1, -1);
-  if (options.backend == "host") return detail::run_host(plan, options);
-  if (options.backend == "cuda" || options.backend == "nccl")
-    for (const auto& t : plan.scenario->inventory.tensors())
-      if (t.quant.format != model::QuantFormat::None)
-        throw ExecError("the " + options.backend + " backend does not convert precision (tensor '" + t.name +
+  const Transport& t = transport_named(options.backend);
+  const std::string who = std::string("the ") + t.name + " backend";
+  if (!t.available) throw ExecError(who + " is not built: it " + t.detail, -1, -1);
+  if (!t.caps.precision_change)
+    for (const auto& tensor : plan.scenario->inventory.tensors())
+      if (tensor.quant.format != model::QuantFormat::None)
+        throw ExecError(who + " does not convert precision (tensor '" + tensor.name +
                             "' is quantised, destination.precision); run this scenario on the host backend",
                         -1, -1);
-  if (options.backend == "cuda") return detail::run_cuda(plan, options);
-  if (options.backend == "nccl") return detail::run_nccl(plan, options);
-  throw ExecError("unknown backend '" + options.backend + "' (host, cuda, nccl)", -1, -1);
+  if (options.verification == Verification::Digest && !t.caps.digest)
+    throw ExecError(who + " verifies by the pattern only; run digest verification on the host backend", -1, -1);
+  if (options.binding && !options.binding->empty() && !t.caps.binding)
+    throw ExecError(who + " allocates its own memory; caller buffers (MemoryBinding) run on the host backend", -1, -1);
+  return t.run(plan, options);
 }
 
 void abandon_run(int code) noexcept {

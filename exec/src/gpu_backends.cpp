@@ -1,9 +1,10 @@
 // The GPU backends: `cuda` (every GPU of the scenario a virtual rank in this process, on one
-// device; each operation a device-to-device cudaMemcpyAsync on the sender's stream, a chain op one
-// copy per chunk and hop on the stream of the hop's sender, `after` and chunk arrivals as events)
-// and `nccl` (one process per GPU under mpirun; a grouped ncclSend/ncclRecv per step, a step with
-// chain ops in waves of chunks). Both pack, unpack, fill and check with kernels (kernels.cu) in one
-// device arena per process.
+// device: each stream chunk a device-to-device cudaMemcpyAsync on the stream of the hop's sender,
+// arrivals and free slots as events, the streams joined between steps) and `nccl` (one process per
+// GPU under mpirun; per step a grouped ncclSend/ncclRecv per wave of chunks). Both run the same
+// streams as the host backend (exec/program.hpp): rings of Schedule::slots chunk slots, packed and
+// unpacked chunk by chunk with kernels (kernels.cu), in one device arena per process laid out by
+// steps (staging.hpp), so a GPU holds what model/memory.hpp predicts and at most its budget.
 #include "backend_impl.hpp"
 
 #ifdef RESHARD_HAVE_CUDA
@@ -71,18 +72,18 @@ struct DeviceRun {
   std::vector<GpuProgram> progs;
   std::vector<std::vector<std::int64_t>> offset;  // per program, per region: byte offset in the arena
   std::int64_t bytes = 0;
-  std::vector<std::int64_t> fences;  // positions (plan_staging) before which all earlier work must be done
   unsigned char* arena = nullptr;
   std::vector<DeviceShard> sources, destinations;
   std::vector<std::pair<std::size_t, std::int32_t>> destination_region;  // (program, region)
   std::vector<ShardWork> fill_work, check_work;
-  std::vector<DeviceCopy> copies;  // local copies first, then each transfer's pack or unpack
+  std::vector<DeviceCopy> copies;  // local copies first, then each stream role's packs or unpacks, chunk by chunk
   std::int64_t local_copies = 0;
-  // One send or receive of a local GPU: its program, its transfer, its pack or unpack in `copies`.
+  std::vector<std::int64_t> staging;  // per program: the staging bytes its regions take at most in one step
+  // One stream role of a local GPU: its program, its transfer, per chunk its pack or unpack in `copies`.
   struct Local {
     std::size_t prog = 0;
     const Transfer* t = nullptr;
-    std::pair<std::int64_t, std::int64_t> copies;  // [first, count)
+    std::vector<std::pair<std::int64_t, std::int64_t>> chunk_copies;  // per chunk: [first, count)
   };
   std::map<std::int64_t, Local> send_of;                  // op -> its sender here (plain sender or chain root)
   std::map<std::int64_t, std::vector<Local>> receive_of;  // op -> its receivers here (a chain op: every GPU of the tree)
@@ -102,17 +103,24 @@ struct DeviceRun {
 
   std::int64_t at(std::size_t prog, std::int32_t region) const { return offset[prog][static_cast<std::size_t>(region)]; }
   std::int64_t offset_of(const Local& l) const { return at(l.prog, l.t->region); }
-  std::int64_t bytes_of(const Local& l) const { return progs[l.prog].regions[static_cast<std::size_t>(l.t->region)].bytes; }
   model::GpuId gpu_of(const Local& l) const { return progs[l.prog].gpu; }
-  // Arena offset of each local GPU's region of op `op` (a chain op: the root's and the receivers').
-  std::map<model::GpuId, std::int64_t> regions_of(std::int64_t op) const {
-    std::map<model::GpuId, std::int64_t> out;
-    if (auto it = send_of.find(op); it != send_of.end()) out[gpu_of(it->second)] = offset_of(it->second);
+  // Arena offset of chunk k's slot in a role's region.
+  std::int64_t slot(const Local& l, std::int64_t k) const { return offset_of(l) + l.t->slot_offset(k * l.t->chunk); }
+  // Each local GPU's role in op `op` (the sender's and the receivers').
+  std::map<model::GpuId, const Local*> roles_of(std::int64_t op) const {
+    std::map<model::GpuId, const Local*> out;
+    if (auto it = send_of.find(op); it != send_of.end()) out[gpu_of(it->second)] = &it->second;
     if (auto it = receive_of.find(op); it != receive_of.end())
-      for (const Local& l : it->second) out[gpu_of(l)] = offset_of(l);
+      for (const Local& l : it->second) out[gpu_of(l)] = &l;
     return out;
   }
 };
+
+// The hops of op's stream: its chain's, or a plain transfer's one hop.
+std::vector<ChainHop> stream_hops(const Schedule& s, const Op& op) {
+  if (op.chain >= 0) return s.chains[static_cast<std::size_t>(op.chain)].hops;
+  return {ChainHop{op.src, op.dst, -1}};
+}
 
 constexpr std::int64_t kWorkElements = 1 << 16;  // elements per thread block in fill/check
 constexpr std::int64_t kCopyChunk = 1 << 20;     // bytes per thread block in copies
@@ -146,11 +154,20 @@ void add_work(std::vector<ShardWork>& work, std::int32_t shard, std::int64_t ele
   for (std::int64_t b = 0; b < elements; b += kWorkElements) work.push_back({shard, b, std::min(kWorkElements, elements - b)});
 }
 
+// Each chunk's copy runs of a stream role (for_each_chunk_copy), as device copies.
+DeviceRun::Local chunked(DeviceRun& d, std::size_t prog, const Transfer& t, bool send) {
+  DeviceRun::Local l{prog, &t, {}};
+  for (std::int64_t k = 0; k < t.chunks(); ++k) {
+    const auto first = static_cast<std::int64_t>(d.copies.size());
+    for_each_chunk_copy(t, send, k, [&](const CopyRun& c) { add_copies(d, prog, {c}); });
+    l.chunk_copies.emplace_back(first, static_cast<std::int64_t>(d.copies.size()) - first);
+  }
+  return l;
+}
+
 // Lays out and uploads the programs of `gpus`; fills the sources and makes the local copies.
-// Shards first, then the staging regions (staging.hpp), placed by the order the backend enqueues
-// its work: `in_waves` for the nccl backend (one stream, waves in order), else op by op on many
-// streams (the cuda backend, which then needs the fences).
-void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, cudaStream_t stream, bool in_waves) {
+// Shards first, then the staging regions laid out by steps (staging.hpp).
+void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, cudaStream_t stream) {
   const Inventory& inv = plan.scenario->inventory;
   for (GpuId g : gpus) d.progs.push_back(build_program(plan, g));
   for (std::size_t p = 0; p < d.progs.size(); ++p) {
@@ -163,18 +180,17 @@ void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, 
     }
   }
   std::vector<std::vector<std::int64_t>> request_of;
-  const std::vector<StagingRequest> requests =
-      in_waves ? staging_requests_in_waves(plan, d.progs, request_of) : staging_requests_by_op(d.progs, request_of);
+  const std::vector<StagingRequest> requests = staging_requests(plan, d.progs, request_of);
+  d.staging = staging_per_program(requests, request_of);
   std::size_t free_bytes = 0, total_bytes = 0;
   cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo", d.rank);
   // Room for the copy and work lists, and NCCL's own buffers.
   const auto reserve = static_cast<std::int64_t>(free_bytes / 32) + (std::int64_t{1} << 30);
-  const StagingPlan staging = plan_staging(requests, static_cast<std::int64_t>(free_bytes) - d.bytes - reserve, in_waves);
+  const StagingPlan staging = plan_staging(requests, static_cast<std::int64_t>(free_bytes) - d.bytes - reserve, true);
   for (std::size_t p = 0; p < d.progs.size(); ++p)
     for (std::size_t i = 0; i < d.progs[p].regions.size(); ++i)
       if (const std::int64_t q = request_of[p][i]; q >= 0) d.offset[p][i] = d.bytes + staging.offset[static_cast<std::size_t>(q)];
   d.bytes += staging.bytes;
-  d.fences = staging.fences;
   if (static_cast<std::size_t>(d.bytes) > free_bytes)
     throw ExecError("the run needs " + format(Bytes{d.bytes}) + " of GPU memory, " + format(Bytes{static_cast<std::int64_t>(free_bytes)}) +
                         " are free",
@@ -199,16 +215,8 @@ void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, 
   }
   d.local_copies = static_cast<std::int64_t>(d.copies.size());
   for (std::size_t p = 0; p < d.progs.size(); ++p) {
-    for (const Transfer& t : d.progs[p].sends) {
-      const auto first = static_cast<std::int64_t>(d.copies.size());
-      add_copies(d, p, t.copies);
-      d.send_of[t.op] = {p, &t, {first, static_cast<std::int64_t>(d.copies.size()) - first}};
-    }
-    for (const Transfer& t : d.progs[p].receives) {
-      const auto first = static_cast<std::int64_t>(d.copies.size());
-      add_copies(d, p, t.copies);
-      d.receive_of[t.op].push_back({p, &t, {first, static_cast<std::int64_t>(d.copies.size()) - first}});
-    }
+    for (const Transfer& t : d.progs[p].sends) d.send_of[t.op] = chunked(d, p, t, true);
+    for (const Transfer& t : d.progs[p].receives) d.receive_of[t.op].push_back(chunked(d, p, t, false));
   }
   d.d_sources = to_device(d.sources, d.rank);
   d.d_destinations = to_device(d.destinations, d.rank);
@@ -291,56 +299,80 @@ class EventPool {
   std::vector<cudaEvent_t> events_;
 };
 
-// Per op of a cuda run: `start` (after the pack), the events whose latest records end it (a plain
-// op: one; a chain op: one per hop, recorded after each chunk it moves) and those that say it is
-// done (after the unpack at every receiver).
+// Per op of a cuda run: `start` (after the first chunk's pack), the events whose latest records end
+// it (one per hop, recorded after each chunk it moves) and those that say it is done (after the
+// last unpack at every receiver).
 struct OpEvents {
   cudaEvent_t start = nullptr;
   std::vector<cudaEvent_t> end, done;
 };
 
-// A chain op on the cuda backend: chunk by chunk, every hop in order (a hop's `from` has chunk k
-// before it sends it), each copy on the stream of the hop's sender after the event of the hop that
-// brought it the chunk. Every GPU holds the whole part, so a hop never waits for a free slot; a
-// GPU's stream runs its chunks in order, so ops on one chain run in order on every GPU of it.
+// One stream on the cuda backend, chunk by chunk: the sender packs chunk k into its slot (once its
+// chunk k - S has left for every child), then every hop in order (a hop's `from` has chunk k
+// before it sends it) copies it on the stream of the hop's sender, once the `to`'s slot of chunk
+// k - S is free, and each receiver unpacks it on its own stream; a GPU's slot of chunk k is free
+// once its stream has done those. Events: per hop its arrival, per GPU of the op S slot events.
+// A GPU's work of one op runs on its own stream, in order, so ops on one chain run in order.
 template <class StreamOf>
-void enqueue_chain_op(DeviceRun& d, const Schedule& s, const Op& op, std::int64_t bytes, bool drop, bool corrupt,
-                      StreamOf stream_of, EventPool& events, OpEvents& ev) {
-  const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
-  const auto region = d.regions_of(op.id);
+void enqueue_stream(DeviceRun& d, const Schedule& s, const Op& op, bool drop, std::int64_t flip_at, StreamOf stream_of,
+                    EventPool& events, OpEvents& ev) {
+  const auto roles = d.roles_of(op.id);
+  const DeviceRun::Local& root = *roles.at(op.src);
+  const std::vector<ChainHop> hops = stream_hops(s, op);
   std::map<GpuId, std::size_t> hop_into;
-  for (std::size_t h = 0; h < c.hops.size(); ++h) {
-    hop_into[c.hops[h].to] = h;
+  for (std::size_t h = 0; h < hops.size(); ++h) {
+    hop_into[hops[h].to] = h;
     ev.end.push_back(events.make());
   }
-  const DeviceRun::Local* at_dst = nullptr;
-  for (const auto& l : d.receive_of.at(op.id))
-    if (d.gpu_of(l) == op.dst) at_dst = &l;
-  const std::int64_t flip_at =
-      corrupt && bytes > 0 && at_dst ? (at_dst->t->copies.empty() ? 0 : at_dst->t->copies.front().src_offset) : -1;
-  const std::int64_t chunks = chain_chunks(bytes, c.chunk.value);
-  for (std::int64_t k = 0; k < std::max<std::int64_t>(chunks, 1); ++k) {
-    const ChunkRange r = chunks > 0 ? chain_chunk(bytes, c.chunk.value, k) : ChunkRange{};
-    for (std::size_t h = 0; h < c.hops.size(); ++h) {
-      const ChainHop& hop = c.hops[h];
+  const std::int64_t chunks = root.t->chunks();
+  const std::int32_t slots = std::max(root.t->slots, 1);
+  std::map<GpuId, std::vector<cudaEvent_t>> free_slot;  // per GPU with a ring: per slot, its latest release
+  for (const auto& [g, l] : roles)
+    if (!l->t->kept()) {
+      auto& v = free_slot[g];
+      for (std::int32_t k = 0; k < slots; ++k) v.push_back(events.make());
+    }
+  cudaStream_t rs = stream_of(op.src);
+  for (std::int64_t k = 0; k < chunks; ++k) {
+    const std::size_t slot = static_cast<std::size_t>(k % slots);
+    if (k >= slots) cuda_check(cudaStreamWaitEvent(rs, free_slot.at(op.src)[slot], 0), "cudaStreamWaitEvent", 0);
+    run_range(d, root.chunk_copies[static_cast<std::size_t>(k)], rs);
+    if (k == 0) {
+      ev.start = events.make();
+      cuda_check(cudaEventRecord(ev.start, rs), "cudaEventRecord", 0);
+    }
+    const ChunkRange r = chain_chunk(op.bytes.value, root.t->chunk, k);
+    for (std::size_t h = 0; h < hops.size(); ++h) {
+      const ChainHop& hop = hops[h];
       cudaStream_t hs = stream_of(hop.from);
-      if (hop.from != op.src)
-        cuda_check(cudaStreamWaitEvent(hs, ev.end[hop_into.at(hop.from)], 0), "cudaStreamWaitEvent", 0);
+      const DeviceRun::Local& to = *roles.at(hop.to);
+      if (hop.from != op.src) cuda_check(cudaStreamWaitEvent(hs, ev.end[hop_into.at(hop.from)], 0), "cudaStreamWaitEvent", 0);
+      if (k >= slots && !to.t->kept()) cuda_check(cudaStreamWaitEvent(hs, free_slot.at(hop.to)[slot], 0), "cudaStreamWaitEvent", 0);
       if (r.bytes > 0 && !(drop && hop.from == op.src))  // drop: nothing leaves the root
-        cuda_check(cudaMemcpyAsync(d.arena + region.at(hop.to) + r.begin, d.arena + region.at(hop.from) + r.begin,
-                                   static_cast<std::size_t>(r.bytes), cudaMemcpyDeviceToDevice, hs),
+        cuda_check(cudaMemcpyAsync(d.arena + d.slot(to, k), d.arena + d.slot(*roles.at(hop.from), k), static_cast<std::size_t>(r.bytes),
+                                   cudaMemcpyDeviceToDevice, hs),
                    "cudaMemcpyAsync", 0);
       if (hop.to == op.dst && flip_at >= r.begin && flip_at < r.begin + r.bytes)  // before dst forwards it
-        launch_flip(d.arena, region.at(hop.to) + flip_at, hs);
+        launch_flip(d.arena, d.offset_of(to) + to.t->slot_offset(flip_at), hs);
       cuda_check(cudaEventRecord(ev.end[h], hs), "cudaEventRecord", 0);
     }
+    for (const ChainHop& hop : hops) {
+      const DeviceRun::Local& to = *roles.at(hop.to);
+      cudaStream_t ts = stream_of(hop.to);
+      cuda_check(cudaStreamWaitEvent(ts, ev.end[hop_into.at(hop.to)], 0), "cudaStreamWaitEvent", 0);
+      run_range(d, to.chunk_copies[static_cast<std::size_t>(k)], ts);
+      if (!to.t->kept()) cuda_check(cudaEventRecord(free_slot.at(hop.to)[slot], ts), "cudaEventRecord", 0);
+    }
+    cuda_check(cudaEventRecord(free_slot.at(op.src)[slot], rs), "cudaEventRecord", 0);
   }
-  for (const auto& l : d.receive_of.at(op.id)) {
-    cudaStream_t rs = stream_of(d.gpu_of(l));
-    cuda_check(cudaStreamWaitEvent(rs, ev.end[hop_into.at(d.gpu_of(l))], 0), "cudaStreamWaitEvent", 0);
-    run_range(d, l.copies, rs);
+  if (chunks == 0) {
+    ev.start = events.make();
+    cuda_check(cudaEventRecord(ev.start, rs), "cudaEventRecord", 0);
+    for (cudaEvent_t e : ev.end) cuda_check(cudaEventRecord(e, rs), "cudaEventRecord", 0);
+  }
+  for (const ChainHop& hop : hops) {
     ev.done.push_back(events.make());
-    cuda_check(cudaEventRecord(ev.done.back(), rs), "cudaEventRecord", 0);
+    cuda_check(cudaEventRecord(ev.done.back(), stream_of(hop.to)), "cudaEventRecord", 0);
   }
 }
 
@@ -355,6 +387,11 @@ void join_streams(const std::vector<cudaStream_t>& streams, EventPool& events) {
     for (cudaEvent_t e : now) cuda_check(cudaStreamWaitEvent(st, e, 0), "cudaStreamWaitEvent", 0);
 }
 
+// The staging each GPU of the run held at most (DeviceRun::staging), as the Measurement lists it.
+void add_staging(Measurement& m, const DeviceRun& d) {
+  for (std::size_t p = 0; p < d.progs.size(); ++p) m.staging.push_back({d.progs[p].gpu, d.staging[p]});
+}
+
 }  // namespace
 
 RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
@@ -364,12 +401,12 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
       throw ExecError("die:RANK and kill:RANK apply to the multi-process backends (host, nccl)", 0, -1);
   const Schedule& s = *plan.schedule;
   cuda_check(cudaSetDevice(0), "cudaSetDevice", 0);
-  // One stream per sending GPU, at most 16: a GPU's sends run in order, different GPUs' overlap.
+  // One stream per GPU, at most 16: a GPU's work runs in order, different GPUs' overlap.
   const std::size_t n_streams = std::min<std::size_t>(16, std::max<std::size_t>(plan.gpus.size(), 1));
   std::vector<cudaStream_t> streams(n_streams);
   for (auto& st : streams) cuda_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate", 0);
   DeviceRun d;
-  prepare(d, plan, plan.gpus, streams[0], false);
+  prepare(d, plan, plan.gpus, streams[0]);
   // The timeout covers the operations (not the allocation and the fill before them).
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s));
@@ -379,43 +416,23 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
   cudaEvent_t t0 = events.make(), all_done = events.make();
   cuda_check(cudaEventRecord(t0, streams[0]), "cudaEventRecord", 0);
   for (auto& st : streams) cuda_check(cudaStreamWaitEvent(st, t0, 0), "cudaStreamWaitEvent", 0);
-  std::size_t next_fence = 0;
-  for (const Op& op : s.ops) {
-    OpEvents& e = ev[static_cast<std::size_t>(op.id)];
-    if (next_fence < d.fences.size() && d.fences[next_fence] == op.id) {
-      ++next_fence;  // staging memory of earlier ops is reused from here
-      join_streams(streams, events);
+  // Step by step: a step's regions reuse the memory of the steps before, so the streams join between steps.
+  std::vector<std::vector<std::int64_t>> step_ops(static_cast<std::size_t>(plan.steps));
+  for (const Op& op : s.ops) step_ops[static_cast<std::size_t>(plan.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
+  for (const auto& ops : step_ops) {
+    for (auto id : ops) {
+      const Op& op = s.ops[static_cast<std::size_t>(id)];
+      cudaStream_t st = stream_of(op.src);
+      for (auto a : s.after_of(op))
+        for (cudaEvent_t x : ev[static_cast<std::size_t>(a)].done) cuda_check(cudaStreamWaitEvent(st, x, 0), "cudaStreamWaitEvent", 0);
+      std::int64_t flip_at = -1;
+      if (has_fault(options.faults, Fault::Kind::Corrupt, op.id) && op.bytes.value > 0)
+        for (const auto& l : d.receive_of.at(op.id))
+          if (d.gpu_of(l) == op.dst) flip_at = corrupt_offset(options.faults, *l.t);
+      enqueue_stream(d, s, op, has_fault(options.faults, Fault::Kind::Drop, op.id), flip_at, stream_of, events,
+                     ev[static_cast<std::size_t>(id)]);
     }
-    cudaStream_t st = stream_of(op.src);
-    for (auto a : s.after_of(op))
-      for (cudaEvent_t x : ev[static_cast<std::size_t>(a)].done) cuda_check(cudaStreamWaitEvent(st, x, 0), "cudaStreamWaitEvent", 0);
-    const DeviceRun::Local& sender = d.send_of.at(op.id);
-    run_range(d, sender.copies, st);
-    e.start = events.make();
-    cuda_check(cudaEventRecord(e.start, st), "cudaEventRecord", 0);
-    const std::int64_t bytes = d.bytes_of(sender);
-    const bool drop = has_fault(options.faults, Fault::Kind::Drop, op.id);
-    const bool corrupt = has_fault(options.faults, Fault::Kind::Corrupt, op.id);
-    if (op.chain >= 0) {
-      enqueue_chain_op(d, s, op, bytes, drop, corrupt, stream_of, events, e);
-      continue;
-    }
-    const DeviceRun::Local& receiver = d.receive_of.at(op.id).front();
-    if (!drop && bytes > 0)
-      cuda_check(cudaMemcpyAsync(d.arena + d.offset_of(receiver), d.arena + d.offset_of(sender), static_cast<std::size_t>(bytes),
-                                 cudaMemcpyDeviceToDevice, st),
-                 "cudaMemcpyAsync", 0);
-    e.end.push_back(events.make());
-    cuda_check(cudaEventRecord(e.end.back(), st), "cudaEventRecord", 0);
-    if (corrupt && bytes > 0) launch_flip(d.arena, d.offset_of(receiver) + corrupt_offset(options.faults, *receiver.t), st);
-    run_range(d, receiver.copies, st);
-    e.done.push_back(events.make());
-    cuda_check(cudaEventRecord(e.done.back(), st), "cudaEventRecord", 0);
-  }
-  for (std::size_t k = 0; k < n_streams; ++k) {
-    cudaEvent_t e = events.make();
-    cuda_check(cudaEventRecord(e, streams[k]), "cudaEventRecord", 0);
-    cuda_check(cudaStreamWaitEvent(streams[0], e, 0), "cudaStreamWaitEvent", 0);
+    join_streams(streams, events);
   }
   cuda_check(cudaEventRecord(all_done, streams[0]), "cudaEventRecord", 0);
   cuda_check(cudaGetLastError(), "kernel launch", 0);
@@ -428,9 +445,10 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     double last = -1;
     for (cudaEvent_t e : ev[i].end) last = std::max(last, seconds_between(t0, e));
-    m.ops[i] = {seconds_between(t0, ev[i].start), last};
+    m.ops[i] = {ev[i].start ? seconds_between(t0, ev[i].start) : -1, last};
   }
   m.elapsed_s = seconds_between(t0, all_done);
+  add_staging(m, d);
   const std::string err = check(d, plan.scenario->inventory, m.bytes_verified, streams[0]);
   if (!err.empty()) throw ExecError("verification failed: " + err, 0, -1);
   m.verified = true;
@@ -450,24 +468,24 @@ void nccl_check(ncclResult_t r, const char* what, int rank) {
   if (r != ncclSuccess) throw ExecError(std::string("NCCL: ") + what + ": " + ncclGetErrorString(r), rank, -1, true);
 }
 
-// Per step of an nccl run: what happens around each wave, and the chain ops' local regions.
+// Per step of an nccl run: the streams' hops and local roles, the events that time the ops.
 struct StepMarks {
-  struct ChainHere {
-    std::map<GpuId, std::int64_t> region;  // local GPUs' regions
-    std::int64_t flip_at = -1;             // corrupt:OP: byte of dst's region, dst local
+  struct StreamHere {
+    std::vector<ChainHop> hops;
+    std::map<GpuId, const DeviceRun::Local*> roles;  // local GPUs' roles
+    std::int64_t flip_at = -1;                       // corrupt:OP: stream byte flipped at dst, dst local
   };
-  std::vector<ChainHere> chains;                       // as StepWaves::chains
+  std::vector<StreamHere> streams;                     // as StepWaves::streams
   std::map<std::int64_t, cudaEvent_t> before, after;  // waves whose start or end times an op
-  std::map<std::int64_t, std::vector<const DeviceRun::Local*>> pack_in, unpack_after;  // per wave
   std::vector<int> peers;  // the processes this one receives from in this step, for the timeout's message
 };
 
-// The run on this process: per step, its sends and receives in waves (step_waves): one grouped
-// send/receive each; a chain op's chunk c crosses a hop of depth d in wave offset + c + d - 1.
-// Every process of a chain computes the same waves and issues its sends and receives in (op, hop)
-// order in each, so NCCL matches them pair by pair. A send is packed just before its first wave, a
-// receive unpacked just after its last chunk's (the waves staging_requests_in_waves lays the
-// staging memory out by).
+// The run on this process: per step, its streams in waves (step_waves): one grouped send/receive
+// each; chunk c of a stream crosses a hop of depth d in wave offset + c + d - 1. Every process of a
+// stream computes the same waves and issues its sends and receives in (op, hop) order in each, so
+// NCCL matches them pair by pair. The sender packs chunk c into its slot just before the wave it
+// leaves in; a receiver unpacks it just after the wave it arrives in and forwards it in the next,
+// so a ring of S >= 2 slots never overwrites a chunk still needed (program.hpp).
 class NcclRun {
  public:
   NcclRun(const RunPlan& plan, const ExecOptions& options, MpiWorld& w, ncclComm_t comm, cudaStream_t stream)
@@ -476,8 +494,8 @@ class NcclRun {
 
   LocalOutcome run() {
     d_.rank = w_.rank;
-    prepare(d_, plan_, gpus_of_process(plan_, w_.rank, w_.world), stream_, true);
-    // My sends and receives per step, in op id order.
+    prepare(d_, plan_, gpus_of_process(plan_, w_.rank, w_.world), stream_);
+    // My streams per step, in op id order.
     std::vector<std::vector<std::int64_t>> step_ops(static_cast<std::size_t>(plan_.steps));
     for (const Op& op : s_.ops)
       if (d_.send_of.count(op.id) || d_.receive_of.count(op.id))
@@ -502,6 +520,9 @@ class NcclRun {
       for (cudaEvent_t e : op_end_[i]) out.end[i] = std::max(out.end[i], seconds_between(t0, e));
     }
     out.elapsed = seconds_between(t0, all_done);
+    out.staging.assign(plan_.gpus.size(), -1);
+    for (std::size_t p = 0; p < d_.progs.size(); ++p)
+      out.staging[static_cast<std::size_t>(plan_.gpu_index(d_.progs[p].gpu))] = d_.staging[p];
     out.error = check(d_, plan_.scenario->inventory, out.bytes_verified, stream_);
     return out;
   }
@@ -517,13 +538,13 @@ class NcclRun {
 
   void run_step(std::size_t k, const std::vector<std::int64_t>& ops) {
     const StepWaves sw = step_waves(s_, ops);
-    const StepMarks m = mark_step(ops, sw);
+    const StepMarks m = mark_step(sw);
     // At most a few hundred waves queued: a peer that never answers is found before the launch
     // queue fills (a full queue blocks the next launch, and the timeout with it).
     constexpr std::int64_t kCheckpoint = 128;
     std::vector<std::pair<cudaEvent_t, std::int64_t>> checkpoints;  // (event, waves before it)
     for (std::int64_t wave = 0; wave < sw.waves; ++wave) {
-      enqueue_wave(ops, sw, m, wave);
+      enqueue_wave(sw, m, wave);
       if ((wave + 1) % kCheckpoint == 0 && wave + 1 < sw.waves) {
         checkpoints.emplace_back(events_.make(), wave + 1);
         cuda_check(cudaEventRecord(checkpoints.back().first, stream_), "cudaEventRecord", w_.rank);
@@ -539,50 +560,38 @@ class NcclRun {
     wait_or_abort(step_end, k, m.peers, "");
   }
 
-  // The waves a step's packs, unpacks and op times sit at; the chain ops' local regions and flips.
-  StepMarks mark_step(const std::vector<std::int64_t>& ops, const StepWaves& sw) {
+  // The step's streams here: hops, local roles, flips, and the waves that time each op.
+  StepMarks mark_step(const StepWaves& sw) {
     StepMarks m;
-    m.chains.resize(sw.chains.size());
-    std::map<std::int64_t, const ChainWaves*> waves_of;
-    for (const ChainWaves& cw : sw.chains) waves_of[cw.op] = &cw;
-    for (auto op : ops) {
-      const Op& o = s_.ops[static_cast<std::size_t>(op)];
-      const auto cw = waves_of.find(op);
-      const Chain* chain = o.chain >= 0 ? &s_.chains[static_cast<std::size_t>(o.chain)] : nullptr;
-      const std::int64_t last_chunk = cw == waves_of.end() ? 0 : std::max<std::int64_t>(cw->second->chunks - 1, 0);
-      if (auto it = d_.send_of.find(op); it != d_.send_of.end()) {
-        const std::int64_t wave = chain ? cw->second->wave_of(0, 0) : 0;
-        m.pack_in[wave].push_back(&it->second);
-        op_start_[static_cast<std::size_t>(op)] = mark(m.before, wave);
+    for (const StreamWaves& w : sw.streams) {
+      const Op& o = s_.ops[static_cast<std::size_t>(w.op)];
+      StepMarks::StreamHere here{stream_hops(s_, o), d_.roles_of(w.op), -1};
+      const std::int64_t last_chunk = std::max<std::int64_t>(w.chunks - 1, 0);
+      if (auto it = d_.send_of.find(w.op); it != d_.send_of.end()) op_start_[static_cast<std::size_t>(w.op)] = mark(m.before, w.wave_of(0, 0));
+      for (std::size_t h = 0; h < here.hops.size(); ++h) {
+        if (!is_local(here.hops[h].to)) continue;
+        op_end_[static_cast<std::size_t>(w.op)].push_back(mark(m.after, w.wave_of(h, last_chunk)));
+        m.peers.push_back(proc_of(here.hops[h].from));
       }
-      if (auto it = d_.receive_of.find(op); it != d_.receive_of.end())
-        for (const auto& l : it->second) {
-          std::int64_t wave = 0;
-          if (chain)
-            for (std::size_t h = 0; h < chain->hops.size(); ++h)
-              if (chain->hops[h].to == d_.gpu_of(l)) wave = cw->second->wave_of(h, last_chunk);
-          m.unpack_after[wave].push_back(&l);
-          op_end_[static_cast<std::size_t>(op)].push_back(mark(m.after, wave));
-          m.peers.push_back(proc_of(l.t->peer));
-        }
+      if (has_fault(options_.faults, Fault::Kind::Corrupt, w.op) && o.bytes.value > 0 && is_local(o.dst))
+        here.flip_at = corrupt_offset(options_.faults, *here.roles.at(o.dst)->t);
+      m.streams.push_back(std::move(here));
     }
     std::sort(m.peers.begin(), m.peers.end());
     m.peers.erase(std::unique(m.peers.begin(), m.peers.end()), m.peers.end());
-    for (std::size_t q = 0; q < sw.chains.size(); ++q) {
-      const ChainWaves& cw = sw.chains[q];
-      const Op& o = s_.ops[static_cast<std::size_t>(cw.op)];
-      m.chains[q].region = d_.regions_of(cw.op);
-      if (has_fault(options_.faults, Fault::Kind::Corrupt, cw.op) && o.bytes.value > 0)
-        for (const auto& l : d_.receive_of.at(cw.op))
-          if (d_.gpu_of(l) == o.dst) m.chains[q].flip_at = corrupt_offset(options_.faults, *l.t);
-    }
     return m;
   }
 
-  // One wave: the packs due, one grouped send/receive, the flips and unpacks due.
-  void enqueue_wave(const std::vector<std::int64_t>& ops, const StepWaves& sw, const StepMarks& m, std::int64_t wave) {
-    if (auto it = m.pack_in.find(wave); it != m.pack_in.end())
-      for (const auto* l : it->second) run_range(d_, l->copies, stream_);
+  // One wave: the packs of the chunks that leave in it, one grouped send/receive, then the flips
+  // and unpacks of the chunks that arrived in it.
+  void enqueue_wave(const StepWaves& sw, const StepMarks& m, std::int64_t wave) {
+    for (std::size_t q = 0; q < sw.streams.size(); ++q) {
+      const StreamWaves& w = sw.streams[q];
+      const Op& o = s_.ops[static_cast<std::size_t>(w.op)];
+      const std::int64_t c = wave - w.offset;  // the chunk that leaves the sender in this wave
+      if (c < 0 || c >= w.chunks || !is_local(o.src)) continue;
+      run_range(d_, m.streams[q].roles.at(o.src)->chunk_copies[static_cast<std::size_t>(c)], stream_);
+    }
     if (auto it = m.before.find(wave); it != m.before.end())
       cuda_check(cudaEventRecord(it->second, stream_), "cudaEventRecord", w_.rank);
     bool grouped = false;
@@ -590,64 +599,48 @@ class NcclRun {
       if (!grouped) nccl_check(ncclGroupStart(), "ncclGroupStart", w_.rank);
       grouped = true;
     };
-    auto send = [&](std::int64_t offset, std::int64_t bytes, GpuId to) {
-      group();
-      nccl_check(ncclSend(d_.arena + offset, static_cast<std::size_t>(bytes), ncclUint8, proc_of(to), comm_, stream_),
-                 "ncclSend", w_.rank);
-    };
-    auto receive = [&](std::int64_t offset, std::int64_t bytes, GpuId from) {
-      group();
-      nccl_check(ncclRecv(d_.arena + offset, static_cast<std::size_t>(bytes), ncclUint8, proc_of(from), comm_, stream_),
-                 "ncclRecv", w_.rank);
-    };
-    std::size_t next_chain = 0;
-    for (auto op : ops) {
-      const Op& o = s_.ops[static_cast<std::size_t>(op)];
-      const bool drop = has_fault(options_.faults, Fault::Kind::Drop, op);
-      if (o.chain < 0) {
-        if (wave != 0) continue;
-        // Both sides know an operation's size; empty ones are skipped on both.
-        if (auto it = d_.send_of.find(op); it != d_.send_of.end() && !drop && d_.bytes_of(it->second) > 0)
-          send(d_.offset_of(it->second), d_.bytes_of(it->second), o.dst);
-        if (auto it = d_.receive_of.find(op); it != d_.receive_of.end() && d_.bytes_of(it->second.front()) > 0)
-          receive(d_.offset_of(it->second.front()), d_.bytes_of(it->second.front()), o.src);
-        continue;
-      }
-      const std::size_t q = next_chain++;
-      const ChainWaves& cw = sw.chains[q];
-      const Chain& chain = s_.chains[static_cast<std::size_t>(o.chain)];
-      for (std::size_t h = 0; h < chain.hops.size(); ++h) {
-        const std::int64_t c = cw.chunk_in(h, wave);
+    for (std::size_t q = 0; q < sw.streams.size(); ++q) {
+      const StreamWaves& w = sw.streams[q];
+      const Op& o = s_.ops[static_cast<std::size_t>(w.op)];
+      const bool drop = has_fault(options_.faults, Fault::Kind::Drop, w.op);
+      const auto& here = m.streams[q];
+      for (std::size_t h = 0; h < here.hops.size(); ++h) {
+        const std::int64_t c = w.chunk_in(h, wave);
         if (c < 0) continue;
-        const ChainHop& hop = chain.hops[h];
-        const ChunkRange r = chain_chunk(o.bytes.value, chain.chunk.value, c);
-        if (is_local(hop.from) && !(drop && hop.from == o.src))  // drop: nothing leaves the root
-          send(m.chains[q].region.at(hop.from) + r.begin, r.bytes, hop.to);
-        if (is_local(hop.to)) receive(m.chains[q].region.at(hop.to) + r.begin, r.bytes, hop.from);
+        const ChainHop& hop = here.hops[h];
+        const std::int64_t bytes = chain_chunk(o.bytes.value, here.roles.count(hop.from) ? here.roles.at(hop.from)->t->chunk
+                                                                                         : here.roles.at(hop.to)->t->chunk, c).bytes;
+        if (is_local(hop.from) && !(drop && hop.from == o.src)) {  // drop: nothing leaves the root
+          group();
+          nccl_check(ncclSend(d_.arena + d_.slot(*here.roles.at(hop.from), c), static_cast<std::size_t>(bytes), ncclUint8,
+                              proc_of(hop.to), comm_, stream_),
+                     "ncclSend", w_.rank);
+        }
+        if (is_local(hop.to)) {
+          group();
+          nccl_check(ncclRecv(d_.arena + d_.slot(*here.roles.at(hop.to), c), static_cast<std::size_t>(bytes), ncclUint8,
+                              proc_of(hop.from), comm_, stream_),
+                     "ncclRecv", w_.rank);
+        }
       }
     }
     if (grouped) nccl_check(ncclGroupEnd(), "ncclGroupEnd", w_.rank);
     if (auto it = m.after.find(wave); it != m.after.end())
       cuda_check(cudaEventRecord(it->second, stream_), "cudaEventRecord", w_.rank);
-    // corrupt:OP on a chain: flipped at dst in the wave its chunk arrives, before dst forwards it.
-    for (std::size_t q = 0; q < sw.chains.size(); ++q) {
-      const std::int64_t flip_at = m.chains[q].flip_at;
-      if (flip_at < 0) continue;
-      const ChainWaves& cw = sw.chains[q];
-      const Op& o = s_.ops[static_cast<std::size_t>(cw.op)];
-      const Chain& chain = s_.chains[static_cast<std::size_t>(o.chain)];
-      for (std::size_t h = 0; h < chain.hops.size(); ++h)
-        if (chain.hops[h].to == o.dst && wave == cw.wave_of(h, flip_at / chain.chunk.value))
-          launch_flip(d_.arena, m.chains[q].region.at(o.dst) + flip_at, stream_);
-    }
-    if (auto it = m.unpack_after.find(wave); it != m.unpack_after.end())
-      for (const auto* l : it->second) {
-        if (s_.ops[static_cast<std::size_t>(l->t->op)].chain < 0 &&
-            has_fault(options_.faults, Fault::Kind::Corrupt, l->t->op) && d_.bytes_of(*l) > 0)
-          // corrupt:OP on a plain op: flipped before the unpack
-          launch_flip(d_.arena, d_.offset_of(*l) + corrupt_offset(options_.faults, *l->t), stream_);
-        run_range(d_, l->copies, stream_);
+    for (std::size_t q = 0; q < sw.streams.size(); ++q) {
+      const StreamWaves& w = sw.streams[q];
+      const Op& o = s_.ops[static_cast<std::size_t>(w.op)];
+      const auto& here = m.streams[q];
+      for (std::size_t h = 0; h < here.hops.size(); ++h) {
+        const std::int64_t c = w.chunk_in(h, wave);
+        if (c < 0 || !is_local(here.hops[h].to)) continue;
+        const DeviceRun::Local& to = *here.roles.at(here.hops[h].to);
+        // corrupt:OP: flipped at dst in the wave its chunk arrives, before dst forwards or unpacks it.
+        if (here.hops[h].to == o.dst && here.flip_at >= 0 && here.flip_at / to.t->chunk == c)
+          launch_flip(d_.arena, d_.offset_of(to) + to.t->slot_offset(here.flip_at), stream_);
+        run_range(d_, to.chunk_copies[static_cast<std::size_t>(c)], stream_);
       }
+    }
   }
 
   // Waits for e; a wait past the deadline aborts the communicator and names the step's peers.

@@ -1,18 +1,18 @@
 // The host backend: MPI processes, host memory, MPI_Isend/MPI_Irecv.
 //
-// Each GPU runs the operations step by step (RunPlan::step_of): it starts those of step k once its
-// own of the steps before are finished, so its staging memory is what model/memory.hpp predicts
-// (the regions of one step, and the receives a later step forwards from). Within its step, receives
-// are posted in operation-id order within a byte window; sends are posted as soon as the
-// operations they depend on *here* are done (a receive into this GPU that they forward, or an
-// earlier send of this GPU); dependencies between operations of other GPUs carry no data and are
-// not waited for across processes. The staging bytes each GPU holds are counted as they are
-// allocated and released; the high-water mark goes into the Measurement. A chain op moves chunk by
-// chunk: each GPU of the tree receives chunk k into its region of the whole part and forwards it
-// from there to its children as soon as it has arrived, at most kChainSlots chunks in flight per
-// hop in each direction. Progress is
-// polled with MPI_Testsome against a deadline, so a peer that never answers ends the run with an
-// ExecError instead of a hang.
+// Each GPU runs the operations step by step (RunPlan::step_of): it opens step k, taking the staging
+// regions of all its operations of that step, once its own of the steps before are finished, so its
+// staging memory is what model/memory.hpp predicts and at most its budget. Every operation is a stream (exec/program.hpp): the sender packs chunk k into
+// slot k mod S of its ring once chunk k - S has left for every child, and sends it to each child;
+// a receiver posts the receive of chunk k into its slot once chunk k - S is forwarded and unpacked,
+// and on arrival unpacks it and forwards it to its children. A kept receive holds the whole part
+// and keeps at most kChainSlots chunk receives in flight. Receives are started when their step is
+// open (in op-id order, the previous op on the chain finished here); a send when the operations it
+// depends on *here* are done (a receive into this GPU that it forwards, or an earlier send of this
+// GPU) -- dependencies between operations of other GPUs carry no data and are not waited for
+// across processes. The staging bytes each GPU holds are counted as they are allocated and
+// released; the high-water mark goes into the Measurement. Progress is polled with MPI_Testsome
+// against a deadline, so a peer that never answers ends the run with an ExecError instead of a hang.
 #include "backend_impl.hpp"
 
 #ifdef RESHARD_HAVE_MPI
@@ -43,7 +43,7 @@ using namespace reshard::model;
 
 namespace {
 
-// The receive regions a transfer's copies read, each once.
+// The kept receive regions a send's copies read, each once.
 std::vector<std::int32_t> regions_read(const Transfer& t) {
   std::vector<std::int32_t> from;
   for (const CopyRun& c : t.copies) from.push_back(c.src);
@@ -52,31 +52,29 @@ std::vector<std::int32_t> regions_read(const Transfer& t) {
   return from;
 }
 
-// One job per send or receive of a local GPU: a plain send or receive, a chain root, or a GPU
-// inside a chain (receiving, and forwarding to its children).
+// One job per stream role of a local GPU: a sender, or a receiver (forwarding to its children).
 struct Job {
   std::size_t prog = 0;
   const Transfer* t = nullptr;
   const Op* op = nullptr;
-  bool send = false;           // a plain send or a chain root
-  std::int64_t bytes = 0;      // the staging region
-  std::int32_t step = 0;       // its op's step
+  bool send = false;
+  std::int64_t region_bytes = 0;  // its staging region: the ring, or the whole part when kept
+  std::int32_t step = 0;          // its op's step
   bool started = false, received = false, finished = false;
-  // Chain ops.
   std::int64_t chunks = 0;
-  std::int64_t in_hop = 0;                // the hop into this GPU (receivers)
-  std::vector<std::int64_t> out_hop;      // per child: its hop
-  std::int64_t next_receive = 0, receiving = 0, arrived = 0;
-  std::vector<char> got;                  // per chunk: arrived here
-  std::vector<std::int64_t> have;         // chunks held here, in arrival order (the root: all)
-  std::vector<std::int64_t> next_out, in_flight;  // per child: index into `have`, chunk sends in flight
-  std::int64_t sends_left = 0;            // chunk sends not completed
+  std::int64_t next = 0;          // the next chunk to pack (sender) or to post a receive for (receiver)
+  std::int64_t receiving = 0;     // chunk receives in flight
+  std::int64_t arrived = 0;
+  std::vector<std::int32_t> pending;  // per chunk: child sends in flight (-1: not yet here)
+  std::int64_t done = 0;          // chunks 0 .. done - 1 are forwarded and unpacked: their slots are free
+  std::int64_t sends_left = 0;    // chunk sends not completed
+  std::int64_t corrupt_at = -1;   // corrupt:OP at dst: the stream byte to flip on arrival
 };
 
 // The run on this process, in phases: number the messages (tags), build the programs and memory
-// of its GPUs, make a job per send and receive, then the event loop (post receives within the
-// byte window, post the sends that are ready, take completions) until every job is finished or a
-// peer stays silent past the timeout.
+// of its GPUs, make a job per stream role, then the event loop (start the jobs that may start,
+// pack and post what their rings allow, take completions) until every job is finished or a peer
+// stays silent past the timeout.
 class HostRun {
  public:
   HostRun(const RunPlan& plan, const ExecOptions& options, MpiWorld& w)
@@ -101,8 +99,8 @@ class HostRun {
     if (has_fault(options_.faults, Fault::Kind::Die, w_.rank)) go_silent(w_, options_.timeout_s);  // test-only: a silent peer
     double deadline = t0_ + options_.timeout_s;  // moves on with every completion: the limit is on silence
     while (finished_jobs_ < jobs_.size()) {
-      bool progress = post_receives();
-      progress = post_sends() || progress;
+      bool progress = start_receives();
+      progress = start_sends() || progress;
       progress = take_completions() || progress;
       if (progress) {
         deadline = MPI_Wtime() + options_.timeout_s;
@@ -115,22 +113,31 @@ class HostRun {
     MPI_Comm_free(&comm_);
     for (std::size_t i = 0; i < progs_.size(); ++i)
       out_.staging[static_cast<std::size_t>(plan_.gpu_index(progs_[i].gpu))] = staging_peak_[i];
-    for (std::size_t i = 0; i < progs_.size(); ++i) {
-      std::string err = check_destinations(progs_[i], inv_, mems_[i], w_.rank, out_.bytes_verified);
-      if (!err.empty() && out_.error.empty()) out_.error = err;
-    }
+    verify();
     return mpi_finish(plan_, options_, w_, out_);
   }
 
  private:
   int proc_of(GpuId g) const { return process_of(plan_, g, w_.world); }
 
-  // A message is one plain operation, or one chunk on one hop of a chain op. MPI matches a
-  // message by its source and tag, so tags need only tell apart the messages between one pair of
+  // What verification checks here (exec/verify.hpp): the pattern of every destination byte, or
+  // the digest of every piece held or needed (compared across processes by mpi_finish).
+  void verify() {
+    for (std::size_t i = 0; i < progs_.size(); ++i) {
+      if (options_.verification == Verification::Pattern) {
+        std::string err = check_destinations(progs_[i], inv_, mems_[i], w_.rank, out_.bytes_verified);
+        if (!err.empty() && out_.error.empty()) out_.error = err;
+      } else if (options_.verification == Verification::Digest) {
+        piece_digests(progs_[i], *plan_.transfers, inv_, mems_[i], out_.digests);
+      }
+    }
+  }
+
+  // A message is one chunk on one hop of a stream (a plain transfer: hop 0). MPI matches a message
+  // by its source and tag, so tags need only tell apart the messages between one pair of
   // processes: those are numbered in (operation, hop, chunk) order, and the number modulo
   // MPI_TAG_UB + 1 (at least 32768; 2^31 with OpenMPI) is the tag. first_tag_[op][hop]: the
-  // number of the op's first message on that hop (a plain op: hop 0), for the hops from or to
-  // this process.
+  // number of the op's first message on that hop, for the hops from or to this process.
   void number_messages() {
     void* attr = nullptr;
     int has_attr = 0;
@@ -147,16 +154,15 @@ class HostRun {
     };
     for (std::size_t i = 0; i < s_.ops.size(); ++i) {
       const Op& op = s_.ops[i];
+      const std::int64_t chunks = chain_chunks(op.bytes.value, std::max<std::int64_t>(stream_chunk(s_, op).value, 1));
       if (op.chain < 0) {
-        first_tag_[i].push_back(number(op.src, op.dst, 1));
+        first_tag_[i].push_back(number(op.src, op.dst, chunks));
         continue;
       }
-      const Chain& c = s_.chains[static_cast<std::size_t>(op.chain)];
-      const std::int64_t chunks = chain_chunks(op.bytes.value, c.chunk.value);
-      for (const ChainHop& h : c.hops) first_tag_[i].push_back(number(h.from, h.to, chunks));
+      for (const ChainHop& h : s_.chains[static_cast<std::size_t>(op.chain)].hops) first_tag_[i].push_back(number(h.from, h.to, chunks));
     }
   }
-  int tag_of(std::int64_t op, std::int64_t hop = 0, std::int64_t chunk = 0) const {
+  int tag_of(std::int64_t op, std::int64_t hop, std::int64_t chunk) const {
     return static_cast<int>((first_tag_[static_cast<std::size_t>(op)][static_cast<std::size_t>(hop)] + chunk) %
                             (tag_ub_ + 1));
   }
@@ -168,16 +174,14 @@ class HostRun {
     for (GpuId g : mine) progs_.push_back(build_program(plan_, g));
     check_host_memory();
     for (std::size_t i = 0; i < mine.size(); ++i) {
-      allocate(progs_[i], mems_[i], false);  // staging regions are allocated when used
+      allocate(progs_[i], inv_, mems_[i], false, options_.binding, w_.rank);  // staging regions are allocated when used
       for (const auto* list : {&progs_[i].sends, &progs_[i].receives})
-        for (const Transfer& t : *list) {
-          const std::int64_t bytes = progs_[i].regions[static_cast<std::size_t>(t.region)].bytes;
-          if ((t.is_chain() ? std::min(bytes, t.chunk) : bytes) > INT_MAX)
+        for (const Transfer& t : *list)
+          if (std::min(t.bytes, t.chunk) > INT_MAX)
             throw ExecError("operation " + std::to_string(t.op) +
-                                " moves more than 2 GiB in one message; the host backend sends at most 2 GiB per message",
+                                " moves chunks of more than 2 GiB; the host backend sends at most 2 GiB per message",
                             w_.rank, -1, true);
-        }
-      fill_sources(progs_[i], inv_, mems_[i]);
+      if (options_.verification == Verification::Pattern) fill_sources(progs_[i], inv_, mems_[i]);
       run_copies(progs_[i].local, mems_[i]);
     }
   }
@@ -205,52 +209,41 @@ class HostRun {
                       w_.rank, -1, true);
   }
 
-  // Staging memory is released as soon as nothing needs it: a send region when its sends complete,
-  // a receive region once it is unpacked, its chunks forwarded, and every send that forwards from
-  // it has been packed. readers_: per region, the sends still to pack from it.
+  // Staging memory is released as soon as nothing needs it: a stream's region when its job is
+  // finished, a kept receive's once it is all here and every send that forwards from it has packed
+  // its last chunk. readers_: per region, the sends still to pack from it.
   void count_readers() {
     readers_.resize(progs_.size());
-    busy_.resize(progs_.size());
     staging_now_.assign(progs_.size(), 0);
     staging_peak_.assign(progs_.size(), 0);
     for (std::size_t i = 0; i < progs_.size(); ++i) {
       readers_[i].assign(progs_[i].regions.size(), 0);
-      busy_[i].assign(progs_[i].regions.size(), 0);
       for (const Transfer& t : progs_[i].sends)
-        for (auto r : regions_read(t)) ++readers_[i][static_cast<std::size_t>(r)];
+        for (auto r : regions_read(t))
+          if (progs_[i].regions[static_cast<std::size_t>(r)].kind == Region::Kind::Receive) ++readers_[i][static_cast<std::size_t>(r)];
     }
   }
-  void release(std::size_t prog, std::int32_t region) {
-    const auto r = static_cast<std::size_t>(region);
-    if (progs_[prog].regions[r].kind == Region::Kind::Receive && readers_[prog][r] == 0 && !busy_[prog][r])
-      unstage(prog, region);
-  }
-  // Staging memory in and out, counted per GPU (program).
   void stage(const Job& j) {
-    region_of(j).assign(static_cast<std::size_t>(j.bytes), 0);
-    staging_now_[j.prog] += j.bytes;
+    mems_[j.prog].hold(j.t->region, j.region_bytes);
+    staging_now_[j.prog] += j.region_bytes;
     staging_peak_[j.prog] = std::max(staging_peak_[j.prog], staging_now_[j.prog]);
   }
   void unstage(std::size_t prog, std::int32_t region) {
-    auto& m = mems_[prog].regions[static_cast<std::size_t>(region)];
-    staging_now_[prog] -= static_cast<std::int64_t>(m.size());
-    std::vector<unsigned char>().swap(m);
+    staging_now_[prog] -= mems_[prog].size[static_cast<std::size_t>(region)];
+    mems_[prog].release(region);
+  }
+  // A finished receive's region: released unless a send here still packs from it.
+  void release_receive(std::size_t prog, std::int32_t region) {
+    if (readers_[prog][static_cast<std::size_t>(region)] == 0) unstage(prog, region);
   }
   // Whether job j's step is open on its GPU: every job of that GPU in an earlier step is finished.
   bool step_open(const Job& j) const { return j.step <= open_step_[j.prog]; }
-  std::vector<unsigned char>& region_of(const Job& j) {
-    return mems_[j.prog].regions[static_cast<std::size_t>(j.t->region)];
-  }
+  unsigned char* region_of(const Job& j) { return mems_[j.prog].at(j.t->region); }
 
-  // A job per send and receive; receives and sends each in op id order.
+  // A job per stream role; receives and sends each in op id order.
   void make_jobs() {
     send_job_.resize(progs_.size());
     receive_job_.resize(progs_.size());
-    auto hop_into = [](const Chain& c, GpuId g) {
-      for (std::size_t h = 0; h < c.hops.size(); ++h)
-        if (c.hops[h].to == g) return static_cast<std::int64_t>(h);
-      return std::int64_t{-1};
-    };
     for (std::size_t i = 0; i < progs_.size(); ++i)
       for (bool send : {true, false})
         for (const Transfer& t : send ? progs_[i].sends : progs_[i].receives) {
@@ -259,25 +252,23 @@ class HostRun {
           j.t = &t;
           j.op = &s_.ops[static_cast<std::size_t>(t.op)];
           j.send = send;
-          j.bytes = progs_[i].regions[static_cast<std::size_t>(t.region)].bytes;
+          j.region_bytes = progs_[i].regions[static_cast<std::size_t>(t.region)].bytes;
           j.step = plan_.step_of[static_cast<std::size_t>(t.op)];
-          if (t.is_chain()) {
-            const Chain& c = s_.chains[static_cast<std::size_t>(t.chain)];
-            j.chunks = chain_chunks(j.bytes, t.chunk);
-            if (!send) j.in_hop = hop_into(c, progs_[i].gpu);
-            for (GpuId child : t.children) j.out_hop.push_back(hop_into(c, child));
-            j.got.assign(static_cast<std::size_t>(j.chunks), 0);
-            j.next_out.assign(t.children.size(), 0);
-            j.in_flight.assign(t.children.size(), 0);
-            j.sends_left = j.chunks * static_cast<std::int64_t>(t.children.size());
-          }
+          j.chunks = t.chunks();
+          j.pending.assign(static_cast<std::size_t>(j.chunks), -1);
+          j.sends_left = j.chunks * static_cast<std::int64_t>(t.children.size());
+          if (!send && j.op->dst == progs_[i].gpu && j.chunks > 0) j.corrupt_at = corrupt_offset(options_.faults, t);
           (send ? send_job_ : receive_job_)[i][t.op] = jobs_.size();
           jobs_.push_back(std::move(j));
         }
     for (std::size_t k = 0; k < jobs_.size(); ++k) (jobs_[k].send ? sends_ : receives_).push_back(k);
     unfinished_.assign(progs_.size(), std::vector<std::int64_t>(static_cast<std::size_t>(plan_.steps) + 1, 0));
-    for (const Job& j : jobs_) ++unfinished_[j.prog][static_cast<std::size_t>(j.step)];
-    open_step_.assign(progs_.size(), 0);
+    step_jobs_.assign(progs_.size(), std::vector<std::vector<std::size_t>>(static_cast<std::size_t>(plan_.steps) + 1));
+    for (std::size_t k = 0; k < jobs_.size(); ++k) {
+      ++unfinished_[jobs_[k].prog][static_cast<std::size_t>(jobs_[k].step)];
+      step_jobs_[jobs_[k].prog][static_cast<std::size_t>(jobs_[k].step)].push_back(k);
+    }
+    open_step_.assign(progs_.size(), -1);
     for (std::size_t i = 0; i < progs_.size(); ++i) advance_step(i);
     auto by_op = [&](std::size_t a, std::size_t b) { return jobs_[a].t->op < jobs_[b].t->op; };
     std::stable_sort(receives_.begin(), receives_.end(), by_op);
@@ -294,90 +285,107 @@ class HostRun {
     return it == index.end() || jobs_[it->second].finished;
   }
 
-  enum class Msg : std::uint8_t { Receive, Send, ChunkReceive, ChunkSend };
+  enum class Msg : std::uint8_t { Receive, Send };
   struct Pending {
     Msg kind;
     std::size_t job;
     std::int64_t chunk = 0;
-    std::size_t child = 0;
   };
-  void post_receive(const Pending& p, void* data, std::int64_t bytes, int from, int tag) {
+  void post(Msg kind, std::size_t job, std::int64_t chunk, unsigned char* data, std::int64_t bytes, GpuId peer, int tag) {
     requests_.emplace_back();
-    pending_.push_back(p);
-    MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, from, tag, comm_, &requests_.back());
-  }
-  void post_send(const Pending& p, const void* data, std::int64_t bytes, int to, int tag) {
-    requests_.emplace_back();
-    pending_.push_back(p);
-    MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, to, tag, comm_, &requests_.back());
+    pending_.push_back({kind, job, chunk});
+    if (kind == Msg::Receive)
+      MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, proc_of(peer), tag, comm_, &requests_.back());
+    else
+      MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, proc_of(peer), tag, comm_, &requests_.back());
   }
 
-  // Posts what a chain job may post now: receives of the next chunks, and the chunks it holds to
-  // its children, at most kChainSlots in flight on each hop.
-  void pump(std::size_t k) {
-    Job& j = jobs_[k];
-    unsigned char* data = region_of(j).data();
-    while (!j.send && j.receiving < kChainSlots && j.next_receive < j.chunks) {
-      const ChunkRange c = chain_chunk(j.bytes, j.t->chunk, j.next_receive);
-      post_receive({Msg::ChunkReceive, k, j.next_receive, 0}, data + c.begin, c.bytes, proc_of(j.t->peer),
-                   tag_of(j.t->op, j.in_hop, j.next_receive));
-      ++j.receiving;
-      ++j.next_receive;
-    }
+  // Whether chunk k may take its slot: the ring's chunk k - S is forwarded and unpacked (a kept
+  // receive: at most kChainSlots receives in flight).
+  bool slot_free(const Job& j, std::int64_t k) const {
+    if (j.t->kept()) return j.receiving < kChainSlots;
+    return k < j.done + j.t->slots;
+  }
+  // Chunk k has been forwarded and unpacked here: its slot frees once every chunk before it has.
+  void chunk_done(Job& j, std::int64_t k) {
+    j.pending[static_cast<std::size_t>(k)] = -2;
+    while (j.done < j.chunks && j.pending[static_cast<std::size_t>(j.done)] == -2) ++j.done;
+  }
+  // Sends chunk k (in its slot) to every child.
+  void forward(std::size_t job, std::int64_t k) {
+    Job& j = jobs_[job];
+    const ChunkRange c = chain_chunk(j.t->bytes, j.t->chunk, k);
+    unsigned char* data = region_of(j) + j.t->slot_offset(c.begin);
+    j.pending[static_cast<std::size_t>(k)] = static_cast<std::int32_t>(j.t->children.size());
     for (std::size_t ch = 0; ch < j.t->children.size(); ++ch)
-      while (j.in_flight[ch] < kChainSlots && j.next_out[ch] < static_cast<std::int64_t>(j.have.size())) {
-        const std::int64_t chunk = j.have[static_cast<std::size_t>(j.next_out[ch]++)];
-        const ChunkRange c = chain_chunk(j.bytes, j.t->chunk, chunk);
-        post_send({Msg::ChunkSend, k, chunk, ch}, data + c.begin, c.bytes, proc_of(j.t->children[ch]),
-                  tag_of(j.t->op, j.out_hop[ch], chunk));
-        ++j.in_flight[ch];
-      }
+      post(Msg::Send, job, k, data, c.bytes, j.t->children[ch], tag_of(j.t->op, j.t->child_hops[ch], k));
+    if (j.t->children.empty()) chunk_done(j, k);
   }
 
+  // Posts what job `job` may post now: a sender packs and sends the chunks its ring has room for;
+  // a receiver posts the receives its ring has room for.
+  void pump(std::size_t job) {
+    Job& j = jobs_[job];
+    if (j.send) {
+      while (j.next < j.chunks && slot_free(j, j.next)) {
+        const std::int64_t k = j.next++;
+        for_each_chunk_copy(*j.t, true, k, [&](const CopyRun& c) { run_copy(c, mems_[j.prog]); });
+        if (j.next == j.chunks) packed(j);
+        forward(job, k);
+      }
+      return;
+    }
+    while (j.next < j.chunks && slot_free(j, j.next)) {
+      const std::int64_t k = j.next++;
+      const ChunkRange c = chain_chunk(j.t->bytes, j.t->chunk, k);
+      post(Msg::Receive, job, k, region_of(j) + j.t->slot_offset(c.begin), c.bytes, j.t->peer, tag_of(j.t->op, j.t->hop, k));
+      ++j.receiving;
+    }
+  }
+  // A sender has packed its last chunk: the kept receives it read are free of it.
+  void packed(const Job& j) {
+    for (auto r : regions_read(*j.t))
+      if (progs_[j.prog].regions[static_cast<std::size_t>(r)].kind == Region::Kind::Receive &&
+          --readers_[j.prog][static_cast<std::size_t>(r)] == 0 && mems_[j.prog].at(r) &&
+          jobs_[receive_job_[j.prog].at(progs_[j.prog].regions[static_cast<std::size_t>(r)].op)].finished)
+        unstage(j.prog, r);
+  }
+
+  // A finished job gives its region back before the GPU's next step takes its own (a step's
+  // regions never overlap the previous step's, model/memory.hpp).
   void set_finished(Job& j) {
     j.finished = true;
     ++finished_jobs_;
     --unfinished_[j.prog][static_cast<std::size_t>(j.step)];
+    if (j.send) unstage(j.prog, j.t->region);
+    else if (j.t->kept()) release_receive(j.prog, j.t->region);
+    else unstage(j.prog, j.t->region);
     advance_step(j.prog);
   }
+  // Opens the GPU's next steps while the one open has nothing left: an opened step takes the
+  // staging regions of all its jobs at once (model/memory.hpp: a step's regions are held together).
   void advance_step(std::size_t prog) {
-    while (open_step_[prog] < plan_.steps && unfinished_[prog][static_cast<std::size_t>(open_step_[prog])] == 0)
-      ++open_step_[prog];
+    auto& open = open_step_[prog];
+    while (open < plan_.steps && (open < 0 || unfinished_[prog][static_cast<std::size_t>(open)] == 0)) {
+      ++open;
+      if (open < plan_.steps)
+        for (std::size_t k : step_jobs_[prog][static_cast<std::size_t>(open)]) stage(jobs_[k]);
+    }
   }
-  // A chain job is finished once everything arrived and every chunk it sends has been taken.
+  // A job is finished once everything arrived (a receiver), every chunk is forwarded and unpacked.
   void maybe_finish(Job& j) {
-    if (j.finished || (!j.send && !j.received) || j.sends_left > 0) return;
+    if (j.finished || j.done < j.chunks || (j.send && j.next < j.chunks)) return;
+    if (!j.send && !j.received) {
+      j.received = true;
+      const auto op = static_cast<std::size_t>(j.t->op);
+      out_.end[op] = std::max(out_.end[op], MPI_Wtime() - t0_);
+    }
     set_finished(j);
-    if (j.send) {
-      unstage(j.prog, j.t->region);
-      return;
-    }
-    window_ -= j.bytes;
-    busy_[j.prog][static_cast<std::size_t>(j.t->region)] = 0;
-    release(j.prog, j.t->region);
-  }
-  // Everything arrived at a receiver: its time, the unpack.
-  void all_arrived(Job& j) {
-    j.received = true;
-    const auto op = static_cast<std::size_t>(j.t->op);
-    out_.end[op] = std::max(out_.end[op], MPI_Wtime() - t0_);
-    run_copies(j.t->copies, mems_[j.prog]);
-    if (!j.t->is_chain()) {
-      set_finished(j);
-      window_ -= j.bytes;
-      release(j.prog, j.t->region);
-    } else {
-      maybe_finish(j);
-    }
-  }
-  // The byte corrupt:OP flips at the op's receiver: one that lands in a destination shard there.
-  std::int64_t corrupt_at(const Job& j) const {
-    if (j.bytes == 0 || j.op->dst != progs_[j.prog].gpu) return -1;
-    return corrupt_offset(options_.faults, *j.t);
   }
 
-  // Receives of open steps are started in op id order while their bytes fit the window (one at least).
-  bool post_receives() {
+  // Receives of open steps are started in op id order (a chain's once the previous op on it is
+  // finished here).
+  bool start_receives() {
     bool any = false;
     while (next_receive_ < receives_.size() && jobs_[receives_[next_receive_]].started) ++next_receive_;
     for (std::size_t q = next_receive_; q < receives_.size(); ++q) {
@@ -385,18 +393,10 @@ class HostRun {
       Job& j = jobs_[k];
       if (j.started || !step_open(j)) continue;
       if (j.t->is_chain() && !chain_turn(j)) break;
-      if (window_ > 0 && window_ + j.bytes > kReceiveWindow) break;
-      stage(j);
       j.started = true;
-      window_ += j.bytes;
       any = true;
-      if (!j.t->is_chain()) {
-        post_receive({Msg::Receive, k}, region_of(j).data(), j.bytes, proc_of(j.t->peer), tag_of(j.t->op));
-        continue;
-      }
-      busy_[j.prog][static_cast<std::size_t>(j.t->region)] = 1;
-      if (j.chunks == 0) all_arrived(j);
-      else pump(k);
+      pump(k);
+      maybe_finish(j);  // an empty part
     }
     return any;
   }
@@ -415,11 +415,9 @@ class HostRun {
     return step_open(j) && (!j.t->is_chain() || chain_turn(j));
   }
 
-  // Packs and posts every send that is ready, in op id order. The receive regions they were the last
-  // to pack from are released after all of them are packed (a step's regions are held together).
-  bool post_sends() {
+  // Starts every send that is ready, in op id order.
+  bool start_sends() {
     bool any = false;
-    std::vector<std::pair<std::size_t, std::int32_t>> packed_from;
     while (first_unposted_ < sends_.size() && jobs_[sends_[first_unposted_]].started) ++first_unposted_;
     for (std::size_t q = first_unposted_; q < sends_.size(); ++q) {
       const std::size_t k = sends_[q];
@@ -427,28 +425,18 @@ class HostRun {
       if (j.started || !ready(j)) continue;
       j.started = true;
       any = true;
-      stage(j);
-      auto& region = region_of(j);
-      run_copies(j.t->copies, mems_[j.prog]);
-      for (auto r : regions_read(*j.t))  // a receive region read here was received (the send waits for it)
-        if (--readers_[j.prog][static_cast<std::size_t>(r)] == 0) packed_from.emplace_back(j.prog, r);
       out_.start[static_cast<std::size_t>(j.t->op)] = MPI_Wtime() - t0_;
       if (has_fault(options_.faults, Fault::Kind::Drop, j.t->op)) {  // test-only: no receiver ever gets it
+        j.next = j.done = j.chunks;
         j.sends_left = 0;
+        packed(j);
         set_finished(j);
-        unstage(j.prog, j.t->region);
         continue;
       }
-      if (!j.t->is_chain()) {
-        post_send({Msg::Send, k}, region.data(), j.bytes, proc_of(j.t->peer), tag_of(j.t->op));
-        continue;
-      }
-      for (std::int64_t c = 0; c < j.chunks; ++c) j.have.push_back(c);
-      j.received = true;
+      if (j.chunks == 0) packed(j);
       pump(k);
       maybe_finish(j);  // nothing to send (an empty part)
     }
-    for (const auto& [prog, r] : packed_from) release(prog, r);
     return any;
   }
 
@@ -464,37 +452,25 @@ class HostRun {
       const Pending p = pending_[static_cast<std::size_t>(indices_[static_cast<std::size_t>(c)])];
       Job& j = jobs_[p.job];
       ++completed_requests_;
-      switch (p.kind) {
-        case Msg::Send:
-          unstage(j.prog, j.t->region);
-          set_finished(j);
-          break;
-        case Msg::Receive: {
-          if (const std::int64_t at = corrupt_at(j); at >= 0)  // test-only: flip a byte that lands in a destination shard
-            region_of(j)[static_cast<std::size_t>(at)] ^= 0x5a;
-          all_arrived(j);
-          break;
+      if (p.kind == Msg::Receive) {
+        --j.receiving;
+        ++j.arrived;
+        const ChunkRange r = chain_chunk(j.t->bytes, j.t->chunk, p.chunk);
+        if (j.corrupt_at >= r.begin && j.corrupt_at < r.begin + r.bytes)  // test-only: flipped on arrival, before forwarding
+          region_of(j)[j.t->slot_offset(j.corrupt_at)] ^= 0x5a;
+        for_each_chunk_copy(*j.t, false, p.chunk, [&](const CopyRun& cr) { run_copy(cr, mems_[j.prog]); });
+        if (j.arrived == j.chunks) {
+          j.received = true;
+          const auto op = static_cast<std::size_t>(j.t->op);
+          out_.end[op] = std::max(out_.end[op], MPI_Wtime() - t0_);
         }
-        case Msg::ChunkReceive: {
-          --j.receiving;
-          ++j.arrived;
-          j.got[static_cast<std::size_t>(p.chunk)] = 1;
-          if (const std::int64_t at = corrupt_at(j); at >= 0) {  // test-only: flipped on arrival, before forwarding
-            const ChunkRange r = chain_chunk(j.bytes, j.t->chunk, p.chunk);
-            if (at >= r.begin && at < r.begin + r.bytes) region_of(j)[static_cast<std::size_t>(at)] ^= 0x5a;
-          }
-          j.have.push_back(p.chunk);
-          pump(p.job);
-          if (j.arrived == j.chunks) all_arrived(j);
-          break;
-        }
-        case Msg::ChunkSend:
-          --j.in_flight[p.child];
-          --j.sends_left;
-          pump(p.job);
-          maybe_finish(j);
-          break;
+        forward(p.job, p.chunk);
+      } else {
+        --j.sends_left;
+        if (--j.pending[static_cast<std::size_t>(p.chunk)] == 0) chunk_done(j, p.chunk);
       }
+      pump(p.job);
+      maybe_finish(j);
     }
     // Completed requests are MPI_REQUEST_NULL: drop them once they are most of the list.
     if (completed_requests_ > 64 && 2 * completed_requests_ > requests_.size()) {
@@ -518,46 +494,31 @@ class HostRun {
     std::ostringstream os;
     os << "rank " << w_.rank;
     const std::string within = " within " + format(Seconds{options_.timeout_s});
+    const char* kind = nullptr;
     for (std::size_t k : receives_) {
       const Job& j = jobs_[k];
       if (j.received) continue;
       const int peer = proc_of(j.t->peer);
-      os << " (GPU " << progs_[j.prog].gpu << ") waited for rank " << peer << " (GPU " << j.t->peer
-         << "): operation " << j.t->op;
-      if (j.t->is_chain()) {
-        std::int64_t missing = 0;
-        while (missing < j.chunks && j.got[static_cast<std::size_t>(missing)]) ++missing;
-        os << " (chain receive of " << format(Bytes{j.bytes}) << ", chunk " << missing << " of " << j.chunks << ")";
-      } else {
-        os << " (receive of " << format(Bytes{j.bytes}) << ")";
-      }
-      os << " had no answer" << within;
+      kind = j.t->is_chain() ? "chain receive" : "receive";
+      os << " (GPU " << progs_[j.prog].gpu << ") waited for rank " << peer << " (GPU " << j.t->peer << "): operation "
+         << j.t->op << " (" << kind << " of " << format(Bytes{j.t->bytes}) << ", chunk " << j.arrived << " of " << j.chunks
+         << ") had no answer" << within;
       return ExecError(os.str(), w_.rank, peer, true);
     }
     for (const Job& j : jobs_) {
-      if (j.finished) continue;
-      const GpuId g = progs_[j.prog].gpu;
-      if (!j.t->is_chain()) {
-        if (!j.send) continue;
-        const int peer = proc_of(j.t->peer);
-        os << " (GPU " << g << ") waited for rank " << peer << " (GPU " << j.t->peer << "): operation " << j.t->op
-           << " (send of " << format(Bytes{j.bytes}) << ") was not taken" << within;
-        return ExecError(os.str(), w_.rank, peer, true);
-      }
-      for (std::size_t ch = 0; ch < j.t->children.size(); ++ch) {
-        if (j.in_flight[ch] == 0) continue;
-        const GpuId child = j.t->children[ch];
+      if (j.finished || !j.started) continue;
+      for (std::int64_t k = j.done; k < j.next; ++k) {
+        if (j.pending[static_cast<std::size_t>(k)] <= 0) continue;
+        const GpuId child = j.t->children.front();
         const int peer = proc_of(child);
-        os << " (GPU " << g << ") waited for rank " << peer << " (GPU " << child << "): operation " << j.t->op
-           << " (chain send of " << format(Bytes{j.bytes}) << ", " << j.in_flight[ch] << " chunk(s) of " << j.chunks
-           << " in flight) was not taken" << within;
+        os << " (GPU " << progs_[j.prog].gpu << ") waited for rank " << peer << " (GPU " << child << "): operation " << j.t->op
+           << " (" << (j.t->is_chain() ? "chain send" : "send") << " of " << format(Bytes{j.t->bytes}) << ", chunk " << k
+           << " of " << j.chunks << " in flight) was not taken" << within;
         return ExecError(os.str(), w_.rank, peer, true);
       }
     }
     return ExecError(os.str() + ": timed out after " + format(Seconds{options_.timeout_s}), w_.rank, -1, true);
   }
-
-  static constexpr std::int64_t kReceiveWindow = 256LL << 20;  // bytes of started, unfinished receives
 
   const RunPlan& plan_;
   const ExecOptions& options_;
@@ -570,10 +531,10 @@ class HostRun {
   std::vector<GpuProgram> progs_;
   std::vector<HostMemory> mems_;
   std::vector<std::vector<int>> readers_;
-  std::vector<std::vector<char>> busy_;  // receive regions a chain op still forwards from
   std::vector<std::int64_t> staging_now_, staging_peak_;   // per program: staging bytes held, high-water mark
   std::vector<std::vector<std::int64_t>> unfinished_;      // per program, per step: jobs not finished
   std::vector<std::int32_t> open_step_;                    // per program: its lowest step with unfinished jobs
+  std::vector<std::vector<std::vector<std::size_t>>> step_jobs_;  // per program, per step: its jobs
   std::vector<Job> jobs_;
   std::vector<std::unordered_map<std::int64_t, std::size_t>> send_job_, receive_job_;  // per program: op -> job
   std::vector<std::size_t> receives_, sends_;
@@ -584,7 +545,6 @@ class HostRun {
   std::size_t completed_requests_ = 0;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
-  std::int64_t window_ = 0;
   std::size_t finished_jobs_ = 0, next_receive_ = 0, first_unposted_ = 0;
 };
 

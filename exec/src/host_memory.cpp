@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iomanip>
+#include <tuple>
 #include <sstream>
 #include <unordered_map>
 
@@ -12,12 +14,44 @@ namespace reshard::exec::detail {
 
 using namespace reshard::model;
 
-void allocate(const GpuProgram& prog, HostMemory& mem, bool staging) {
-  mem.regions.resize(prog.regions.size());
-  for (std::size_t i = 0; i < prog.regions.size(); ++i) {
-    const auto kind = prog.regions[i].kind;
-    if (staging || kind == Region::Kind::Source || kind == Region::Kind::Destination)
-      mem.regions[i].assign(static_cast<std::size_t>(prog.regions[i].bytes), 0);
+void HostMemory::hold(std::int32_t region, std::int64_t bytes) {
+  auto& m = owned[static_cast<std::size_t>(region)];
+  m.assign(static_cast<std::size_t>(bytes), 0);
+  data[static_cast<std::size_t>(region)] = m.data();
+  size[static_cast<std::size_t>(region)] = bytes;
+}
+
+void HostMemory::release(std::int32_t region) {
+  std::vector<unsigned char>().swap(owned[static_cast<std::size_t>(region)]);
+  data[static_cast<std::size_t>(region)] = nullptr;
+  size[static_cast<std::size_t>(region)] = 0;
+}
+
+void allocate(const GpuProgram& prog, const Inventory& inv, HostMemory& mem, bool staging, const MemoryBinding* binding,
+              int rank) {
+  const std::size_t n = prog.regions.size();
+  mem.data.assign(n, nullptr);
+  mem.size.assign(n, 0);
+  mem.owned.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Region& r = prog.regions[i];
+    const bool shard = r.kind == Region::Kind::Source || r.kind == Region::Kind::Destination;
+    if (shard && binding) {
+      const Side side = r.kind == Region::Kind::Source ? Side::Source : Side::Destination;
+      if (const ShardBinding* b = binding->find(prog.gpu, side, r.tensor, r.box)) {
+        const std::string what = std::string(side == Side::Source ? "source" : "destination") + " shard of '" +
+                                 inv.tensor(r.tensor).name + "' " + to_string(r.box) + " on GPU " + std::to_string(prog.gpu);
+        if (b->memory != MemoryKind::Host) throw ExecError("the host backend moves host memory; the " + what + " is bound to device memory", rank, -1);
+        if (!b->data || b->bytes < r.bytes)
+          throw ExecError("the buffer bound to the " + what + " holds " + std::to_string(b->bytes) + " bytes, the shard " +
+                              std::to_string(r.bytes),
+                          rank, -1);
+        mem.data[i] = static_cast<unsigned char*>(b->data);
+        mem.size[i] = r.bytes;
+        continue;
+      }
+    }
+    if (staging || shard) mem.hold(static_cast<std::int32_t>(i), r.bytes);
   }
 }
 
@@ -56,7 +90,7 @@ void fill_sources(const GpuProgram& prog, const Inventory& inv, HostMemory& mem)
     if (r.kind != Region::Kind::Source) continue;
     const TensorInfo& t = inv.tensor(r.tensor);
     const int es = static_cast<int>(dtype_size(t.dtype));
-    unsigned char* data = mem.regions[i].data();
+    unsigned char* data = mem.data[i];
     const Quantization& q = t.quant;
     if (q.format != QuantFormat::None && (q.scale_of >= 0 || q.site == QuantSite::Source)) {
       // The source quantises what it holds: a weight's box, or the blocks of a scale shard.
@@ -65,7 +99,7 @@ void fill_sources(const GpuProgram& prog, const Inventory& inv, HostMemory& mem)
       std::vector<unsigned char> payload(static_cast<std::size_t>(box.elements())), scales;
       quantize_box(w, box, source_values(w, box), payload.data(), scales);
       const auto& bytes = q.scale_of >= 0 ? scales : payload;
-      std::memcpy(data, bytes.data(), std::min(bytes.size(), mem.regions[i].size()));
+      std::memcpy(data, bytes.data(), std::min(bytes.size(), static_cast<std::size_t>(mem.size[i])));
       continue;
     }
     // The pattern, or a weight the destination quantises: its BF16 source values.
@@ -76,10 +110,53 @@ void fill_sources(const GpuProgram& prog, const Inventory& inv, HostMemory& mem)
   }
 }
 
+void run_copy(const CopyRun& c, HostMemory& mem) {
+  std::memcpy(mem.at(c.dst) + c.dst_offset, mem.at(c.src) + c.src_offset, static_cast<std::size_t>(c.bytes));
+}
+
 void run_copies(const std::vector<CopyRun>& runs, HostMemory& mem) {
-  for (const CopyRun& c : runs)
-    std::memcpy(mem.regions[static_cast<std::size_t>(c.dst)].data() + c.dst_offset,
-                mem.regions[static_cast<std::size_t>(c.src)].data() + c.src_offset, static_cast<std::size_t>(c.bytes));
+  for (const CopyRun& c : runs) run_copy(c, mem);
+}
+
+void piece_digests(const GpuProgram& prog, const TransferSet& ts, const Inventory& inv, const HostMemory& mem,
+                   std::vector<PieceDigest>& out) {
+  for (int side = 0; side < 2; ++side)
+    for (const auto& [piece, region] : side == 0 ? prog.source_pieces : prog.destination_pieces) {
+      const Piece& p = ts.pieces[static_cast<std::size_t>(piece)];
+      const Region& r = prog.regions[static_cast<std::size_t>(region)];
+      const int es = static_cast<int>(dtype_size(inv.tensor(p.tensor).dtype));
+      out.push_back({piece, prog.gpu, side, piece_digest(p.box, r.box, es, mem.at(region))});
+    }
+}
+
+std::string compare_digests(std::vector<PieceDigest> all, const TransferSet& ts, const Inventory& inv, std::int64_t& bytes) {
+  std::sort(all.begin(), all.end(), [](const PieceDigest& a, const PieceDigest& b) {
+    return std::tie(a.piece, a.side, a.gpu) < std::tie(b.piece, b.side, b.gpu);
+  });
+  auto hex = [](std::uint64_t v) {
+    std::ostringstream os;
+    os << "0x" << std::hex << std::setw(16) << std::setfill('0') << v;
+    return os.str();
+  };
+  for (std::size_t i = 0; i < all.size();) {
+    std::size_t e = i;
+    while (e < all.size() && all[e].piece == all[i].piece) ++e;
+    const Piece& p = ts.pieces[static_cast<std::size_t>(all[i].piece)];
+    const std::string name = "piece " + std::to_string(all[i].piece) + " of tensor '" + inv.tensor(p.tensor).name + "' " + to_string(p.box);
+    const PieceDigest* source = all[i].side == 0 ? &all[i] : nullptr;
+    for (std::size_t k = i; k < e; ++k) {
+      const PieceDigest& d = all[k];
+      if (!source) return name + ": no source GPU reported its digest";
+      if (d.digest == source->digest) {
+        if (d.side == 1) bytes += p.bytes.value;
+        continue;
+      }
+      return name + ": GPU " + std::to_string(d.gpu) + (d.side == 0 ? " holds it as a source with digest " : " received digest ") +
+             hex(d.digest) + ", its source GPU " + std::to_string(source->gpu) + " holds " + hex(source->digest);
+    }
+    i = e;
+  }
+  return {};
 }
 
 std::string wrong_element(const GpuProgram& prog, const Inventory& inv, int rank, std::int32_t region,
@@ -115,7 +192,7 @@ std::string check_conversion(const GpuProgram& prog, const Inventory& inv, const
   std::vector<float> values(static_cast<std::size_t>(r.box.elements()));
   for (std::size_t k = 0; k < values.size(); ++k) {
     std::uint16_t b = 0;
-    std::memcpy(&b, mem.regions[region].data() + 2 * k, 2);
+    std::memcpy(&b, mem.data[region] + 2 * k, 2);
     values[k] = bf16_value(b);
   }
   std::vector<unsigned char> payload(values.size()), scales;
@@ -164,7 +241,7 @@ std::string check_destinations(const GpuProgram& prog, const Inventory& inv, con
     if (r.kind != Region::Kind::Destination) continue;
     const TensorInfo& t = inv.tensor(r.tensor);
     const int es = static_cast<int>(dtype_size(t.dtype));
-    const unsigned char* data = mem.regions[i].data();
+    const unsigned char* data = mem.data[i];
     std::int64_t bad = -1;
     for_each_row(r.box, t.shape, [&](std::int64_t local, std::int64_t global, std::int64_t n) {
       if (bad >= 0) return;

@@ -34,18 +34,44 @@ void for_each_row(const model::Box& box, const std::vector<std::int64_t>& shape,
   }
 }
 
+// Every region's bytes: a shard bound to the caller's buffer (exec/binding.hpp), or memory of its own.
 struct HostMemory {
-  std::vector<std::vector<unsigned char>> regions;
+  std::vector<unsigned char*> data;                // per region; null while a staging region is not held
+  std::vector<std::int64_t> size;                  // per region: its bytes while held
+  std::vector<std::vector<unsigned char>> owned;   // per region: the memory of the unbound ones
+  unsigned char* at(std::int32_t region) const { return data[static_cast<std::size_t>(region)]; }
+  // Holds (zeroed) or releases a region of its own.
+  void hold(std::int32_t region, std::int64_t bytes);
+  void release(std::int32_t region);
 };
 
-// Zeroed memory for every region, or (staging = false) for the source and destination shards only.
-void allocate(const GpuProgram& prog, HostMemory& mem, bool staging = true);
+// Memory for every region, or (staging = false) for the source and destination shards only: a
+// shard `binding` binds is the caller's buffer (ExecError naming it when the buffer is smaller than
+// the shard or not host memory), the others zeroed memory of their own.
+void allocate(const GpuProgram& prog, const model::Inventory& inv, HostMemory& mem, bool staging = true,
+              const MemoryBinding* binding = nullptr, int rank = 0);
 void fill_sources(const GpuProgram& prog, const model::Inventory& inv, HostMemory& mem);
 void run_copies(const std::vector<CopyRun>& runs, HostMemory& mem);
+void run_copy(const CopyRun& c, HostMemory& mem);
 // Checks every destination region; returns "" or the first wrong element, named by process rank,
 // GPU, tensor, box, element offset in the shard and global index. Adds the bytes checked to `bytes`.
 std::string check_destinations(const GpuProgram& prog, const model::Inventory& inv, const HostMemory& mem, int rank,
                                std::int64_t& bytes);
+// Digest verification (exec/verify.hpp): the digest of every piece this GPU holds as a source or
+// needs as a destination, appended to `out` as (piece, GPU, side, digest).
+struct PieceDigest {
+  std::int32_t piece = -1;
+  model::GpuId gpu = -1;
+  std::int32_t side = 0;  // 0: source, 1: destination
+  std::uint64_t digest = 0;
+};
+void piece_digests(const GpuProgram& prog, const model::TransferSet& ts, const model::Inventory& inv, const HostMemory& mem,
+                   std::vector<PieceDigest>& out);
+// The first disagreement among `all` (every process's digests), named by piece, tensor, box and
+// GPUs; "" when every needer's digest is its holders'. Adds the destination bytes compared to `bytes`.
+std::string compare_digests(std::vector<PieceDigest> all, const model::TransferSet& ts, const model::Inventory& inv,
+                            std::int64_t& bytes);
+
 // The message for a wrong element found at `offset` (elements) of destination region `region`.
 std::string wrong_element(const GpuProgram& prog, const model::Inventory& inv, int rank, std::int32_t region,
                           std::int64_t offset, const unsigned char* got);

@@ -48,6 +48,7 @@ nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
   j["gpus"] = plan.gpus.size();
   j["params"] = to_json(m.schedule)["params"];
   j["verified"] = m.verified;
+  j["verification"] = to_string(m.verification);
   j["bytes_verified"] = m.bytes_verified;
   j["elapsed_s"] = m.elapsed_s;
   auto& ops = j["ops"] = nlohmann::json::array();
@@ -107,6 +108,13 @@ Measurement load_measurement(const std::filesystem::path& path, bool accept_unve
   if (j.contains("params_file")) m.params_file = string(j.at("params_file"), root.at("params_file"));
   m.ranks = integer_as<std::int32_t>(member(j, "ranks", root), root.at("ranks"), 1);
   m.verified = boolean(member(j, "verified", root), root.at("verified"));
+  if (j.contains("verification")) {
+    try {
+      m.verification = verification_named(string(j.at("verification"), root.at("verification")));
+    } catch (const ConfigError&) {
+      root.at("verification").fail("expected pattern, digest or none");
+    }
+  }
   m.bytes_verified = integer(member(j, "bytes_verified", root), root.at("bytes_verified"), 0,
                              std::numeric_limits<std::int64_t>::max());
   m.elapsed_s = finite(member(j, "elapsed_s", root), root.at("elapsed_s"));
@@ -175,6 +183,8 @@ std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
     sub.scenario = m.schedule.scenario;
     sub.params = m.schedule.params;
     sub.piece_count = m.schedule.piece_count;
+    sub.slots = m.schedule.slots;
+    sub.budget = m.schedule.budget;
     sub.buffers = m.schedule.buffers;
     sub.chains = m.schedule.chains;
     for (std::size_t i = 0; i < m.schedule.ops.size(); ++i) {

@@ -312,10 +312,33 @@ RunResult mpi_finish(const RunPlan& plan, const ExecOptions& options, const MpiW
   std::strncpy(message, local.error.c_str(), kMessage - 1);
   std::vector<char> all(w.rank == 0 ? static_cast<std::size_t>(kMessage) * static_cast<std::size_t>(w.world) : 1);
   MPI_Gather(message, kMessage, MPI_CHAR, all.data(), kMessage, MPI_CHAR, 0, MPI_COMM_WORLD);
+  // Digests: every process's records, as bytes, to rank 0.
+  std::vector<PieceDigest> digests;
+  if (options.verification == Verification::Digest) {
+    int mine_bytes = static_cast<int>(local.digests.size() * sizeof(PieceDigest));
+    std::vector<int> counts(static_cast<std::size_t>(w.world), 0), displs(static_cast<std::size_t>(w.world), 0);
+    MPI_Gather(&mine_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+    std::size_t total = 0;
+    for (int r = 0; r < w.world; ++r) {
+      displs[static_cast<std::size_t>(r)] = static_cast<int>(total);
+      total += static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+    }
+    if (w.rank == 0) digests.resize(total / sizeof(PieceDigest));
+    MPI_Gatherv(local.digests.data(), mine_bytes, MPI_BYTE, digests.data(), counts.data(), displs.data(), MPI_BYTE, 0,
+                MPI_COMM_WORLD);
+  }
   if (w.initialized_here) MPI_Finalize();
   if (w.rank != 0) return res;
   std::string first;
   int failing = 0;
+  if (options.verification == Verification::Digest) {
+    long long compared = 0;
+    std::int64_t b = 0;
+    first = compare_digests(std::move(digests), *plan.transfers, plan.scenario->inventory, b);
+    compared = b;
+    if (!first.empty()) failing = 1;
+    bytes = compared;
+  }
   for (int r = 0; r < w.world; ++r) {
     const char* m = all.data() + static_cast<std::size_t>(r) * kMessage;
     if (m[0] == 0) continue;
@@ -331,7 +354,8 @@ RunResult mpi_finish(const RunPlan& plan, const ExecOptions& options, const MpiW
   m.elapsed_s = elapsed;
   for (std::size_t i = 0; i < staging.size(); ++i)
     if (staging[i] >= 0) m.staging.push_back({plan.gpus[i], staging[i]});
-  m.verified = true;
+  m.verified = options.verification != Verification::None;
+  m.verification = options.verification;
   return res;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend_impl.hpp"
+#include "host_memory.hpp"
 
 namespace reshard::exec::detail {
 
@@ -45,12 +46,15 @@ struct LocalOutcome {
   // Per GPU of the plan (RunPlan::gpus order): the peak staging bytes it held, for the GPUs this
   // process ran; -1 for the others. Empty: the backend does not measure it.
   std::vector<std::int64_t> staging;
+  // Verification::Digest: the digests of the pieces its GPUs hold or need (host_memory.hpp).
+  std::vector<PieceDigest> digests;
 };
 
 // First every process reports completion to rank 0, which waits at most `timeout_s` for each and
-// names the first one that never finished; then rank 0 combines every process's outcome, finalises MPI when this code initialised it, and
-// returns the reporter's result (rank 0 throws ExecError naming the first wrong element if any
-// process found one; the others return quietly).
+// names the first one that never finished; then rank 0 combines every process's outcome (and, for
+// digest verification, compares every piece's digests), finalises MPI when this code initialised
+// it, and returns the reporter's result (rank 0 throws ExecError naming the first wrong element or
+// digest if any process found one; the others return quietly).
 RunResult mpi_finish(const RunPlan& plan, const ExecOptions& options, const MpiWorld& w, LocalOutcome& local);
 
 }  // namespace reshard::exec::detail

@@ -6,6 +6,7 @@
 
 #include "pattern.hpp"
 #include "reshard/exec/executor.hpp"
+#include "reshard/exec/program.hpp"
 #include "reshard/model/checked.hpp"
 #include "reshard/model/chain.hpp"
 #include "reshard/model/memory.hpp"
@@ -13,13 +14,6 @@
 namespace reshard::exec {
 
 using namespace reshard::model;
-
-std::uint64_t pattern_word(std::int32_t tensor, std::int64_t index) { return detail::pattern_word(tensor, index); }
-
-void pattern_bytes(std::int32_t tensor, std::int64_t index, int element_size, unsigned char* out) {
-  const std::uint64_t w = detail::pattern_word(tensor, index);
-  for (int i = 0; i < element_size; ++i) out[i] = detail::pattern_byte(w, i % 8);
-}
 
 std::int32_t RunPlan::gpu_index(GpuId g) const {
   auto it = std::lower_bound(gpus.begin(), gpus.end(), g);
@@ -41,33 +35,6 @@ std::int32_t find_shard(const ShardMap& m, const Piece& p, RankSetId ranks) {
   for (std::size_t i = 0; i < shards.size(); ++i)
     if (shards[i].ranks == ranks && contains(shards[i].box, p.box)) return static_cast<std::int32_t>(i);
   return -1;
-}
-
-// Calls emit(shard_element_offset, piece_element, count) for the contiguous runs that elements
-// [b, e) of `piece` (row-major in the piece's box) occupy in `shard` (row-major in the shard's box).
-// A row of the piece (its last dimension) is contiguous in the shard; rows follow each other.
-template <class F>
-void map_runs(const Box& piece, const Box& shard, std::int64_t b, std::int64_t e, F&& emit) {
-  const std::size_t nd = piece.dims.size();
-  if (nd == 0) {
-    if (b < e) emit(std::int64_t{0}, b, e - b);
-    return;
-  }
-  std::vector<std::int64_t> stride(nd, 1);
-  for (std::size_t i = nd - 1; i > 0; --i) stride[i - 1] = stride[i] * shard.dims[i].size();
-  const std::int64_t row_len = piece.dims[nd - 1].size();
-  std::int64_t k = b;
-  while (k < e) {
-    const std::int64_t row = k / row_len, col = k % row_len, n = std::min(row_len - col, e - k);
-    std::int64_t off = piece.dims[nd - 1].lo - shard.dims[nd - 1].lo + col, rest = row;
-    for (std::size_t i = nd - 1; i > 0; --i) {
-      const std::int64_t extent = piece.dims[i - 1].size();
-      off += (piece.dims[i - 1].lo - shard.dims[i - 1].lo + rest % extent) * stride[i - 1];
-      rest /= extent;
-    }
-    emit(off, k, n);
-    k += n;
-  }
 }
 
 // Appends a copy run, merging it with the previous one when both sides continue it.
@@ -125,6 +92,7 @@ RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Sch
   rp.gpus.assign(gpus.begin(), gpus.end());
   validate(s, ts, sc.inventory, sc.source, sc.destination);
   rp.step_of = op_steps(s, rp.steps);
+  rp.kept = kept_receives(s);
   rp.chain_prev.assign(s.ops.size(), -1);
   std::vector<std::int64_t> last_on_chain(s.chains.size(), -1);
   for (const Op& op : s.ops)
@@ -161,43 +129,75 @@ class ProgramBuilder {
   void add_local_copies() {
     for (std::int32_t p = 0; p < static_cast<std::int32_t>(ts_.pieces.size()); ++p) {
       const std::int32_t from = piece_src(p), to = piece_dst(p);
+      if (from >= 0) prog_.source_pieces.emplace_back(p, from);
+      if (to >= 0) prog_.destination_pieces.emplace_back(p, to);
       if (from < 0 || to < 0) continue;
       const Piece& pc = ts_.pieces[static_cast<std::size_t>(p)];
       const std::int64_t es = dtype_size(sc_.inventory.tensor(pc.tensor).dtype);
       // Both shards contain the piece; map each row into both.
       std::vector<std::pair<std::int64_t, std::int64_t>> src_rows;  // (offset, count) in piece order
-      map_runs(pc.box, shard_box(from), 0, pc.box.elements(),
+      piece_runs(pc.box, shard_box(from), 0, pc.box.elements(),
                [&](std::int64_t off, std::int64_t, std::int64_t n) { src_rows.emplace_back(off, n); });
       std::size_t row = 0;
-      map_runs(pc.box, shard_box(to), 0, pc.box.elements(), [&](std::int64_t off, std::int64_t, std::int64_t n) {
+      piece_runs(pc.box, shard_box(to), 0, pc.box.elements(), [&](std::int64_t off, std::int64_t, std::int64_t n) {
         push_run(prog_.local, CopyRun{from, to, src_rows[row].first * es, off * es, n * es});
         ++row;
       });
     }
   }
 
-  // This GPU's role in op: sender (plain src, chain root), receiver (plain dst, a chain hop's
-  // `to`) and for a chain, the parent it receives from and the children it sends to.
+  // This GPU's roles in op's stream: sender (a transfer's src, a chain's root) and receiver (a
+  // transfer's dst, a chain hop's `to`), with the parent it receives from and the children it
+  // sends to (a transfer: its one hop, src -> dst).
   void add_op(const Op& op) {
     const GpuId gpu = prog_.gpu;
-    const bool chained = op.chain >= 0;
-    bool sends = op.src == gpu, receives = !chained && op.dst == gpu;
-    GpuId peer_in = chained ? -1 : op.src, peer_out = chained ? -1 : op.dst;
-    std::vector<GpuId> children;
-    std::int64_t chunk = 0;
-    if (chained) {
+    Transfer t;
+    t.op = op.id;
+    t.chain = op.chain;
+    t.chunk = std::max<std::int64_t>(stream_chunk(s_, op).value, 1);
+    t.bytes = op.bytes.value;
+    const bool sends = op.src == gpu;
+    bool receives = false;
+    Transfer in = t;
+    Transfer out = t;
+    out.slots = s_.slots;
+    if (op.chain < 0) {
+      if (sends) {
+        out.children = {op.dst};
+        out.child_hops = {0};
+      }
+      if (op.dst == gpu) {
+        receives = true;
+        in.peer = op.src;
+      }
+    } else {
       const Chain& c = s_.chains[static_cast<std::size_t>(op.chain)];
-      chunk = c.chunk.value;
-      for (const ChainHop& h : c.hops) {
-        if (h.from == gpu) children.push_back(h.to);
-        if (h.to == gpu) {
+      std::vector<GpuId> children;
+      std::vector<std::int32_t> hops;
+      for (std::size_t h = 0; h < c.hops.size(); ++h) {
+        if (c.hops[h].from == gpu) {
+          children.push_back(c.hops[h].to);
+          hops.push_back(static_cast<std::int32_t>(h));
+        }
+        if (c.hops[h].to == gpu) {
           receives = true;
-          peer_in = h.from;
+          in.peer = c.hops[h].from;
+          in.hop = static_cast<std::int32_t>(h);
         }
       }
+      (sends ? out : in).children = children;
+      (sends ? out : in).child_hops = hops;
     }
-    if (sends) add_send(op, Transfer{op.id, peer_out, static_cast<std::int32_t>(prog_.regions.size()), {}, op.chain, chunk, children});
-    if (receives) add_receive(op, Transfer{op.id, peer_in, static_cast<std::int32_t>(prog_.regions.size()), {}, op.chain, chunk, children});
+    const auto& kept_at = rp_.kept[static_cast<std::size_t>(op.id)];
+    in.slots = std::binary_search(kept_at.begin(), kept_at.end(), gpu) ? 0 : s_.slots;
+    if (sends) {
+      out.region = static_cast<std::int32_t>(prog_.regions.size());
+      add_send(op, std::move(out));
+    }
+    if (receives) {
+      in.region = static_cast<std::int32_t>(prog_.regions.size());
+      add_receive(op, std::move(in));
+    }
   }
 
   GpuProgram take() { return std::move(prog_); }
@@ -238,6 +238,12 @@ class ProgramBuilder {
   }
   const Box& shard_box(std::int32_t region) const { return prog_.regions[static_cast<std::size_t>(region)].box; }
 
+  // A staging region's bytes: the whole part of `bytes` when kept, else its ring (model::ring_bytes).
+  static std::int64_t region_bytes(const Transfer& t, std::int64_t bytes) {
+    if (t.kept()) return bytes;
+    return t.chunk > bytes / t.slots ? bytes : t.slots * t.chunk;
+  }
+
   // A send: its part packed from the source shards here, or from what an op it waits for brought.
   void add_send(const Op& op, Transfer t) {
     prog_.regions.push_back(Region{Region::Kind::Send, -1, {}, op.id, 0});
@@ -247,7 +253,7 @@ class ProgramBuilder {
       const Piece& pc = ts_.pieces[static_cast<std::size_t>(p)];
       const std::int64_t es = dtype_size(sc_.inventory.tensor(pc.tensor).dtype);
       if (const std::int32_t from = piece_src(p); from >= 0) {
-        map_runs(pc.box, shard_box(from), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
+        piece_runs(pc.box, shard_box(from), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
           push_run(t.copies, CopyRun{from, t.region, off * es, pos + (k - b) * es, n * es});
         });
       } else if (!copy_received(op, p, b, e, es, pos, t)) {
@@ -256,7 +262,7 @@ class ProgramBuilder {
       }
       pos += (e - b) * es;
     });
-    prog_.regions[static_cast<std::size_t>(t.region)].bytes = pos;
+    prog_.regions[static_cast<std::size_t>(t.region)].bytes = region_bytes(t, pos);
     prog_.sends.push_back(std::move(t));
   }
   // Elements [b, e) of piece p from a receive of an op that op waits for, into t at byte pos.
@@ -286,13 +292,13 @@ class ProgramBuilder {
       const std::int64_t es = dtype_size(sc_.inventory.tensor(pc.tensor).dtype);
       held.second.push_back({p, b, e, pos});
       if (const std::int32_t to = piece_dst(p); to >= 0 && piece_src(p) < 0) {
-        map_runs(pc.box, shard_box(to), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
+        piece_runs(pc.box, shard_box(to), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
           push_run(t.copies, CopyRun{t.region, to, pos + (k - b) * es, off * es, n * es});
         });
       }
       pos += (e - b) * es;
     });
-    prog_.regions[static_cast<std::size_t>(t.region)].bytes = pos;
+    prog_.regions[static_cast<std::size_t>(t.region)].bytes = region_bytes(t, pos);
     prog_.receives.push_back(std::move(t));
   }
 
@@ -324,17 +330,20 @@ StepWaves step_waves(const Schedule& s, const std::vector<std::int64_t>& ops) {
   std::map<std::int32_t, std::int64_t> next_offset;  // per chain: the wave its next op starts in
   for (auto id : ops) {
     const Op& op = s.ops[static_cast<std::size_t>(id)];
-    if (op.chain < 0) continue;
-    const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
-    ChainWaves cw;
-    cw.op = id;
-    cw.chunks = chain_chunks(op.bytes.value, c.chunk.value);
-    cw.offset = next_offset[op.chain];
-    next_offset[op.chain] = cw.offset + cw.chunks;
-    cw.depth = chain_depths(c, op.src, "operation " + std::to_string(id));
-    if (cw.chunks > 0)
-      out.waves = std::max(out.waves, cw.offset + cw.chunks + *std::max_element(cw.depth.begin(), cw.depth.end()) - 1);
-    out.chains.push_back(std::move(cw));
+    StreamWaves sw;
+    sw.op = id;
+    sw.chunks = chain_chunks(op.bytes.value, std::max<std::int64_t>(stream_chunk(s, op).value, 1));
+    if (op.chain >= 0) {
+      const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
+      sw.offset = next_offset[op.chain];
+      next_offset[op.chain] = sw.offset + sw.chunks;
+      sw.depth = chain_depths(c, op.src, "operation " + std::to_string(id));
+    } else {
+      sw.depth = {1};
+    }
+    if (sw.chunks > 0)
+      out.waves = std::max(out.waves, sw.offset + sw.chunks + *std::max_element(sw.depth.begin(), sw.depth.end()) - 1);
+    out.streams.push_back(std::move(sw));
   }
   return out;
 }

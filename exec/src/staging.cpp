@@ -72,86 +72,42 @@ StagingPlan plan_staging(const std::vector<StagingRequest>& requests, std::int64
   return out;
 }
 
-namespace {
-
-// span(transfer, is_send) -> {first, last}: where the transfer's own op uses its region;
-// pack_at(send transfer): where that send packs (reading receive regions of earlier ops).
-template <class Span, class PackAt>
-std::vector<StagingRequest> requests_of(const std::vector<GpuProgram>& progs, std::vector<std::vector<std::int64_t>>& request_of,
-                                        Span&& span, PackAt&& pack_at) {
+std::vector<StagingRequest> staging_requests(const RunPlan& plan, const std::vector<GpuProgram>& progs,
+                                             std::vector<std::vector<std::int64_t>>& request_of) {
   std::vector<StagingRequest> requests;
   request_of.assign(progs.size(), {});
+  auto step = [&](std::int64_t op) { return static_cast<std::int64_t>(plan.step_of[static_cast<std::size_t>(op)]); };
   for (std::size_t p = 0; p < progs.size(); ++p) {
     request_of[p].assign(progs[p].regions.size(), -1);
-    for (bool send : {true, false})
-      for (const Transfer& t : send ? progs[p].sends : progs[p].receives) {
-        const auto [first, last] = span(t, send);
+    for (const auto* list : {&progs[p].sends, &progs[p].receives})
+      for (const Transfer& t : *list) {
         request_of[p][static_cast<std::size_t>(t.region)] = static_cast<std::int64_t>(requests.size());
-        requests.push_back({progs[p].regions[static_cast<std::size_t>(t.region)].bytes, first, last});
+        requests.push_back({progs[p].regions[static_cast<std::size_t>(t.region)].bytes, step(t.op), step(t.op)});
       }
     for (const Transfer& t : progs[p].sends)
       for (const CopyRun& c : t.copies)
         if (const std::int64_t q = request_of[p][static_cast<std::size_t>(c.src)]; q >= 0)
-          requests[static_cast<std::size_t>(q)].last = std::max(requests[static_cast<std::size_t>(q)].last, pack_at(t));
+          requests[static_cast<std::size_t>(q)].last = std::max(requests[static_cast<std::size_t>(q)].last, step(t.op));
   }
   return requests;
 }
 
-}  // namespace
-
-std::vector<StagingRequest> staging_requests_by_op(const std::vector<GpuProgram>& progs,
-                                                   std::vector<std::vector<std::int64_t>>& request_of) {
-  return requests_of(
-      progs, request_of, [](const Transfer& t, bool) { return std::make_pair(t.op, t.op); },
-      [](const Transfer& t) { return t.op; });
-}
-
-std::vector<StagingRequest> staging_requests_in_waves(const RunPlan& plan, const std::vector<GpuProgram>& progs,
-                                                      std::vector<std::vector<std::int64_t>>& request_of) {
-  const model::Schedule& s = *plan.schedule;
-  // The ops these programs take part in, per step, and each step's waves.
-  std::vector<char> here(s.ops.size(), 0);
-  for (const auto& p : progs)
-    for (const auto* list : {&p.sends, &p.receives})
-      for (const Transfer& t : *list) here[static_cast<std::size_t>(t.op)] = 1;
-  std::vector<std::vector<std::int64_t>> step_ops(static_cast<std::size_t>(plan.steps));
-  for (std::size_t i = 0; i < s.ops.size(); ++i)
-    if (here[i]) step_ops[static_cast<std::size_t>(plan.step_of[i])].push_back(static_cast<std::int64_t>(i));
-  std::vector<std::int64_t> base(s.ops.size(), 0);      // per op: its step's first wave
-  std::vector<const ChainWaves*> waves_of(s.ops.size(), nullptr);
-  std::vector<StepWaves> steps;
-  steps.reserve(step_ops.size());
-  std::int64_t first_wave = 0;
-  for (const auto& ops : step_ops) {
-    steps.push_back(step_waves(s, ops));
-    for (auto op : ops) base[static_cast<std::size_t>(op)] = first_wave;
-    for (const ChainWaves& cw : steps.back().chains) waves_of[static_cast<std::size_t>(cw.op)] = &cw;
-    first_wave += steps.back().waves;
+std::vector<std::int64_t> staging_per_program(const std::vector<StagingRequest>& requests,
+                                              const std::vector<std::vector<std::int64_t>>& request_of) {
+  std::vector<std::int64_t> out(request_of.size(), 0);
+  for (std::size_t p = 0; p < request_of.size(); ++p) {
+    std::map<std::int64_t, std::int64_t> change;  // step -> bytes taken (+) or given back (-)
+    for (const auto q : request_of[p]) {
+      if (q < 0) continue;
+      const StagingRequest& r = requests[static_cast<std::size_t>(q)];
+      const std::int64_t size = (r.bytes + 255) / 256 * 256;
+      change[r.first] += size;
+      change[r.last + 1] -= size;
+    }
+    std::int64_t now = 0;
+    for (const auto& [k, d] : change) out[p] = std::max(out[p], now += d);
   }
-  auto hop_into = [&](const Transfer& t, model::GpuId g) {
-    const auto& hops = s.chains[static_cast<std::size_t>(t.chain)].hops;
-    for (std::size_t h = 0; h < hops.size(); ++h)
-      if (hops[h].to == g) return h;
-    return std::size_t{0};
-  };
-  // The GPU of each transfer: the programs' GPUs, by transfer address.
-  std::map<const Transfer*, model::GpuId> gpu_of;
-  for (const auto& p : progs)
-    for (const auto* list : {&p.sends, &p.receives})
-      for (const Transfer& t : *list) gpu_of[&t] = p.gpu;
-  auto pack_at = [&](const Transfer& t) {
-    const auto op = static_cast<std::size_t>(t.op);
-    return base[op] + (waves_of[op] ? waves_of[op]->wave_of(0, 0) : 0);
-  };
-  return requests_of(progs, request_of, [&](const Transfer& t, bool send) {
-    const auto op = static_cast<std::size_t>(t.op);
-    const ChainWaves* cw = waves_of[op];
-    if (!cw) return std::make_pair(base[op], base[op]);
-    const std::int64_t last_chunk = std::max<std::int64_t>(cw->chunks - 1, 0);
-    if (send) return std::make_pair(base[op] + cw->wave_of(0, 0), base[op] + cw->wave_of(0, last_chunk));
-    const std::size_t h = hop_into(t, gpu_of.at(&t));
-    return std::make_pair(base[op] + cw->wave_of(h, 0), base[op] + cw->wave_of(h, last_chunk) + (t.children.empty() ? 0 : 1));
-  }, pack_at);
+  return out;
 }
 
 }  // namespace reshard::exec::detail

@@ -213,7 +213,7 @@ std::vector<Observation> observe_runs(const std::filesystem::path& csv, const st
     const TransferSet& ts = it->second.plan;
     const Schedule s = [&] {
       try {
-        return build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, run.strategy);
+        return build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, run.strategy, staging_budgets(sc));
       } catch (const PlanError& e) {
         throw ConfigError(csv.string(), run.line, "strategy", e.what());
       }

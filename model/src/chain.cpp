@@ -128,9 +128,14 @@ Bytes chain_fill(const Chain& chain, std::int32_t depth, Bytes part_bytes) {
   return std::min(chain.chunk, part_bytes) * std::max<std::int64_t>(0, depth - 1);
 }
 
-BytesPerSecond chain_slot_rate(const Chain& chain, Seconds hop_latency) {
+BytesPerSecond slot_rate(Bytes chunk, std::int32_t slots, Seconds hop_latency) {
   if (!(hop_latency.value > 0)) return BytesPerSecond{std::numeric_limits<double>::infinity()};
-  return BytesPerSecond{static_cast<double>(kChainSlots - 1) * chain.chunk.as_double() / hop_latency.value};
+  return BytesPerSecond{static_cast<double>(std::max(slots, kMinSlots) - 1) * chunk.as_double() / hop_latency.value};
+}
+
+Seconds copy_fill(Bytes chunk, Bytes part_bytes, BytesPerSecond copy_rate) {
+  if (!(copy_rate.value > 0)) return Seconds{0};
+  return Seconds{2.0 * std::min(chunk, part_bytes).as_double() / copy_rate.value};
 }
 
 }  // namespace reshard::model

@@ -22,20 +22,22 @@ CostParams CostParams::profile_named(const std::string& name) {
   }
   if (name == "nemo_rl") {
     // NeMo RL's refit runs in Python around NCCL: each broadcast bucket is packed, launched and
-    // synchronised, and each training PP stage's broadcast group is served in turn. Two parameters,
-    // fitted by `reshard calibrate params/nemo_rl-published.csv --profile reshard --fit
-    // per_bucket,per_stage --name nemo_rl` to NVIDIA's four published DGX H100 refit times
-    // (params/nemo_rl.yaml, docs/calibration.md): every fitted time within 9.3 % of the
-    // measurement (-8.7, +9.2, +6.6, -5.7 %).
+    // synchronised, and each training PP stage's broadcast group is served in turn. No step
+    // barriers (its refit runs no steps). Two parameters, fitted by `reshard calibrate
+    // params/nemo_rl-published.csv --profile nemo_rl --fit per_bucket,per_stage` to NVIDIA's four
+    // published DGX H100 refit times (params/nemo_rl.yaml, docs/calibration.md): every fitted time
+    // within 9.3 % of the measurement (-9.3, +9.2, +7.0, -5.7 %; in-sample, not a prediction).
     p.profile = "nemo_rl";
-    p.per_bucket = Seconds{13.0504e-3};
-    p.per_stage = Seconds{78.4407e-3};
+    p.step_barriers = false;
+    p.per_bucket = Seconds{12.9322e-3};
+    p.per_stage = Seconds{78.6637e-3};
     return p;
   }
   if (name == "nccl") {
     // NCCL's latency model for a ring in its Simple protocol (src/graph/tuning.cc): 8.4 us per
     // collective, 3.4 us per NVLink hop and 14 us per network hop of the ring.
     p.profile = "nccl";
+    p.step_barriers = false;
     p.per_op = Seconds{8.4e-6};
     p.chain_hop_latency[static_cast<std::size_t>(LinkKind::NVLink)] = Seconds{3.4e-6};
     p.chain_hop_latency[static_cast<std::size_t>(LinkKind::Network)] = Seconds{14e-6};
@@ -51,7 +53,7 @@ CostParams CostParams::named_or_loaded(const std::string& profile, const std::fi
 CostParams CostParams::load(const std::filesystem::path& path) {
   const auto root = yaml::load_file(path);
   root.allow_only({"profile", "efficiency", "chain_hop_latency", "per_op", "per_tensor", "per_broadcast_tensor",
-                   "per_bucket", "per_stage"});
+                   "per_bucket", "per_stage", "step_barriers"});
   CostParams p;
   if (auto n = root.get("profile")) p.profile = n->str();
   const auto& kinds = kLinkKindKeys;
@@ -75,6 +77,8 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   if (auto n = root.get("per_broadcast_tensor")) p.per_broadcast_tensor = n->duration();
   if (auto n = root.get("per_bucket")) p.per_bucket = n->duration();
   if (auto n = root.get("per_stage")) p.per_stage = n->duration();
+  if (auto n = root.get("step_barriers")) p.step_barriers = n->boolean();
+  else p.step_barriers = p.profile == "reshard";
   return p;
 }
 
@@ -90,8 +94,9 @@ struct Column {
   std::int32_t network_hops = 0, local_hops = 0;
 };
 
-// The column of the transfers from GPU a to GPU b. cap: per link, the achievable rate.
-Column pair_column(const Topology& topo, const std::vector<double>& cap, GpuId a, GpuId b) {
+// The column of the transfers from GPU a to GPU b, streamed in chunks of `chunk` through `slots`
+// slots (model/chain.hpp). cap: per link, the achievable rate.
+Column pair_column(const Topology& topo, const std::vector<double>& cap, GpuId a, GpuId b, Bytes chunk, std::int32_t slots) {
   Column c;
   const Route r = topo.route(a, b);
   const double k = static_cast<double>(r.paths.size());
@@ -105,14 +110,14 @@ Column pair_column(const Topology& topo, const std::vector<double>& cap, GpuId a
       if (it == c.shares.end()) c.shares.push_back({l, 1.0 / k});
       else it->second += 1.0 / k;
     }
-  c.rate = std::numeric_limits<double>::infinity();
+  c.rate = slot_rate(chunk, slots, r.latency).value;
   for (const auto& [l, share] : c.shares) c.rate = std::min(c.rate, cap[static_cast<std::size_t>(l)] / share);
   return c;
 }
 
 // The column of a chain rooted at GPU root.
 Column chain_column(const Topology& topo, const std::vector<double>& cap, const CostParams& params, const Chain& chain,
-                    GpuId root, std::int64_t op_id) {
+                    std::int32_t slots, GpuId root, std::int64_t op_id) {
   const ChainRoute cr = chain_route(chain, root, topo, "operation " + std::to_string(op_id), params.chain_hop_latency);
   Column c;
   c.chain = &chain;
@@ -120,7 +125,7 @@ Column chain_column(const Topology& topo, const std::vector<double>& cap, const 
   c.depth = cr.depth;
   c.network_hops = cr.network_hops;
   c.local_hops = cr.local_hops;
-  c.rate = chain_slot_rate(chain, cr.hop_latency).value;
+  c.rate = slot_rate(chain.chunk, slots, cr.hop_latency).value;
   for (std::size_t k = 0; k < cr.links.size(); ++k) {
     c.shares.push_back({cr.links[k], static_cast<double>(cr.weights[k])});
     c.rate = std::min(c.rate, cap[static_cast<std::size_t>(cr.links[k])] / cr.weights[k]);
@@ -213,16 +218,13 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     cap[l] = links[l].bandwidth.value * params.efficiency[static_cast<int>(links[l].kind)];
 
   // The routing matrix R (links x columns: a column per ordered GPU pair, share 1/k on each of k
-  // ECMP paths, and one per chain, weight w_l on its links) and the bytes of each column, built in
-  // one pass over the operations that also gives the critical path.
+  // ECMP paths, and one per chain, weight w_l on its links) and the bytes of each column, in one
+  // pass over the operations in id order.
   std::unordered_map<GpuPair, std::int32_t> pair_columns;
   std::vector<Column> columns;
   std::vector<std::int32_t> chain_column_of(s.chains.size(), -1);
+  std::vector<std::int32_t> column_of(s.ops.size(), -1);  // -1: a local copy (not estimated)
   std::vector<double> column_bytes;
-  // finish: when an op's last byte has arrived; sent: when a chain op's root has sent its last byte
-  // (the next op on the same chain starts then, model/chain.hpp).
-  std::vector<double> finish(s.ops.size(), 0), latency_path(s.ops.size(), 0);
-  std::vector<double> chain_sent(s.chains.size(), 0);
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const auto& op = s.ops[i];
     if (const std::string problem = op_problem(s, i, topo.gpu_count(), false); !problem.empty())
@@ -233,7 +235,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
       auto& cc = chain_column_of[static_cast<std::size_t>(op.chain)];
       if (cc < 0) {
         cc = static_cast<std::int32_t>(columns.size());
-        columns.push_back(chain_column(topo, cap, params, s.chains[static_cast<std::size_t>(op.chain)], op.src, op.id));
+        columns.push_back(chain_column(topo, cap, params, s.chains[static_cast<std::size_t>(op.chain)], s.slots, op.src, op.id));
         column_bytes.push_back(0);
       }
       column = static_cast<std::size_t>(cc);
@@ -241,47 +243,127 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
       const auto [it, added] = pair_columns.try_emplace({op.src, op.dst}, static_cast<std::int32_t>(columns.size()));
       column = static_cast<std::size_t>(it->second);
       if (added) {
-        columns.push_back(pair_column(topo, cap, op.src, op.dst));
+        columns.push_back(pair_column(topo, cap, op.src, op.dst, s.params.chunk, s.slots));
         column_bytes.push_back(0);
       }
     }
+    column_of[i] = static_cast<std::int32_t>(column);
     const Column& c = columns[column];
-    const double bytes = op.bytes.as_double();
-    column_bytes[column] += bytes;
+    column_bytes[column] += op.bytes.as_double();
     pr.network_bytes += op.bytes * c.network_hops;
     pr.nvlink_bytes += op.bytes * c.local_hops;
-    double release = 0, latency_start = 0;
+  }
+
+  // The steps the executors run the ops in (model/memory.hpp) and the critical path through them,
+  // ops taken by (step, id): an op starts once released (its `after`), once the previous op on its
+  // chain has been sent, and once the GPU that sends it has finished its own part in the ops of
+  // the earlier steps (a root's part: sent; a plain transfer's sender and receiver: arrived) --
+  // the executors' step order, seen from the sender and a plain transfer's receiver.
+  std::vector<std::int32_t> step;
+  const StagingMemory memory = staging_memory(s, &step);
+  pr.staging_peak = memory.peak;
+  pr.staging_gpu = memory.gpu;
+  pr.steps = memory.steps;
+  pr.over_budget = memory.over_budget;
+  std::vector<std::size_t> order(s.ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return step[a] < step[b]; });
+  // finish: when an op's last byte has arrived; sent: when a chain op's root has sent its last byte
+  // (the next op on the same chain starts then, model/chain.hpp).
+  std::vector<double> finish(s.ops.size(), 0), latency_path(s.ops.size(), 0);
+  std::vector<double> chain_sent(s.chains.size(), 0);
+  // Per GPU: the latest end of its part in the ops of its earlier steps (done) and of its current one.
+  struct Barrier {
+    std::int32_t step = -1;
+    double done = 0, current = 0;
+  };
+  std::vector<Barrier> barrier(static_cast<std::size_t>(topo.gpu_count()));
+  auto done_before = [&](GpuId g, std::int32_t k) {
+    Barrier& b = barrier[static_cast<std::size_t>(g)];
+    if (b.step < k) {
+      b.done = std::max(b.done, b.current);
+      b.current = 0;
+      b.step = k;
+    }
+    return b.done;
+  };
+  auto part_ends = [&](GpuId g, double t) { auto& b = barrier[static_cast<std::size_t>(g)]; b.current = std::max(b.current, t); };
+  const BytesPerSecond copy_rate = params.memory_copy_rate;
+  for (std::size_t i : order) {
+    const auto& op = s.ops[i];
+    if (column_of[i] < 0) continue;
+    const Column& c = columns[static_cast<std::size_t>(column_of[i])];
+    const double bytes = op.bytes.as_double();
+    const std::int32_t k = step[i];
+    double release = params.step_barriers ? done_before(op.src, k) : 0, latency_start = 0;
+    if (!c.chain && params.step_barriers) release = std::max(release, done_before(op.dst, k));
     for (auto a : s.after_of(op)) {
       release = std::max(release, finish[static_cast<std::size_t>(a)]);
       latency_start = std::max(latency_start, latency_path[static_cast<std::size_t>(a)]);
     }
     const double hop = c.latency + params.per_op.value;
+    const double copies = copy_fill(stream_chunk(s, op), op.bytes, copy_rate).value;
     if (c.chain) {
       // The root starts once released and once the previous op on its chain has left it; the
       // last chunk then crosses the chain's latency and fill (model/chain.hpp).
       double& sent = chain_sent[static_cast<std::size_t>(op.chain)];
       sent = std::max(release, sent) + params.per_op.value + bytes / c.rate;
-      const double fill = chain_fill(*c.chain, c.depth, op.bytes).as_double() / c.rate;
+      const double fill = chain_fill(*c.chain, c.depth, op.bytes).as_double() / c.rate + copies;
       finish[i] = sent + c.latency + fill;
+      part_ends(op.src, sent);
       pr.fill = Seconds{std::max(pr.fill.value, fill)};
       pr.chain_depth = std::max(pr.chain_depth, c.depth);
     } else {
-      finish[i] = release + hop + bytes / c.rate;
+      finish[i] = release + hop + bytes / c.rate + copies;
+      part_ends(op.src, finish[i]);
+      part_ends(op.dst, finish[i]);
+      pr.fill = Seconds{std::max(pr.fill.value, copies)};
     }
     latency_path[i] = latency_start + hop;
     pr.critical_path = Seconds{std::max(pr.critical_path.value, finish[i])};
     pr.latency_path = Seconds{std::max(pr.latency_path.value, latency_path[i])};
+  }
+  // T_steps: each step's most loaded network link, the steps one after another.
+  if (pr.steps > 1 && params.step_barriers) {
+    std::vector<std::vector<std::pair<LinkId, double>>> network_shares(columns.size());  // per column
+    for (std::size_t c = 0; c < columns.size(); ++c)
+      for (const auto& sh : columns[c].shares)
+        if (links[static_cast<std::size_t>(sh.first)].kind == LinkKind::Network) network_shares[c].push_back(sh);
+    std::vector<double> load(cap.size(), 0);
+    std::vector<LinkId> touched;
+    double step_bound = 0;
+    auto close_step = [&] {
+      double worst = 0;
+      for (LinkId l : touched) {
+        worst = std::max(worst, load[static_cast<std::size_t>(l)] / cap[static_cast<std::size_t>(l)]);
+        load[static_cast<std::size_t>(l)] = 0;
+      }
+      touched.clear();
+      step_bound += worst;
+    };
+    std::int32_t current = 0;
+    for (std::size_t i : order) {
+      if (column_of[i] < 0) continue;
+      if (step[i] != current) {
+        close_step();
+        current = step[i];
+      }
+      for (const auto& [l, share] : network_shares[static_cast<std::size_t>(column_of[i])]) {
+        auto& x = load[static_cast<std::size_t>(l)];
+        if (x == 0) touched.push_back(l);
+        x += share * s.ops[i].bytes.as_double();
+      }
+    }
+    close_step();
+    pr.steps_bound = Seconds{step_bound};
   }
   add_bandwidth_bound(columns, column_bytes, cap, pr);
   add_overheads(s, ts, inv, topo.gpu_count(), params, pr);
   pr.pipeline = pr.bandwidth_bound + pr.fill + pr.latency_path;
   pr.convert_source = conversion_time(ts.conversion.source, topo);
   pr.convert_destination = conversion_time(ts.conversion.destination, topo);
-  pr.time = pr.convert_source + Seconds{std::max(pr.pipeline.value, pr.critical_path.value)} + pr.overheads +
-            pr.convert_destination;
-  const StagingMemory memory = staging_memory(s);
-  pr.staging_peak = memory.peak;
-  pr.staging_gpu = memory.gpu;
+  pr.time = pr.convert_source + Seconds{std::max({pr.pipeline.value, pr.critical_path.value, pr.steps_bound.value})} +
+            pr.overheads + pr.convert_destination;
   return pr;
 }
 

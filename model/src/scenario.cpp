@@ -1,5 +1,7 @@
 #include "reshard/model/scenario.hpp"
 
+#include "reshard/model/memory.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -540,6 +542,19 @@ std::string budget_origin(const Scenario& s, const GpuMemoryUse& u, std::uint8_t
 
 }  // namespace
 
+namespace {
+
+// The refit staging budget of a GPU of `capacity` on `side` (bit 1: source, bit 2: destination):
+// the side's refit_memory or default_refit_memory(capacity); both sides: the smaller.
+Bytes refit_budget(const Scenario& s, Bytes capacity, std::uint8_t side) {
+  const Bytes fallback = default_refit_memory(capacity);
+  const Bytes src_budget = s.source_refit_memory.value_or(fallback);
+  const Bytes dst_budget = s.destination_refit_memory.value_or(fallback);
+  return side == 3 ? smaller_bound(src_budget, dst_budget) : side == 1 ? src_budget : side == 2 ? dst_budget : fallback;
+}
+
+}  // namespace
+
 std::vector<GpuMemoryUse> gpu_memory_use(const Scenario& s, const Inventory& inv, const Topology& topo,
                                          const ShardMap& src, const ShardMap& dst) {
   const std::int32_t n = topo.gpu_count();
@@ -552,13 +567,7 @@ std::vector<GpuMemoryUse> gpu_memory_use(const Scenario& s, const Inventory& inv
     u.capacity = topo.gpu_memory(g);
     u.source_weights = held_src[i];
     u.destination_weights = held_dst[i];
-    const Bytes fallback = default_refit_memory(u.capacity);
-    const Bytes src_budget = s.source_refit_memory.value_or(fallback);
-    const Bytes dst_budget = s.destination_refit_memory.value_or(fallback);
-    u.budget = side[i] == 3 ? smaller_bound(src_budget, dst_budget)
-               : side[i] == 1 ? src_budget
-               : side[i] == 2 ? dst_budget
-                              : fallback;
+    u.budget = refit_budget(s, u.capacity, side[i]);
     u.limit = (side[i] & 2) ? Bytes{static_cast<std::int64_t>(std::llround(s.memory_fraction * u.capacity.as_double()))}
                             : u.capacity;
   }
@@ -614,6 +623,19 @@ LoadedScenario load_scenario(const Scenario& s) {
 
 LoadedScenario load_scenario(const std::filesystem::path& path, const std::vector<Override>& overrides) {
   return load_scenario(Scenario::load(path, overrides));
+}
+
+std::vector<Bytes> staging_budgets(const Scenario& s, const Topology& topo) {
+  const std::int32_t n = topo.gpu_count();
+  const std::vector<std::uint8_t> side = gpu_sides(s, static_cast<std::size_t>(n));
+  std::vector<Bytes> out(static_cast<std::size_t>(n));
+  for (GpuId g = 0; g < n; ++g) out[static_cast<std::size_t>(g)] = refit_budget(s, topo.gpu_memory(g), side[static_cast<std::size_t>(g)]);
+  return out;
+}
+
+std::vector<Bytes> staging_budgets(const LoadedScenario& sc, const std::optional<Bytes>& cap) {
+  std::vector<Bytes> budget = staging_budgets(sc);
+  return cap ? cap_budgets(std::move(budget), *cap, sc.topology.gpu_count()) : budget;
 }
 
 }  // namespace reshard::model

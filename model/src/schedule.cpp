@@ -12,7 +12,7 @@
 namespace reshard::model {
 
 namespace {
-constexpr const char* kScheduleFormat = "reshard-schedule-3";
+constexpr const char* kScheduleFormat = "reshard-schedule-4";
 }  // namespace
 
 std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count, bool content) {
@@ -312,6 +312,26 @@ void check_gpus(const Schedule& s, std::int32_t gpu_count) {
     }
 }
 
+std::vector<BudgetRun> budget_runs(const std::vector<Bytes>& budget) {
+  std::vector<BudgetRun> runs;
+  for (std::size_t g = 0; g < budget.size(); ++g) {
+    if (!runs.empty() && runs.back().bytes == budget[g] && runs.back().first + runs.back().count == static_cast<GpuId>(g)) {
+      ++runs.back().count;
+      continue;
+    }
+    runs.push_back({static_cast<GpuId>(g), 1, budget[g]});
+  }
+  return runs;
+}
+
+namespace {
+nlohmann::json budget_runs_json(const std::vector<Bytes>& budget) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const BudgetRun& r : budget_runs(budget)) runs.push_back({r.first, r.count, r.bytes.value});
+  return runs;
+}
+}  // namespace
+
 nlohmann::json to_json(const Schedule& s) {
   nlohmann::json j;
   j["format"] = kScheduleFormat;
@@ -321,6 +341,7 @@ nlohmann::json to_json(const Schedule& s) {
                  {"rail_blind", !s.params.rail_aligned_ingress}, {"relay_ingress", s.params.relay_ingress},
                  {"relay_egress", s.params.relay_egress}};
   j["piece_count"] = s.piece_count;
+  j["staging"] = {{"slots", s.slots}, {"budget", budget_runs_json(s.budget)}};
   auto& buffers = j["buffers"] = nlohmann::json::array();
   for (const auto& b : s.buffers) {
     nlohmann::json sl = nlohmann::json::array();
@@ -383,6 +404,23 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, co
   s.params.relay_ingress = boolean(member(p, "relay_ingress", pw), pw.at("relay_ingress"));
   s.params.relay_egress = boolean(member(p, "relay_egress", pw), pw.at("relay_egress"));
   s.piece_count = integer_as<std::int32_t>(member(j, "piece_count", root), root.at("piece_count"), 0, kI32);
+  {
+    const auto stw = root.at("staging");
+    const auto& st = member(j, "staging", root);
+    s.slots = integer_as<std::int32_t>(member(st, "slots", stw), stw.at("slots"), kMinSlots, kMaxSlots);
+    const auto rw = stw.at("budget");
+    const auto& runs = array(member(st, "budget", stw), rw);
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      const auto xw = rw.at(k);
+      const auto& x = array(runs[k], xw);
+      if (x.size() != 3) xw.fail("expected [first GPU, count, bytes]");
+      const auto first = integer_as<GpuId>(x[0], xw.at(std::size_t{0}), static_cast<GpuId>(s.budget.size()), kMaxGpus - 1);
+      const auto count = integer_as<GpuId>(x[1], xw.at(1), 1, kMaxGpus - first);
+      const Bytes bytes{integer(x[2], xw.at(2), 0, kI64)};
+      s.budget.resize(static_cast<std::size_t>(first), Bytes{0});
+      s.budget.resize(static_cast<std::size_t>(first + count), bytes);
+    }
+  }
   const auto bw = root.at("buffers");
   const auto& buffers = array(member(j, "buffers", root), bw);
   for (std::size_t i = 0; i < buffers.size(); ++i) {

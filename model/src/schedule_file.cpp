@@ -1,4 +1,4 @@
-// The binary schedule format, `reshard-schedule-bin` version 2 (docs/schedule-format.md has the
+// The binary schedule format, `reshard-schedule-bin` version 3 (docs/schedule-format.md has the
 // layout; the constants below are the one place it is written down in code).
 #include "reshard/model/schedule_file.hpp"
 
@@ -21,7 +21,9 @@ namespace reshard::model {
 namespace {
 
 // Record sizes in bytes (docs/schedule-format.md, "Sections").
-constexpr std::uint64_t kHeaderBytes = 128;
+constexpr std::uint64_t kHeaderBytes = 144;    // version 3
+constexpr std::uint64_t kHeaderBytesV2 = 128;  // versions 1 and 2 (no staging fields)
+constexpr std::uint64_t kBudgetRunBytes = 16;
 constexpr std::uint64_t kOpBytes = 48;
 constexpr std::uint64_t kAfterBytes = 8;
 constexpr std::uint64_t kChainBytes = 24;
@@ -78,9 +80,12 @@ struct Layout {
   StrategyParams params;
   std::uint32_t scenario_bytes = 0;
   std::uint64_t digest = 0;  // 0: none (version 1)
+  std::uint64_t header_bytes = kHeaderBytes;
+  std::int32_t slots = kChainSlots;   // version 3; versions 1 and 2: the default
+  std::uint64_t budget_runs = 0;      // version 3
   // Section offsets.
   std::uint64_t scenario_at = kHeaderBytes, ops_at = 0, after_at = 0, chains_at = 0, hops_at = 0, buffers_at = 0,
-                slices_at = 0, index_at = 0, entries_at = 0, end = 0;
+                slices_at = 0, index_at = 0, entries_at = 0, budget_at = 0, end = 0;
 };
 
 // Errors name the file and the record: "FILE: ops[17].chain: no chain 99 (12 chains)".
@@ -92,7 +97,7 @@ struct Where {
 // Fills the offsets from the counts (sections in file order, the scenario name padded to 8 bytes).
 // Returns false when they overflow 64 bits.
 bool place(Layout& l) {
-  std::uint64_t at = kHeaderBytes;
+  std::uint64_t at = l.header_bytes;
   auto section = [&](std::uint64_t& offset, std::uint64_t count, std::uint64_t size) {
     offset = at;
     if (count > std::numeric_limits<std::uint64_t>::max() / size) return false;
@@ -106,7 +111,7 @@ bool place(Layout& l) {
                   section(l.chains_at, l.chains, kChainBytes) && section(l.hops_at, l.hops, kHopBytes) &&
                   section(l.buffers_at, l.buffers, kBufferBytes) && section(l.slices_at, l.slice_bytes, 1) &&
                   section(l.index_at, static_cast<std::uint64_t>(l.gpu_count), kIndexBytes) &&
-                  section(l.entries_at, l.entries, kEntryBytes);
+                  section(l.entries_at, l.entries, kEntryBytes) && section(l.budget_at, l.budget_runs, kBudgetRunBytes);
   l.end = at;
   return ok;
 }
@@ -126,17 +131,20 @@ std::uint64_t content_digest(std::string_view bytes) {
 // the counts give end exactly at the end of the file (so every later read is in bounds).
 Layout read_header(const unsigned char* h, std::uint64_t size, const Where& w) {
   if (!has_magic(h, size)) w.fail("header", "not a binary schedule file (no 'RSHDSCHD' magic)");
-  if (size < kHeaderBytes)
-    w.fail("header", "truncated: " + std::to_string(size) + " bytes, shorter than the " + std::to_string(kHeaderBytes) +
-                         "-byte header");
+  if (size < 16) w.fail("header", "truncated: " + std::to_string(size) + " bytes, shorter than the header");
   Layout l;
   l.version = get_u32(h + 8);
   if (l.version > kScheduleBinaryVersion)
     w.fail("header.version", "format version " + std::to_string(l.version) + " was written by a newer reshard; this one reads version " +
                                  std::to_string(kScheduleBinaryVersion) + " (write the schedule as JSON, or upgrade)");
   if (l.version == 0) w.fail("header.version", "format version 0 does not exist");
-  if (get_u32(h + 12) != kHeaderBytes)
-    w.fail("header.header_bytes", "is " + std::to_string(get_u32(h + 12)) + ", the header has " + std::to_string(kHeaderBytes));
+  l.header_bytes = l.version >= 3 ? kHeaderBytes : kHeaderBytesV2;
+  if (size < l.header_bytes)
+    w.fail("header", "truncated: " + std::to_string(size) + " bytes, shorter than the " + std::to_string(l.header_bytes) +
+                         "-byte header");
+  if (get_u32(h + 12) != l.header_bytes)
+    w.fail("header.header_bytes", "is " + std::to_string(get_u32(h + 12)) + ", the header of version " +
+                                      std::to_string(l.version) + " has " + std::to_string(l.header_bytes));
   l.file_bytes = get_u64(h + 16);
   if (l.file_bytes != size)
     w.fail("header.file_bytes", "the header gives " + std::to_string(l.file_bytes) + " bytes, the file has " +
@@ -171,6 +179,15 @@ Layout read_header(const unsigned char* h, std::uint64_t size, const Where& w) {
   l.params.relay_ingress = flags & kFlagRelayIngress;
   l.params.relay_egress = flags & kFlagRelayEgress;
   l.scenario_bytes = get_u32(h + 116);
+  if (l.version >= 3) {
+    l.slots = static_cast<std::int32_t>(get(h + 114, 2));
+    if (l.slots < kMinSlots || l.slots > kMaxSlots)
+      w.fail("header.slots", std::to_string(l.slots) + " is outside " + std::to_string(kMinSlots) + ".." + std::to_string(kMaxSlots));
+    l.budget_runs = get_u64(h + 128);
+    if (get_u64(h + 136) != 0) w.fail("header.reserved", "is not 0");
+  } else if (get(h + 114, 2) != 0) {
+    w.fail("header.reserved", "is not 0");
+  }
   l.digest = l.version >= 2 ? get_u64(h + kDigestAt) : 0;
   if (l.version >= 2 && l.digest == 0) w.fail("header.digest", "is 0; a version 2 file carries its content digest");
   if (!place(l)) w.fail("header", "the counts give a file of more than 2^64 bytes");
@@ -180,6 +197,24 @@ Layout read_header(const unsigned char* h, std::uint64_t size, const Where& w) {
 }
 
 // ---- Records -----------------------------------------------------------------------------------
+
+// The staging budget runs (version 3): GPUs ascending and disjoint, each run at least one GPU.
+std::vector<Bytes> decode_budget(const unsigned char* p, const Layout& l, const Where& w) {
+  std::vector<Bytes> budget;
+  for (std::uint64_t i = 0; i < l.budget_runs; ++i) {
+    const unsigned char* r = p + kBudgetRunBytes * i;
+    const std::int32_t first = get_i32(r), count = get_i32(r + 4);
+    const std::int64_t bytes = get_i64(r + 8);
+    const std::string key = "budget[" + std::to_string(i) + "]";
+    if (first < static_cast<std::int32_t>(budget.size()) || first >= kMaxGpus)
+      w.fail(key, "first GPU " + std::to_string(first) + " is not after the previous run's last");
+    if (count < 1 || count > kMaxGpus - first) w.fail(key, "count " + std::to_string(count) + " is out of range");
+    if (bytes < 0) w.fail(key, "negative budget");
+    budget.resize(static_cast<std::size_t>(first), Bytes{0});
+    budget.resize(static_cast<std::size_t>(first + count), Bytes{bytes});
+  }
+  return budget;
+}
 
 // Each decoder checks what the record names against the header's counts; the caller has checked
 // that the record lies in the file.
@@ -440,6 +475,12 @@ FilePlan plan_file(const Schedule& s) {
   l.slice_bytes = slices;
   l.gpu_count = gpu_count;
   l.entries = entries;
+  l.slots = s.slots;
+  if (s.slots < kMinSlots || s.slots > kMaxSlots)
+    throw ScheduleError("the schedule's slots (" + std::to_string(s.slots) + ") are outside " + std::to_string(kMinSlots) + ".." +
+                        std::to_string(kMaxSlots));
+  l.budget_runs = budget_runs(s.budget).size();
+  l.version = kScheduleBinaryVersion;
   place(l);
   f.forms = std::move(forms);
   return f;
@@ -471,9 +512,11 @@ std::string schedule_to_binary(const Schedule& s) {
   w.u8(static_cast<std::uint8_t>(std::find(names.begin(), names.end(), s.params.strategy) - names.begin()));
   w.u8(static_cast<std::uint8_t>((s.params.rail_aligned_ingress ? kFlagRailAligned : 0) |
                                  (s.params.relay_ingress ? kFlagRelayIngress : 0) | (s.params.relay_egress ? kFlagRelayEgress : 0)));
-  w.u16(0);
+  w.u16(static_cast<std::uint16_t>(s.slots));
   w.u32(l.scenario_bytes);
   w.u64(0);  // the content digest, written last
+  w.u64(l.budget_runs);
+  w.u64(0);
   w.out += s.scenario;
   w.pad_to(8);
   std::uint64_t at = 0;
@@ -533,6 +576,11 @@ std::string schedule_to_binary(const Schedule& s) {
   }
   for (const auto& e : index)
     for (auto id : e) w.i64(id);
+  for (const BudgetRun& r : budget_runs(s.budget)) {
+    w.i32(r.first);
+    w.i32(r.count);
+    w.i64(r.bytes.value);
+  }
   stamp_binary_digest(w.out);
   return std::move(w.out);
 }
@@ -547,6 +595,8 @@ Schedule schedule_from_binary(const std::string& bytes, const std::string& file)
   s.scenario.assign(bytes, l.scenario_at, l.scenario_bytes);
   s.params = l.params;
   s.piece_count = l.piece_count;
+  s.slots = l.slots;
+  s.budget = decode_budget(d + l.budget_at, l, w);
   s.buffers.reserve(l.buffers);
   for (std::uint64_t i = 0; i < l.buffers; ++i) {
     const BufferSpan span = decode_buffer_span(d + l.buffers_at + kBufferBytes * i, i, l, w);
@@ -627,6 +677,8 @@ RankSchedule rank_schedule(const Schedule& s, GpuId gpu) {
   r.gpu = gpu;
   r.scenario = s.scenario;
   r.params = s.params;
+  r.slots = s.slots;
+  r.budget = s.budget;
   r.piece_count = s.piece_count;
   r.op_count = static_cast<std::int64_t>(s.ops.size());
   for (const Op& op : s.ops)
@@ -659,7 +711,7 @@ const Chain& RankSchedule::chain(std::int32_t id) const {
 }
 
 void stamp_binary_digest(std::string& bytes) {
-  if (bytes.size() < kHeaderBytes) return;
+  if (bytes.size() < kHeaderBytesV2) return;
   const std::uint64_t digest = content_digest(bytes);
   for (std::size_t k = 0; k < 8; ++k) bytes[kDigestAt + k] = static_cast<char>((digest >> (8 * k)) & 0xff);
 }
@@ -677,6 +729,8 @@ ScheduleFileHeader read_schedule_header(const std::string& path) {
   const Where w{path};
   const Layout l = read_header(bytes_of(head), size, w);
   ScheduleFileHeader h;
+  h.slots = l.slots;
+  h.budget = decode_budget(bytes_of(in.read(l.budget_at, kBudgetRunBytes * l.budget_runs)), l, w);
   h.scenario = in.read(l.scenario_at, l.scenario_bytes);
   h.params = l.params;
   h.piece_count = l.piece_count;
@@ -707,6 +761,8 @@ RankSchedule read_rank_schedule(const std::string& path, GpuId gpu) {
   r.gpu = gpu;
   r.scenario = in.read(l.scenario_at, l.scenario_bytes);
   r.params = l.params;
+  r.slots = l.slots;
+  r.budget = decode_budget(bytes_of(in.read(l.budget_at, kBudgetRunBytes * l.budget_runs)), l, w);
   r.piece_count = l.piece_count;
   r.op_count = static_cast<std::int64_t>(l.ops);
   r.file_bytes = static_cast<std::int64_t>(size);

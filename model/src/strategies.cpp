@@ -124,7 +124,7 @@ std::string describe(const StrategyParams& p) {
   if (t.chunk) s += " chunk=" + format_size(p.chunk);
   if (t.channels && p.channels > 0) s += " channels=" + std::to_string(p.channels);
   if (t.max_chain) s += " max_chain=" + std::to_string(p.max_chain);
-  if (t.bucket) s += " bucket=" + format_size(p.bucket);
+  if (t.bucket && p.bucket.value > 0) s += " bucket=" + format_size(p.bucket);
   if (t.relays) {
     if (p.relay_ingress) s += " relay_ingress";
     if (p.relay_egress) s += " relay_egress";
@@ -231,9 +231,11 @@ struct ScheduleBasis::Data {
   std::vector<std::vector<GpuId>> holders, needers;  // per rank set of src / dst: its GPUs, sorted
   std::array<std::vector<std::int32_t>, kLists> pieces;
   std::array<std::vector<PieceClass>, kLists> classes;
+  std::vector<Bytes> budget;  // per GPU; 0: unbounded
 
-  Data(const TransferSet& ts_, const Inventory& inv_, const ShardMap& src_, const ShardMap& dst_, const Topology& topo_)
-      : ts(ts_), inv(inv_), src(src_), dst(dst_), topo(topo_) {
+  Data(const TransferSet& ts_, const Inventory& inv_, const ShardMap& src_, const ShardMap& dst_, const Topology& topo_,
+       std::vector<Bytes> budget_)
+      : ts(ts_), inv(inv_), src(src_), dst(dst_), topo(topo_), budget(std::move(budget_)) {
     for (GpuId g = 0; g < topo.gpu_count(); ++g) {
       domain.push_back(topo.domain_of(g));
       rail.push_back(topo.rail_of(g));
@@ -298,14 +300,15 @@ struct ScheduleBasis::Data {
 };
 
 ScheduleBasis::ScheduleBasis(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
-                             const Topology& topo)
-    : data_(std::make_unique<const Data>(ts, inv, src, dst, topo)) {}
+                             const Topology& topo, std::vector<Bytes> budget)
+    : data_(std::make_unique<const Data>(ts, inv, src, dst, topo, std::move(budget))) {}
 ScheduleBasis::~ScheduleBasis() = default;
 const TransferSet& ScheduleBasis::transfers() const { return data_->ts; }
 const Inventory& ScheduleBasis::inventory() const { return data_->inv; }
 const ShardMap& ScheduleBasis::source() const { return data_->src; }
 const ShardMap& ScheduleBasis::destination() const { return data_->dst; }
 const Topology& ScheduleBasis::topology() const { return data_->topo; }
+const std::vector<Bytes>& ScheduleBasis::budget() const { return data_->budget; }
 
 namespace {
 
@@ -325,16 +328,20 @@ class Builder {
   std::int32_t rail_of(GpuId g) const { return b_.rail[static_cast<std::size_t>(g)]; }
 
   const std::vector<GpuId>& holder_gpus(RankSetId id) const { return b_.holders[static_cast<std::size_t>(id)]; }
+  // The staging budget of GPU g (0: unbounded).
+  std::int64_t g_budget(GpuId g) const {
+    return static_cast<std::size_t>(g) < b_.budget.size() ? b_.budget[static_cast<std::size_t>(g)].value : 0;
+  }
 
-  std::int32_t add_buffer(const std::vector<std::int32_t>& pieces) {
+  // A buffer of these slices, with their bytes.
+  Buffer slices_buffer(std::vector<PieceSlice> slices) const {
     Buffer b;
-    b.slices.reserve(pieces.size());
-    for (auto i : pieces) {
-      const auto& pc = ts_.pieces[static_cast<std::size_t>(i)];
-      b.slices.push_back({i, 0, pc.elements});
-      b.bytes += pc.bytes;
+    for (const PieceSlice& sl : slices) {
+      const auto& pc = ts_.pieces[static_cast<std::size_t>(sl.piece)];
+      b.bytes += Bytes{sl.count * dtype_size(inv_.tensor(pc.tensor).dtype)};
     }
-    return add_buffer(std::move(b));
+    b.slices = std::move(slices);
+    return b;
   }
   std::int32_t add_buffer(Buffer b) {
     s_.buffers.push_back(std::move(b));
@@ -618,8 +625,25 @@ class Builder {
     constexpr double kMaxBroadcastOps = 4e6;
     double total = 0;
     for (auto i : pieces) total += ts_.pieces[static_cast<std::size_t>(i)].bytes.as_double();
-    const Bytes bucket{std::max(p_.bucket.value, static_cast<std::int64_t>(total * channels / kMaxBroadcastOps))};
-    s_.params.bucket = bucket;
+    // The bucket: what the budget of every head holds twice beside the rings it roots (one ring of
+    // slots x chunk per channel: NeMo RL's two buffers), at most bucket=SIZE when given; without a
+    // budget, bucket=SIZE or kDefaultBucket.
+    // With b the bucket, a channel's ring holds min(b / channels, S c), so a head holds
+    // 2 b + channels min(b / channels, S c) <= M: b = (M - channels S c) / 2 where that leaves a
+    // part of at least S c per channel, else b = M / 3.
+    std::int64_t from_budget = 0;
+    const std::int64_t ring = static_cast<std::int64_t>(s_.slots) * p_.chunk.value;
+    for (const auto& [head, list] : by_head) {
+      const std::int64_t m = g_budget(head);
+      if (m <= 0) continue;
+      std::int64_t fits = (m - channels * ring) / 2;
+      if (fits < channels * ring) fits = m / 3;
+      fits = std::max<std::int64_t>(fits, 1);
+      from_budget = from_budget == 0 ? fits : std::min(from_budget, fits);
+    }
+    std::int64_t want = from_budget > 0 ? from_budget : kDefaultBucket.value;
+    if (p_.bucket.value > 0) want = std::min(want, p_.bucket.value);
+    const Bytes bucket{std::max(want, static_cast<std::int64_t>(total * channels / kMaxBroadcastOps))};
     auto ring_for = [&](std::int32_t c, GpuId head) {
       std::vector<GpuId> ring;
       std::int32_t k = 0;
@@ -647,17 +671,29 @@ class Builder {
         if (hops.empty()) break;  // the head is the only destination GPU: gathering is all
         ring_of_channel.push_back(add_chain(std::move(hops), p_.chunk, total / static_cast<double>(by_head.size() * channels)));
       }
-      // Buckets of whole pieces (a piece larger than a bucket is a bucket of its own).
-      std::vector<std::vector<std::int32_t>> buckets(1);
+      // Buckets of whole pieces, a piece larger than a bucket cut into buckets of its own (so no
+      // bucket exceeds the size the head's budget holds).
+      std::vector<std::vector<PieceSlice>> buckets(1);
       Bytes fill{0};
       for (auto i : list) {
-        const Bytes b = ts_.pieces[static_cast<std::size_t>(i)].bytes;
-        if (!buckets.back().empty() && fill + b > bucket) {
+        const Piece& pc = ts_.pieces[static_cast<std::size_t>(i)];
+        const std::int64_t es = dtype_size(inv_.tensor(pc.tensor).dtype);
+        if (!buckets.back().empty() && fill + pc.bytes > bucket) {
           buckets.emplace_back();
           fill = Bytes{0};
         }
-        buckets.back().push_back(i);
-        fill += b;
+        if (pc.bytes <= bucket) {
+          buckets.back().push_back({i, 0, pc.elements});
+          fill += pc.bytes;
+          continue;
+        }
+        const std::int64_t per = std::max<std::int64_t>(1, bucket.value / es);
+        for (std::int64_t off = 0; off < pc.elements; off += per) {
+          if (!buckets.back().empty()) buckets.emplace_back();
+          const std::int64_t take = std::min(per, pc.elements - off);
+          buckets.back().push_back({i, off, take});
+          fill = Bytes{take * es};
+        }
       }
       // Bucket k: its pieces the head lacks are gathered (packed per holder) once bucket k - 1's
       // gathering is done (the head packs one bucket at a time), then broadcast once gathered.
@@ -666,16 +702,17 @@ class Builder {
       // which then sets the pace either way.
       std::vector<std::int64_t> previous_gathers;
       for (std::size_t k = 0; k < buckets.size(); ++k) {
-        std::map<GpuId, std::vector<std::int32_t>> gather;
-        for (auto i : buckets[k]) {
-          const auto& H = holder_gpus(ts_.pieces[static_cast<std::size_t>(i)].holders);
+        std::map<GpuId, std::vector<PieceSlice>> gather;
+        for (const PieceSlice& sl : buckets[k]) {
+          const auto& H = holder_gpus(ts_.pieces[static_cast<std::size_t>(sl.piece)].holders);
           if (std::binary_search(H.begin(), H.end(), head)) continue;
-          gather[least_loaded(H, egress_, [&, head = head](GpuId g) { return domain_of(g) == domain_of(head); })].push_back(i);
+          gather[least_loaded(H, egress_, [&, head = head](GpuId g) { return domain_of(g) == domain_of(head); })].push_back(sl);
         }
         std::vector<std::int64_t> gathered;
-        for (auto& [h, g] : gather) gathered.push_back(add_op(h, head, add_buffer(g), 0, 1, OpPhase::Gather, previous_gathers));
+        for (auto& [h, g] : gather)
+          gathered.push_back(add_op(h, head, add_buffer(slices_buffer(std::move(g))), 0, 1, OpPhase::Gather, previous_gathers));
         if (!gathered.empty()) previous_gathers = gathered;
-        const auto buffer = add_buffer(buckets[k]);
+        const auto buffer = add_buffer(slices_buffer(buckets[k]));
         for (std::int32_t c = 0; c < static_cast<std::int32_t>(ring_of_channel.size()); ++c)
           add_chain_op(ring_of_channel[static_cast<std::size_t>(c)], buffer, c, channels, OpPhase::Broadcast, gathered);
       }
@@ -700,15 +737,27 @@ class Builder {
 }  // namespace
 
 Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
-                        const Topology& topo, const StrategyParams& params) {
-  return build_schedule(ScheduleBasis(ts, inv, src, dst, topo), params);
+                        const Topology& topo, const StrategyParams& params, const std::vector<Bytes>& budget) {
+  return build_schedule(ScheduleBasis(ts, inv, src, dst, topo, budget), params);
 }
 
-Schedule build_schedule(const ScheduleBasis& basis, const StrategyParams& params) {
+Schedule build_schedule(const ScheduleBasis& basis, const StrategyParams& requested) {
   const Basis& d = basis.data();
   Schedule s;
-  s.params = params;
   s.piece_count = static_cast<std::int32_t>(d.ts.pieces.size());
+  s.budget = d.budget;
+  // Streams within the smallest budget: a chunk of at most a kMinSlots-th of it, and as many
+  // slots (up to kChainSlots) as it holds of that chunk (model/memory.hpp).
+  StrategyParams params = requested;
+  std::int64_t least = 0;
+  for (const Bytes& b : d.budget)
+    if (b.value > 0) least = least == 0 ? b.value : std::min(least, b.value);
+  const Bytes largest_chunk{least > 0 ? std::max<std::int64_t>(1, least / kMinSlots) : std::numeric_limits<std::int64_t>::max()};
+  if (least > 0) {
+    params.chunk = std::min(params.chunk, largest_chunk);
+    s.slots = static_cast<std::int32_t>(std::clamp<std::int64_t>(least / params.chunk.value, kMinSlots, kChainSlots));
+  }
+  s.params = params;
   Builder b(d, params, s);
   b.set_stripe_target(params.strategy == Strategy::NemoRlReshard ? Basis::kFfn : Basis::kAll);
   const std::int32_t max_chain = std::max(1, params.max_chain);
@@ -724,7 +773,7 @@ Schedule build_schedule(const ScheduleBasis& basis, const StrategyParams& params
       break;
     case Strategy::NemoRlReshard:
       // NeMo RL: FFN through M2N's hierarchical ring over all destination domains, the rest broadcast.
-      b.reshard(Basis::kFfn, false, std::numeric_limits<std::int32_t>::max(), kM2NRingChunk);
+      b.reshard(Basis::kFfn, false, std::numeric_limits<std::int32_t>::max(), std::min(kM2NRingChunk, largest_chunk));
       b.gather_broadcast(Basis::kRest);
       break;
   }

@@ -19,15 +19,17 @@ constexpr int kChainLengths[] = {1, 2, 4, 8, 16, 64};
 // Of the ranked starting points, how many coordinate descent starts from.
 constexpr std::size_t kDescents = 2;
 
-// a beats b: under a staging cap (TuneOptions::max_staging), a fits and b does not, or neither fits
-// and a needs less; otherwise a clearly faster estimate, or the same within 10^-6 and fewer
+// Whether a candidate fits: no GPU over its staging budget (Prediction::over_budget), and its peak
+// within the cap (TuneOptions::max_staging) when one is given.
+bool fits(const Prediction& p, const std::optional<Bytes>& cap) { return p.over_budget == 0 && (!cap || p.staging_peak <= *cap); }
+
+// a beats b: a fits and b does not, or neither fits and a has fewer GPUs over budget, or as many
+// and needs less; otherwise a clearly faster estimate, or the same within 10^-6 and fewer
 // operations (less to run, simulate and execute for nothing).
 bool better(const Prediction& a, const Prediction& b, const std::optional<Bytes>& cap) {
-  if (cap) {
-    const bool fa = a.staging_peak <= *cap, fb = b.staging_peak <= *cap;
-    if (fa != fb) return fa;
-    if (!fa) return a.staging_peak < b.staging_peak;
-  }
+  const bool fa = fits(a, cap), fb = fits(b, cap);
+  if (fa != fb) return fa;
+  if (!fa) return a.over_budget != b.over_budget ? a.over_budget < b.over_budget : a.staging_peak < b.staging_peak;
   constexpr double kTie = 1e-6;
   if (a.time.value < b.time.value * (1 - kTie)) return true;
   return a.time.value <= b.time.value * (1 + kTie) && a.operations < b.operations;
@@ -43,15 +45,20 @@ std::size_t choose(std::vector<TuneCandidate>& evaluated, const ScheduleBasis& b
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return better(evaluated[a].prediction, evaluated[b].prediction, options.max_staging);
   });
-  if (options.max_staging) {  // the candidates over the cap are out; none left is an error
-    const auto& least = evaluated[order.front()];
-    if (least.prediction.staging_peak > *options.max_staging)
-      throw PlanError("no candidate schedule fits --max-staging " + format(*options.max_staging) + ": the " +
-                      std::to_string(evaluated.size()) + " evaluated need at least " + format(least.prediction.staging_peak) +
-                      " of staging memory on one GPU (" + describe(least.params) + ", GPU " +
-                      std::to_string(least.prediction.staging_gpu) + ")");
-    std::erase_if(order, [&](std::size_t i) { return evaluated[i].prediction.staging_peak > *options.max_staging; });
+  // The candidates that do not fit are out; none left is an error.
+  if (const auto& least = evaluated[order.front()]; !fits(least.prediction, options.max_staging)) {
+    if (least.prediction.over_budget > 0)
+      throw PlanError("no candidate schedule fits the staging budgets: the " + std::to_string(evaluated.size()) +
+                      " evaluated each have an operation larger than a GPU's budget alone (" + describe(least.params) +
+                      ": " + std::to_string(least.prediction.over_budget) + " GPU(s) over, GPU " +
+                      std::to_string(least.prediction.staging_gpu) + " needs " + format(least.prediction.staging_peak) +
+                      "); raise refit_memory or --max-staging");
+    throw PlanError("no candidate schedule fits --max-staging " + format(*options.max_staging) + ": the " +
+                    std::to_string(evaluated.size()) + " evaluated need at least " + format(least.prediction.staging_peak) +
+                    " of staging memory on one GPU (" + describe(least.params) + ", GPU " +
+                    std::to_string(least.prediction.staging_gpu) + ")");
   }
+  std::erase_if(order, [&](std::size_t i) { return !fits(evaluated[i].prediction, options.max_staging); });
   std::size_t winner = order.front();
   if (options.confirm) {
     // The estimate's pick stays unless another candidate is confirmed clearly faster (by more than
@@ -230,8 +237,7 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
       }
     }
   }
-  if (options.max_staging)
-    for (const auto& c : result.evaluated) result.over_staging += c.prediction.staging_peak > *options.max_staging;
+  for (const auto& c : result.evaluated) result.over_staging += !fits(c.prediction, options.max_staging);
   const std::size_t winner = choose(result.evaluated, basis, options, threads);
   result.best = result.evaluated[winner];
   return result;

@@ -8,6 +8,7 @@
 
 #include "reshard/model/chain.hpp"
 #include "reshard/model/errors.hpp"
+#include "reshard/model/memory.hpp"
 
 #include "flow_table.hpp"
 #include "op_quotient.hpp"
@@ -210,19 +211,73 @@ FlowOps build_flow_ops(const model::Schedule& schedule, const model::Topology& t
     op_of.push_back(static_cast<std::int64_t>(sched_op));
     return static_cast<std::int32_t>(op_of.size() - 1);
   };
-  for (std::size_t i = 0; i < n_ops; ++i) {
+  // The ops in the executors' steps (model/memory.hpp), by (step, id); with more than one step, an
+  // op also waits for its sender's part (and a plain transfer's receiver's) in the ops of the
+  // earlier steps: a join flow op per GPU and step change, over those parts (a chain root's part
+  // is its data flow, sent; a plain transfer's its flow, arrived), as the estimate's critical
+  // path takes them (model/cost.hpp).
+  std::int32_t steps = 0;
+  const std::vector<std::int32_t> step = model::op_steps(schedule, steps);
+  std::vector<std::size_t> order(n_ops);
+  for (std::size_t i = 0; i < n_ops; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return step[a] < step[b]; });
+  struct GpuParts {
+    std::int32_t step = -1;
+    std::int32_t joined = -1;                 // the join of every part before `earlier`'s
+    std::vector<std::int32_t> earlier, current;  // flow ops of its parts: earlier steps, this step
+  };
+  std::vector<GpuParts> parts(steps > 1 && params.step_barriers ? static_cast<std::size_t>(gpus) : 0);
+  auto at_step = [&](model::GpuId g, std::int32_t k) -> GpuParts& {
+    GpuParts& p = parts[static_cast<std::size_t>(g)];
+    if (p.step < k) {
+      p.earlier.insert(p.earlier.end(), p.current.begin(), p.current.end());
+      p.current.clear();
+      p.step = k;
+    }
+    return p;
+  };
+  // GPU g's parts before step k, for op sched_op: nothing to add when they are all ops sched_op
+  // waits for anyway (its `after`) and no join of older parts is pending.
+  auto wait_for_parts = [&](model::GpuId g, std::int32_t k, std::size_t sched_op) {
+    GpuParts& p = at_step(g, k);
+    const auto waits = schedule.after_of(schedule.ops[sched_op]);
+    constexpr std::size_t kChecked = 64;  // more parts than this: joined without looking
+    const bool implied = p.joined < 0 && p.earlier.size() <= kChecked && std::all_of(p.earlier.begin(), p.earlier.end(), [&](std::int32_t f) {
+      return std::find(waits.begin(), waits.end(), op_of[static_cast<std::size_t>(f)]) != waits.end();
+    });
+    if (implied) return;
+    if (!p.earlier.empty()) {
+      const std::vector<std::int32_t> keep = after;
+      after = p.earlier;
+      if (p.joined >= 0) after.push_back(p.joined);
+      p.joined = add_flow_op(tail_route, ByteAmount{}, Seconds{0}, sched_op);
+      p.earlier.clear();
+      after = keep;
+    }
+    if (p.joined >= 0) after.push_back(p.joined);
+  };
+  const BytesPerSecond copy_rate = params.memory_copy_rate;
+  for (std::size_t i : order) {
     const model::Op& op = schedule.ops[i];
     auto where = [&] { return "schedule op " + std::to_string(op.id) + " (index " + std::to_string(i) + ")"; };
     if (const std::string wrong = model::op_problem(schedule, i, gpus, false); !wrong.empty())
       throw model::ScheduleError(where() + " on topology " + topology.name() + ": " + wrong);
     after.clear();
     for (auto a : schedule.after_of(op)) after.push_back(finish_of[static_cast<std::size_t>(a)]);
+    const std::int32_t k = step[i];
+    const bool barriers = steps > 1 && params.step_barriers;
+    if (barriers) {
+      wait_for_parts(op.src, k, i);
+      if (op.chain < 0 && op.dst != op.src) wait_for_parts(op.dst, k, i);
+    }
+    // A stream's copies not overlapped with its transfer; a local copy moves shard to shard, unstaged.
+    const Seconds copies = op.src == op.dst ? Seconds{0} : model::copy_fill(model::stream_chunk(schedule, op), op.bytes, copy_rate);
     if (op.chain >= 0) {
       const model::Chain& chain = schedule.chains[static_cast<std::size_t>(op.chain)];
       ChainFlows& cf = chain_flows[static_cast<std::size_t>(op.chain)];
       if (cf.route < 0) {
         // Each link as often as hops cross it; a chain whose chunks are too small to hide their
-        // latency behind kChainSlots in flight gets a link of its own at its slot rate
+        // latency behind Schedule::slots in flight gets a link of its own at its slot rate
         // (model/chain.hpp). The rate alone sets the fill, as in the estimate.
         const model::ChainRoute cr = model::chain_route(chain, op.src, topology, where(), params.chain_hop_latency);
         std::vector<model::LinkId> links;
@@ -231,7 +286,7 @@ FlowOps build_flow_ops(const model::Schedule& schedule, const model::Topology& t
           links.insert(links.end(), static_cast<std::size_t>(cr.weights[k]), cr.links[k]);
           cf.alone = std::min(cf.alone, out.network.capacity[static_cast<std::size_t>(cr.links[k])].value / cr.weights[k]);
         }
-        const double slots = model::chain_slot_rate(chain, cr.hop_latency).value;
+        const double slots = model::slot_rate(chain.chunk, schedule.slots, cr.hop_latency).value;
         if (slots < cf.alone) {
           links.push_back(static_cast<model::LinkId>(out.network.capacity.size()));
           out.network.capacity.push_back(BytesPerSecond{slots});
@@ -250,7 +305,8 @@ FlowOps build_flow_ops(const model::Schedule& schedule, const model::Topology& t
       if (cf.last_data >= 0) after.push_back(cf.last_data);
       data_of[i] = cf.last_data = add_flow_op(cf.route, ByteAmount{op.bytes.as_double()}, params.per_op, i);
       after.assign(1, data_of[i]);
-      finish_of[i] = add_flow_op(tail_route, ByteAmount{}, cf.latency + fill, i);
+      finish_of[i] = add_flow_op(tail_route, ByteAmount{}, cf.latency + fill + copies, i);
+      if (barriers) at_step(op.src, k).current.push_back(data_of[i]);
       continue;
     }
     const model::GpuPair pair{op.src, op.dst};
@@ -267,15 +323,34 @@ FlowOps build_flow_ops(const model::Schedule& schedule, const model::Topology& t
         if (r.paths.empty())
           throw model::ScheduleError(where() + ": no route from GPU " + std::to_string(op.src) + " to GPU " +
                                      std::to_string(op.dst) + " in topology " + topology.name());
+        // A stream whose chunks cannot hide the route's latency behind its slots: a link of the
+        // pair's own at its slot rate, on every path (model/chain.hpp).
+        std::unordered_map<model::LinkId, double> share;
+        for (const auto& path : r.paths)
+          for (auto l : path.links) share[l] += 1.0 / static_cast<double>(r.paths.size());
+        double alone = INFINITY;
+        for (const auto& [l, w] : share) alone = std::min(alone, out.network.capacity[static_cast<std::size_t>(l)].value / w);
+        const double slots = model::slot_rate(schedule.params.chunk, schedule.slots, r.latency).value;
+        if (slots < alone) {
+          const auto link = static_cast<model::LinkId>(out.network.capacity.size());
+          out.network.capacity.push_back(BytesPerSecond{slots});
+          out.network.link_names.push_back("gpu" + std::to_string(op.src) + "->gpu" + std::to_string(op.dst) + " slots");
+          out.link_kind.push_back(kSlotKind);
+          for (auto& path : r.paths) path.links.push_back(link);
+        }
       }
       std::vector<const std::vector<model::LinkId>*> paths;
       for (const auto& path : r.paths) paths.push_back(&path.links);
       found = pair_route.emplace(pair, add_route(paths, r.latency)).first;
     }
     const std::int32_t route = found->second;
-    const auto k = problem.route_path_begin[static_cast<std::size_t>(route) + 1] - problem.route_path_begin[static_cast<std::size_t>(route)];
-    data_of[i] = finish_of[i] = add_flow_op(route, ByteAmount{op.bytes.as_double() / static_cast<double>(k)},
-                                            route_latency[static_cast<std::size_t>(route)] + params.per_op, i);
+    const auto paths_k = problem.route_path_begin[static_cast<std::size_t>(route) + 1] - problem.route_path_begin[static_cast<std::size_t>(route)];
+    data_of[i] = finish_of[i] = add_flow_op(route, ByteAmount{op.bytes.as_double() / static_cast<double>(paths_k)},
+                                            route_latency[static_cast<std::size_t>(route)] + params.per_op + copies, i);
+    if (barriers) {
+      at_step(op.src, k).current.push_back(data_of[i]);
+      if (op.dst != op.src) at_step(op.dst, k).current.push_back(data_of[i]);
+    }
   }
   return fo;
 }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "compare_parts.hpp"
+#include "reshard/model/memory.hpp"
 #include "reshard/model/parallel.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/schedule_basis.hpp"
@@ -89,8 +90,21 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   const CostParams cost =
       CostParams::named_or_loaded(options.profile, options.params_file);
   out.profile = cost.profile;  // a parameters file names its own
+  // The budgets every schedule is built within: the scenario's, at most --max-staging.
+  out.budget = options.max_staging ? cap_budgets(sc.budget, *options.max_staging, sc.topology.gpu_count()) : sc.budget;
+  auto side_budget = [&](const std::vector<GpuId>& gpus) {
+    CompareResult::SideBudget b;
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const Bytes x = out.budget_of(gpus[i]);
+      b.min = i == 0 ? x : std::min(b.min, x);
+      b.max = i == 0 ? x : std::max(b.max, x);
+    }
+    return b;
+  };
+  out.source_budget = side_budget(sc.scenario.source.gpus);
+  out.destination_budget = side_budget(sc.scenario.destination.gpus);
   std::optional<ScheduleBasis> basis;  // what the schedules built here share
-  if (!sc.schedule || options.tune) basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology);
+  if (!sc.schedule || options.tune) basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology, out.budget);
   const int threads = thread_count(options.threads);
   // Progress of rows evaluated at once, in row order: row i's steps are said as they come once
   // every row before it is done, held until then; a row counts as done with its last step.
@@ -185,7 +199,8 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
 
 CompareResult compare(const LoadedScenario& sc, const CompareOptions& options) {
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination, options.threads);
-  return detail::compare({sc.scenario, sc.inventory, sc.topology, sc.source, sc.destination, ts}, options);
+  const std::vector<Bytes> budget = staging_budgets(sc);
+  return detail::compare({sc.scenario, sc.inventory, sc.topology, sc.source, sc.destination, ts, budget}, options);
 }
 
 nlohmann::json to_json(const CompareResult& r) {
@@ -224,8 +239,14 @@ nlohmann::json to_json(const CompareResult& r) {
                    {"convert_destination_s", p.convert_destination.value},
                    {"operations", p.operations},
                    {"peak_staging_bytes", p.staging_peak.value},
-                   {"peak_staging_gpu", p.staging_gpu}});
+                   {"peak_staging_gpu", p.staging_gpu},
+                   {"budget_bytes", r.budget_of(p.staging_gpu).value},
+                   {"over_budget_gpus", p.over_budget},
+                   {"steps", p.steps},
+                   {"steps_bound_s", p.steps_bound.value}});
   }
+  auto side = [](const CompareResult::SideBudget& b) { return nlohmann::json{{"min_bytes", b.min.value}, {"max_bytes", b.max.value}}; };
+  j["staging_budget"] = {{"source", side(r.source_budget)}, {"destination", side(r.destination_budget)}};
   j["best"] = r.rows.empty() ? "" : r.rows[r.best].name;
   j["best_params"] = r.rows.empty() ? "" : describe(r.rows[r.best].params);
   j["candidates"] = r.candidates;

@@ -16,6 +16,8 @@ struct ScenarioParts {
   const model::ShardMap& source;
   const model::ShardMap& destination;
   const model::TransferSet& transfers;
+  // Every GPU's staging budget (model::staging_budgets), before CompareOptions::max_staging.
+  const std::vector<model::Bytes>& budget;
   // The schedule of a strategy on these parts; empty: model::build_schedule (a sweep shares them
   // between points whose schedules are the same, see sweep.cpp).
   std::function<std::shared_ptr<const model::Schedule>(const model::StrategyParams&)> schedule = {};

@@ -196,6 +196,11 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
       return Plan{std::move(src), std::move(dst), std::move(ts), std::move(wire)};
     });
     const Inventory& used = plan->wire ? *plan->wire : *inv;
+    // The staging budgets (a schedule is built within them: part of its cache key).
+    const std::vector<Bytes> budget = staging_budgets(s, *topo);
+    std::string budget_key;
+    for (const BudgetRun& r : budget_runs(budget))
+      budget_key += std::to_string(r.first) + ":" + std::to_string(r.count) + ":" + std::to_string(r.bytes.value) + ",";
     CompareOptions options;
     options.simulate = spec.simulate;
     options.threads = 1;  // the points run on the cores at once (run_sweep)
@@ -210,11 +215,12 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
       const std::string& profile = spec.profiles[k];
       options.profile = profile;
       options.params_file = spec.params_file(k).string();
-      detail::ScenarioParts parts{s, used, *topo, plan->source, plan->destination, plan->transfers};
+      detail::ScenarioParts parts{s, used, *topo, plan->source, plan->destination, plan->transfers, budget};
       parts.schedule = [&](const StrategyParams& p) {
-        const std::string key = keys.plan + kSeparator + std::to_string(topo_entry->structure) + "\n" + describe(p);
+        const std::string key = keys.plan + kSeparator + std::to_string(topo_entry->structure) + kSeparator + budget_key +
+                                "\n" + describe(p);
         return caches.schedules.get(key, [&] {
-          return build_schedule(plan->transfers, used, plan->source, plan->destination, *topo, p);
+          return build_schedule(plan->transfers, used, plan->source, plan->destination, *topo, p, budget);
         });
       };
       const CompareResult r = detail::compare(parts, options);
@@ -234,6 +240,8 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
         row.network_bytes = c.prediction.network_bytes.value;
         row.nvlink_bytes = c.prediction.nvlink_bytes.value;
         row.operations = c.prediction.operations;
+        row.peak_staging_bytes = c.prediction.staging_peak.value;
+        row.staging_budget_bytes = r.budget_of(c.prediction.staging_gpu).value;
         row.best = r.rows[r.best].name;
         rows.push_back(std::move(row));
       }
@@ -330,6 +338,8 @@ nlohmann::json to_json(const SweepRow& r, const SweepSpec& spec) {
           {"network_bytes", opt(r.network_bytes)},
           {"nvlink_bytes", opt(r.nvlink_bytes)},
           {"operations", opt(r.operations)},
+          {"peak_staging_bytes", opt(r.peak_staging_bytes)},
+          {"staging_budget_bytes", opt(r.staging_budget_bytes)},
           {"best", r.best},
           {"error", r.error}};
 }
@@ -360,6 +370,8 @@ SweepRow sweep_row_from_json(const nlohmann::json& j, const SweepSpec& spec) {
   r.network_bytes = opt_int("network_bytes");
   r.nvlink_bytes = opt_int("nvlink_bytes");
   r.operations = opt_int("operations");
+  r.peak_staging_bytes = opt_int("peak_staging_bytes");
+  r.staging_budget_bytes = opt_int("staging_budget_bytes");
   r.best = str("best");
   r.error = str("error");
   return r;
@@ -370,7 +382,8 @@ std::string csv_header(const SweepSpec& spec) {
   for (const auto& k : spec.keys) h += "," + csv_field(k);
   return h +
          ",profile,strategy,params,estimate_s,simulated_s,lower_bound_s,bound_cut,bound_where,bound_limit,"
-         "limited_by,limit,bottleneck,network_bytes,nvlink_bytes,operations,best,error";
+         "limited_by,limit,bottleneck,network_bytes,nvlink_bytes,operations,peak_staging_bytes,staging_budget_bytes,best,"
+         "error";
 }
 
 std::string to_csv(const SweepRow& r) {
@@ -381,7 +394,7 @@ std::string to_csv(const SweepRow& r) {
   for (const std::string& f :
        {r.profile, r.strategy, r.params, d(r.estimate_s), d(r.simulated_s), d(r.lower_bound_s), r.bound_cut,
         r.bound_where, r.bound_limit, r.limited_by, r.limit, r.bottleneck, i(r.network_bytes), i(r.nvlink_bytes),
-        i(r.operations), r.best, r.error})
+        i(r.operations), i(r.peak_staging_bytes), i(r.staging_budget_bytes), r.best, r.error})
     s += "," + csv_field(f);
   return s;
 }

@@ -1,43 +1,20 @@
-// The executor (docs/design.md §10): runs a Schedule's operations for real, verifies every destination
-// byte, and times every operation.
+// The executor (docs/design.md §10): runs a Schedule's operations for real, verifies what arrived,
+// and times every operation. Four parts, each with an interface of its own:
+//   the per-GPU program   exec/program.hpp: regions, copy runs, streams, computed once in C++ and the
+//                         one definition of what moves;
+//   memory binding        exec/binding.hpp: a shard bound to a caller's buffer, or allocated;
+//   transport             exec/transport.hpp: the table of backends (host/MPI, cuda, nccl), each
+//                         running the same programs;
+//   verification          exec/verify.hpp: the pattern, per-piece digests, or none.
 //
-// One core, three backends. The core turns (scenario, transfer set, schedule) into one Program per
-// GPU: the memory regions the GPU holds (its source shards, its destination shards, one staging
-// region per operation it sends or receives) and byte-exact copy runs between them:
-//   pack    source shards / earlier receive regions -> the send region of an operation
-//   unpack  the receive region of an operation      -> destination shards that need its elements
-//   local   source shards -> destination shards, for pieces the GPU already holds (colocated)
-// An operation moves part `part` of `parts` of its buffer (model::for_each_in_part); a slice is a
-// run of elements of a piece's box in row-major order, and a piece is the intersection of one
-// source shard and one destination shard, so every run maps to contiguous rows of both shards.
+// Every operation streams in chunks through rings of Schedule::slots slots (model/memory.hpp,
+// exec/program.hpp), so a GPU holds at most its staging budget. The ops run step by step
+// (model::op_steps): a GPU starts the operations of step k once its own of the earlier steps are
+// finished; ops of one chain run in op-id order on every GPU of it.
 //
-// A chain op (model::Op::chain >= 0) is a tree of hops rooted at the op's src, moved in chunks. Its
-// GPUs take three roles, all with one staging region of the part's B bytes (never one per chunk):
-//   root   a send: packs the part, sends every chunk to each child;
-//   inner  a receive with children: receives every chunk from its parent into its region and
-//          forwards each chunk to its children as soon as it has it, then unpacks;
-//   leaf   a receive without children: receives every chunk, unpacks.
-// Chunk k is bytes [k c, min((k + 1) c, B)) of the region (chain_chunk below); a hop keeps at most
-// model::kChainSlots chunks in flight. Chain ops on one chain run in op-id order on every GPU of it.
-//
-// Source shards are filled with pattern(tensor, global element index): a hash of both, never zero
-// (byte 0 has its low bit set), written in the tensor's dtype size as raw bytes. After the run every
-// destination shard element must equal the pattern of its global index. With a precision change
-// (model/precision.hpp; host backend only) the weights it quantises hold BF16 values derived from
-// the pattern, the source quantises its shards, the destination those that came in BF16, and every
-// FP8 byte and scale must equal a reference quantiser's (exec/src/quantize.hpp).
-//
-// Backends: `host` (MPI processes, host memory, MPI_Isend/MPI_Irecv), `cuda` (every GPU a virtual
-// rank in one process on one device, device-to-device copies on streams, fill/check kernels) and
-// `nccl` (one process per GPU, grouped ncclSend/ncclRecv per step, a chain op in waves of chunks).
 // GPUs of the scenario (the union of the source and destination GPU lists and every GPU an
 // operation or a chain passes through, sorted) are dealt to processes round-robin: GPU number i
 // runs in process i mod world size; one process per GPU is the normal case.
-//
-// A step is a dependency depth: depth(op) = 0 without `after`, else 1 + the largest depth of the
-// operations in `after`; a chain op is also no shallower than the previous op on its chain (they
-// share a step and run in order within it). The nccl backend runs one grouped send/receive per step
-// (per chunk wave within a step that has chain ops).
 #pragma once
 
 #include <algorithm>
@@ -53,6 +30,9 @@
 #include "reshard/model/memory.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/exec/binding.hpp"
+#include "reshard/exec/program.hpp"
+#include "reshard/exec/verify.hpp"
 
 namespace reshard::exec {
 
@@ -73,118 +53,6 @@ class ExecError : public model::Error {
   int rank_, peer_;
   bool fatal_;
 };
-
-// ---- The pattern --------------------------------------------------------------------------------
-
-// 64 hash bits of (tensor, global row-major element index); splitmix64 finaliser.
-std::uint64_t pattern_word(std::int32_t tensor, std::int64_t index);
-// The element's bytes (element_size <= 8): the low bytes of pattern_word with bit 0 of byte 0 set,
-// so no element is ever all zero.
-void pattern_bytes(std::int32_t tensor, std::int64_t index, int element_size, unsigned char* out);
-
-// ---- Programs -----------------------------------------------------------------------------------
-
-struct Region {
-  enum class Kind : std::uint8_t { Source, Destination, Send, Receive } kind = Kind::Source;
-  std::int32_t tensor = -1;  // Source/Destination: the shard
-  model::Box box;
-  std::int64_t op = -1;      // Send/Receive: the operation
-  std::int64_t bytes = 0;
-};
-
-// bytes [src_offset, +bytes) of region src -> [dst_offset, +bytes) of region dst (same GPU).
-struct CopyRun {
-  std::int32_t src = -1, dst = -1;
-  std::int64_t src_offset = 0, dst_offset = 0, bytes = 0;
-};
-
-// One operation as one GPU runs it. A plain transfer: a send (peer = the receiver) or a receive
-// (peer = the sender). A chain op: the root's send (peer = -1), or the receive of an inner GPU or a
-// leaf (peer = its parent in the tree); `children` are the GPUs it sends every chunk to (the root's
-// and an inner GPU's children, in hop order; none for a leaf or a plain transfer).
-struct Transfer {
-  std::int64_t op = -1;
-  model::GpuId peer = -1;           // the other GPU; a chain op: the parent (-1 at the root)
-  std::int32_t region = -1;         // send or receive staging region
-  std::vector<CopyRun> copies;      // pack (send) or unpack (receive)
-  std::int32_t chain = -1;          // model::Op::chain
-  std::int64_t chunk = 0;           // a chain op's chunk (bytes)
-  std::vector<model::GpuId> children;
-  bool is_chain() const { return chain >= 0; }
-};
-
-// Chunks of a chain op: chunk k covers bytes [begin, begin + bytes) of the packed part of B bytes,
-// [k c, min((k + 1) c, B)); there are ceil(B / c) of them (none when B is 0).
-struct ChunkRange {
-  std::int64_t begin = 0, bytes = 0;
-};
-inline std::int64_t chain_chunks(std::int64_t part_bytes, std::int64_t chunk) {
-  return part_bytes <= 0 ? 0 : (part_bytes + chunk - 1) / chunk;
-}
-inline ChunkRange chain_chunk(std::int64_t part_bytes, std::int64_t chunk, std::int64_t k) {
-  const std::int64_t b = k * chunk;
-  return {b, std::min(chunk, part_bytes - b)};
-}
-
-struct GpuProgram {
-  model::GpuId gpu = -1;
-  std::vector<Region> regions;
-  std::vector<CopyRun> local;       // pieces held as source and needed as destination here
-  std::vector<Transfer> sends;      // in op id order: plain sends and the chain ops it is the root of
-  std::vector<Transfer> receives;   // in op id order: plain receives and the chain ops it is inside
-  std::int64_t destination_bytes = 0;
-};
-
-// Everything a run needs, built once (the same on every process).
-struct RunPlan {
-  const model::LoadedScenario* scenario = nullptr;
-  const model::TransferSet* transfers = nullptr;
-  const model::Schedule* schedule = nullptr;
-  std::vector<model::GpuId> gpus;      // sorted: the source and destination GPUs, and relay GPUs ops use
-  std::vector<std::int32_t> step_of;   // per op: its step (op_steps)
-  std::int32_t steps = 0;
-  std::vector<std::int64_t> chain_prev;  // per op: the previous op on its chain (-1: none, or not a chain op)
-  std::vector<std::int32_t> piece_source_shard;       // per piece: index in source.shards(tensor)
-  std::vector<std::int32_t> piece_destination_shard;  // per piece: index in destination.shards(tensor)
-  std::int32_t gpu_index(model::GpuId g) const;       // position in gpus (process = index mod world)
-};
-
-// The step of every operation (model/memory.hpp).
-using model::op_steps;
-
-// Checks that the schedule belongs to the scenario (piece count, every op GPU and every chain hop
-// GPU in the scenario's topology, chains, buffers and parts in range) and validates it:
-// ScheduleError before anything runs.
-RunPlan make_run_plan(const model::LoadedScenario& sc, const model::TransferSet& ts, const model::Schedule& s);
-GpuProgram build_program(const RunPlan& plan, model::GpuId gpu);
-
-// The waves of one step of the nccl backend: each wave is one grouped send/receive. Plain
-// operations move in wave 0. A chain op moves chunk c over hop h in wave offset + c + depth[h] - 1
-// (depth: hops from the root to the hop's `to`), so a GPU receives a chunk in one wave and forwards
-// it in the next, and no wave both receives and sends the same bytes of a GPU. The ops of one chain
-// follow each other: the next one's offset is the wave after the previous one's last chunk left the
-// root. `ops` are the step's operations (or the ones a process takes part in), ascending; the
-// waves of a chain op depend only on the ops of its chain, so every process computes the same.
-struct ChainWaves {
-  std::int64_t op = -1;
-  std::int64_t offset = 0;          // the wave chunk 0 leaves the root in
-  std::int64_t chunks = 0;
-  std::vector<std::int32_t> depth;  // per hop
-  // The chunk hop h moves in `wave`, or -1.
-  std::int64_t chunk_in(std::size_t hop, std::int64_t wave) const {
-    const std::int64_t c = wave - offset - (depth[hop] - 1);
-    return c >= 0 && c < chunks ? c : -1;
-  }
-  // The wave hop h's chunk c arrives in (chunk 0's wave when the op has no chunk).
-  std::int64_t wave_of(std::size_t hop, std::int64_t chunk) const {
-    return chunks == 0 ? 0 : offset + chunk + depth[hop] - 1;
-  }
-};
-struct StepWaves {
-  std::int64_t waves = 1;
-  std::vector<ChainWaves> chains;  // the chain ops among `ops`, in id order
-};
-StepWaves step_waves(const model::Schedule& s, const std::vector<std::int64_t>& ops);
 
 // ---- Faults (test-only injection) --------------------------------------------------------------
 
@@ -237,6 +105,7 @@ struct Measurement {
   double elapsed_s = 0;
   std::int64_t bytes_verified = 0;
   bool verified = false;
+  Verification verification = Verification::Pattern;  // how it was verified (exec/verify.hpp)
   // The staging memory each GPU held at most (the host backend counts the bytes it allocates for
   // send and receive regions; empty: the backend does not measure it), by GPU.
   std::vector<GpuStaging> staging;
@@ -274,7 +143,10 @@ std::vector<StagingComparison> compare_staging(const Measurement& m);
 // ---- Running ------------------------------------------------------------------------------------
 
 struct ExecOptions {
-  std::string backend = "host";  // host, cuda, nccl
+  std::string backend = "host";  // a transport's name (exec/transport.hpp): host, cuda, nccl
+  Verification verification = Verification::Pattern;
+  // Caller memory for shards (exec/binding.hpp); null or empty: the executor allocates them.
+  const MemoryBinding* binding = nullptr;
   double timeout_s = 30;
   std::vector<Fault> faults;
   std::string profile = "reshard";

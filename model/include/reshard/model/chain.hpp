@@ -14,24 +14,32 @@
 // a hop runs as fast as its slowest upstream hop and no faster than its own links allow). Alone
 // on the fabric, with link capacities C_l,
 //     r = min( min over l of C_l / w_l ,  r_slots ),   r_slots = (S - 1) c / max hop latency,
-// S = kChainSlots. A hop with S chunks in flight and per-chunk latency ℓ sends S chunks every
-// ℓ + c / r, so it keeps the link busy while S c / (ℓ + c / r) >= r, that is r <= (S - 1) c / ℓ:
-// the latency of a chunk is overlapped with the others' transfer and costs nothing until chunks
-// are that small (256 KiB over a 3 us network hop: r_slots = 600 GB/s).
+// S = Schedule::slots (the ring of model/memory.hpp; NCCL's 8 by default). A hop with S chunks in
+// flight and per-chunk latency ℓ sends S chunks every ℓ + c / r, so it keeps the link busy while
+// S c / (ℓ + c / r) >= r, that is r <= (S - 1) c / ℓ: the latency of a chunk is overlapped with
+// the others' transfer and costs nothing until chunks are that small (256 KiB over a 3 us network
+// hop with S = 8: r_slots = 600 GB/s; with S = 2, 86 GB/s).
 //
-// Time. With B the part's bytes, c' = min(c, B) and H the depth,
-//     T = per_op + B / r  +  L + (H - 1) c' / r,
+// Time. With B the part's bytes, c' = min(c, B), H the depth and m the memory copy rate
+// (CostParams::memory_copy_rate),
+//     T = per_op + B / r  +  L + (H - 1) c' / r  +  2 c' / m,
 // L the latency of the slowest root-to-leaf path (the sum of its hops' route latencies): after
 // per_op the root sends for B / r ("sent"); its last chunk then needs L to reach the farthest
-// leaf, plus H - 1 chunk times (the pipeline fill). The fill is taken at the rate alone: the
+// leaf, plus H - 1 chunk times (the pipeline fill), plus the copies that do not overlap with the
+// wire: the root packs its first chunk into its ring before it can send it, the farthest leaf
+// unpacks its last one after it has arrived (copy_fill). The fill is taken at the rate alone: the
 // chunks still in flight when the root is done are one per hop, and links the chain shares carry
 // the other chains' chunks in between (a ring all-gather's n chains drain in n - 2 chunk times,
 // not n (n - 2)). Order: ops on one chain run in op-id order, each starting once released and
 // once the previous one has been sent (its chunks follow the previous op's through the chain, as
 // NCCL runs a communicator's collectives), so a stream of ops on one chain pays one fill.
 // On a shared fabric the simulator runs the data phase as one flow over every link l, weighted
-// w_l, at the rate max-min fairness gives it, followed by a tail of L + fill / r without links
-// (sim/schedule_sim.hpp).
+// w_l, at the rate max-min fairness gives it, followed by a tail of L + fill / r + copy fill
+// without links (sim/schedule_sim.hpp).
+//
+// A plain transfer streams the same way, as a chain of one hop (H = 1: no pipeline fill) in
+// chunks of the schedule's params.chunk: T = per_op + L + B / r + 2 c' / m, its r also at most
+// r_slots over its route's latency.
 #pragma once
 
 #include <array>
@@ -69,7 +77,12 @@ ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, con
 // The pipeline fill in bytes, (H - 1) min(chunk, part_bytes): the fill takes fill / r.
 Bytes chain_fill(const Chain& chain, std::int32_t depth, Bytes part_bytes);
 
-// r_slots of the chain (infinite when no hop has latency).
-BytesPerSecond chain_slot_rate(const Chain& chain, Seconds hop_latency);
+// r_slots = (S - 1) c / hop_latency of a stream in chunks of c through `slots` slots (infinite when
+// the hop has no latency).
+BytesPerSecond slot_rate(Bytes chunk, std::int32_t slots, Seconds hop_latency);
+
+// 2 min(chunk, part) / copy_rate: the pack of the first chunk and the unpack of the last, the
+// copies a stream does not overlap with its transfer.
+Seconds copy_fill(Bytes chunk, Bytes part_bytes, BytesPerSecond copy_rate);
 
 }  // namespace reshard::model

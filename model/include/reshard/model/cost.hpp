@@ -13,17 +13,27 @@
 //   t(o)         = per_op + latency(o) + bytes(o) / r(o) + fill(o) / r(o)     (o alone)
 //                  latency(o): its route's, or its chain's slowest root-to-leaf path; fill(o):
 //                  a chain op's pipeline fill, (H - 1) min(chunk, bytes), 0 for a transfer
-//   T_critical   = longest path through the DAG with these t(o) (dependencies), where a chain op
-//                  starts (pays per_op, then sends bytes / r) once released and once the previous
-//                  op on the same chain has left its root, and ends latency + fill / r after its
-//                  last byte left (chain ops on one chain run in order, model/chain.hpp)
+//   t(o)           also pays copy_fill, the pack of its first chunk and the unpack of its last
+//                  (model/chain.hpp); a transfer's r is at most its slot rate too
+//   T_critical   = longest path through the DAG with these t(o) (dependencies), ops taken in
+//                  the executors' steps (model/memory.hpp), where an op starts once released, once
+//                  its sender (and a plain transfer's receiver) has finished its part in the ops
+//                  of the earlier steps (a chain root's part ends when it has sent), and a chain op
+//                  once the previous op on the same chain has left its root; it pays per_op, sends
+//                  bytes / r, and ends latency + fill / r after its last byte left (chain ops on
+//                  one chain run in order, model/chain.hpp)
+//   T_steps      = sum over steps k of max over network links l of load_k(l) / C_l: the steps one
+//                  after another, each as long as its most loaded network link (NVLink inside a
+//                  step is left to T_bandwidth; 0 for a schedule of one step, or for a profile
+//                  without step barriers, CostParams::step_barriers)
 //   T_latency    = longest path through the DAG with t(o) = per_op + latency(o) only
 //   T_fill       = max over chain ops of fill(o) / r(o)
 //   T_pipeline   = T_bandwidth + T_fill + T_latency: the links busy for T_bandwidth, the last
 //                  chain's fill after it, and each step of a dependent sequence paying its latency
 //                  and per-operation cost while its bytes share the links with everything else
 //                  (what dominates schedules of kilobyte operations)
-//   estimate     = T_convert_source + max(T_pipeline, T_critical) + overheads + T_convert_destination
+//   estimate     = T_convert_source + max(T_pipeline, T_critical, T_steps) + overheads
+//                  + T_convert_destination
 //   T_convert_*  = a precision change's conversion on each side (model/precision.hpp): the
 //                  largest over that side's GPUs of (bytes it converts, read + written) / its
 //                  memory bandwidth (Topology::gpu_memory_bandwidth); 0 without a change
@@ -65,6 +75,10 @@ struct CostParams {
   Seconds per_bucket{0};         // per broadcast bucket (packing, launch, synchronisation)
   Seconds per_stage{0};          // per source pipeline stage that broadcasts (group setup, sequencing)
   BytesPerSecond memory_copy_rate{2.15e12};  // local GPU copy payload: H200 D2D ~4.3 TB/s read+write / 2
+  // Whether the implementation runs the ops in steps with a barrier on every GPU (reshard's own
+  // executors, model/memory.hpp): then T_steps bounds the time. The profiles of other systems
+  // (nemo_rl, nccl) model no such barrier.
+  bool step_barriers = true;
 
   // The built-in profiles: "reshard" (this project's executor), "nemo_rl" (NeMo RL's Python refit
   // path, fitted to its published DGX H100 numbers) and "nccl" (NCCL's own latency model, for
@@ -99,6 +113,9 @@ struct Prediction {
   std::int32_t chain_depth = 0;        // the deepest chain (hops from root to its farthest leaf)
   Bytes staging_peak;                  // peak extra (staging) memory of one GPU (model/memory.hpp)
   GpuId staging_gpu = -1;              // the GPU that needs it
+  std::int32_t steps = 0;              // the steps the executors run the ops in (op_steps)
+  std::int32_t over_budget = 0;        // GPUs over their staging budget (StagingMemory::over_budget)
+  Seconds steps_bound;                 // T_steps: the sum over steps of each step's bandwidth bound (0: one step)
 };
 
 // Throws ScheduleError naming the operation for an op list op_problem refuses (a GPU the topology

@@ -145,6 +145,13 @@ std::vector<GpuMemoryUse> gpu_memory_use(const Scenario& s, const Inventory& inv
 // weights and budget, and how the limit was computed.
 void check_memory(const Scenario& s, const std::vector<GpuMemoryUse>& memory);
 
+// The staging budget of every GPU of the scenario's topology (index GpuId; 0: unbounded), the
+// Schedule::budget its schedules are built for.
+std::vector<Bytes> staging_budgets(const Scenario& s, const Topology& topo);
+inline std::vector<Bytes> staging_budgets(const LoadedScenario& sc) { return staging_budgets(sc.scenario, sc.topology); }
+// The same, every GPU held to at most `cap` when one is given (`--max-staging`).
+std::vector<Bytes> staging_budgets(const LoadedScenario& sc, const std::optional<Bytes>& cap);
+
 // Parses "0-255", "7", or a list of those, into GPU indices (std::invalid_argument on bad text).
 std::vector<GpuId> parse_gpu_list(const std::vector<std::string>& items);
 // The same for one comma-separated line: "0-255,300".

@@ -82,7 +82,8 @@ struct ChainHop {
 //   Chunks: the root packs the part (the buffer's elements of for_each_in_part, in order, each at
 //   its dtype's size) into B bytes; chunk k is bytes [k c, min((k + 1) c, B)) of that stream, c =
 //   `chunk`. A GPU forwards chunk k to its children once it has received it, with at most
-//   kChainSlots chunks in flight on a hop; every `to` ends up with all B bytes.
+//   Schedule::slots chunks in flight on a hop (its ring, model/memory.hpp); every `to` ends up
+//   with all B bytes.
 //   Time (model/chain.hpp, the one definition the estimate, the simulator and the executors
 //   share): with r the rate of the tree's most loaded hop and c' = min(c, B),
 //       T = per_op + latency of its slowest root-to-leaf path + (B + (H - 1) c') / r,
@@ -92,9 +93,13 @@ struct Chain {
   Bytes chunk{512 << 10};
   bool operator==(const Chain&) const = default;
 };
-// NCCL's in-flight slots per connection (NCCL_STEPS): a hop keeps this many chunks in flight, so a
-// chunk's latency is hidden behind the transfer of the others (model/chain.hpp).
+// NCCL's in-flight slots per connection (NCCL_STEPS): by default a hop keeps this many chunks in
+// flight (Schedule::slots), so a chunk's latency is hidden behind the transfer of the others
+// (model/chain.hpp). kMinSlots: the fewest an executor works with (a GPU inside a chain forwards
+// chunk k from one slot while chunk k + 1 arrives in the other).
 inline constexpr std::int32_t kChainSlots = 8;
+inline constexpr std::int32_t kMinSlots = 2;
+inline constexpr std::int32_t kMaxSlots = 1 << 10;  // the most a schedule file may name
 const char* to_string(OpPhase p);
 
 // Moves part `part` of `parts` equal parts (by element, in slice order) of buffer `buffer` from GPU
@@ -146,6 +151,10 @@ Strategy strategy_named(const std::string& name);
 // (channels=N, max_chain=N): gather_broadcast cuts a bucket into one part per channel.
 inline constexpr std::int32_t kMaxParts = 1 << 20;
 
+// gather_broadcast's bucket without a staging budget: NeMo RL's min(2 % of GPU memory, 5 GiB) on an
+// 80 GB H100.
+inline constexpr Bytes kDefaultBucket{1'600'000'000};
+
 struct StrategyParams {
   Strategy strategy = Strategy::DomainChain;
   Bytes chunk{512 << 10};            // the chunk chain ops pipeline in (NCCL's Simple protocol: a
@@ -153,9 +162,10 @@ struct StrategyParams {
   std::int32_t channels = 0;         // gather_broadcast rings per bucket; 0: one per GPU of a
                                      // destination domain (a ring per rail, as NCCL's channels)
   std::int32_t max_chain = 8;        // domains per chain; longer lists split into chains fed by other holders
-  // gather_broadcast bucket size, two buckets in flight per head. NeMo RL: 2 % of GPU memory capped
-  // at 5 GB -> 1.6 GB on an 80 GB H100.
-  Bytes bucket{1'600'000'000};
+  // gather_broadcast bucket size, two buckets in flight per head. 0: from the head's staging budget,
+  // as NeMo RL sizes its two buffers from the GPU's memory: half of what the budget leaves beside
+  // the head's broadcast rings (kDefaultBucket without a budget); a size caps that.
+  Bytes bucket{0};
   bool rail_aligned_ingress = true;  // prefer ingress GPUs on the holder's rail
   bool relay_ingress = false;        // any GPU of a domain may be its ingress, needed there or not
   bool relay_egress = false;         // any GPU of a holder's domain may send (fed over NVLink)
@@ -172,6 +182,11 @@ struct Schedule {
   // Every op's `after` ids, op by op in op order: op i's entries follow op i - 1's (add_op lays them
   // out so; every reader builds the schedule with it), so equal schedules have equal pools.
   std::vector<std::int64_t> after;
+  // Staging (model/memory.hpp): every operation streams through a ring of `slots` chunks at each of
+  // its GPUs; `budget` is the staging memory each GPU may hold (index GpuId; empty, or 0 for a GPU:
+  // unbounded), which sets the steps the executors run the operations in (op_steps).
+  std::int32_t slots = kChainSlots;
+  std::vector<Bytes> budget;
   bool operator==(const Schedule&) const = default;
 
   // Appends `op` as operation ops.size() (its id, returned) waiting for the operations `ids`
@@ -215,9 +230,13 @@ const std::vector<std::string>& strategy_names();  // the names of all_strategie
 std::string describe(const StrategyParams& p);
 StrategyParams parse_strategy(const std::string& spec);
 
-// Builds the schedule of a named strategy.
+// Builds the schedule of a named strategy within a staging budget per GPU (index GpuId; 0 or
+// absent: unbounded): every operation streams through rings of Schedule::slots chunks, the chunk
+// and the slots shrunk to fit the smallest budget (at least kMinSlots chunks), gather_broadcast's
+// buckets sized to fit its heads' budgets, and op_steps (model/memory.hpp) spreads the operations
+// over steps so that no GPU holds more than its budget.
 Schedule build_schedule(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,
-                        const Topology& topo, const StrategyParams& params);
+                        const Topology& topo, const StrategyParams& params, const std::vector<Bytes>& budget = {});
 
 // Checks a schedule against its transfer set: every needer GPU receives every element of every
 // piece it needs exactly once (unless it already holds it as a source), a GPU sends only what it
@@ -234,6 +253,14 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
 // 0 <= part < parts <= kMaxParts (the simulator reads only bytes and skips this). Returns what is
 // wrong, or an empty string.
 std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count, bool content);
+
+// Schedule::budget as runs of equal budgets on consecutive GPUs (how the files store it).
+struct BudgetRun {
+  GpuId first = 0;
+  GpuId count = 0;
+  Bytes bytes;
+};
+std::vector<BudgetRun> budget_runs(const std::vector<Bytes>& budget);
 
 nlohmann::json to_json(const Schedule& s);
 // Every GPU an operation or chain hop names is one of the topology's 0..gpu_count-1 (ScheduleError).

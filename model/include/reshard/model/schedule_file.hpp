@@ -1,4 +1,4 @@
-// Schedule files (docs/schedule-format.md): JSON (`reshard-schedule-2`, schedule.hpp's to_json)
+// Schedule files (docs/schedule-format.md): JSON (`reshard-schedule-4`, schedule.hpp's to_json)
 // and the compact binary format `reshard-schedule-bin`, fixed-width little-endian records with an
 // index by GPU, so a process of a run reads the operations its GPU takes part in and nothing else.
 // Readers tell the formats apart by the binary format's magic, never by the file's name.
@@ -16,8 +16,9 @@ namespace reshard::model {
 // The binary format's first 8 bytes and the version this reshard writes and reads; a file of a
 // newer version is refused with a message saying so.
 inline constexpr char kScheduleMagic[8] = {'R', 'S', 'H', 'D', 'S', 'C', 'H', 'D'};
-// Version 2 adds the content digest to version 1's header; both are read.
-inline constexpr std::uint32_t kScheduleBinaryVersion = 2;
+// Version 2 adds the content digest to version 1's header; version 3 the staging fields (slots,
+// the budget runs) and a 144-byte header. All three are read.
+inline constexpr std::uint32_t kScheduleBinaryVersion = 3;
 
 // The binary file's bytes for `s` (docs/schedule-format.md). A schedule whose op list is malformed
 // (op_problem, without content) or that names a negative GPU is a ScheduleError.
@@ -45,6 +46,8 @@ struct ScheduleFileHeader {
   std::int32_t piece_count = 0;
   std::int64_t op_count = 0;
   std::uint64_t digest = 0;  // 0: a version 1 file, which carries none
+  std::int32_t slots = kChainSlots;  // Schedule::slots
+  std::vector<Bytes> budget;         // Schedule::budget
   std::int64_t bytes_read = 0, file_bytes = 0;
 };
 ScheduleFileHeader read_schedule_header(const std::string& path);
@@ -65,6 +68,8 @@ struct RankSchedule {
   std::string scenario;
   StrategyParams params;
   std::int32_t piece_count = 0;
+  std::int32_t slots = kChainSlots;  // Schedule::slots
+  std::vector<Bytes> budget;         // Schedule::budget (every GPU's)
   std::int64_t op_count = 0;  // operations in the whole schedule
   std::vector<Op> ops;
   std::vector<std::int64_t> after;
@@ -84,7 +89,8 @@ struct RankSchedule {
   const Buffer& buffer(std::int32_t id) const;  // by id in the whole schedule (out_of_range if absent)
   const Chain& chain(std::int32_t id) const;
   bool operator==(const RankSchedule& o) const {  // the content, not how it was read
-    return gpu == o.gpu && scenario == o.scenario && params == o.params && piece_count == o.piece_count &&
+    return gpu == o.gpu && scenario == o.scenario && params == o.params && piece_count == o.piece_count && slots == o.slots &&
+           budget == o.budget &&
            op_count == o.op_count && ops == o.ops && after == o.after && buffer_ids == o.buffer_ids &&
            buffers == o.buffers && chain_ids == o.chain_ids && chains == o.chains;
   }

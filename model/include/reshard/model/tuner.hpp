@@ -15,11 +15,13 @@
 //      lowest confirmed time wins.
 // Full ties keep the earlier candidate, so the result depends only on the inputs.
 //
-// Memory: with a cap on the staging memory of one GPU (max_staging; Prediction::staging_peak,
-// model/memory.hpp), a candidate over it is rejected (counted in over_staging): it ranks after
-// every candidate that fits, and among those over the cap the one that needs less ranks first, so
-// the descent moves towards fitting points. No candidate fitting is a PlanError naming the least
-// staging memory found and its candidate.
+// Memory: every candidate is built within the basis's staging budgets (model/memory.hpp); one with
+// a GPU over its budget (an operation larger than the budget alone: Prediction::over_budget), or
+// over the cap on one GPU's staging (max_staging) when one is given, does not fit and is rejected
+// (counted in over_staging): it ranks after every candidate that fits, and among those that do not,
+// the one with fewer GPUs over budget, then the one that needs less, ranks first, so the descent
+// moves towards fitting points. No candidate fitting is a PlanError naming the least staging
+// memory found and its candidate.
 //
 // Threads: the named strategies are evaluated at once; in coordinate descent, when a candidate
 // must be evaluated, the next untried moves of the pass from the same point are evaluated with it
@@ -72,7 +74,7 @@ struct TuneResult {
   TuneCandidate best;
   std::vector<TuneCandidate> evaluated;  // in evaluation order
   std::int32_t built = 0;  // candidate schedules the search built and estimated (given seeds not among them)
-  std::int32_t over_staging = 0;  // evaluated candidates (seeds included) rejected by max_staging
+  std::int32_t over_staging = 0;  // evaluated candidates (seeds included) that do not fit (budgets, max_staging)
 };
 
 TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst,

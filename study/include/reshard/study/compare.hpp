@@ -37,7 +37,9 @@ struct CompareOptions {
   // Threads that build, estimate and simulate schedules at once (the named strategies, the tuner's
   // candidates); 0: one per hardware thread. The result is the same for any number.
   int threads = 0;
-  // The most staging memory one GPU may need in the tuner's choice (TuneOptions::max_staging).
+  // The most staging memory one GPU may hold (`--max-staging`): every schedule is built within the
+  // scenario's budgets lowered to it, and the tuner rejects a candidate over it
+  // (TuneOptions::max_staging).
   std::optional<model::Bytes> max_staging;
 };
 
@@ -62,6 +64,17 @@ struct CompareResult {
   std::size_t best = 0;
   std::int32_t candidates = 0;  // schedules the tuner built and estimated besides the rows (0: not tuned)
   std::int32_t over_staging = 0;  // candidates and rows the tuner rejected for needing more than max_staging
+  // Every GPU's staging budget the schedules were built within (the scenario's, at most
+  // max_staging; index GpuId, 0: unbounded), and its smallest and largest over each side's GPUs.
+  std::vector<model::Bytes> budget;
+  struct SideBudget {
+    model::Bytes min, max;
+  };
+  SideBudget source_budget, destination_budget;
+  // The budget of GPU g (0: unbounded).
+  model::Bytes budget_of(model::GpuId g) const {
+    return g >= 0 && static_cast<std::size_t>(g) < budget.size() ? budget[static_cast<std::size_t>(g)] : model::Bytes{0};
+  }
 };
 
 // Plans the scenario's transfer set and compares every strategy on it. Throws model::Error

@@ -78,6 +78,9 @@ struct SweepRow {
   std::string bound_cut, bound_where, bound_limit;  // the lower bound's binding cut and what forms it
   std::string limited_by, limit, bottleneck;        // the estimate's (CompareRow)
   std::optional<std::int64_t> network_bytes, nvlink_bytes, operations;
+  // The staging memory the GPU that needs the most holds at once, and that GPU's budget (0:
+  // unbounded; model/memory.hpp).
+  std::optional<std::int64_t> peak_staging_bytes, staging_budget_bytes;
   std::string best;                 // the point's best strategy under this profile (CompareResult::best)
   std::string error;                // a failed point: its error; the fields above are empty
 };

@@ -1,0 +1,37 @@
+// The transports (docs/execution.md): the one table of the execution backends, each running the
+// same per-GPU programs (exec/program.hpp) with the same bounded staging (model/memory.hpp). A
+// transport has a name, whether this build has it, what it needs or found, what it can do, and
+// its run. execute() (exec/executor.hpp) looks a name up here; `reshard backends` lists the table.
+// torch.distributed is a transport too, driven from Python over the same programs (reshard.torch).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "reshard/exec/executor.hpp"
+
+namespace reshard::exec {
+
+struct TransportCaps {
+  bool processes = false;         // one process per GPU under an MPI launcher (else one process)
+  bool device_memory = false;     // moves GPU memory (else host memory)
+  bool precision_change = false;  // runs a scenario with destination.precision
+  bool measures_staging = false;  // Measurement::staging: each GPU's staging high-water mark
+  bool digest = false;            // Verification::Digest
+  bool binding = false;           // caller memory (MemoryBinding) of its memory kind
+};
+
+struct Transport {
+  const char* name;
+  bool available;      // compiled in (its dependency was found at configure time)
+  const char* detail;  // what it needs or what it found
+  TransportCaps caps;
+  RunResult (*run)(const RunPlan& plan, const ExecOptions& options);
+};
+
+// Every transport, available or not: host, cuda, nccl.
+const std::vector<Transport>& transports();
+// The transport called `name`; ExecError listing the names for any other.
+const Transport& transport_named(const std::string& name);
+
+}  // namespace reshard::exec
