@@ -255,6 +255,23 @@ TEST(Sweep, FailedPointIsAnErrorRowAndTheSweepGoesOn) {
   EXPECT_NE(line.find(",\"--set destination.dp=3: "), std::string::npos) << line;
 }
 
+// A point whose GPUs cannot hold their weights and staging budget is refused as load_scenario
+// refuses it (docs/design.md §5.2), naming the override; the budget's peak staging and the
+// budget itself are in the rows of the points that fit.
+TEST(Sweep, PointWhoseGpusCannotHoldTheirBudgetIsAnErrorRow) {
+  const auto spec = spec_of("axes:\n  - zip:\n      - {key: source.refit_memory, values: [1MiB, 1MiB]}\n"
+                            "      - {key: destination.refit_memory, values: [1MiB, 200GB]}\nstrategies: [direct]\n");
+  const auto rows = run_sweep(spec);
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_TRUE(rows[0].error.empty()) << rows[0].error;
+  EXPECT_EQ(rows[0].staging_budget_bytes, 1 << 20);
+  EXPECT_LE(*rows[0].peak_staging_bytes, std::int64_t{1} << 20);
+  EXPECT_GT(*rows[0].peak_staging_bytes, 0);
+  EXPECT_NE(rows[1].error.find("--set destination.refit_memory=200GB: "), std::string::npos) << rows[1].error;
+  EXPECT_NE(rows[1].error.find("refit staging"), std::string::npos) << rows[1].error;
+  EXPECT_FALSE(rows[1].estimate_s.has_value());
+}
+
 TEST(Sweep, RowsEqualComparingEachPointAlone) {
   // Shared topologies, inventories, plans and schedules change nothing: every row is what
   // compare() gives on the point's scenario loaded from scratch.

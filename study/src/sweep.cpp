@@ -196,6 +196,8 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
       return Plan{std::move(src), std::move(dst), std::move(ts), std::move(wire)};
     });
     const Inventory& used = plan->wire ? *plan->wire : *inv;
+    // Every GPU holds its weights and staging budget (as load_scenario checks): else an error row.
+    check_memory(s, gpu_memory_use(s, used, *topo, plan->source, plan->destination));
     // The staging budgets (a schedule is built within them: part of its cache key).
     const std::vector<Bytes> budget = staging_budgets(s, *topo);
     std::string budget_key;
