@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "reshard/exec/plan_file.hpp"
+#include "reshard/exec/program.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/planner.hpp"
@@ -156,10 +158,11 @@ nlohmann::json prediction_json(const Prediction& p, const Topology& topo) {
           {"peak_staging_gpu", p.staging_gpu}};
 }
 
-// The schedule of `strategy` ("auto": the tuner's choice under `cost`).
+// The schedule of `strategy` ("auto": the tuner's choice under `cost`) within the scenario's staging
+// budgets, each at most `max_staging` when given.
 Schedule schedule_for(const LoadedScenario& sc, const TransferSet& ts, const std::string& strategy,
-                      const CostParams& cost) {
-  const std::vector<Bytes> budget = staging_budgets(sc);
+                      const CostParams& cost, const std::optional<Bytes>& max_staging = std::nullopt) {
+  const std::vector<Bytes> budget = staging_budgets(sc, max_staging);
   const StrategyParams params = strategy == "auto"
                                     ? tune(ScheduleBasis(ts, sc.inventory, sc.source, sc.destination, sc.topology, budget), cost).best.params
                                     : parse_strategy(strategy);
@@ -326,6 +329,24 @@ py::object sweep_py(const py::object& scenario, const std::vector<std::string>& 
   return out;
 }
 
+// ---- refit plan: the per-GPU programs expanded (exec/plan_file.hpp), as JSON text.
+std::optional<Bytes> staging_cap(const py::object& staging) {
+  if (staging.is_none()) return std::nullopt;
+  Bytes b = py::isinstance<py::int_>(staging) ? Bytes{staging.cast<std::int64_t>()} : parse_size(py::str(staging).cast<std::string>());
+  if (b.value <= 0) throw ConfigError("staging", 0, py::str(staging).cast<std::string>(), "expected a positive size (bytes, or '1MiB')");
+  return b;
+}
+
+std::string refit_plan_py(const py::object& scenario, const std::string& strategy, const py::object& staging,
+                          const std::string& profile, const py::object& params, const py::object& overrides,
+                          const py::object& base_dir) {
+  const Loaded sc = load(scenario, overrides, base_dir);
+  const TransferSet ts = plan(sc->inventory, sc->source, sc->destination);
+  const Schedule s = schedule_for(*sc, ts, strategy, cost_params(profile, params), staging_cap(staging));
+  const exec::RunPlan rp = exec::make_run_plan(*sc, ts, s);
+  return exec::refit_plan_json(rp);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_reshard, m) {
@@ -384,4 +405,9 @@ PYBIND11_MODULE(_reshard, m) {
         py::arg("threads") = 0, py::arg("base_dir") = py::none(),
         "The rows of a sweep over explicit points (reshard.sweep builds them from axes)");
   m.def("strategy_names", &strategy_names, "The named strategies (not 'auto')");
+  m.def("_refit_plan", &refit_plan_py, py::arg("scenario"), py::arg("strategy") = "auto", py::arg("staging") = py::none(),
+        py::arg("profile") = "reshard", py::arg("params") = py::none(), py::arg("overrides") = py::none(),
+        py::arg("base_dir") = py::none(),
+        "The refit plan file's JSON text (every GPU's program) for a strategy within the staging budgets "
+        "(staging: at most this many bytes per GPU); reshard.torch.Refit runs it");
 }

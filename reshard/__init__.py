@@ -26,20 +26,32 @@ _root = _Path(__file__).resolve().parent.parent
 _build = _Path(_os.environ.get("RESHARD_BUILD_DIR") or _root / "build")
 __path__.append(str(_build / "python" / "reshard"))
 
+_EXTENSION_NAMES = ["ConfigError", "Error", "PlanError", "Scenario", "ScheduleError", "compare", "load", "plan",
+                    "simulate", "strategy_names"]
+__all__ = _EXTENSION_NAMES + ["sweep"]
+
 try:
     from . import _reshard
+    from ._reshard import (  # noqa: F401
+        ConfigError, Error, PlanError, Scenario, ScheduleError, compare, load, plan, simulate, strategy_names)
 except ImportError as _e:  # not built, or built for another Python version
-    raise ImportError(
-        f"reshard: the extension _reshard was not found in {_build / 'python' / 'reshard'} or does not load "
-        f"({_e}); build it with scripts/main.sh (or cmake --build {_build} --target reshard_python), or set "
-        "RESHARD_BUILD_DIR to the build folder"
-    ) from None
+    # reshard.torch runs a refit plan file without the extension (a machine with PyTorch only);
+    # everything else needs it and says so when used.
+    _reshard = None
+    _missing = (f"reshard: the extension _reshard was not found in {_build / 'python' / 'reshard'} or does not load "
+                f"({_e}); build it with scripts/main.sh (or cmake --build {_build} --target reshard_python), or set "
+                "RESHARD_BUILD_DIR to the build folder")
 
-from ._reshard import (  # noqa: E402,F401
-    ConfigError, Error, PlanError, Scenario, ScheduleError, compare, load, plan, simulate, strategy_names)
+    def __getattr__(name):
+        if name in _EXTENSION_NAMES:
+            raise ImportError(_missing)
+        raise AttributeError(f"module 'reshard' has no attribute {name!r}")
 
-__all__ = ["ConfigError", "Error", "PlanError", "Scenario", "ScheduleError", "compare", "load", "plan", "simulate",
-           "strategy_names", "sweep"]
+
+def _need_extension():
+    """Raises ImportError (saying where the extension was looked for) when it is missing."""
+    if _reshard is None:
+        raise ImportError(_missing)
 
 
 def _points(axes):
@@ -90,6 +102,7 @@ def sweep(scenario, axes, strategies=None, profiles=None, simulate=False, set=No
             path = _Path(tmp) / f"{scenario.get('name', 'scenario')}.yaml"
             path.write_text(json.dumps(scenario))  # JSON is YAML
             return sweep(str(path), axes, strategies, profiles, simulate, set, threads, base_dir)
+    _need_extension()
     rows = _reshard._sweep(scenario, keys, points, strategies=strategies, profiles=profiles, simulate=simulate,
                            overrides=set, threads=threads, base_dir=base_dir)
     frame = pd.DataFrame([{k: v for k, v in r.items() if k != "inputs"} for r in rows])

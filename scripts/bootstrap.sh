@@ -8,7 +8,7 @@ RESHARD_BUILD_DIR=${RESHARD_BUILD_DIR:-$RESHARD_ROOT/build}
 packages=(cmake g++ make pkg-config
           libboost-graph-dev libeigen3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin libsimgrid-dev
-          python3 python3-dev pybind11-dev python3-pandas python3-matplotlib jupyter-nbconvert python3-ipykernel
+          python3 python3-dev pybind11-dev python3-pandas python3-matplotlib jupyter-nbconvert python3-ipykernel python3-torch
           clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do

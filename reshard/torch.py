@@ -1,0 +1,457 @@
+"""reshard.torch: refit a model's weights from its training layout to its inference layout, in an RL
+loop, with torch.distributed (gloo on CPU, NCCL on GPUs).
+
+    from reshard.torch import Refit
+    refit = Refit("scenarios/small-moe-ep.yaml", strategy="auto", staging="64MiB")   # once
+    refit.source_boxes(rank)       # {HF name: [(lo, hi), ...] per dimension}: what rank holds
+    refit.destination_boxes(rank)  # what rank needs
+    stats = refit.run(sources={name: tensor}, destinations={name: tensor})  # every training step
+
+Every process of the group calls `run` with its own tensors: views of the trainer's parameters (as
+sources) and of the server's (as destinations), each of its box's shape and the tensor's dtype. The
+plan (every GPU's program: the regions it holds, the streams it sends and receives chunk by chunk
+through rings of slots, docs/execution.md) is computed once in C++ -- by the `_reshard` extension,
+or read from a refit plan file that `reshard plan --programs -o FILE` wrote (`Refit.load(FILE)`),
+which needs no compiled reshard at all. Process rank r of the group runs GPU `gpus[r]` of the
+plan; the group has exactly `world_size` processes.
+
+Within a step, a stream moves chunk c over a hop of depth d in wave offset + c + d - 1; each wave
+is one `batch_isend_irecv` of the rank's sends and receives, issued by every rank in (operation,
+hop) order so that NCCL and gloo match them pair by pair. A chunk that is one contiguous run of a
+source tensor is sent from the tensor itself, one that lands as one run in a destination tensor is
+received into it; the others go through the bounded staging rings (at most the plan's budget).
+"""
+
+import datetime as _dt
+import hashlib as _hashlib
+import json as _json
+import time as _time
+from pathlib import Path as _Path
+
+import torch
+import torch.distributed as dist
+
+FORMAT = "reshard-refit-plan-1"
+
+# The plan's dtype names; FP8 and E8M0 travel as raw bytes (uint8 tensors).
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.uint8,
+           "e8m0": torch.uint8}
+
+
+class RefitError(RuntimeError):
+    """A refit that cannot run or did not deliver: `rank` (this process), `peer` (the process it
+    waited for, or -1), and the message naming the operation, tensor or piece."""
+
+    def __init__(self, message, rank=-1, peer=-1):
+        super().__init__(message)
+        self.rank = rank
+        self.peer = peer
+
+
+def _box(b):
+    return tuple((int(lo), int(hi)) for lo, hi in b)
+
+
+def _extent(box):
+    return tuple(hi - lo for lo, hi in box)
+
+
+def _global_rank(group, r):
+    if group is None or group is dist.group.WORLD:
+        return r
+    if hasattr(dist, "get_global_rank"):
+        return dist.get_global_rank(group, r)
+    return dist.distributed_c10d._get_global_rank(group, r)
+
+
+class _Chunk:
+    """One chunk of one stream role at this rank: where its bytes are, and the copies around it."""
+    __slots__ = ("index", "begin", "bytes", "runs", "direct")
+
+    def __init__(self, index, begin, nbytes):
+        self.index, self.begin, self.bytes = index, begin, nbytes
+        self.runs = []      # (src region, dst region, src offset, dst offset, bytes), the region side mapped to the slot
+        self.direct = None  # (region, offset): the chunk is this contiguous run of a shard, moved in place
+
+
+class _Stream:
+    """A send or a receive of this rank (a plan's stream entry), its chunks precomputed."""
+
+    def __init__(self, entry, op, send, regions):
+        self.op = int(entry["op"])
+        self.send = send
+        self.region = int(entry["region"])
+        self.peer = int(entry["peer"])
+        self.chunk = int(entry["chunk"])
+        self.bytes = int(entry["bytes"])
+        self.slots = int(entry["slots"])
+        self.children = [int(c) for c in entry["children"]]
+        self.step = int(op["step"])
+        self.offset = int(op["offset"])
+        self.nchunks = int(op["chunks"])
+        self.ring_bytes = int(regions[self.region]["bytes"])
+        copies = [tuple(int(x) for x in c) for c in entry["copies"]]
+        # Kept receives (slots 0) hold the whole part for a later send to pack from: never in place.
+        self.chunks = []
+        for k in range(self.nchunks):
+            begin = k * self.chunk
+            n = min(self.chunk, self.bytes - begin)
+            ch = _Chunk(k, begin, n)
+            for src, dst, so, do, b in copies:
+                at = do if send else so  # stream coordinate of the run
+                lo, hi = max(at, begin), min(at + b, begin + n)
+                if lo >= hi:
+                    continue
+                shift = lo - at
+                if send:
+                    ch.runs.append((src, so + shift, lo - begin, hi - lo))   # shard region, its offset, chunk offset, bytes
+                else:
+                    ch.runs.append((dst, do + shift, lo - begin, hi - lo))
+            if self.slots > 0 and len(ch.runs) == 1 and ch.runs[0][2] == 0 and ch.runs[0][3] == n:
+                ch.direct = (ch.runs[0][0], ch.runs[0][1])
+            self.chunks.append(ch)
+
+    def slot_offset(self, k):
+        """Where chunk k lies in the ring (or, kept, in the whole part)."""
+        if self.slots == 0:
+            return k * self.chunk
+        return (k % self.slots) * self.chunk
+
+
+class Refit:
+    """A refit planned once (scenario, strategy, staging budget) and run every training step."""
+
+    def __init__(self, scenario=None, strategy="auto", staging=None, *, overrides=None, profile="reshard", plan=None):
+        if plan is None:
+            if scenario is None:
+                raise ValueError("Refit: give a scenario (path or dict), or use Refit.load(plan_file)")
+            import reshard
+            reshard._need_extension()
+            plan = _json.loads(reshard._reshard._refit_plan(scenario, strategy=strategy, staging=staging,
+                                                            profile=profile, overrides=overrides))
+        if plan.get("format") != FORMAT:
+            raise RefitError(f"not a refit plan: format {plan.get('format')!r}, expected {FORMAT!r}")
+        self._plan = plan
+        self._prepared = {}
+
+    # ---- the plan
+
+    @classmethod
+    def load(cls, path):
+        """A Refit from a plan file (`reshard plan SCENARIO --strategy S --programs -o FILE`)."""
+        try:
+            plan = _json.loads(_Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise RefitError(f"{path}: cannot read the refit plan: {e}") from None
+        return cls(plan=plan)
+
+    def save(self, path):
+        """Writes the plan file, for a machine without the extension."""
+        _Path(path).write_text(_json.dumps(self._plan))
+
+    @property
+    def world_size(self):
+        """Processes (GPUs) the refit runs on: the group passed to run() has exactly this many."""
+        return int(self._plan["world_size"])
+
+    @property
+    def strategy(self):
+        return self._plan["strategy"]
+
+    @property
+    def scenario(self):
+        return self._plan["scenario"]
+
+    @property
+    def tensors(self):
+        """Per HF name: (shape, dtype name)."""
+        return {t["name"]: (tuple(t["shape"]), t["dtype"]) for t in self._plan["tensors"]}
+
+    def _boxes(self, rank, kind):
+        self._check_rank(rank)
+        out = {}
+        for reg in self._plan["ranks"][rank]["regions"]:
+            if reg["kind"] == kind:
+                out.setdefault(self._plan["tensors"][reg["tensor"]]["name"], []).append(_box(reg["box"]))
+        return out
+
+    def source_boxes(self, rank):
+        """{HF tensor name: [box, ...]}: the parts of each tensor process `rank` holds as a source,
+        each box a tuple of (lo, hi) per dimension."""
+        return self._boxes(rank, "source")
+
+    def destination_boxes(self, rank):
+        """{HF tensor name: [box, ...]}: the parts of each tensor process `rank` needs."""
+        return self._boxes(rank, "destination")
+
+    def _check_rank(self, rank):
+        if not 0 <= rank < self.world_size:
+            raise RefitError(f"rank {rank} is outside the refit's {self.world_size} processes")
+
+    # ---- running
+
+    def _prepare(self, rank):
+        """This rank's streams, by step, their chunks' copy runs and in-place decisions (once)."""
+        if rank in self._prepared:
+            return self._prepared[rank]
+        p = self._plan
+        r = p["ranks"][rank]
+        regions = r["regions"]
+        ops = p["ops"]
+        streams = [_Stream(e, ops[int(e["op"])], True, regions) for e in r["sends"]]
+        streams += [_Stream(e, ops[int(e["op"])], False, regions) for e in r["receives"]]
+        by_step = [[] for _ in range(int(p["steps"]))]
+        for s in streams:
+            by_step[s.step].append(s)
+        # A kept receive is released after the last step of a send here that packs from it.
+        readers = {}
+        for s in streams:
+            if s.send:
+                for ch in s.chunks:
+                    for region, _, _, _ in ch.runs:
+                        if regions[region]["kind"] == "receive":
+                            readers[region] = max(readers.get(region, -1), s.step)
+        prepared = {"streams": streams, "by_step": by_step, "readers": readers}
+        self._prepared[rank] = prepared
+        return prepared
+
+    def run(self, group=None, sources=None, destinations=None, *, timeout=60.0, verify="digest", _faults=None):
+        """Moves the sources' bytes into the destinations. Collective: every process of `group`
+        (default: the world) calls it. `sources`/`destinations`: {HF name: tensor, or [tensor, ...]
+        in the order of its boxes}, each tensor of its box's shape and the tensor's dtype (views of a
+        framework's parameters allowed). `verify`: "digest" (every piece's 64-bit digest at its
+        holder and at every needer, compared across the group) or "none". Raises RefitError naming
+        this rank and the peer it waited for when a peer does not answer within `timeout` seconds.
+        Returns {"seconds", "bytes_sent", "bytes_received", "staging_peak_bytes", "steps", "waves",
+        "messages", "in_place_chunks", "staged_chunks", "verified"}."""
+        if not dist.is_initialized():
+            raise RefitError("torch.distributed is not initialised: call dist.init_process_group first")
+        rank = dist.get_rank(group)
+        size = dist.get_world_size(group)
+        if size != self.world_size:
+            raise RefitError(f"the refit runs on {self.world_size} processes; the group has {size}", rank)
+        if verify not in ("digest", "none"):
+            raise ValueError("verify: 'digest' or 'none'")
+        faults = _faults or {}
+        p = self._plan
+        prep = self._prepare(rank)
+        regions = p["ranks"][rank]["regions"]
+        views, write_back, device = self._bind(rank, regions, sources or {}, destinations or {})
+        timeout_td = _dt.timedelta(seconds=timeout)
+        t0 = _time.perf_counter()
+
+        # Pieces held and needed here: copied in place.
+        for src, dst, so, do, n in p["ranks"][rank]["local"]:
+            views[dst][do:do + n].copy_(views[src][so:so + n])
+
+        rings = {}  # region -> staging tensor (rings, kept receives)
+        stats = {"bytes_sent": 0, "bytes_received": 0, "staging_peak_bytes": 0, "steps": int(p["steps"]), "waves": 0,
+                 "messages": 0, "in_place_chunks": 0, "staged_chunks": 0}
+        staging_now = [0]
+
+        def ring(s):
+            t = rings.get(s.region)
+            if t is None:
+                t = torch.empty(s.ring_bytes, dtype=torch.uint8, device=device)
+                rings[s.region] = t
+                staging_now[0] += s.ring_bytes
+                stats["staging_peak_bytes"] = max(stats["staging_peak_bytes"], staging_now[0])
+            return t
+
+        def release(region):
+            t = rings.pop(region, None)
+            if t is not None:
+                staging_now[0] -= t.numel()
+
+        def data(region):
+            """A region's bytes: a shard's view, or a staging region (a kept receive a send packs from)."""
+            v = views[region]
+            return v if v is not None else rings[region]
+
+        def buffer(s, ch):
+            """The bytes of chunk ch of stream s at this rank: in place, or its slot."""
+            if ch.direct is not None:
+                region, off = ch.direct
+                return data(region)[off:off + ch.bytes]
+            at = s.slot_offset(ch.index)
+            return ring(s)[at:at + ch.bytes]
+
+        corrupt_op = faults.get("corrupt")
+        die_rank = faults.get("die")
+        for k, streams in enumerate(prep["by_step"]):
+            if not streams:
+                continue
+            op_streams = {}  # op -> (send stream, receive stream)
+            for s in streams:
+                pair = op_streams.setdefault(s.op, [None, None])
+                pair[0 if s.send else 1] = s
+            order = sorted(op_streams)
+            for w in range(int(p["step_waves"][k])):
+                # Packs of the chunks that leave in this wave.
+                for op_id in order:
+                    s = op_streams[op_id][0]
+                    if s is None:
+                        continue
+                    c = w - s.offset
+                    if 0 <= c < s.nchunks:
+                        ch = s.chunks[c]
+                        if ch.direct is None:
+                            slot = buffer(s, ch)
+                            for region, off, at, n in ch.runs:
+                                slot[at:at + n].copy_(data(region)[off:off + n])
+                            stats["staged_chunks"] += 1
+                        else:
+                            stats["in_place_chunks"] += 1
+                if die_rank == rank and w == 0 and k == 0:  # test-only: this process dies mid-run
+                    import os
+                    os._exit(17)
+                p2p, what = [], []
+                arrived = []
+                for op_id in order:
+                    send, recv = op_streams[op_id]
+                    op = p["ops"][op_id]
+                    for h, (frm, to) in enumerate(op["hops"]):
+                        c = w - int(op["offset"]) - (int(op["depth"][h]) - 1)
+                        if not 0 <= c < int(op["chunks"]):
+                            continue
+                        if frm == rank:
+                            s = send if send is not None else recv  # the sender, or an inner GPU forwarding
+                            buf = buffer(s, s.chunks[c])
+                            p2p.append(dist.P2POp(dist.isend, buf, _global_rank(group, to), group, op_id))
+                            what.append(("send", to, op_id, c))
+                            stats["bytes_sent"] += buf.numel()
+                        if to == rank:
+                            buf = buffer(recv, recv.chunks[c])
+                            p2p.append(dist.P2POp(dist.irecv, buf, _global_rank(group, frm), group, op_id))
+                            what.append(("receive", frm, op_id, c))
+                            arrived.append((recv, c))
+                            stats["bytes_received"] += buf.numel()
+                if not p2p:
+                    continue
+                stats["waves"] += 1
+                stats["messages"] += len(p2p)
+                works = dist.batch_isend_irecv(p2p)
+                for work, (kind, peer, op_id, c) in zip(works, what):
+                    try:
+                        done = work.wait(timeout_td)
+                    except RuntimeError as e:
+                        raise RefitError(f"rank {rank} waited for rank {peer}: operation {op_id} ({kind} of chunk {c}) "
+                                         f"failed or had no answer within {timeout:g} s: {e}", rank, peer) from None
+                    if done is False:
+                        raise RefitError(f"rank {rank} waited for rank {peer}: operation {op_id} ({kind} of chunk {c}) "
+                                         f"had no answer within {timeout:g} s", rank, peer)
+                # Unpacks of the chunks that arrived.
+                for s, c in arrived:
+                    ch = s.chunks[c]
+                    if corrupt_op == s.op and c == 0 and ch.runs:  # test-only: a byte flipped on the way
+                        b = buffer(s, ch)
+                        b[ch.runs[0][2]] ^= 0x5a
+                    if ch.direct is not None:
+                        stats["in_place_chunks"] += 1
+                        continue
+                    slot = buffer(s, ch)
+                    for region, off, at, n in ch.runs:
+                        views[region][off:off + n].copy_(slot[at:at + n])
+                    stats["staged_chunks"] += 1
+            # The step's rings are given back; kept receives once their last reader has packed.
+            for s in streams:
+                if s.slots > 0 or prep["readers"].get(s.region, -1) <= k:
+                    release(s.region)
+            for region, last in prep["readers"].items():
+                if last <= k:
+                    release(region)
+        for tensor, flat in write_back:
+            tensor.copy_(flat.view(tensor.dtype).view(tensor.shape))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        stats["seconds"] = _time.perf_counter() - t0
+        stats["verified"] = False
+        if verify == "digest":
+            self._verify(rank, group, views)
+            stats["verified"] = True
+        return stats
+
+    # ---- binding and verification
+
+    def _bind(self, rank, regions, sources, destinations):
+        """A flat byte view of every shard region of this rank, from the caller's tensors."""
+        p = self._plan
+        views = [None] * len(regions)
+        write_back = []
+        device = None
+        given = {"source": sources, "destination": destinations}
+        seen = {"source": set(), "destination": set()}
+        index = {}
+        for i, reg in enumerate(regions):
+            kind = reg["kind"]
+            if kind not in given:
+                continue
+            t = p["tensors"][reg["tensor"]]
+            name = t["name"]
+            n = index.get((kind, name), 0)
+            index[(kind, name)] = n + 1
+            value = given[kind].get(name)
+            if value is None:
+                raise RefitError(f"rank {rank}: no {kind} tensor for '{name}' (box {_box(reg['box'])}); "
+                                 f"{kind}_boxes({rank}) lists what this rank must pass", rank)
+            tensors = value if isinstance(value, (list, tuple)) else [value]
+            if n >= len(tensors):
+                raise RefitError(f"rank {rank}: '{name}' has {n + 1} {kind} boxes here, {len(tensors)} tensors were given", rank)
+            tensor = tensors[n]
+            seen[kind].add(name)
+            box = _box(reg["box"])
+            if tuple(tensor.shape) != _extent(box):
+                raise RefitError(f"rank {rank}: {kind} tensor '{name}' has shape {tuple(tensor.shape)}; its box {box} "
+                                 f"needs {_extent(box)}", rank)
+            if tensor.element_size() != int(t["element_size"]):
+                raise RefitError(f"rank {rank}: {kind} tensor '{name}' is {tensor.dtype} ({tensor.element_size()} bytes "
+                                 f"an element); the plan moves {t['dtype']} ({t['element_size']} bytes)", rank)
+            if device is None:
+                device = tensor.device
+            elif tensor.device != device:
+                raise RefitError(f"rank {rank}: '{name}' is on {tensor.device}, other tensors on {device}", rank)
+            if tensor.is_contiguous():
+                flat = tensor.reshape(-1).view(torch.uint8)
+            else:  # staged through a contiguous copy (sources: now; destinations: written back at the end)
+                flat = tensor.contiguous().reshape(-1).view(torch.uint8)
+                if kind == "destination":
+                    write_back.append((tensor, flat))
+            if flat.numel() != int(reg["bytes"]):
+                raise RefitError(f"rank {rank}: {kind} tensor '{name}' holds {flat.numel()} bytes, its box {reg['bytes']}", rank)
+            views[i] = flat
+        for kind in given:
+            extra = set(given[kind]) - seen[kind]
+            if extra:
+                raise RefitError(f"rank {rank}: {kind} tensors this rank does not hold in the plan: {sorted(extra)[:5]}", rank)
+        return views, write_back, device or torch.device("cpu")
+
+    def _verify(self, rank, group, views):
+        """Every piece's digest where it is held and where it is needed, compared across the group."""
+        p = self._plan
+        mine = []
+        for piece, side, region, runs in p["ranks"][rank]["pieces"]:
+            h = _hashlib.blake2b(digest_size=8)
+            v = views[region]
+            for off, n in runs:
+                h.update(v[off:off + n].cpu().numpy().tobytes())
+            mine.append((int(piece), side, int(region), h.hexdigest()))
+        everyone = [None] * dist.get_world_size(group)
+        dist.all_gather_object(everyone, mine, group=group)
+        held, wrong = {}, None
+        for r, entries in enumerate(everyone):
+            for piece, side, region, digest in entries:
+                if side == "source":
+                    held.setdefault(piece, (digest, r))
+        for r, entries in enumerate(everyone):
+            for piece, side, region, digest in entries:
+                if side != "destination" or piece not in held or held[piece][0] == digest:
+                    continue
+                reg = p["ranks"][r]["regions"][region]
+                wrong = (f"verification failed: piece {piece} of '{p['tensors'][reg['tensor']]['name']}' in the "
+                         f"destination box {_box(reg['box'])} at rank {r} (GPU {p['gpus'][r]}) has digest {digest}, "
+                         f"its holder rank {held[piece][1]} has {held[piece][0]}", r)
+                break
+            if wrong:
+                break
+        if wrong:
+            raise RefitError(wrong[0], rank, wrong[1])
