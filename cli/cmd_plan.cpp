@@ -11,6 +11,7 @@
 #include <set>
 
 #include "commands.hpp"
+#include "reshard/exec/plan_file.hpp"
 #include "reshard/model/planner.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/memory.hpp"
@@ -119,6 +120,7 @@ struct PlanArgs {
   std::string path, strategy, output, profile = "reshard", params, max_staging;
   std::vector<std::string> sets;
   bool json = false;
+  bool programs = false;  // -o writes the refit plan file (every GPU's program), not the schedule
 };
 
 // Bytes per tensor class: logical, needed (summed over destination ranks), pieces.
@@ -205,7 +207,15 @@ void run_plan(const PlanArgs& a) {
     validate(*schedule, ts, sc.inventory, sc.source, sc.destination);
     if (!output.empty()) {
       progress.stage("write " + output);
-      write_schedule_file(output, *schedule);
+      if (a.programs) {
+        progress.stage("programs");
+        const exec::RunPlan rp = exec::make_run_plan(sc, ts, *schedule);
+        std::ofstream out(output, std::ios::binary);
+        out << exec::refit_plan_json(rp);
+        if (!out) throw ConfigError(output, 0, "-o", "cannot write the refit plan file");
+      } else {
+        write_schedule_file(output, *schedule);
+      }
     }
   }
 
@@ -271,8 +281,12 @@ void run_plan(const PlanArgs& a) {
   if (schedule) {
     const StagingMemory memory = staging_memory(*schedule);
     std::cout << "schedule: " << describe(schedule->params) << ", " << schedule->ops.size() << " operations, "
-              << schedule->buffers.size() << " buffers, validated" << (output.empty() ? "" : ", written to " + output)
-              << "\npeak extra memory: " << staging_text(memory.peak, memory.gpu) << ", in step " << memory.step << "\n";
+              << schedule->buffers.size() << " buffers, validated"
+              << (output.empty() ? "" : std::string(a.programs ? ", every GPU's program written to " : ", written to ") + output)
+              << "\nstaging: " << staging_text(memory.peak, memory.gpu, staging_budget(*schedule, memory.gpu)) << ", in step "
+              << memory.step << " of "
+              << memory.steps << (memory.over_budget > 0 ? "; " + std::to_string(memory.over_budget) + " GPU(s) OVER budget" : "")
+              << "\n";
   }
 }
 
@@ -282,6 +296,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("scenario", a->path, "Scenario YAML file")->required();
   cmd->add_option("--strategy", a->strategy, "Also build, validate and keep this strategy's schedule: auto, or a name with parameters as compare prints them (\"domain_grouped relay_ingress\")");
   cmd->add_option("-o,--output", a->output, "Write the schedule (with --strategy): JSON when FILE ends in .json, else the compact binary format");
+  cmd->add_flag("--programs", a->programs,
+                "With -o: write the refit plan file instead, every GPU's program expanded (JSON), which reshard.torch runs "
+                "without the extension (docs/execution.md)");
   cmd->add_option("--profile", a->profile, "Implementation profile auto tunes for: reshard or nemo_rl");
   cmd->add_option("--params", a->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   add_max_staging_option(cmd, a->max_staging);
@@ -289,6 +306,7 @@ void add_plan_command(CLI::App& app) {
   add_set_option(cmd, a->sets);
   cmd->callback([a] {
     if (!a->output.empty() && a->strategy.empty()) throw CLI::ValidationError("--output", "needs --strategy");
+    if (a->programs && a->output.empty()) throw CLI::ValidationError("--programs", "needs -o FILE");
     run_plan(*a);
   });
 }

@@ -23,6 +23,7 @@
 #include "reshard/model/cost.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/planner.hpp"
+#include "reshard/model/memory.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/topology.hpp"
@@ -223,6 +224,7 @@ void run_schedule(const SimulateOptions& o) {
   ref.estimate = prediction.time;
   ref.staging_peak = prediction.staging_peak;
   ref.staging_gpu = prediction.staging_gpu;
+  ref.staging_budget = model::staging_budget(schedule, prediction.staging_gpu);
   ref.lower_bound = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
   if (sc.scenario.precision.format != model::QuantFormat::None) ref.precision = precision_line(sc);
 

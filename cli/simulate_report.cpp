@@ -109,8 +109,10 @@ nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const s
   return j;
 }
 
-std::string staging_text(model::Bytes peak, model::GpuId gpu) {
-  return gpu < 0 ? "none" : model::format(peak) + " of staging on GPU " + std::to_string(gpu) + " (the most of any GPU)";
+std::string staging_text(model::Bytes peak, model::GpuId gpu, model::Bytes budget) {
+  if (gpu < 0) return "none";
+  return model::format(peak) + " on GPU " + std::to_string(gpu) + ", the most of any GPU (" +
+         (budget.value > 0 ? "its budget " + model::format(budget) : std::string("no budget")) + ")";
 }
 
 void print_schedule_report(std::ostream& out, const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
@@ -136,7 +138,7 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
                                          ref.lower_bound.binding.where + "; simulated / bound = " +
                                          fixed(lb > 0 ? sim.makespan.value / lb : 0.0, 2) + ")"},
                      {"operations", std::to_string(schedule.ops.size())},
-                     {"peak extra memory", staging_text(ref.staging_peak, ref.staging_gpu)},
+                     {"staging", staging_text(ref.staging_peak, ref.staging_gpu, ref.staging_budget)},
                      {"flows", std::to_string(sim.flow_count()) + " (ECMP sub-flows counted; " +
                                    std::to_string(sim.join_flows) + " join flows)"},
                      {"bytes", model::format(total)},

@@ -36,6 +36,7 @@ struct ScheduleReference {
   model::Seconds estimate;     // model::estimate(...).time
   model::Bytes staging_peak;   // model::estimate(...).staging_peak and staging_gpu (model/memory.hpp)
   model::GpuId staging_gpu = -1;
+  model::Bytes staging_budget;  // that GPU's staging budget (Schedule::budget; 0: unbounded)
   model::LowerBound lower_bound;
   std::string precision;  // precision_line of a scenario with a precision change; empty otherwise
 };
@@ -45,9 +46,9 @@ struct ScheduleReference {
 nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
                                         const ScheduleReference& ref);
 
-// "1.2 GiB of staging on GPU 17 (the most of any GPU)": a schedule's peak extra memory per GPU
-// (model/memory.hpp), for the readable reports.
-std::string staging_text(model::Bytes peak, model::GpuId gpu);
+// "1.21 GB on GPU 17, the most of any GPU (its budget 3.20 GB)": a schedule's peak staging memory
+// per GPU (model/memory.hpp) and that GPU's budget (0: unbounded), for the readable reports.
+std::string staging_text(model::Bytes peak, model::GpuId gpu, model::Bytes budget);
 
 // Makespan, estimate and lower bound, the critical path by op, the busiest links.
 void print_schedule_report(std::ostream& out, const model::Schedule& schedule, const sim::ScheduleSimulation& sim,

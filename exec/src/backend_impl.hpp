@@ -10,6 +10,9 @@ namespace reshard::exec::detail {
 RunResult run_host(const RunPlan& plan, const ExecOptions& options);   // host_backend.cpp (MPI)
 RunResult run_cuda(const RunPlan& plan, const ExecOptions& options);   // gpu_backends.cpp (CUDA)
 RunResult run_nccl(const RunPlan& plan, const ExecOptions& options);   // gpu_backends.cpp (MPI + NCCL)
+// The host transport's session: MPI initialised for its lifetime (finalised at the end when it
+// initialised it) and the run's communicator, duplicated once (host_backend.cpp; null without MPI).
+std::shared_ptr<TransportSession> open_host_session();
 
 // The measurement skeleton every backend fills in.
 Measurement new_measurement(const RunPlan& plan, const ExecOptions& options, int world);

@@ -52,11 +52,11 @@ const std::vector<Transport>& transports() {
   //                               processes device precision staging digest binding
   static const std::vector<Transport> table = {
       {"host", kMpi, kMpi ? "MPI point-to-point between processes, host memory" : "needs MPI (Debian libopenmpi-dev) at configure time",
-       {true, false, true, true, true, true}, detail::run_host},
+       {true, false, true, true, true, true}, detail::run_host, detail::open_host_session},
       {"cuda", kCuda, kCuda ? "virtual ranks on one GPU, device-to-device copies" : "needs the CUDA toolkit at configure time",
-       {false, true, false, true, false, false}, detail::run_cuda},
+       {false, true, false, true, false, false}, detail::run_cuda, [] { return std::shared_ptr<TransportSession>(); }},
       {"nccl", kNccl, kNccl ? "one process per GPU, ncclSend/ncclRecv" : "needs CUDA, NCCL and MPI at configure time",
-       {true, true, false, true, false, false}, detail::run_nccl},
+       {true, true, false, true, false, false}, detail::run_nccl, [] { return std::shared_ptr<TransportSession>(); }},
   };
   return table;
 }

@@ -37,11 +37,34 @@ namespace reshard::exec::detail {
 RunResult run_host(const RunPlan&, const ExecOptions&) {
   throw ExecError("the host backend is not built: MPI was not found at configure time", -1, -1);
 }
+std::shared_ptr<TransportSession> open_host_session() { return nullptr; }
 #else
 
 using namespace reshard::model;
 
 namespace {
+
+// The host transport's state across the runs of one Refit: MPI held initialised, and the
+// operations' communicator, duplicated by the first run.
+struct HostSession : TransportSession {
+  bool initialized_here = false;
+  MPI_Comm comm = MPI_COMM_NULL;
+  HostSession() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      MPI_Init(nullptr, nullptr);
+      initialized_here = true;
+    }
+  }
+  ~HostSession() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    if (initialized_here) MPI_Finalize();
+  }
+};
 
 // The kept receive regions a send's copies read, each once.
 std::vector<std::int32_t> regions_read(const Transfer& t) {
@@ -82,8 +105,11 @@ class HostRun {
 
   RunResult run() {
     // The operations' messages travel on their own communicator: no tag of theirs can meet the
-    // messages of the finish (mpi_common.cpp).
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    // messages of the finish (mpi_common.cpp). A session's is duplicated once, for all its runs.
+    auto* session = dynamic_cast<HostSession*>(options_.session.get());
+    if (session && session->comm == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &session->comm);
+    if (session) comm_ = session->comm;
+    else MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
     number_messages();
     prepare_programs();
     count_readers();
@@ -110,7 +136,7 @@ class HostRun {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     out_.elapsed = MPI_Wtime() - t0_;
-    MPI_Comm_free(&comm_);
+    if (!session) MPI_Comm_free(&comm_);
     for (std::size_t i = 0; i < progs_.size(); ++i)
       out_.staging[static_cast<std::size_t>(plan_.gpu_index(progs_[i].gpu))] = staging_peak_[i];
     verify();
@@ -549,6 +575,8 @@ class HostRun {
 };
 
 }  // namespace
+
+std::shared_ptr<TransportSession> open_host_session() { return std::make_shared<HostSession>(); }
 
 RunResult run_host(const RunPlan& plan, const ExecOptions& options) {
   MpiWorld w = mpi_start(options);

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -142,6 +143,12 @@ std::vector<StagingComparison> compare_staging(const Measurement& m);
 
 // ---- Running ------------------------------------------------------------------------------------
 
+// State a transport keeps between the runs of one Refit (exec/refit.hpp): the host transport's
+// communicator, set up by its first run and used by every later one. Opaque to callers.
+struct TransportSession {
+  virtual ~TransportSession() = default;
+};
+
 struct ExecOptions {
   std::string backend = "host";  // a transport's name (exec/transport.hpp): host, cuda, nccl
   Verification verification = Verification::Pattern;
@@ -153,6 +160,8 @@ struct ExecOptions {
   std::string params_file;  // `--params`, absolute ("" for none)
   std::string scenario_path;
   std::vector<std::string> scenario_sets;
+  // The transport's state across runs (Transport::open_session); null: each run sets up its own.
+  std::shared_ptr<TransportSession> session;
 };
 
 struct RunResult {

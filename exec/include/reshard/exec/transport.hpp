@@ -27,6 +27,9 @@ struct Transport {
   const char* detail;  // what it needs or what it found
   TransportCaps caps;
   RunResult (*run)(const RunPlan& plan, const ExecOptions& options);
+  // A session for the runs of one Refit (ExecOptions::session), or null where the transport keeps
+  // nothing between runs (cuda, nccl: each run makes its communicator).
+  std::shared_ptr<TransportSession> (*open_session)();
 };
 
 // Every transport, available or not: host, cuda, nccl.
