@@ -54,6 +54,14 @@ std::string refit_plan_json(const RunPlan& plan) {
   j["steps"] = plan.steps;
   j["world_size"] = plan.gpus.size();
   j["gpus"] = plan.gpus;
+  const ModelConfig& cfg = sc.inventory.config();
+  j["model"] = {{"name", cfg.name},
+                {"architecture", cfg.architecture},
+                {"hidden_size", cfg.hidden_size},
+                {"num_attention_heads", cfg.num_attention_heads},
+                {"num_key_value_heads", cfg.num_key_value_heads},
+                {"head_dim", cfg.head_dim},
+                {"num_experts", cfg.n_routed_experts}};
   auto& tensors = j["tensors"] = nlohmann::json::array();
   for (const auto& t : sc.inventory.tensors())
     tensors.push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"element_size", dtype_size(t.dtype)}, {"shape", t.shape}});

@@ -6,6 +6,8 @@
 //
 //   format, scenario, strategy (describe()), slots, steps, world_size (= GPUs of the run: process
 //     rank r runs GPU gpus[r]), gpus,
+//   model     name, architecture, hidden_size, num_attention_heads, num_key_value_heads, head_dim,
+//             num_experts (what framework adapters need to unfuse a layout, reshard/adapters.py),
 //   tensors   per tensor of the inventory: name, dtype, element_size, shape,
 //   ops       per operation: id, step, chunks, chunk, bytes, offset (the wave its chunk 0 leaves
 //             the sender in, within its step: exec::step_waves), hops [[from rank, to rank], ...]
