@@ -12,127 +12,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "python"))
 
 import torch  # noqa: E402
 
+from framework_fakes import cut, full_tensors, megatron_module, vllm_module  # noqa: E402
 from reshard.adapters import AdapterError, megatron_sources, vllm_destinations  # noqa: E402
 from reshard.torch import Refit  # noqa: E402
-
-
-def module_with(params):
-    """An nn.Module whose named_parameters() are exactly `params` ({dotted name: tensor})."""
-    root = torch.nn.Module()
-    for name, t in params.items():
-        *path, leaf = name.split(".")
-        m = root
-        for part in path:
-            if not hasattr(m, part):
-                m.add_module(part, torch.nn.Module())
-            m = getattr(m, part)
-        m.register_parameter(leaf, torch.nn.Parameter(t, requires_grad=False))
-    return root
-
-
-def full_tensors(refit, seed=7):
-    g = torch.Generator().manual_seed(seed)
-    return {n: torch.randn(shape, generator=g).to(torch.bfloat16) for n, (shape, _) in refit.tensors.items()}
-
-
-def cut(t, box):
-    return t[tuple(slice(lo, hi) for lo, hi in box)]
-
-
-def rows(box):
-    return slice(box[0][0], box[0][1])
-
-
-def megatron_module(refit, rank, full, grouped=True, layer_norm_fused=True):
-    """The training rank's parameters as Megatron-Core names and lays them out."""
-    boxes = refit.source_boxes(rank)
-    one = {n: b[0] for n, b in boxes.items()}
-    d = refit._plan["model"]["head_dim"]
-    layers = sorted({int(n.split(".")[2]) for n in one if n.startswith("model.layers.")})
-    p = {}
-    for local, L in enumerate(layers):
-        h, m = f"model.layers.{L}.", f"decoder.layers.{local}."
-        if h + "self_attn.q_proj.weight" in one:
-            qb, kb = one[h + "self_attn.q_proj.weight"], one[h + "self_attn.k_proj.weight"]
-            groups = (kb[0][1] - kb[0][0]) // d
-            hpg = (qb[0][1] - qb[0][0]) // groups // d
-            q0, k0 = qb[0][0] // (hpg * d), kb[0][0] // d  # first query group of this TP rank
-            assert q0 == k0
-            blocks = []
-            for gi in range(k0, k0 + groups):  # per query group: its q heads, then k, then v
-                blocks += [full[h + "self_attn.q_proj.weight"][gi * hpg * d:(gi + 1) * hpg * d],
-                           full[h + "self_attn.k_proj.weight"][gi * d:(gi + 1) * d],
-                           full[h + "self_attn.v_proj.weight"][gi * d:(gi + 1) * d]]
-            p[m + "self_attention.linear_qkv.weight"] = torch.cat(blocks)
-        for hf, mg in (("self_attn.o_proj.weight", "self_attention.linear_proj.weight"),
-                       ("self_attn.q_norm.weight", "self_attention.q_layernorm.weight"),
-                       ("self_attn.k_norm.weight", "self_attention.k_layernorm.weight"),
-                       ("input_layernorm.weight", "self_attention.linear_qkv.layer_norm_weight" if layer_norm_fused
-                        else "input_layernorm.weight"),
-                       ("post_attention_layernorm.weight", "mlp.linear_fc1.layer_norm_weight" if layer_norm_fused
-                        else "pre_mlp_layernorm.weight"),
-                       ("mlp.down_proj.weight", "mlp.linear_fc2.weight")):
-            if h + hf in one:
-                p[m + mg] = cut(full[h + hf], one[h + hf]).clone()
-        if h + "mlp.gate.weight" in one:  # Megatron keeps the router in FP32
-            p[m + "mlp.router.weight"] = cut(full[h + "mlp.gate.weight"], one[h + "mlp.gate.weight"]).float()
-        if h + "mlp.gate_proj.weight" in one:
-            p[m + "mlp.linear_fc1.weight"] = torch.cat([cut(full[h + "mlp.gate_proj.weight"], one[h + "mlp.gate_proj.weight"]),
-                                                        cut(full[h + "mlp.up_proj.weight"], one[h + "mlp.up_proj.weight"])])
-        experts = sorted({int(n.split(".")[5]) for n in one if n.startswith(h + "mlp.experts.")})
-        for i, e in enumerate(experts):
-            he = h + f"mlp.experts.{e}."
-            fc1 = torch.cat([cut(full[he + "gate_proj.weight"], one[he + "gate_proj.weight"]),
-                             cut(full[he + "up_proj.weight"], one[he + "up_proj.weight"])])
-            fc2 = cut(full[he + "down_proj.weight"], one[he + "down_proj.weight"]).clone()
-            if grouped:
-                p[m + f"mlp.experts.linear_fc1.weight{i}"], p[m + f"mlp.experts.linear_fc2.weight{i}"] = fc1, fc2
-            else:
-                p[m + f"mlp.experts.local_experts.{i}.linear_fc1.weight"] = fc1
-                p[m + f"mlp.experts.local_experts.{i}.linear_fc2.weight"] = fc2
-    for hf, mg in (("model.embed_tokens.weight", "embedding.word_embeddings.weight"), ("lm_head.weight", "output_layer.weight"),
-                   ("model.norm.weight", "decoder.final_layernorm.weight")):
-        if hf in one:
-            p[mg] = cut(full[hf], one[hf]).clone()
-    return module_with({"module." + k: v for k, v in p.items()})  # wrapped, as DDP does
-
-
-def vllm_module(refit, rank, full=None, pad_vocab=64):
-    """The inference rank's parameters as vLLM names and lays them out (zeros when full is None)."""
-    one = {n: b[0] for n, b in refit.destination_boxes(rank).items()}
-
-    def part(n):
-        t = cut(full[n], one[n]) if full is not None else torch.zeros([hi - lo for lo, hi in one[n]], dtype=torch.bfloat16)
-        return t.clone()
-
-    layers = sorted({int(n.split(".")[2]) for n in one if n.startswith("model.layers.")})
-    p = {}
-    for L in layers:
-        h = f"model.layers.{L}."
-        if h + "self_attn.q_proj.weight" in one:
-            p[h + "self_attn.qkv_proj.weight"] = torch.cat([part(h + f"self_attn.{x}_proj.weight") for x in "qkv"])
-        if h + "mlp.gate_proj.weight" in one:
-            p[h + "mlp.gate_up_proj.weight"] = torch.cat([part(h + "mlp.gate_proj.weight"), part(h + "mlp.up_proj.weight")])
-        for s in ("self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight", "input_layernorm.weight",
-                  "post_attention_layernorm.weight", "mlp.down_proj.weight", "mlp.gate.weight"):
-            if h + s in one:
-                p[h + s] = part(h + s)
-        experts = sorted({int(n.split(".")[5]) for n in one if n.startswith(h + "mlp.experts.")})
-        if experts:
-            p[h + "mlp.experts.w13_weight"] = torch.stack(
-                [torch.cat([part(h + f"mlp.experts.{e}.gate_proj.weight"), part(h + f"mlp.experts.{e}.up_proj.weight")])
-                 for e in experts])
-            p[h + "mlp.experts.w2_weight"] = torch.stack([part(h + f"mlp.experts.{e}.down_proj.weight") for e in experts])
-    for n in ("model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"):
-        if n in one:
-            t = part(n)
-            if t.dim() == 2 and pad_vocab:  # VocabParallelEmbedding pads its rows
-                t = torch.cat([t, torch.zeros(pad_vocab, t.shape[1], dtype=t.dtype)])
-            p[n] = t
-    return module_with(p)
 
 
 class Adapters(unittest.TestCase):

@@ -62,6 +62,12 @@ def worker(rank, world, port, plan_files, seeds, faults, queue, hide_extension):
                 continue
             group = groups[n]
             tensors = refit.tensors
+            # The same tensors every run, their values changed in place (as a training loop's
+            # parameters): the first run binds them, the next ones reuse that binding.
+            sources = {n: [torch.empty(tuple(hi - lo for lo, hi in b), dtype=DTYPES[tensors[n][1]]) for b in boxes]
+                       for n, boxes in refit.source_boxes(rank).items()}
+            destinations = {n: [torch.empty(tuple(hi - lo for lo, hi in b), dtype=DTYPES[tensors[n][1]]) for b in boxes]
+                            for n, boxes in refit.destination_boxes(rank).items()}
             for seed in seeds:
                 full = {}
 
@@ -71,9 +77,12 @@ def worker(rank, world, port, plan_files, seeds, faults, queue, hide_extension):
                         full[name] = full_tensor(name, shape, dtype, seed)
                     return full[name]
 
-                sources = {n: [slice_box(ref(n), b).clone() for b in boxes] for n, boxes in refit.source_boxes(rank).items()}
-                destinations = {n: [torch.zeros(tuple(hi - lo for lo, hi in b), dtype=DTYPES[tensors[n][1]]) for b in boxes]
-                                for n, boxes in refit.destination_boxes(rank).items()}
+                for n, boxes in refit.source_boxes(rank).items():
+                    for b, t in zip(boxes, sources[n]):
+                        t.copy_(slice_box(ref(n), b))
+                for ts in destinations.values():
+                    for t in ts:
+                        t.zero_()
                 stats = refit.run(group=group, sources=sources, destinations=destinations, timeout=20, _faults=faults)
                 wrong = 0
                 for n, boxes in refit.destination_boxes(rank).items():

@@ -64,13 +64,53 @@ def _global_rank(group, r):
     return dist.distributed_c10d._get_global_rank(group, r)
 
 
+def _groups(runs):
+    """Copy runs (region, region offset, chunk offset, bytes), in chunk order, as strided groups
+    (region, offset, stride, count, length, chunk offset): `count` runs of `length` bytes, `stride`
+    apart in the region and one after another in the chunk -- the rows of a box in its shard, copied
+    with one strided copy instead of one per row."""
+    out = []
+    for region, off, at, n in runs:
+        if out:
+            g = out[-1]
+            r0, o0, stride, count, length, a0 = g
+            if region == r0 and n == length and at == a0 + count * length:
+                if count == 1 and off > o0:
+                    out[-1] = (r0, o0, off - o0, 2, length, a0)
+                    continue
+                if count > 1 and off == o0 + count * stride:
+                    out[-1] = (r0, o0, stride, count + 1, length, a0)
+                    continue
+        out.append((region, off, n, 1, n, at))
+    return out
+
+
+_WORDS = ((8, torch.int64), (4, torch.int32), (2, torch.int16))
+
+
+def _copy_group(dst, dst_off, dst_stride, src, src_off, src_stride, count, length):
+    """dst[count runs of length bytes, dst_stride apart] = src[the same, src_stride apart], both flat
+    byte tensors: one strided copy, in the widest word that every offset, stride and length allows
+    (a byte-wise strided copy is several times slower)."""
+    for width, dtype in _WORDS:
+        if (length | dst_off | src_off | dst_stride | src_stride | dst.storage_offset() | src.storage_offset()) % width == 0 \
+                and dst.numel() % width == 0 and src.numel() % width == 0:
+            d, s_, w = dst.view(dtype), src.view(dtype), width
+            break
+    else:
+        d, s_, w = dst, src, 1
+    d.as_strided((count, length // w), (dst_stride // w, 1), d.storage_offset() + dst_off // w).copy_(
+        s_.as_strided((count, length // w), (src_stride // w, 1), s_.storage_offset() + src_off // w))
+
+
 class _Chunk:
     """One chunk of one stream role at this rank: where its bytes are, and the copies around it."""
-    __slots__ = ("index", "begin", "bytes", "runs", "direct")
+    __slots__ = ("index", "begin", "bytes", "runs", "groups", "direct")
 
     def __init__(self, index, begin, nbytes):
         self.index, self.begin, self.bytes = index, begin, nbytes
-        self.runs = []      # (src region, dst region, src offset, dst offset, bytes), the region side mapped to the slot
+        self.runs = []      # (shard or kept region, its offset, chunk offset, bytes)
+        self.groups = []    # the runs as strided groups (_groups)
         self.direct = None  # (region, offset): the chunk is this contiguous run of a shard, moved in place
 
 
@@ -78,6 +118,7 @@ class _Stream:
     """A send or a receive of this rank (a plan's stream entry), its chunks precomputed."""
 
     def __init__(self, entry, op, send, regions):
+        self.coalesced = False  # set by Refit._prepare
         self.op = int(entry["op"])
         self.send = send
         self.region = int(entry["region"])
@@ -109,6 +150,7 @@ class _Stream:
                     ch.runs.append((dst, do + shift, lo - begin, hi - lo))
             if self.slots > 0 and len(ch.runs) == 1 and ch.runs[0][2] == 0 and ch.runs[0][3] == n:
                 ch.direct = (ch.runs[0][0], ch.runs[0][1])
+            ch.groups = _groups(ch.runs)
             self.chunks.append(ch)
 
     def slot_offset(self, k):
@@ -133,6 +175,8 @@ class Refit:
             raise RefitError(f"not a refit plan: format {plan.get('format')!r}, expected {FORMAT!r}")
         self._plan = plan
         self._prepared = {}
+        self._arenas = {}  # rank -> its staging arena, kept between runs
+        self._bound = {}   # (rank, region) -> (tensor, its place, its flat byte view, staged): the last run's
 
     # ---- the plan
 
@@ -144,6 +188,11 @@ class Refit:
         except (OSError, ValueError) as e:
             raise RefitError(f"{path}: cannot read the refit plan: {e}") from None
         return cls(plan=plan)
+
+    def release(self):
+        """Gives back the staging memory the runs keep between them (the next run takes it again)."""
+        self._arenas.clear()
+        self._bound.clear()
 
     def save(self, path):
         """Writes the plan file, for a machine without the extension."""
@@ -211,7 +260,53 @@ class Refit:
                     for region, _, _, _ in ch.runs:
                         if regions[region]["kind"] == "receive":
                             readers[region] = max(readers.get(region, -1), s.step)
-        prepared = {"streams": streams, "by_step": by_step, "readers": readers}
+        # Coalesced messages: a plain transfer whose ring holds its whole part (B <= S c) and whose
+        # receive is not kept moves as part of one message per peer, direction and step, at wave 0:
+        # the same staging (its ring is its place in the message), far fewer messages and waves.
+        # Both ends decide it from the op alone, so they agree on every message.
+        slots = int(p["slots"])
+        coalesced = [{"out": {}, "in": {}} for _ in range(int(p["steps"]))]
+        for s in streams:
+            op = ops[s.op]
+            s.coalesced = (len(op["hops"]) == 1 and s.nchunks > 0 and s.bytes <= slots * s.chunk and not op["kept"])
+            if s.coalesced:
+                frm, to = op["hops"][0]
+                coalesced[s.step]["out" if s.send else "in"].setdefault(to if s.send else frm, []).append(s)
+        layouts = []
+        for c in coalesced:
+            layout = {}
+            for direction, peers in c.items():
+                for peer, members in peers.items():
+                    members.sort(key=lambda m: m.op)
+                    at, places = 0, []
+                    for m in members:
+                        places.append((m, at))
+                        at += (m.bytes + 7) // 8 * 8  # each part 8-byte aligned: the widest copies
+                    layout[(direction, peer)] = (at, places)
+            layouts.append(layout)
+        # The staging arena, laid out once: per step, its messages and rings one after another from
+        # offset 0 (a step's memory is the steps before it's, reused); kept receives in a part of their
+        # own, each in its place for every step it lives. Allocated by the first run, kept by the
+        # Refit for the next ones (Refit.release() gives it back): a run allocates nothing.
+        place = {}
+        step_bytes = [0] * int(p["steps"])
+        for k in range(int(p["steps"])):
+            at = 0
+            for key, (size, _) in sorted(layouts[k].items()):
+                place[(k,) + key] = at
+                at += size
+            for s in by_step[k]:
+                if not s.coalesced and s.slots > 0 and ("ring", s.region) not in place:
+                    place[("ring", s.region)] = at
+                    at += (s.ring_bytes + 7) // 8 * 8
+            step_bytes[k] = at
+        kept_at = max(step_bytes, default=0)
+        for s in streams:
+            if not s.coalesced and s.slots == 0 and ("ring", s.region) not in place:
+                place[("ring", s.region)] = kept_at
+                kept_at += (s.ring_bytes + 7) // 8 * 8
+        prepared = {"streams": streams, "by_step": by_step, "readers": readers, "coalesced": layouts, "place": place,
+                    "arena_bytes": kept_at}
         self._prepared[rank] = prepared
         return prepared
 
@@ -242,9 +337,14 @@ class Refit:
 
         # Pieces held and needed here: copied in place.
         for src, dst, so, do, n in p["ranks"][rank]["local"]:
-            views[dst][do:do + n].copy_(views[src][so:so + n])
+            views[dst][do:do + n].copy_(views[src][so:so + n])  # (few: colocated scenarios only)
 
-        rings = {}  # region -> staging tensor (rings, kept receives)
+        arena = self._arenas.get(rank)
+        if arena is None or arena.device != device or arena.numel() < prep["arena_bytes"]:
+            arena = torch.empty(prep["arena_bytes"], dtype=torch.uint8, device=device)
+            self._arenas[rank] = arena
+        place = prep["place"]
+        rings = {}  # region -> its staging bytes in the arena (rings, kept receives), while held
         stats = {"bytes_sent": 0, "bytes_received": 0, "staging_peak_bytes": 0, "steps": int(p["steps"]), "waves": 0,
                  "messages": 0, "in_place_chunks": 0, "staged_chunks": 0}
         staging_now = [0]
@@ -252,7 +352,8 @@ class Refit:
         def ring(s):
             t = rings.get(s.region)
             if t is None:
-                t = torch.empty(s.ring_bytes, dtype=torch.uint8, device=device)
+                at = place[("ring", s.region)]
+                t = arena[at:at + s.ring_bytes]
                 rings[s.region] = t
                 staging_now[0] += s.ring_bytes
                 stats["staging_peak_bytes"] = max(stats["staging_peak_bytes"], staging_now[0])
@@ -278,15 +379,36 @@ class Refit:
 
         corrupt_op = faults.get("corrupt")
         die_rank = faults.get("die")
+
+        def flip(s, buf, ch):  # test-only: a byte flipped on the way
+            if corrupt_op == s.op and ch.index == 0 and ch.runs:
+                buf[ch.runs[0][2]] ^= 0x5a
+
         for k, streams in enumerate(prep["by_step"]):
             if not streams:
                 continue
-            op_streams = {}  # op -> (send stream, receive stream)
+            op_streams = {}  # op -> (send stream, receive stream), chunked in waves
             for s in streams:
-                pair = op_streams.setdefault(s.op, [None, None])
-                pair[0 if s.send else 1] = s
+                if not s.coalesced:
+                    pair = op_streams.setdefault(s.op, [None, None])
+                    pair[0 if s.send else 1] = s
             order = sorted(op_streams)
-            for w in range(int(p["step_waves"][k])):
+            # The step's coalesced messages: packed now, sent and received at wave 0, unpacked after.
+            messages = []  # (direction, peer, buffer, places)
+            for (direction, peer), (size, places) in sorted(prep["coalesced"][k].items(), key=lambda x: (x[0][0] != "out", x[0][1])):
+                at = place[(k, direction, peer)]
+                buf = arena[at:at + size]
+                staging_now[0] += size
+                stats["staging_peak_bytes"] = max(stats["staging_peak_bytes"], staging_now[0])
+                if direction == "out":
+                    for m, at in places:
+                        for ch in m.chunks:
+                            for region, off, stride, count, length, a in ch.groups:
+                                _copy_group(buf, at + ch.begin + a, length, data(region), off, stride, count, length)
+                        stats["staged_chunks"] += len(m.chunks)
+                messages.append((direction, peer, buf, places))
+            waves = max(int(p["step_waves"][k]), 1 if messages else 0)
+            for w in range(waves):
                 # Packs of the chunks that leave in this wave.
                 for op_id in order:
                     s = op_streams[op_id][0]
@@ -297,8 +419,8 @@ class Refit:
                         ch = s.chunks[c]
                         if ch.direct is None:
                             slot = buffer(s, ch)
-                            for region, off, at, n in ch.runs:
-                                slot[at:at + n].copy_(data(region)[off:off + n])
+                            for region, off, stride, count, length, at in ch.groups:
+                                _copy_group(slot, at, length, data(region), off, stride, count, length)
                             stats["staged_chunks"] += 1
                         else:
                             stats["in_place_chunks"] += 1
@@ -307,6 +429,12 @@ class Refit:
                     os._exit(17)
                 p2p, what = [], []
                 arrived = []
+                if w == 0:  # every coalesced send of this rank (by peer), then every coalesced receive
+                    for direction, peer, buf, places in messages:
+                        p2p.append(dist.P2POp(dist.isend if direction == "out" else dist.irecv, buf, _global_rank(group, peer),
+                                              group, (1 << 28) + k))  # op ids are below 2^28
+                        what.append(("send" if direction == "out" else "receive", peer, f"{len(places)} ops", "all"))
+                        stats["bytes_sent" if direction == "out" else "bytes_received"] += buf.numel()
                 for op_id in order:
                     send, recv = op_streams[op_id]
                     op = p["ops"][op_id]
@@ -336,24 +464,34 @@ class Refit:
                         done = work.wait(timeout_td)
                     except RuntimeError as e:
                         raise RefitError(f"rank {rank} waited for rank {peer}: operation {op_id} ({kind} of chunk {c}) "
-                                         f"failed or had no answer within {timeout:g} s: {e}", rank, peer) from None
+                                         f"in step {k} failed or had no answer within {timeout:g} s: {e}", rank, peer) from None
                     if done is False:
                         raise RefitError(f"rank {rank} waited for rank {peer}: operation {op_id} ({kind} of chunk {c}) "
-                                         f"had no answer within {timeout:g} s", rank, peer)
+                                         f"in step {k} had no answer within {timeout:g} s", rank, peer)
+                if w == 0:
+                    for direction, peer, buf, places in messages:
+                        if direction != "in":
+                            continue
+                        for m, at in places:
+                            for ch in m.chunks:
+                                flip(m, buf[at + ch.begin:], ch)
+                                for region, off, stride, count, length, a in ch.groups:
+                                    _copy_group(views[region], off, stride, buf, at + ch.begin + a, length, count, length)
+                            stats["staged_chunks"] += len(m.chunks)
                 # Unpacks of the chunks that arrived.
                 for s, c in arrived:
                     ch = s.chunks[c]
-                    if corrupt_op == s.op and c == 0 and ch.runs:  # test-only: a byte flipped on the way
-                        b = buffer(s, ch)
-                        b[ch.runs[0][2]] ^= 0x5a
+                    flip(s, buffer(s, ch), ch)
                     if ch.direct is not None:
                         stats["in_place_chunks"] += 1
                         continue
                     slot = buffer(s, ch)
-                    for region, off, at, n in ch.runs:
-                        views[region][off:off + n].copy_(slot[at:at + n])
+                    for region, off, stride, count, length, at in ch.groups:
+                        _copy_group(views[region], off, stride, slot, at, length, count, length)
                     stats["staged_chunks"] += 1
-            # The step's rings are given back; kept receives once their last reader has packed.
+            # The step's rings and messages are given back; kept receives once their last reader has packed.
+            for _, _, buf, _ in messages:
+                staging_now[0] -= buf.numel()
             for s in streams:
                 if s.slots > 0 or prep["readers"].get(s.region, -1) <= k:
                     release(s.region)
@@ -399,6 +537,15 @@ class Refit:
                 raise RefitError(f"rank {rank}: '{name}' has {n + 1} {kind} boxes here, {len(tensors)} tensors were given", rank)
             tensor = tensors[n]
             seen[kind].add(name)
+            cached = self._bound.get((rank, i))
+            if cached is not None and cached[0] is tensor and cached[1] == (tensor.data_ptr(), tensor.shape, tensor.stride()):
+                views[i] = cached[2]  # the same tensor as the last run (an RL loop's parameters): checked then
+                device = device or tensor.device
+                if cached[3] and kind == "destination":
+                    write_back.append((tensor, cached[2]))
+                elif cached[3]:  # a source not contiguous: its contiguous copy taken again
+                    cached[2].copy_(tensor.reshape(-1).view(torch.uint8))
+                continue
             box = _box(reg["box"])
             if tuple(tensor.shape) != _extent(box):
                 raise RefitError(f"rank {rank}: {kind} tensor '{name}' has shape {tuple(tensor.shape)}; its box {box} "
@@ -419,6 +566,8 @@ class Refit:
             if flat.numel() != int(reg["bytes"]):
                 raise RefitError(f"rank {rank}: {kind} tensor '{name}' holds {flat.numel()} bytes, its box {reg['bytes']}", rank)
             views[i] = flat
+            self._bound[(rank, i)] = (tensor, (tensor.data_ptr(), tensor.shape, tensor.stride()), flat,
+                                      not tensor.is_contiguous())
         for kind in given:
             extra = set(given[kind]) - seen[kind]
             if extra:

@@ -77,7 +77,8 @@ std::string refit_plan_json(const RunPlan& plan) {
     waves.push_back(ids.empty() ? 0 : sw.waves);
     for (const StreamWaves& w : sw.streams) {
       const Op& op = s.ops[static_cast<std::size_t>(w.op)];
-      nlohmann::json hops = nlohmann::json::array();
+      nlohmann::json hops = nlohmann::json::array(), kept = nlohmann::json::array();
+      for (GpuId g : plan.kept[static_cast<std::size_t>(w.op)]) kept.push_back(rank_of(g));
       if (op.chain < 0) hops.push_back({rank_of(op.src), rank_of(op.dst)});
       else
         for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) hops.push_back({rank_of(h.from), rank_of(h.to)});
@@ -88,7 +89,8 @@ std::string refit_plan_json(const RunPlan& plan) {
                                              {"chunks", w.chunks},
                                              {"offset", w.offset},
                                              {"hops", std::move(hops)},
-                                             {"depth", w.depth}};
+                                             {"depth", w.depth},
+                                             {"kept", std::move(kept)}};
     }
   }
 

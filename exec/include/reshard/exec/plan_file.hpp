@@ -11,7 +11,8 @@
 //   tensors   per tensor of the inventory: name, dtype, element_size, shape,
 //   ops       per operation: id, step, chunks, chunk, bytes, offset (the wave its chunk 0 leaves
 //             the sender in, within its step: exec::step_waves), hops [[from rank, to rank], ...]
-//             (a plain transfer: one), depth per hop,
+//             (a plain transfer: one), depth per hop, kept (the ranks where its receive is kept
+//             whole for a later send to pack from),
 //   step_waves per step: its number of waves,
 //   ranks     per rank: gpu, regions [{kind, tensor, box [[lo, hi], ...], op, bytes}], local copy
 //             runs, sends and receives (the streams: op, peer rank, region, chain, chunk, bytes,
