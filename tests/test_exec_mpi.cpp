@@ -76,7 +76,9 @@ void every_small_run_verifies(const std::string& max_staging, std::int64_t cap) 
     for (const auto& strategy : strategies) {
       SCOPED_TRACE(name + " " + strategy + staging);
       const int n = gpus_needed(entry.path().string(), strategy);
-      const auto measurement = std::filesystem::temp_directory_path() / ("reshard_exec_mpi_" + name + ".json");
+      // Its own file per budget: the two tests of this helper may run at once.
+      const auto measurement = std::filesystem::temp_directory_path() /
+                               ("reshard_exec_mpi_" + name + (max_staging.empty() ? "" : "_" + max_staging) + ".json");
       const auto out = run(mpirun(n) + reshard() + " exec " + entry.path().string() + " --strategy " + strategy + staging +
                                " --backend host --json --timeout 60s -o " + measurement.string(),
                            &st);
