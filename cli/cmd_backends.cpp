@@ -16,12 +16,14 @@ void add_backends_command(CLI::App& app) {
     if (*json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& b : list) j.push_back({{"name", b.name}, {"available", b.available}, {"detail", b.detail}});
-      std::cout << nlohmann::json{{"schema", "reshard-backends-1"}, {"backends", j}}.dump(2) << '\n';
+      std::cout << nlohmann::json{{"schema", "reshard-backends-1"}, {"backends", j}, {"nccl_library", exec::nccl_library()}}.dump(2)
+                << '\n';
       return;
     }
     Table t({"backend", "available", "detail"});
     for (const auto& b : list) t.add({b.name, b.available ? "yes" : "no", b.detail});
     t.print(std::cout);
+    std::cout << "nccl library: " << exec::nccl_library() << '\n';
   });
 }
 

@@ -168,8 +168,8 @@ void run_exec(const ExecArgs& a) {
   } catch (const ExecError& e) {
     if (!e.fatal()) throw;
     std::cerr << "reshard: error: " << e.what() << '\n' << std::flush;
-    exec::abandon_run(3);
-    throw;
+    exec::abandon_run(3);            // ends every process of an MPI launch; returns where there is none
+    throw ReportedByFirstProcess{2};  // reported above, once
   }
   if (!res.reporter) return;
   const exec::Measurement& m = res.measurement;

@@ -57,17 +57,20 @@ def worker(rank, world, port, plan_files, seeds, faults, queue, hide_extension):
             refit = Refit.load(plan_file)
             n = refit.world_size
             if n not in groups:  # every process creates every group, in the same order
-                groups[n] = None if n == world else dist.new_group(ranks=list(range(n)))
+                groups[n] = None if n >= world else dist.new_group(ranks=list(range(n)))
             if rank >= n:
                 continue
             group = groups[n]
+            # This process runs the plan's ranks r with r % processes == rank (several when the
+            # world is smaller than the plan).
+            mine = [r for r in range(n) if r % min(n, world) == rank]
             tensors = refit.tensors
             # The same tensors every run, their values changed in place (as a training loop's
             # parameters): the first run binds them, the next ones reuse that binding.
-            sources = {n: [torch.empty(tuple(hi - lo for lo, hi in b), dtype=DTYPES[tensors[n][1]]) for b in boxes]
-                       for n, boxes in refit.source_boxes(rank).items()}
-            destinations = {n: [torch.empty(tuple(hi - lo for lo, hi in b), dtype=DTYPES[tensors[n][1]]) for b in boxes]
-                            for n, boxes in refit.destination_boxes(rank).items()}
+            sources = {r: {n: [torch.empty(tuple(hi - lo for lo, hi in b), dtype=DTYPES[tensors[n][1]]) for b in boxes]
+                           for n, boxes in refit.source_boxes(r).items()} for r in mine}
+            destinations = {r: {n: [torch.empty(tuple(hi - lo for lo, hi in b), dtype=DTYPES[tensors[n][1]]) for b in boxes]
+                                for n, boxes in refit.destination_boxes(r).items()} for r in mine}
             for seed in seeds:
                 full = {}
 
@@ -77,18 +80,24 @@ def worker(rank, world, port, plan_files, seeds, faults, queue, hide_extension):
                         full[name] = full_tensor(name, shape, dtype, seed)
                     return full[name]
 
-                for n, boxes in refit.source_boxes(rank).items():
-                    for b, t in zip(boxes, sources[n]):
-                        t.copy_(slice_box(ref(n), b))
-                for ts in destinations.values():
-                    for t in ts:
-                        t.zero_()
-                stats = refit.run(group=group, sources=sources, destinations=destinations, timeout=20, _faults=faults)
+                for r in mine:
+                    for n, boxes in refit.source_boxes(r).items():
+                        for b, t in zip(boxes, sources[r][n]):
+                            t.copy_(slice_box(ref(n), b))
+                    for ts in destinations[r].values():
+                        for t in ts:
+                            t.zero_()
+                if len(mine) == 1:
+                    stats = refit.run(group=group, sources=sources[mine[0]], destinations=destinations[mine[0]], timeout=20,
+                                      _faults=faults)
+                else:
+                    stats = refit.run(group=group, sources=sources, destinations=destinations, timeout=20, _faults=faults)
                 wrong = 0
-                for n, boxes in refit.destination_boxes(rank).items():
-                    for b, t in zip(boxes, destinations[n]):
-                        if not torch.equal(t, slice_box(ref(n), b)):
-                            wrong += 1
+                for r in mine:
+                    for n, boxes in refit.destination_boxes(r).items():
+                        for b, t in zip(boxes, destinations[r][n]):
+                            if not torch.equal(t, slice_box(ref(n), b)):
+                                wrong += 1
                 results.append((plan_file, seed, wrong, stats))
         queue.put((rank, "ok", results))
     except RefitError as e:
@@ -202,6 +211,23 @@ class TorchRefit(unittest.TestCase):
         for scenario, plan in self.others.items():
             with self.subTest(scenario=scenario):
                 self.expect_exact(plan)
+
+    def test_several_plan_ranks_per_process(self):
+        # 16 plan ranks on 3 processes (6, 5, 5): between ranks of one process the bytes are
+        # copied, between processes sent; and all 16 in one process, where nothing is sent.
+        plans = [self.moe[0], self.moe[-1], self.moe_tight]  # gather_broadcast, auto, auto within 1 MiB
+        for processes in (3, 1):
+            with self.subTest(processes=processes):
+                out = run_world(processes, plans, seeds=(5,), hide_extension=True)
+                self.assertEqual(len(out), processes, out)
+                for rank, (status, payload) in out.items():
+                    self.assertEqual(status, "ok", f"process {rank}: {payload}")
+                    self.assertEqual(len(payload), len(plans))
+                    for plan_file, seed, wrong, stats in payload:
+                        self.assertEqual(wrong, 0, f"process {rank} {Path(plan_file).name}: {wrong} wrong tensors")
+                        self.assertTrue(stats["verified"])
+                        if processes == 1:
+                            self.assertEqual(stats["messages"], 0)
 
     def test_the_extension_was_absent_in_the_workers(self):
         # worker() asserts it; a rank that found it would have reported an AssertionError.

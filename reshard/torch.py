@@ -160,6 +160,126 @@ class _Stream:
         return (k % self.slots) * self.chunk
 
 
+class _RankRun:
+    """One plan rank's part of a run: its shards' byte views, its staging arena and what it holds."""
+
+    def __init__(self, refit, rank, sources, destinations, device):
+        self.refit, self.rank = refit, rank
+        self.plan = refit._plan
+        self.prep = refit._prepare(rank)
+        self.views, self.write_back, found = refit._bind(rank, self.plan["ranks"][rank]["regions"], sources, destinations)
+        if found is not None and found != device:
+            raise RefitError(f"rank {rank}: its tensors are on {found}, the other ranks' of this process on {device}", rank)
+        self.device = device
+        arena = refit._arenas.get(rank)
+        if arena is None or arena.device != self.device or arena.numel() < self.prep["arena_bytes"]:
+            arena = torch.empty(self.prep["arena_bytes"], dtype=torch.uint8, device=self.device)
+            refit._arenas[rank] = arena
+        self.arena = arena
+        self.rings = {}  # region -> its staging bytes in the arena (rings, kept receives), while held
+        self.now = self.peak = self.in_place = self.staged = 0
+        self.messages = []
+
+    def _hold(self, n):
+        self.now += n
+        self.peak = max(self.peak, self.now)
+
+    def local_copies(self):
+        for src, dst, so, do, n in self.plan["ranks"][self.rank]["local"]:  # (colocated scenarios)
+            self.views[dst][do:do + n].copy_(self.views[src][so:so + n])
+
+    def ring(self, s):
+        t = self.rings.get(s.region)
+        if t is None:
+            at = self.prep["place"][("ring", s.region)]
+            t = self.arena[at:at + s.ring_bytes]
+            self.rings[s.region] = t
+            self._hold(s.ring_bytes)
+        return t
+
+    def release(self, region):
+        t = self.rings.pop(region, None)
+        if t is not None:
+            self.now -= t.numel()
+
+    def data(self, region):
+        """A region's bytes: a shard's view, or a staging region (a kept receive a send packs from)."""
+        v = self.views[region]
+        return v if v is not None else self.rings[region]
+
+    def buffer(self, s, ch):
+        """The bytes of chunk ch of stream s here: in place, or its slot."""
+        if ch.direct is not None:
+            region, off = ch.direct
+            return self.data(region)[off:off + ch.bytes]
+        at = s.slot_offset(ch.index)
+        return self.ring(s)[at:at + ch.bytes]
+
+    def pack(self, s, ch):
+        if ch.direct is not None:
+            self.in_place += 1
+            return
+        slot = self.buffer(s, ch)
+        for region, off, stride, count, length, at in ch.groups:
+            _copy_group(slot, at, length, self.data(region), off, stride, count, length)
+        self.staged += 1
+
+    def unpack(self, s, ch, corrupt_op=None):
+        buf = self.buffer(s, ch)
+        if corrupt_op == s.op and ch.index == 0 and ch.runs:  # test-only: a byte flipped on the way
+            buf[ch.runs[0][2]] ^= 0x5a
+        if ch.direct is not None:
+            self.in_place += 1
+            return
+        for region, off, stride, count, length, at in ch.groups:
+            _copy_group(self.views[region], off, stride, buf, at, length, count, length)
+        self.staged += 1
+
+    def pack_messages(self, k):
+        """This rank's coalesced messages of step k, (from rank, to rank, buffer, places, incoming):
+        the outgoing ones packed, the incoming ones empty; their bytes held until the step ends."""
+        self.messages = []
+        for (direction, peer), (size, places) in sorted(self.prep["coalesced"][k].items()):
+            at = self.prep["place"][(k, direction, peer)]
+            buf = self.arena[at:at + size]
+            self._hold(size)
+            if direction == "out":
+                for m, base in places:
+                    for ch in m.chunks:
+                        for region, off, stride, count, length, a in ch.groups:
+                            _copy_group(buf, base + ch.begin + a, length, self.data(region), off, stride, count, length)
+                    self.staged += len(m.chunks)
+            self.messages.append((self.rank, peer, buf, places, False) if direction == "out"
+                                 else (peer, self.rank, buf, places, True))
+        return list(self.messages)
+
+    def unpack_message(self, buf, places, corrupt_op=None):
+        for m, base in places:
+            for ch in m.chunks:
+                if corrupt_op == m.op and ch.index == 0 and ch.runs:  # test-only
+                    buf[base + ch.begin + ch.runs[0][2]] ^= 0x5a
+                for region, off, stride, count, length, a in ch.groups:
+                    _copy_group(self.views[region], off, stride, buf, base + ch.begin + a, length, count, length)
+            self.staged += len(m.chunks)
+
+    def end_step(self, k):
+        """The step's rings and messages are given back; kept receives once their last reader has packed."""
+        for _, _, buf, _, _ in self.messages:
+            self.now -= buf.numel()
+        self.messages = []
+        readers = self.prep["readers"]
+        for s in self.prep["by_step"][k]:
+            if s.slots > 0 or readers.get(s.region, -1) <= k:
+                self.release(s.region)
+        for region, last in readers.items():
+            if last <= k:
+                self.release(region)
+
+    def finish(self):
+        for tensor, flat in self.write_back:
+            tensor.copy_(flat.view(tensor.dtype).view(tensor.shape))
+
+
 class Refit:
     """A refit planned once (scenario, strategy, staging budget) and run every training step."""
 
@@ -312,200 +432,149 @@ class Refit:
 
     def run(self, group=None, sources=None, destinations=None, *, timeout=60.0, verify="digest", _faults=None):
         """Moves the sources' bytes into the destinations. Collective: every process of `group`
-        (default: the world) calls it. `sources`/`destinations`: {HF name: tensor, or [tensor, ...]
-        in the order of its boxes}, each tensor of its box's shape and the tensor's dtype (views of a
-        framework's parameters allowed). `verify`: "digest" (every piece's 64-bit digest at its
-        holder and at every needer, compared across the group) or "none". Raises RefitError naming
-        this rank and the peer it waited for when a peer does not answer within `timeout` seconds.
-        Returns {"seconds", "bytes_sent", "bytes_received", "staging_peak_bytes", "steps", "waves",
-        "messages", "in_place_chunks", "staged_chunks", "verified"}."""
-        if not dist.is_initialized():
+        (default: the world) calls it. Process p of a group of n runs the plan's ranks r with
+        r % n == p: one each when the group has world_size processes (then `sources` and
+        `destinations` are {HF name: tensor, or [tensor, ...] in the order of its boxes}), several
+        otherwise (then {plan rank: {HF name: ...}}); bytes between two plan ranks of one process
+        are copied, the others travel through the group. Each tensor has its box's shape and the
+        tensor's dtype (views of a framework's parameters allowed). `verify`: "digest" (every
+        piece's 64-bit digest at its holder and at every needer, compared across the group) or
+        "none". Raises RefitError naming the plan rank and the peer it waited for when a peer does
+        not answer within `timeout` seconds. Returns {"seconds", "bytes_sent", "bytes_received",
+        "staging_peak_bytes" (the largest of this process's ranks), "steps", "waves", "messages",
+        "in_place_chunks", "staged_chunks", "verified"}."""
+        if group is None and not dist.is_initialized():
             raise RefitError("torch.distributed is not initialised: call dist.init_process_group first")
-        rank = dist.get_rank(group)
+        me = dist.get_rank(group)
         size = dist.get_world_size(group)
-        if size != self.world_size:
-            raise RefitError(f"the refit runs on {self.world_size} processes; the group has {size}", rank)
+        if size > self.world_size:
+            raise RefitError(f"the refit runs on {self.world_size} ranks; the group has {size} processes", me)
         if verify not in ("digest", "none"):
             raise ValueError("verify: 'digest' or 'none'")
+        local = [r for r in range(self.world_size) if r % size == me]
+        if len(local) == 1:
+            sources, destinations = {local[0]: sources or {}}, {local[0]: destinations or {}}
+        else:
+            sources, destinations = sources or {}, destinations or {}
+            for what, given in (("sources", sources), ("destinations", destinations)):
+                extra = [r for r in given if r not in local]
+                if extra:
+                    raise RefitError(f"process {me} of {size} runs the plan's ranks {local}; {what} names {extra}", me)
         faults = _faults or {}
+        # Check-only: bytes between two ranks of this process through the group too (a send to
+        # itself: NCCL at world size 1 on one GPU), not copied.
+        self_send = bool(faults.get("self_send"))
         p = self._plan
-        prep = self._prepare(rank)
-        regions = p["ranks"][rank]["regions"]
-        views, write_back, device = self._bind(rank, regions, sources or {}, destinations or {})
+        device = next((t.device for given in (sources, destinations) for per_rank in given.values()
+                       for v in per_rank.values() for t in (v if isinstance(v, (list, tuple)) else [v])), torch.device("cpu"))
+        runs = {r: _RankRun(self, r, sources.get(r, {}), destinations.get(r, {}), device) for r in local}
         timeout_td = _dt.timedelta(seconds=timeout)
+        process_of = lambda r: _global_rank(group, r % size)  # noqa: E731
+        stats = {"bytes_sent": 0, "bytes_received": 0, "steps": int(p["steps"]), "waves": 0, "messages": 0}
         t0 = _time.perf_counter()
-
-        # Pieces held and needed here: copied in place.
-        for src, dst, so, do, n in p["ranks"][rank]["local"]:
-            views[dst][do:do + n].copy_(views[src][so:so + n])  # (few: colocated scenarios only)
-
-        arena = self._arenas.get(rank)
-        if arena is None or arena.device != device or arena.numel() < prep["arena_bytes"]:
-            arena = torch.empty(prep["arena_bytes"], dtype=torch.uint8, device=device)
-            self._arenas[rank] = arena
-        place = prep["place"]
-        rings = {}  # region -> its staging bytes in the arena (rings, kept receives), while held
-        stats = {"bytes_sent": 0, "bytes_received": 0, "staging_peak_bytes": 0, "steps": int(p["steps"]), "waves": 0,
-                 "messages": 0, "in_place_chunks": 0, "staged_chunks": 0}
-        staging_now = [0]
-
-        def ring(s):
-            t = rings.get(s.region)
-            if t is None:
-                at = place[("ring", s.region)]
-                t = arena[at:at + s.ring_bytes]
-                rings[s.region] = t
-                staging_now[0] += s.ring_bytes
-                stats["staging_peak_bytes"] = max(stats["staging_peak_bytes"], staging_now[0])
-            return t
-
-        def release(region):
-            t = rings.pop(region, None)
-            if t is not None:
-                staging_now[0] -= t.numel()
-
-        def data(region):
-            """A region's bytes: a shard's view, or a staging region (a kept receive a send packs from)."""
-            v = views[region]
-            return v if v is not None else rings[region]
-
-        def buffer(s, ch):
-            """The bytes of chunk ch of stream s at this rank: in place, or its slot."""
-            if ch.direct is not None:
-                region, off = ch.direct
-                return data(region)[off:off + ch.bytes]
-            at = s.slot_offset(ch.index)
-            return ring(s)[at:at + ch.bytes]
-
-        corrupt_op = faults.get("corrupt")
-        die_rank = faults.get("die")
-
-        def flip(s, buf, ch):  # test-only: a byte flipped on the way
-            if corrupt_op == s.op and ch.index == 0 and ch.runs:
-                buf[ch.runs[0][2]] ^= 0x5a
-
-        for k, streams in enumerate(prep["by_step"]):
-            if not streams:
-                continue
-            op_streams = {}  # op -> (send stream, receive stream), chunked in waves
-            for s in streams:
-                if not s.coalesced:
-                    pair = op_streams.setdefault(s.op, [None, None])
-                    pair[0 if s.send else 1] = s
+        for run in runs.values():
+            run.local_copies()
+        corrupt_op, die_rank = faults.get("corrupt"), faults.get("die")
+        for k in range(int(p["steps"])):
+            # Every local rank's chunked streams of the step, by op; its coalesced messages, packed.
+            op_streams = {}
+            messages = []  # (from rank, to rank, buffer, places, incoming): each end's of a coalesced message
+            for r, run in runs.items():
+                for s in run.prep["by_step"][k]:
+                    if not s.coalesced:
+                        op_streams.setdefault(s.op, {})[(r, s.send)] = s
+                messages += run.pack_messages(k)
+            messages.sort(key=lambda m: (m[0], m[1], m[4]))
             order = sorted(op_streams)
-            # The step's coalesced messages: packed now, sent and received at wave 0, unpacked after.
-            messages = []  # (direction, peer, buffer, places)
-            for (direction, peer), (size, places) in sorted(prep["coalesced"][k].items(), key=lambda x: (x[0][0] != "out", x[0][1])):
-                at = place[(k, direction, peer)]
-                buf = arena[at:at + size]
-                staging_now[0] += size
-                stats["staging_peak_bytes"] = max(stats["staging_peak_bytes"], staging_now[0])
-                if direction == "out":
-                    for m, at in places:
-                        for ch in m.chunks:
-                            for region, off, stride, count, length, a in ch.groups:
-                                _copy_group(buf, at + ch.begin + a, length, data(region), off, stride, count, length)
-                        stats["staged_chunks"] += len(m.chunks)
-                messages.append((direction, peer, buf, places))
             waves = max(int(p["step_waves"][k]), 1 if messages else 0)
             for w in range(waves):
-                # Packs of the chunks that leave in this wave.
-                for op_id in order:
-                    s = op_streams[op_id][0]
-                    if s is None:
-                        continue
-                    c = w - s.offset
-                    if 0 <= c < s.nchunks:
-                        ch = s.chunks[c]
-                        if ch.direct is None:
-                            slot = buffer(s, ch)
-                            for region, off, stride, count, length, at in ch.groups:
-                                _copy_group(slot, at, length, data(region), off, stride, count, length)
-                            stats["staged_chunks"] += 1
-                        else:
-                            stats["in_place_chunks"] += 1
-                if die_rank == rank and w == 0 and k == 0:  # test-only: this process dies mid-run
+                for op_id in order:  # packs of the chunks that leave in this wave
+                    for (r, send), s in op_streams[op_id].items():
+                        if send and 0 <= w - s.offset < s.nchunks:
+                            runs[r].pack(s, s.chunks[w - s.offset])
+                if die_rank in runs and w == 0 and k == 0:  # test-only: this process dies mid-run
                     import os
                     os._exit(17)
-                p2p, what = [], []
-                arrived = []
-                if w == 0:  # every coalesced send of this rank (by peer), then every coalesced receive
-                    for direction, peer, buf, places in messages:
-                        p2p.append(dist.P2POp(dist.isend if direction == "out" else dist.irecv, buf, _global_rank(group, peer),
-                                              group, (1 << 28) + k))  # op ids are below 2^28
-                        what.append(("send" if direction == "out" else "receive", peer, f"{len(places)} ops", "all"))
-                        stats["bytes_sent" if direction == "out" else "bytes_received"] += buf.numel()
+                p2p, what, arrived, copies = [], [], [], []
+                if w == 0:
+                    outgoing = {}
+                    for frm, to, buf, places, incoming in messages:  # coalesced: sends, then receives, by (from, to)
+                        if incoming:
+                            continue
+                        if to in runs and not self_send:
+                            outgoing[(frm, to)] = buf
+                        else:
+                            p2p.append(dist.P2POp(dist.isend, buf, process_of(to), group, (1 << 28) + k))
+                            what.append((frm, "send", to, f"{len(places)} coalesced ops", "all"))
+                            stats["bytes_sent"] += buf.numel()
+                    for frm, to, buf, places, incoming in messages:
+                        if not incoming:
+                            continue
+                        if frm in runs and not self_send:
+                            copies.append((outgoing[(frm, to)], buf))
+                        else:
+                            p2p.append(dist.P2POp(dist.irecv, buf, process_of(frm), group, (1 << 28) + k))
+                            what.append((to, "receive", frm, f"{len(places)} coalesced ops", "all"))
+                            stats["bytes_received"] += buf.numel()
                 for op_id in order:
-                    send, recv = op_streams[op_id]
+                    streams = op_streams[op_id]
                     op = p["ops"][op_id]
                     for h, (frm, to) in enumerate(op["hops"]):
                         c = w - int(op["offset"]) - (int(op["depth"][h]) - 1)
                         if not 0 <= c < int(op["chunks"]):
                             continue
-                        if frm == rank:
-                            s = send if send is not None else recv  # the sender, or an inner GPU forwarding
-                            buf = buffer(s, s.chunks[c])
-                            p2p.append(dist.P2POp(dist.isend, buf, _global_rank(group, to), group, op_id))
-                            what.append(("send", to, op_id, c))
-                            stats["bytes_sent"] += buf.numel()
-                        if to == rank:
-                            buf = buffer(recv, recv.chunks[c])
-                            p2p.append(dist.P2POp(dist.irecv, buf, _global_rank(group, frm), group, op_id))
-                            what.append(("receive", frm, op_id, c))
-                            arrived.append((recv, c))
-                            stats["bytes_received"] += buf.numel()
-                if not p2p:
-                    continue
-                stats["waves"] += 1
+                        if frm in runs:  # the sender, or an inner GPU forwarding what it received
+                            s = streams.get((frm, True)) or streams[(frm, False)]
+                            out = runs[frm].buffer(s, s.chunks[c])
+                        if to in runs:
+                            s_in = streams[(to, False)]
+                            into = runs[to].buffer(s_in, s_in.chunks[c])
+                            arrived.append((to, s_in, c))
+                        if frm in runs and to in runs and not self_send:
+                            copies.append((out, into))
+                            continue
+                        if frm in runs:
+                            p2p.append(dist.P2POp(dist.isend, out, process_of(to), group, op_id))
+                            what.append((frm, "send", to, op_id, c))
+                            stats["bytes_sent"] += out.numel()
+                        if to in runs:
+                            p2p.append(dist.P2POp(dist.irecv, into, process_of(frm), group, op_id))
+                            what.append((to, "receive", frm, op_id, c))
+                            stats["bytes_received"] += into.numel()
+                if p2p or copies:
+                    stats["waves"] += 1
                 stats["messages"] += len(p2p)
-                works = dist.batch_isend_irecv(p2p)
-                for work, (kind, peer, op_id, c) in zip(works, what):
+                works = dist.batch_isend_irecv(p2p) if p2p else []
+                for out, into in copies:  # between ranks of this process
+                    into.copy_(out)
+                for work, (r, kind, peer, op_id, c) in zip(works, what):
                     try:
                         done = work.wait(timeout_td)
                     except RuntimeError as e:
-                        raise RefitError(f"rank {rank} waited for rank {peer}: operation {op_id} ({kind} of chunk {c}) "
-                                         f"in step {k} failed or had no answer within {timeout:g} s: {e}", rank, peer) from None
+                        raise RefitError(f"rank {r} waited for rank {peer}: operation {op_id} ({kind} of chunk {c}) "
+                                         f"in step {k} failed or had no answer within {timeout:g} s: {e}", r, peer) from None
                     if done is False:
-                        raise RefitError(f"rank {rank} waited for rank {peer}: operation {op_id} ({kind} of chunk {c}) "
-                                         f"in step {k} had no answer within {timeout:g} s", rank, peer)
+                        raise RefitError(f"rank {r} waited for rank {peer}: operation {op_id} ({kind} of chunk {c}) "
+                                         f"in step {k} had no answer within {timeout:g} s", r, peer)
                 if w == 0:
-                    for direction, peer, buf, places in messages:
-                        if direction != "in":
-                            continue
-                        for m, at in places:
-                            for ch in m.chunks:
-                                flip(m, buf[at + ch.begin:], ch)
-                                for region, off, stride, count, length, a in ch.groups:
-                                    _copy_group(views[region], off, stride, buf, at + ch.begin + a, length, count, length)
-                            stats["staged_chunks"] += len(m.chunks)
-                # Unpacks of the chunks that arrived.
-                for s, c in arrived:
-                    ch = s.chunks[c]
-                    flip(s, buffer(s, ch), ch)
-                    if ch.direct is not None:
-                        stats["in_place_chunks"] += 1
-                        continue
-                    slot = buffer(s, ch)
-                    for region, off, stride, count, length, at in ch.groups:
-                        _copy_group(views[region], off, stride, slot, at, length, count, length)
-                    stats["staged_chunks"] += 1
-            # The step's rings and messages are given back; kept receives once their last reader has packed.
-            for _, _, buf, _ in messages:
-                staging_now[0] -= buf.numel()
-            for s in streams:
-                if s.slots > 0 or prep["readers"].get(s.region, -1) <= k:
-                    release(s.region)
-            for region, last in prep["readers"].items():
-                if last <= k:
-                    release(region)
-        for tensor, flat in write_back:
-            tensor.copy_(flat.view(tensor.dtype).view(tensor.shape))
+                    for frm, to, buf, places, incoming in messages:
+                        if incoming:
+                            runs[to].unpack_message(buf, places, corrupt_op)
+                for r, s, c in arrived:  # unpacks of the chunks that arrived
+                    runs[r].unpack(s, s.chunks[c], corrupt_op)
+            for run in runs.values():
+                run.end_step(k)
+        for run in runs.values():
+            run.finish()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         stats["seconds"] = _time.perf_counter() - t0
+        stats["staging_peak_bytes"] = max(run.peak for run in runs.values())
+        stats["in_place_chunks"] = sum(run.in_place for run in runs.values())
+        stats["staged_chunks"] = sum(run.staged for run in runs.values())
         stats["verified"] = False
         if verify == "digest":
-            self._verify(rank, group, views)
+            self._verify(runs, group)
             stats["verified"] = True
         return stats
 
@@ -572,35 +641,33 @@ class Refit:
             extra = set(given[kind]) - seen[kind]
             if extra:
                 raise RefitError(f"rank {rank}: {kind} tensors this rank does not hold in the plan: {sorted(extra)[:5]}", rank)
-        return views, write_back, device or torch.device("cpu")
+        return views, write_back, device
 
-    def _verify(self, rank, group, views):
+    def _verify(self, runs, group):
         """Every piece's digest where it is held and where it is needed, compared across the group."""
         p = self._plan
         mine = []
-        for piece, side, region, runs in p["ranks"][rank]["pieces"]:
-            h = _hashlib.blake2b(digest_size=8)
-            v = views[region]
-            for off, n in runs:
-                h.update(v[off:off + n].cpu().numpy().tobytes())
-            mine.append((int(piece), side, int(region), h.hexdigest()))
+        for r, run in runs.items():
+            for piece, side, region, box_runs in p["ranks"][r]["pieces"]:
+                h = _hashlib.blake2b(digest_size=8)
+                v = run.views[region]
+                for off, n in box_runs:
+                    h.update(v[off:off + n].cpu().numpy().tobytes())
+                mine.append((r, int(piece), side, int(region), h.hexdigest()))
         everyone = [None] * dist.get_world_size(group)
         dist.all_gather_object(everyone, mine, group=group)
+        entries = [e for part in everyone for e in part]
         held, wrong = {}, None
-        for r, entries in enumerate(everyone):
-            for piece, side, region, digest in entries:
-                if side == "source":
-                    held.setdefault(piece, (digest, r))
-        for r, entries in enumerate(everyone):
-            for piece, side, region, digest in entries:
-                if side != "destination" or piece not in held or held[piece][0] == digest:
-                    continue
-                reg = p["ranks"][r]["regions"][region]
-                wrong = (f"verification failed: piece {piece} of '{p['tensors'][reg['tensor']]['name']}' in the "
-                         f"destination box {_box(reg['box'])} at rank {r} (GPU {p['gpus'][r]}) has digest {digest}, "
-                         f"its holder rank {held[piece][1]} has {held[piece][0]}", r)
-                break
-            if wrong:
-                break
+        for r, piece, side, region, digest in sorted(entries):
+            if side == "source":
+                held.setdefault(piece, (digest, r))
+        for r, piece, side, region, digest in sorted(entries):
+            if side != "destination" or piece not in held or held[piece][0] == digest:
+                continue
+            reg = p["ranks"][r]["regions"][region]
+            wrong = (f"verification failed: piece {piece} of '{p['tensors'][reg['tensor']]['name']}' in the "
+                     f"destination box {_box(reg['box'])} at rank {r} (GPU {p['gpus'][r]}) has digest {digest}, "
+                     f"its holder rank {held[piece][1]} has {held[piece][0]}", r)
+            break
         if wrong:
-            raise RefitError(wrong[0], rank, wrong[1])
+            raise RefitError(wrong[0], wrong[1], wrong[1])

@@ -4,6 +4,8 @@
 // and keeps its TP half, as a broadcast ring does.
 #pragma once
 
+#include "paths.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,7 +17,7 @@
 namespace reshard::test {
 
 inline std::string chain_scenario_yaml(int dp) {
-  const std::string root = RESHARD_SOURCE_DIR;
+  const std::string root = source_dir();
   return "name: chain-fixture-dp" + std::to_string(dp) + "\nmodel: " + root + "/models/tiny-gqa.yaml\ntopology: " + root +
          "/topologies/dgx-h100-2n.yaml\nsource: {framework: megatron, tp: 1, gpus: 0}\n"
          "destination: {framework: vllm, tp: 2, dp: " +
@@ -31,7 +33,7 @@ inline std::string chain_scenario_file(int dp) {
 
 inline model::LoadedScenario chain_scenario(int dp) {
   return model::load_scenario(model::Scenario::parse(chain_scenario_yaml(dp), "chain-fixture",
-                                                     std::filesystem::path(RESHARD_SOURCE_DIR) / "scenarios"));
+                                                     std::filesystem::path(source_dir()) / "scenarios"));
 }
 
 // One buffer with every piece in piece order; `parts` chain ops (part 0 .. parts - 1, in id order,

@@ -2,6 +2,8 @@
 // backend can run in one process) and every named strategy's run plan on them.
 #pragma once
 
+#include "paths.hpp"
+
 #include <filesystem>
 #include <string>
 
@@ -11,7 +13,7 @@
 namespace reshard::test {
 
 inline std::string scenario_path(const std::string& name) {
-  return std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + name;
+  return source_dir() + "/scenarios/" + name;
 }
 
 // The staging budget of the tight runs: 1 MiB on every GPU (model/memory.hpp), two 512 KiB slots.

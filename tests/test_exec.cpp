@@ -15,6 +15,7 @@
 #include "chain_fixtures.hpp"
 #include "host_memory.hpp"
 #include "reshard/exec/executor.hpp"
+#include "reshard/exec/transport.hpp"
 #include "staging.hpp"
 #include "reshard/model/calibrate.hpp"
 #include "reshard/model/digest.hpp"
@@ -516,6 +517,36 @@ TEST(RunPlan, ChainThroughAGpuOutsideTheTopologyIsRefused) {
     EXPECT_NE(std::string(e.what()).find("chain 0 hop 3: GPU 16 is not in the scenario's topology (16 GPUs)"), std::string::npos)
         << e.what();
   }
+}
+
+// A plain op from a GPU to itself: pieces a GPU holds on both sides are copied locally, never
+// sent; a hand-made schedule that sends one is refused before any backend runs it.
+TEST(RunPlan, PlainOpFromAGpuToItselfIsRefused) {
+  const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path("small-gqa-megatron-vllm.yaml")));
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  StrategyParams p;
+  p.strategy = Strategy::Direct;
+  Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+  s.ops[3].dst = s.ops[3].src;
+  try {
+    make_run_plan(sc, ts, s);
+    FAIL() << "accepted an op from GPU " << s.ops[3].src << " to itself";
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("operation 3 sends from GPU " + std::to_string(s.ops[3].src) + " to itself"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The nccl transport's library, loaded as a run loads it, answers through its entry points: the
+// version read through ncclGetVersion (a binding left null or bound to the wrong symbol fails here,
+// not first on a GPU machine).
+TEST(Transports, NcclLibraryAnswersThroughItsEntryPoints) {
+  const Transport& t = transport_named("nccl");
+  const std::string got = nccl_library();
+  if (!t.available) GTEST_SKIP() << "the nccl transport is not built: " << got;
+  if (got.find("not found") != std::string::npos) GTEST_SKIP() << "no NCCL library on this machine: " << got;
+  EXPECT_EQ(got.rfind("NCCL 2.", 0), 0u) << got;
+  EXPECT_NE(got.find("(libnccl.so"), std::string::npos) << got;
 }
 
 // Regions that share memory are never live together; without `ordered`, a fence lies between them.

@@ -156,7 +156,7 @@ std::string nccl_exec(const std::string& args, int* status) {
   const std::string launcher;
 #endif
   std::string out;
-  FILE* f = popen((launcher + RESHARD_BINARY + " exec " + args + " --backend nccl 2>&1").c_str(), "r");
+  FILE* f = popen((launcher + reshard::test::reshard_binary() + " exec " + args + " --backend nccl 2>&1").c_str(), "r");
   std::array<char, 4096> buf{};
   while (std::fgets(buf.data(), buf.size(), f)) out += buf.data();
   const int st = pclose(f);
@@ -207,7 +207,7 @@ TEST(ExecNccl, WorldSizeOne) {
 #else
   const std::string launcher;
 #endif
-  FILE* f = popen((launcher + RESHARD_BINARY + " exec " + scenario_path("small-moe-ep.yaml") +
+  FILE* f = popen((launcher + reshard::test::reshard_binary() + " exec " + scenario_path("small-moe-ep.yaml") +
                    " --strategy domain_chain --backend nccl --json 2>&1")
                       .c_str(),
                   "r");

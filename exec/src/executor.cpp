@@ -1,5 +1,8 @@
 // execute(): the transport table and the parts every transport shares.
 #include "reshard/exec/transport.hpp"
+#if defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_CUDA)
+#include "nccl_api.hpp"
+#endif
 
 #include "backend_impl.hpp"
 
@@ -44,7 +47,7 @@ const std::vector<Transport>& transports() {
 #else
   constexpr bool kCuda = false;
 #endif
-#if defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_MPI)
+#if defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_CUDA)
   constexpr bool kNccl = true;
 #else
   constexpr bool kNccl = false;
@@ -54,11 +57,31 @@ const std::vector<Transport>& transports() {
       {"host", kMpi, kMpi ? "MPI point-to-point between processes, host memory" : "needs MPI (Debian libopenmpi-dev) at configure time",
        {true, false, true, true, true, true}, detail::run_host, detail::open_host_session},
       {"cuda", kCuda, kCuda ? "virtual ranks on one GPU, device-to-device copies" : "needs the CUDA toolkit at configure time",
-       {false, true, false, true, false, false}, detail::run_cuda, [] { return std::shared_ptr<TransportSession>(); }},
-      {"nccl", kNccl, kNccl ? "one process per GPU, ncclSend/ncclRecv" : "needs CUDA, NCCL and MPI at configure time",
-       {true, true, false, true, false, false}, detail::run_nccl, [] { return std::shared_ptr<TransportSession>(); }},
+       {false, true, false, true, true, true}, detail::run_cuda, [] { return std::shared_ptr<TransportSession>(); }},
+      {"nccl", kNccl,
+       kNccl ? (kMpi ? "one process per GPU under mpirun, ncclSend/ncclRecv (libnccl.so.2 loaded at run time)"
+                     : "one process at world size 1 (no MPI in this build), ncclSend/ncclRecv (libnccl.so.2 loaded at run time)")
+             : "needs CUDA and NCCL's header at configure time",
+       {kMpi, true, false, true, true, true}, detail::run_nccl, [] { return std::shared_ptr<TransportSession>(); }},
   };
   return table;
+}
+
+std::string nccl_library() {
+#if defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_CUDA)
+  try {
+    const detail::NcclApi& api = detail::nccl();
+    int v = 0;
+    if (api.GetVersion(&v) != ncclSuccess) return "ncclGetVersion failed (" + api.library + ")";
+    // NCCL >= 2.9 encodes MAJOR * 10000 + MINOR * 100 + PATCH.
+    return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) + " (" +
+           api.library + ")";
+  } catch (const ExecError& e) {
+    return e.what();
+  }
+#else
+  return "not built: NCCL's header was not found at configure time";
+#endif
 }
 
 const Transport& transport_named(const std::string& name) {
@@ -82,9 +105,17 @@ RunResult execute(const RunPlan& plan, const ExecOptions& options) {
                             "' is quantised, destination.precision); run this scenario on the host backend",
                         -1, -1);
   if (options.verification == Verification::Digest && !t.caps.digest)
-    throw ExecError(who + " verifies by the pattern only; run digest verification on the host backend", -1, -1);
-  if (options.binding && !options.binding->empty() && !t.caps.binding)
-    throw ExecError(who + " allocates its own memory; caller buffers (MemoryBinding) run on the host backend", -1, -1);
+    throw ExecError(who + " verifies by the pattern only", -1, -1);
+  if (options.binding && !options.binding->empty()) {
+    if (!t.caps.binding) throw ExecError(who + " allocates its own memory; it takes no caller buffers (MemoryBinding)", -1, -1);
+    const MemoryKind want = t.caps.device_memory ? MemoryKind::Device : MemoryKind::Host;
+    for (const ShardBinding& b : options.binding->all())
+      if (b.memory != want)
+        throw ExecError(who + " moves " + (want == MemoryKind::Device ? "device" : "host") + " memory; the binding of GPU " +
+                            std::to_string(b.gpu) + "'s shard of tensor " + std::to_string(b.tensor) + " is " +
+                            (b.memory == MemoryKind::Device ? "device" : "host") + " memory",
+                        -1, -1);
+  }
   return t.run(plan, options);
 }
 

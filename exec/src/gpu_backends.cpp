@@ -20,9 +20,12 @@
 #include "kernels.hpp"
 #include "staging.hpp"
 #endif
+#if defined(RESHARD_HAVE_NCCL)
+#include "nccl_api.hpp"
+#include "outcome.hpp"
+#endif
 #if defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_MPI)
 #include <mpi.h>
-#include <nccl.h>
 
 #include "mpi_common.hpp"
 #endif
@@ -63,6 +66,9 @@ T* to_device(const std::vector<T>& v, int rank) {
   if (v.empty()) return nullptr;
   cuda_check(cudaMalloc(reinterpret_cast<void**>(&p), v.size() * sizeof(T)), "cudaMalloc", rank);
   cuda_check(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy", rank);
+  // A pageable upload may return before its last bytes land, on the legacy stream, which the
+  // non-blocking work streams never wait for: wait here.
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after an upload", rank);
   return p;
 }
 
@@ -78,6 +84,7 @@ struct DeviceRun {
   std::vector<ShardWork> fill_work, check_work;
   std::vector<DeviceCopy> copies;  // local copies first, then each stream role's packs or unpacks, chunk by chunk
   std::int64_t local_copies = 0;
+  std::int64_t copied = 0;  // bytes the run's copies moved so far (Measurement::device_copy_bytes)
   std::vector<std::int64_t> staging;  // per program: the staging bytes its regions take at most in one step
   // One stream role of a local GPU: its program, its transfer, per chunk its pack or unpack in `copies`.
   struct Local {
@@ -123,7 +130,7 @@ std::vector<ChainHop> stream_hops(const Schedule& s, const Op& op) {
 }
 
 constexpr std::int64_t kWorkElements = 1 << 16;  // elements per thread block in fill/check
-constexpr std::int64_t kCopyChunk = 1 << 20;     // bytes per thread block in copies
+constexpr std::int64_t kCopyChunk = 64 << 10;    // bytes per thread block in copies (a 512 KiB chunk spreads over 8 SMs)
 
 void add_copies(DeviceRun& d, std::size_t prog, const std::vector<CopyRun>& runs) {
   for (const CopyRun& c : runs)
@@ -165,16 +172,40 @@ DeviceRun::Local chunked(DeviceRun& d, std::size_t prog, const Transfer& t, bool
   return l;
 }
 
-// Lays out and uploads the programs of `gpus`; fills the sources and makes the local copies.
-// Shards first, then the staging regions laid out by steps (staging.hpp).
-void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, cudaStream_t stream) {
+// Queues copies [first, first + count) of d.copies on `stream`, counting their bytes.
+void run_range(DeviceRun& d, const std::pair<std::int64_t, std::int64_t>& range, cudaStream_t stream) {
+  if (range.second <= 0) return;
+  launch_copies(d.arena, d.d_copies + range.first, range.second, stream);
+  for (std::int64_t i = range.first; i < range.first + range.second; ++i) d.copied += d.copies[static_cast<std::size_t>(i)].bytes;
+}
+
+// Lays out and uploads the programs of `gpus`; fills the sources (pattern verification) and makes
+// the local copies. Shards first -- in the arena, or the caller's device buffers (ExecOptions::
+// binding), addressed by their distance from the arena -- then the staging regions laid out by
+// steps (staging.hpp).
+void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, cudaStream_t stream, const ExecOptions& options) {
   const Inventory& inv = plan.scenario->inventory;
   for (GpuId g : gpus) d.progs.push_back(build_program(plan, g));
+  std::vector<std::vector<const ShardBinding*>> bound(d.progs.size());
   for (std::size_t p = 0; p < d.progs.size(); ++p) {
     d.offset.emplace_back(d.progs[p].regions.size(), 0);
+    bound[p].assign(d.progs[p].regions.size(), nullptr);
     for (std::size_t i = 0; i < d.progs[p].regions.size(); ++i) {
       const Region& r = d.progs[p].regions[i];
       if (r.kind != Region::Kind::Source && r.kind != Region::Kind::Destination) continue;
+      const ShardBinding* b = options.binding ? options.binding->find(d.progs[p].gpu, r.kind == Region::Kind::Source ? Side::Source : Side::Destination,
+                                                                       r.tensor, r.box)
+                                              : nullptr;
+      if (b) {
+        const std::string what = "the binding of GPU " + std::to_string(d.progs[p].gpu) + "'s " +
+                                 (r.kind == Region::Kind::Source ? "source" : "destination") + " shard of '" +
+                                 inv.tensor(r.tensor).name + "' " + to_string(r.box);
+        if (b->memory != MemoryKind::Device) throw ExecError(what + " is host memory; the GPU transports take device memory", d.rank, -1, true);
+        if (b->bytes < r.bytes || !b->data)
+          throw ExecError(what + " holds " + std::to_string(b->bytes) + " bytes; the shard has " + std::to_string(r.bytes), d.rank, -1, true);
+        bound[p][i] = b;
+        continue;
+      }
       d.offset[p][i] = d.bytes;
       d.bytes += (r.bytes + 255) / 256 * 256;
     }
@@ -198,15 +229,24 @@ void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, 
   cuda_check(cudaMalloc(reinterpret_cast<void**>(&d.arena), static_cast<std::size_t>(std::max<std::int64_t>(d.bytes, 256))),
              "cudaMalloc arena", d.rank);
   cuda_check(cudaMemsetAsync(d.arena, 0, static_cast<std::size_t>(std::max<std::int64_t>(d.bytes, 256)), stream), "cudaMemset", d.rank);
+  // A bound shard is addressed from the arena's start like the others: by its distance from it
+  // (the kernels take arena + offset, in one flat device address space).
+  for (std::size_t p = 0; p < d.progs.size(); ++p)
+    for (std::size_t i = 0; i < bound[p].size(); ++i)
+      if (bound[p][i])
+        d.offset[p][i] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(bound[p][i]->data) -
+                                                   reinterpret_cast<std::intptr_t>(d.arena));
   for (std::size_t p = 0; p < d.progs.size(); ++p) {
     const GpuProgram& prog = d.progs[p];
     for (std::size_t i = 0; i < prog.regions.size(); ++i) {
       const Region& r = prog.regions[i];
       if (r.kind == Region::Kind::Source) {
-        add_work(d.fill_work, static_cast<std::int32_t>(d.sources.size()), r.box.elements());
+        if (options.verification == Verification::Pattern)
+          add_work(d.fill_work, static_cast<std::int32_t>(d.sources.size()), r.box.elements());
         d.sources.push_back(device_shard(r, inv, d.at(p, static_cast<std::int32_t>(i)), d.rank));
       } else if (r.kind == Region::Kind::Destination) {
-        add_work(d.check_work, static_cast<std::int32_t>(d.destinations.size()), r.box.elements());
+        if (options.verification == Verification::Pattern)
+          add_work(d.check_work, static_cast<std::int32_t>(d.destinations.size()), r.box.elements());
         d.destinations.push_back(device_shard(r, inv, d.at(p, static_cast<std::int32_t>(i)), d.rank));
         d.destination_region.emplace_back(p, static_cast<std::int32_t>(i));
       }
@@ -225,18 +265,37 @@ void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, 
   d.d_copies = to_device(d.copies, d.rank);
   if (!d.fill_work.empty())
     launch_fill(d.arena, d.d_sources, d.d_fill, static_cast<std::int64_t>(d.fill_work.size()), stream);
-  if (d.local_copies > 0) launch_copies(d.arena, d.d_copies, d.local_copies, stream);
+  run_range(d, {0, d.local_copies}, stream);
   cuda_check(cudaGetLastError(), "fill kernel", d.rank);
   cuda_check(cudaStreamSynchronize(stream), "fill", d.rank);
 }
 
-void run_range(DeviceRun& d, const std::pair<std::int64_t, std::int64_t>& range, cudaStream_t stream) {
-  if (range.second > 0) launch_copies(d.arena, d.d_copies + range.first, range.second, stream);
+// Digest verification (exec/verify.hpp): every piece this process's GPUs hold or need, digested on
+// the host from a copy of its shard.
+void device_digests(const DeviceRun& d, const RunPlan& plan, std::vector<PieceDigest>& out) {
+  const Inventory& inv = plan.scenario->inventory;
+  for (std::size_t p = 0; p < d.progs.size(); ++p) {
+    const GpuProgram& prog = d.progs[p];
+    std::map<std::int32_t, std::vector<unsigned char>> host;  // region -> its bytes
+    for (int side = 0; side < 2; ++side)
+      for (const auto& [piece, region] : side == 0 ? prog.source_pieces : prog.destination_pieces) {
+        const Region& r = prog.regions[static_cast<std::size_t>(region)];
+        auto [it, fresh] = host.try_emplace(region);
+        if (fresh) {
+          it->second.resize(static_cast<std::size_t>(r.bytes));
+          cuda_check(cudaMemcpy(it->second.data(), d.arena + d.at(p, region), it->second.size(), cudaMemcpyDeviceToHost),
+                     "cudaMemcpy (digest)", d.rank);
+        }
+        const Piece& pc = plan.transfers->pieces[static_cast<std::size_t>(piece)];
+        out.push_back({piece, prog.gpu, side,
+                       piece_digest(pc.box, r.box, static_cast<int>(dtype_size(inv.tensor(pc.tensor).dtype)), it->second.data())});
+      }
+  }
 }
 
 // Checks every destination shard on the device; returns "" or the first wrong element.
 std::string check(DeviceRun& d, const Inventory& inv, std::int64_t& bytes, cudaStream_t stream) {
-  if (d.destinations.empty()) return {};
+  if (d.destinations.empty() || d.check_work.empty()) return {};
   std::vector<unsigned long long> first(d.destinations.size(), ULLONG_MAX);
   d.d_first_bad = to_device(first, d.rank);
   launch_check(d.arena, d.d_destinations, d.d_check, static_cast<std::int64_t>(d.check_work.size()), d.d_first_bad, stream);
@@ -267,6 +326,8 @@ bool wait_event(cudaEvent_t event, std::chrono::steady_clock::time_point deadlin
     const cudaError_t e = cudaEventQuery(event);
     if (e == cudaSuccess) return true;
     if (e != cudaErrorNotReady) cuda_check(e, "cudaEventQuery", rank);
+    (void)cudaGetLastError();  // NotReady is not an error; the runtime keeps it as the last one
+
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -274,7 +335,10 @@ bool wait_event(cudaEvent_t event, std::chrono::steady_clock::time_point deadlin
 
 double seconds_between(cudaEvent_t a, cudaEvent_t b) {
   float ms = 0;
-  if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) return -1;
+  if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
   return ms / 1000.0;
 }
 
@@ -348,10 +412,12 @@ void enqueue_stream(DeviceRun& d, const Schedule& s, const Op& op, bool drop, st
       const DeviceRun::Local& to = *roles.at(hop.to);
       if (hop.from != op.src) cuda_check(cudaStreamWaitEvent(hs, ev.end[hop_into.at(hop.from)], 0), "cudaStreamWaitEvent", 0);
       if (k >= slots && !to.t->kept()) cuda_check(cudaStreamWaitEvent(hs, free_slot.at(hop.to)[slot], 0), "cudaStreamWaitEvent", 0);
-      if (r.bytes > 0 && !(drop && hop.from == op.src))  // drop: nothing leaves the root
+      if (r.bytes > 0 && !(drop && hop.from == op.src)) {  // drop: nothing leaves the root
         cuda_check(cudaMemcpyAsync(d.arena + d.slot(to, k), d.arena + d.slot(*roles.at(hop.from), k), static_cast<std::size_t>(r.bytes),
                                    cudaMemcpyDeviceToDevice, hs),
                    "cudaMemcpyAsync", 0);
+        d.copied += r.bytes;
+      }
       if (hop.to == op.dst && flip_at >= r.begin && flip_at < r.begin + r.bytes)  // before dst forwards it
         launch_flip(d.arena, d.offset_of(to) + to.t->slot_offset(flip_at), hs);
       cuda_check(cudaEventRecord(ev.end[h], hs), "cudaEventRecord", 0);
@@ -406,7 +472,8 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
   std::vector<cudaStream_t> streams(n_streams);
   for (auto& st : streams) cuda_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate", 0);
   DeviceRun d;
-  prepare(d, plan, plan.gpus, streams[0]);
+  prepare(d, plan, plan.gpus, streams[0], options);
+  d.copied = 0;  // the local copies ran before the timed window
   // The timeout covers the operations (not the allocation and the fill before them).
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s));
@@ -448,25 +515,64 @@ RunResult run_cuda(const RunPlan& plan, const ExecOptions& options) {
     m.ops[i] = {ev[i].start ? seconds_between(t0, ev[i].start) : -1, last};
   }
   m.elapsed_s = seconds_between(t0, all_done);
+  m.device_copy_bytes = d.copied;
   add_staging(m, d);
-  const std::string err = check(d, plan.scenario->inventory, m.bytes_verified, streams[0]);
-  if (!err.empty()) throw ExecError("verification failed: " + err, 0, -1);
-  m.verified = true;
+  if (options.verification == Verification::Pattern) {
+    const std::string err = check(d, plan.scenario->inventory, m.bytes_verified, streams[0]);
+    if (!err.empty()) throw ExecError("verification failed: " + err, 0, -1);
+  } else if (options.verification == Verification::Digest) {
+    std::vector<PieceDigest> digests;
+    device_digests(d, plan, digests);
+    const std::string err = compare_digests(std::move(digests), *plan.transfers, plan.scenario->inventory, m.bytes_verified);
+    if (!err.empty()) throw ExecError("verification failed: " + err, 0, -1);
+  }
+  m.verified = options.verification != Verification::None;
+  m.verification = options.verification;
   for (auto& st : streams) cudaStreamDestroy(st);
   return res;
 }
 
-#if !(defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_MPI))
+#if !defined(RESHARD_HAVE_NCCL)
 RunResult run_nccl(const RunPlan&, const ExecOptions&) {
-  throw ExecError("the nccl backend is not built: NCCL was not found at configure time", -1, -1);
+  throw ExecError("the nccl backend is not built: NCCL's header was not found at configure time", -1, -1);
 }
 #else
 
 namespace {
 
 void nccl_check(ncclResult_t r, const char* what, int rank) {
-  if (r != ncclSuccess) throw ExecError(std::string("NCCL: ") + what + ": " + ncclGetErrorString(r), rank, -1, true);
+  if (r != ncclSuccess) throw ExecError(std::string("NCCL: ") + what + ": " + nccl(rank).GetErrorString(r), rank, -1, true);
 }
+
+// The processes of an nccl run: an MPI launch (one process per GPU, the NCCL id broadcast over
+// MPI), or, in a build without MPI, this process alone at world size 1 (the id made here).
+#ifdef RESHARD_HAVE_MPI
+using NcclWorld = MpiWorld;
+NcclWorld start_world(const ExecOptions& options) { return mpi_start(options); }
+void barrier(NcclWorld&) { MPI_Barrier(MPI_COMM_WORLD); }
+void share_id(NcclWorld&, ncclUniqueId& id) { MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD); }
+void end_world(NcclWorld& w) {
+  if (w.initialized_here) MPI_Finalize();
+}
+RunResult finish(const RunPlan& plan, const ExecOptions& options, NcclWorld& w, LocalOutcome& out) {
+  return mpi_finish(plan, options, w, out);
+}
+#else
+struct NcclWorld {
+  int rank = 0, world = 1;
+};
+NcclWorld start_world(const ExecOptions&) { return {}; }
+void barrier(NcclWorld&) {}
+void share_id(NcclWorld&, ncclUniqueId&) {}
+void end_world(NcclWorld&) {}
+void setup_done(NcclWorld&) {}
+[[noreturn]] void go_silent(const NcclWorld& w, double) {
+  throw ExecError("rank " + std::to_string(w.rank) + " went silent (injected fault), alone at world size 1", w.rank, -1, true);
+}
+RunResult finish(const RunPlan& plan, const ExecOptions& options, NcclWorld&, LocalOutcome& out) {
+  return reporter_result(plan, options, 1, out, {out.error}, std::move(out.digests));
+}
+#endif
 
 // Per step of an nccl run: the streams' hops and local roles, the events that time the ops.
 struct StepMarks {
@@ -488,20 +594,20 @@ struct StepMarks {
 // so a ring of S >= 2 slots never overwrites a chunk still needed (program.hpp).
 class NcclRun {
  public:
-  NcclRun(const RunPlan& plan, const ExecOptions& options, MpiWorld& w, ncclComm_t comm, cudaStream_t stream)
+  NcclRun(const RunPlan& plan, const ExecOptions& options, NcclWorld& w, ncclComm_t comm, cudaStream_t stream)
       : plan_(plan), options_(options), w_(w), s_(*plan.schedule), comm_(comm), stream_(stream), events_(w.rank),
         timeout_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.timeout_s))) {}
 
   LocalOutcome run() {
     d_.rank = w_.rank;
-    prepare(d_, plan_, gpus_of_process(plan_, w_.rank, w_.world), stream_);
+    prepare(d_, plan_, gpus_of_process(plan_, w_.rank, w_.world), stream_, options_);
     // My streams per step, in op id order.
     std::vector<std::vector<std::int64_t>> step_ops(static_cast<std::size_t>(plan_.steps));
     for (const Op& op : s_.ops)
       if (d_.send_of.count(op.id) || d_.receive_of.count(op.id))
         step_ops[static_cast<std::size_t>(plan_.step_of[static_cast<std::size_t>(op.id)])].push_back(op.id);
     cudaEvent_t t0 = events_.make(), all_done = events_.make();
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier(w_);
     setup_done(w_);
     if (has_fault(options_.faults, Fault::Kind::Kill, w_.rank)) std::raise(SIGKILL);  // test-only: a rank killed before its sends
     if (has_fault(options_.faults, Fault::Kind::Die, w_.rank)) go_silent(w_, options_.timeout_s);  // test-only: a silent peer
@@ -523,7 +629,8 @@ class NcclRun {
     out.staging.assign(plan_.gpus.size(), -1);
     for (std::size_t p = 0; p < d_.progs.size(); ++p)
       out.staging[static_cast<std::size_t>(plan_.gpu_index(d_.progs[p].gpu))] = d_.staging[p];
-    out.error = check(d_, plan_.scenario->inventory, out.bytes_verified, stream_);
+    if (options_.verification == Verification::Pattern) out.error = check(d_, plan_.scenario->inventory, out.bytes_verified, stream_);
+    else if (options_.verification == Verification::Digest) device_digests(d_, plan_, out.digests);
     return out;
   }
 
@@ -596,7 +703,7 @@ class NcclRun {
       cuda_check(cudaEventRecord(it->second, stream_), "cudaEventRecord", w_.rank);
     bool grouped = false;
     auto group = [&] {
-      if (!grouped) nccl_check(ncclGroupStart(), "ncclGroupStart", w_.rank);
+      if (!grouped) nccl_check(nccl(w_.rank).GroupStart(), "ncclGroupStart", w_.rank);
       grouped = true;
     };
     for (std::size_t q = 0; q < sw.streams.size(); ++q) {
@@ -608,23 +715,24 @@ class NcclRun {
         const std::int64_t c = w.chunk_in(h, wave);
         if (c < 0) continue;
         const ChainHop& hop = here.hops[h];
+        if (!is_local(hop.from) && !is_local(hop.to)) continue;
         const std::int64_t bytes = chain_chunk(o.bytes.value, here.roles.count(hop.from) ? here.roles.at(hop.from)->t->chunk
                                                                                          : here.roles.at(hop.to)->t->chunk, c).bytes;
         if (is_local(hop.from) && !(drop && hop.from == o.src)) {  // drop: nothing leaves the root
           group();
-          nccl_check(ncclSend(d_.arena + d_.slot(*here.roles.at(hop.from), c), static_cast<std::size_t>(bytes), ncclUint8,
+          nccl_check(nccl(w_.rank).Send(d_.arena + d_.slot(*here.roles.at(hop.from), c), static_cast<std::size_t>(bytes), ncclUint8,
                               proc_of(hop.to), comm_, stream_),
                      "ncclSend", w_.rank);
         }
         if (is_local(hop.to)) {
           group();
-          nccl_check(ncclRecv(d_.arena + d_.slot(*here.roles.at(hop.to), c), static_cast<std::size_t>(bytes), ncclUint8,
+          nccl_check(nccl(w_.rank).Recv(d_.arena + d_.slot(*here.roles.at(hop.to), c), static_cast<std::size_t>(bytes), ncclUint8,
                               proc_of(hop.from), comm_, stream_),
                      "ncclRecv", w_.rank);
         }
       }
     }
-    if (grouped) nccl_check(ncclGroupEnd(), "ncclGroupEnd", w_.rank);
+    if (grouped) nccl_check(nccl(w_.rank).GroupEnd(), "ncclGroupEnd", w_.rank);
     if (auto it = m.after.find(wave); it != m.after.end())
       cuda_check(cudaEventRecord(it->second, stream_), "cudaEventRecord", w_.rank);
     for (std::size_t q = 0; q < sw.streams.size(); ++q) {
@@ -651,7 +759,7 @@ class NcclRun {
     }
     std::string list;
     for (int p : peers) list += (list.empty() ? "" : ", ") + std::to_string(p);
-    ncclCommAbort(comm_);
+    nccl(w_.rank).CommAbort(comm_);
     throw ExecError("rank " + std::to_string(w_.rank) + " waited in step " + std::to_string(step) + where +
                         " for rank(s) " + list + ": no answer within " + format(Seconds{options_.timeout_s}),
                     w_.rank, peers.empty() ? -1 : peers.front(), true);
@@ -659,7 +767,7 @@ class NcclRun {
 
   const RunPlan& plan_;
   const ExecOptions& options_;
-  MpiWorld& w_;
+  NcclWorld& w_;
   const Schedule& s_;
   ncclComm_t comm_;
   cudaStream_t stream_;
@@ -675,11 +783,12 @@ class NcclRun {
 }  // namespace
 
 RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
-  MpiWorld w = mpi_start(options);
+  NcclWorld w = start_world(options);
+  nccl(w.rank);  // the library, before anything else
   const int devices = cuda_device_count();
   if (devices == 0) throw ExecError("the nccl backend needs a GPU; the CUDA runtime sees none on rank " + std::to_string(w.rank), w.rank, -1, true);
   if (w.world > static_cast<int>(plan.gpus.size())) {
-    if (w.initialized_here) MPI_Finalize();
+    end_world(w);
     if (w.rank != 0) return RunResult{false, w.rank, w.world, {}};
     throw ExecError("the schedule runs on " + std::to_string(plan.gpus.size()) +
                         " GPUs; start at most that many processes, not " + std::to_string(w.world),
@@ -689,14 +798,14 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
   cudaStream_t stream = nullptr;
   cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate", w.rank);
   ncclUniqueId id;
-  if (w.rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId", w.rank);
-  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (w.rank == 0) nccl_check(nccl(w.rank).GetUniqueId(&id), "ncclGetUniqueId", w.rank);
+  share_id(w, id);
   ncclComm_t comm = nullptr;
-  nccl_check(ncclCommInitRank(&comm, w.world, id, w.rank), "ncclCommInitRank", w.rank);
+  nccl_check(nccl(w.rank).CommInitRank(&comm, w.world, id, w.rank), "ncclCommInitRank", w.rank);
   LocalOutcome out = NcclRun(plan, options, w, comm, stream).run();
-  ncclCommDestroy(comm);
+  nccl(w.rank).CommDestroy(comm);
   cudaStreamDestroy(stream);
-  return mpi_finish(plan, options, w, out);
+  return finish(plan, options, w, out);
 }
 #endif  // RESHARD_HAVE_NCCL
 

@@ -51,6 +51,7 @@ nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
   j["verification"] = to_string(m.verification);
   j["bytes_verified"] = m.bytes_verified;
   j["elapsed_s"] = m.elapsed_s;
+  if (m.device_copy_bytes > 0) j["device_copy_bytes"] = m.device_copy_bytes;
   auto& ops = j["ops"] = nlohmann::json::array();
   for (std::size_t i = 0; i < m.schedule.ops.size(); ++i) {
     const Op& o = m.schedule.ops[i];
@@ -119,6 +120,8 @@ Measurement load_measurement(const std::filesystem::path& path, bool accept_unve
                              std::numeric_limits<std::int64_t>::max());
   m.elapsed_s = finite(member(j, "elapsed_s", root), root.at("elapsed_s"));
   if (m.elapsed_s < 0) root.at("elapsed_s").fail("a negative elapsed time");
+  if (j.contains("device_copy_bytes"))
+    m.device_copy_bytes = integer(j.at("device_copy_bytes"), root.at("device_copy_bytes"), 0, std::numeric_limits<std::int64_t>::max());
   m.schedule = schedule_from_json(member(j, "schedule", root), file, "schedule");
   // Exactly one timing per operation of the schedule, each time finite (-1: not recorded; start and
   // end come from different ranks' clocks, so end may precede start by the clocks' offset).

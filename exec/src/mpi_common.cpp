@@ -329,34 +329,15 @@ RunResult mpi_finish(const RunPlan& plan, const ExecOptions& options, const MpiW
   }
   if (w.initialized_here) MPI_Finalize();
   if (w.rank != 0) return res;
-  std::string first;
-  int failing = 0;
-  if (options.verification == Verification::Digest) {
-    long long compared = 0;
-    std::int64_t b = 0;
-    first = compare_digests(std::move(digests), *plan.transfers, plan.scenario->inventory, b);
-    compared = b;
-    if (!first.empty()) failing = 1;
-    bytes = compared;
-  }
-  for (int r = 0; r < w.world; ++r) {
-    const char* m = all.data() + static_cast<std::size_t>(r) * kMessage;
-    if (m[0] == 0) continue;
-    if (failing++ == 0) first = m;
-  }
-  if (failing)
-    throw ExecError("verification failed: " + first +
-                        (failing > 1 ? " (and " + std::to_string(failing - 1) + " more ranks found wrong bytes)" : ""),
-                    0, -1);
-  auto& m = res.measurement;
-  for (int i = 0; i < n; ++i) m.ops[static_cast<std::size_t>(i)] = {start[static_cast<std::size_t>(i)], end[static_cast<std::size_t>(i)]};
-  m.bytes_verified = bytes;
-  m.elapsed_s = elapsed;
-  for (std::size_t i = 0; i < staging.size(); ++i)
-    if (staging[i] >= 0) m.staging.push_back({plan.gpus[i], staging[i]});
-  m.verified = options.verification != Verification::None;
-  m.verification = options.verification;
-  return res;
+  LocalOutcome merged;
+  merged.start = std::move(start);
+  merged.end = std::move(end);
+  merged.bytes_verified = bytes;
+  merged.elapsed = elapsed;
+  merged.staging.assign(staging.begin(), staging.end());
+  std::vector<std::string> errors;
+  for (int r = 0; r < w.world; ++r) errors.emplace_back(all.data() + static_cast<std::size_t>(r) * kMessage);
+  return reporter_result(plan, options, w.world, merged, errors, std::move(digests));
 }
 
 }  // namespace reshard::exec::detail

@@ -7,6 +7,7 @@
 
 #include "backend_impl.hpp"
 #include "host_memory.hpp"
+#include "outcome.hpp"
 
 namespace reshard::exec::detail {
 
@@ -34,21 +35,6 @@ void setup_done(MpiWorld& w);
 // Test-only fault: this process stops answering (a dead peer nobody has noticed). A live process
 // times out waiting for it and aborts the run; if none does within three timeouts, this throws.
 [[noreturn]] void go_silent(const MpiWorld& w, double timeout_s);
-
-// What one process saw: start times of the operations it sent, end times of those it received
-// (-1 elsewhere), the destination bytes it verified, its first verification error ("" if none),
-// and its last completion time.
-struct LocalOutcome {
-  std::vector<double> start, end;
-  std::int64_t bytes_verified = 0;
-  std::string error;
-  double elapsed = 0;
-  // Per GPU of the plan (RunPlan::gpus order): the peak staging bytes it held, for the GPUs this
-  // process ran; -1 for the others. Empty: the backend does not measure it.
-  std::vector<std::int64_t> staging;
-  // Verification::Digest: the digests of the pieces its GPUs hold or need (host_memory.hpp).
-  std::vector<PieceDigest> digests;
-};
 
 // First every process reports completion to rank 0, which waits at most `timeout_s` for each and
 // names the first one that never finished; then rank 0 combines every process's outcome (and, for

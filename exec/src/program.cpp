@@ -84,6 +84,9 @@ RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Sch
     if (const std::string problem = op_problem(s, i, sc.topology.gpu_count(), true); !problem.empty())
       throw ScheduleError(who + ": operation " + std::to_string(i) + ": " + problem +
                           "; a schedule that does not match its scenario is refused");
+    if (op.chain < 0 && op.src == op.dst)  // data a GPU holds on both sides is copied locally, never sent
+      throw ScheduleError(who + ": operation " + std::to_string(i) + " sends from GPU " + std::to_string(op.src) +
+                          " to itself; pieces a GPU holds on both sides are copied locally, not sent");
     gpus.insert(op.src);
     gpus.insert(op.dst);
     if (op.chain >= 0)  // every GPU the chain passes through runs the op

@@ -92,8 +92,8 @@ std::vector<ShardRef> Refit::shards(int rank) const {
   return out;
 }
 
-ShardBinding Refit::binding(const ShardRef& s, void* data, std::int64_t bytes) const {
-  return {s.gpu, s.side, s.tensor, s.box, data, bytes, MemoryKind::Host};
+ShardBinding Refit::binding(const ShardRef& s, void* data, std::int64_t bytes, MemoryKind memory) const {
+  return {s.gpu, s.side, s.tensor, s.box, data, bytes, memory};
 }
 
 RefitStats Refit::run(const MemoryBinding& binding) {

@@ -110,6 +110,10 @@ struct Measurement {
   // The staging memory each GPU held at most (the host backend counts the bytes it allocates for
   // send and receive regions; empty: the backend does not measure it), by GPU.
   std::vector<GpuStaging> staging;
+  // The cuda backend: the bytes its copies moved in device memory during the run (packs, unpacks,
+  // local copies and the copies between GPUs' slots); 0 where not counted. Over elapsed_s it is the
+  // backend's copy rate, which the GPU check compares with a plain device-to-device copy.
+  std::int64_t device_copy_bytes = 0;
 };
 
 nlohmann::json to_json(const Measurement& m, const RunPlan& plan);

@@ -51,7 +51,8 @@ class Refit {
     std::optional<model::Bytes> max_staging;   // every GPU's staging budget at most this
     std::vector<std::string> sets;             // `--set KEY=VALUE` overrides of the scenario
     std::string profile = "reshard";           // what auto is tuned for
-    std::string transport = "host";            // host (MPI) or nccl
+    std::string transport = "host";            // host (MPI; host buffers), cuda (one process, every GPU's device
+                                               // buffers), nccl (one process per GPU; device buffers)
     double timeout_s = 30;
     Verification verification = Verification::Digest;
   };
@@ -70,8 +71,9 @@ class Refit {
   int rank() const;
   // The shards process `rank` holds (Side::Source) or fills (Side::Destination), in plan order.
   std::vector<ShardRef> shards(int rank) const;
-  // The binding of shard `s` to `bytes` bytes of host memory at `data` (at least s.bytes).
-  ShardBinding binding(const ShardRef& s, void* data, std::int64_t bytes) const;
+  // The binding of shard `s` to `bytes` bytes at `data` (at least s.bytes): host memory for the
+  // host transport, device memory for cuda and nccl.
+  ShardBinding binding(const ShardRef& s, void* data, std::int64_t bytes, MemoryKind memory = MemoryKind::Host) const;
   // One refit over the caller's buffers (every shard of this process bound): collective. Throws
   // ExecError (a timeout naming rank and peer; a wrong digest naming the piece).
   RefitStats run(const MemoryBinding& binding);

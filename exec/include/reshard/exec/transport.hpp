@@ -34,6 +34,10 @@ struct Transport {
 
 // Every transport, available or not: host, cuda, nccl.
 const std::vector<Transport>& transports();
+// What the nccl transport loads at run time: "NCCL 2.28.9 (libnccl.so.2)" once the library is
+// found and its entry points are loaded (the version read through them), else why not (not built,
+// not found: where it looked).
+std::string nccl_library();
 // The transport called `name`; ExecError listing the names for any other.
 const Transport& transport_named(const std::string& name);
 
