@@ -156,6 +156,8 @@ void print_plan_json(const LoadedScenario& sc, const TransferSet& ts, const Lowe
   j.update(study::plan_json(ts, lb));
   j["source_gpus"] = sc.source.world_size();
   j["destination_gpus"] = sc.destination.world_size();
+  j["colocated"] = sc.scenario.colocated;
+  j["shared_gpus"] = shared_gpus(sc.scenario);
   j["world_size"] = world_size;
   j["memory"] = {{"source", memory_json(side_memory(sc, sc.source.gpus(), sc.scenario.source_refit_memory))},
                  {"destination", memory_json(side_memory(sc, sc.destination.gpus(), sc.scenario.destination_refit_memory))}};
@@ -252,6 +254,10 @@ void run_plan(const PlanArgs& a) {
     fields.insert(fields.begin() + 5, {"precision", precision_line(sc)});
     fields.push_back({"conversion", format(ts.conversion.source_bytes) + " read and written by the source GPUs, " +
                                         format(ts.conversion.destination_bytes) + " by the destination GPUs"});
+  }
+  if (sc.scenario.colocated) {
+    const std::vector<GpuId> both = shared_gpus(sc.scenario);
+    fields.insert(fields.begin() + 5, {"colocated", std::to_string(both.size()) + " GPUs hold both a source and a destination shard: " + gpu_ranges(both)});
   }
   print_fields(std::cout, fields);
   std::cout << '\n';

@@ -30,10 +30,12 @@ struct SweepArgs {
   std::string spec, output, params;
   int jobs = 0;
   bool simulate = false;
+  bool keep_going = false;
   std::vector<std::string> sets;
 };
 
-void print_summary(const study::SweepSpec& spec, const std::vector<study::SweepRow>& rows) {
+// Returns the number of failed points.
+std::size_t print_summary(const study::SweepSpec& spec, const std::vector<study::SweepRow>& rows) {
   std::vector<std::string> headers{"point>"};
   for (const auto& k : spec.keys) headers.push_back(k);
   if (spec.profiles.size() > 1) headers.push_back("profile");
@@ -68,6 +70,7 @@ void print_summary(const study::SweepSpec& spec, const std::vector<study::SweepR
             << (spec.simulate ? "simulated" : "estimated")
             << "); limit: what bounds its estimate (host link = the GPU <-> NIC link); bound limit: what forms the "
                "lower bound's binding cut.\n";
+  return failed;
 }
 
 void run_sweep(const SweepArgs& a) {
@@ -77,6 +80,18 @@ void run_sweep(const SweepArgs& a) {
   if (!a.params.empty()) spec.use_params_file(a.params);
   for (const auto& s : a.sets) spec.base.push_back(parse_override(s));
   const bool root = processes.rank() == 0;
+  // Every point's inputs are read first: a value no reader takes stops the sweep before it runs.
+  if (const auto problems = study::check_points(spec); !problems.empty()) {
+    if (root)
+      for (const auto& p : problems) std::cerr << "reshard: " << (a.keep_going ? "warning: " : "error: ") << p << '\n';
+    if (!a.keep_going) {
+      if (root)
+        std::cerr << "reshard: error: no point was run (" << problems.size() << " problem"
+                  << (problems.size() == 1 ? "" : "s") << " above); --keep-going runs the others and writes the "
+                  << "failed points as error rows\n";
+      throw ReportedByFirstProcess{2};
+    }
+  }
   ProgressLine progress(std::cerr, root && isatty(STDERR_FILENO));
   study::SweepOptions options;
   options.threads = a.jobs;
@@ -116,9 +131,14 @@ void run_sweep(const SweepArgs& a) {
     j["schema"] = "reshard-sweep-row-1";  // docs/json-schema.md
     jsonl << j.dump() << '\n';
   }
-  print_summary(spec, rows);
+  const std::size_t failed = print_summary(spec, rows);
   std::cout << "wrote " << prefix << ".csv and " << prefix << ".jsonl (" << spec.points.size() << " points, "
             << processes.size() << " process" << (processes.size() == 1 ? "" : "es") << ")\n";
+  if (failed > 0 && !a.keep_going) {
+    std::cerr << "reshard: error: " << failed << " point" << (failed == 1 ? "" : "s")
+              << " failed (the error column above); --keep-going exits 0 with error rows\n";
+    throw ReportedByFirstProcess{1};
+  }
 }
 
 }  // namespace
@@ -132,6 +152,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Write PREFIX.csv and PREFIX.jsonl (default: the spec's name)");
   cmd->add_option("-j,--jobs", a->jobs, "Threads per process (default: every core)")->check(CLI::PositiveNumber);
   cmd->add_flag("--simulate", a->simulate, "Also simulate every schedule");
+  cmd->add_flag("--keep-going", a->keep_going,
+                "Run the points that read even when others do not, and exit 0 when points fail (their rows "
+                "carry the error)");
   cmd->add_option("--params", a->params,
                   "Cost parameters file (as written by reshard calibrate); replaces the spec's profiles");
   add_set_option(cmd, a->sets);

@@ -19,7 +19,7 @@ namespace reshard::test {
 inline std::string chain_scenario_yaml(int dp) {
   const std::string root = source_dir();
   return "name: chain-fixture-dp" + std::to_string(dp) + "\nmodel: " + root + "/models/tiny-gqa.yaml\ntopology: " + root +
-         "/topologies/dgx-h100-2n.yaml\nsource: {framework: megatron, tp: 1, gpus: 0}\n"
+         "/topologies/dgx-h100-2n.yaml\ncolocated: true\nsource: {framework: megatron, tp: 1, gpus: 0}\n"
          "destination: {framework: vllm, tp: 2, dp: " +
          std::to_string(dp) + ", gpus: 0-" + std::to_string(2 * dp - 1) + "}\n";
 }

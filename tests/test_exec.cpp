@@ -638,6 +638,7 @@ TEST(Loopback, ColocatedPiecesAreCopiedInPlace) {
   const Scenario s = Scenario::parse(R"(name: tiny-colocated
 model: ../models/tiny-gqa.yaml
 topology: ../topologies/dgx-h100-2n.yaml
+colocated: true
 source: {framework: megatron, tp: 2, pp: 2, gpus: 0-7}
 destination: {framework: vllm, tp: 4, dp: 2, gpus: 0-7}
 )",

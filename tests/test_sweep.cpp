@@ -120,7 +120,7 @@ TEST(Overrides, BadValueIsTheReadersErrorAtTheKeysLine) {
   EXPECT_NE(w.reason().find("needs 6 GPUs, but gpus lists 8"), std::string::npos);
   // A model file that does not exist.
   const auto m = override_error([] { load_scenario(kSmall, sets({"model=models/none.yaml"})); });
-  EXPECT_NE(std::string(m.what()).find("cannot open the file"), std::string::npos);
+  EXPECT_NE(std::string(m.what()).find("model: no such file: tried"), std::string::npos);
 }
 
 TEST(Overrides, MalformedOverrides) {

@@ -47,6 +47,39 @@ TEST(SweepCli, WritesCsvJsonLinesAndASummary) {
   std::filesystem::remove(prefix.string() + ".jsonl");
 }
 
+// A typo in an axis value (`400Gb`) is found before any point runs: exit 2, the point and the
+// reader's error named, no file written. With --keep-going the other points run and the sweep
+// exits 0; a point that fails while running (weights above a 1 KB GPU) exits 1 without it.
+TEST(SweepCli, BadAxisValueStopsTheSweepBeforeItRuns) {
+  const auto spec = temp("typo.yaml");
+  std::ofstream(spec) << "name: typo\nscenario: " << kSource << "/scenarios/small-moe-ep.yaml\n"
+                      << "axes:\n  - key: topology.cluster.nic_speed\n    values: [400Gbps, 400Gb, 800Gbps]\n"
+                      << "strategies: [direct]\n";
+  const auto prefix = temp("typo");
+  int st = 0;
+  auto out = run(std::string(RESHARD_BINARY) + " sweep " + spec.string() + " -o " + prefix.string(), &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("reshard: error: " + spec.string() + ": point 1: --set topology.cluster.nic_speed=400Gb: "),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("cluster.nic_speed: unknown bandwidth unit 'Gb'"), std::string::npos) << out;
+  EXPECT_NE(out.find("no point was run"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(prefix.string() + ".csv"));
+  out = run(std::string(RESHARD_BINARY) + " sweep " + spec.string() + " --keep-going -o " + prefix.string(), &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("3 rows; 1 failed point"), std::string::npos) << out;
+
+  std::ofstream(spec) << "name: fit\nscenario: " << kSource << "/scenarios/small-moe-ep.yaml\n"
+                      << "axes:\n  - key: topology.cluster.gpu_memory\n    values: [80GB, 1KB]\nstrategies: [direct]\n";
+  out = run(std::string(RESHARD_BINARY) + " sweep " + spec.string() + " -o " + prefix.string(), &st);
+  EXPECT_EQ(st, 1) << out;
+  EXPECT_NE(out.find("1 point failed"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::exists(prefix.string() + ".csv"));  // the rows are written all the same
+  std::filesystem::remove(spec);
+  std::filesystem::remove(prefix.string() + ".csv");
+  std::filesystem::remove(prefix.string() + ".jsonl");
+}
+
 TEST(SweepCli, SetOnCompareNamesTheOverride) {
   int st = 0;
   const auto out = run(std::string(RESHARD_BINARY) + " compare " + kSource +

@@ -134,11 +134,7 @@ TEST(TopologyErrors, GeneratorShape) {
   expect_error("cluster:\n  template: gb200-nvl72\n  nodes: 18\n", {3, "cluster.nodes", "counted in racks"});
   expect_error("cluster:\n  template: dgx-h100\n  racks: 2\n", {3, "cluster.racks", "counted in nodes"});
   expect_error("cluster:\n  template: dgx-h100\n  nodes: 0\n", {3, "cluster.nodes", "positive integer"});
-  // 8 rail leaves and no spines: cross-rail traffic has no way.
-  // Without a fabric section the error points at the cluster (line 1); with one, at 'fabric:'.
-  expect_error("cluster:\n  template: dgx-h100\n  nodes: 2\n", {1, "fabric.spines", "need spine switches"});
-  expect_error("cluster:\n  template: dgx-h100\n  nodes: 2\nfabric:\n  nodes_per_leaf: 1\n",
-               {4, "fabric.spines", "need spine switches"});
+  // (Several leaves without fabric.spines: one spine per rail, tests/test_no_silent_guess.cpp.)
   expect_error(kGenerated + "  core: {leaf_groups_per_pod: 1, switches: 6}\n",
                {7, "fabric.core.switches", "multiple of the spines"});
   expect_error("name: x\n", {1, "cluster", "required key is missing"});

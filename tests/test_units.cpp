@@ -17,6 +17,20 @@ TEST(Units, BandwidthSuffixes) {
   EXPECT_DOUBLE_EQ(parse_bandwidth("1e3MBps").value, 1e9);
 }
 
+// Every spelling reshard accepts, as it prints them (GB/s) and as configs and NIC datasheets write
+// them: decimal and binary bytes per second, bits per second.
+TEST(Units, BandwidthSpellings) {
+  EXPECT_DOUBLE_EQ(parse_bandwidth("450 GB/s").value, 450e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("450GBps").value, 450e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("1GiB/s").value, 1073741824.0);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("2MiB/s").value, 2.0 * 1048576);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("400Gbit/s").value, 50e9);  // 400e9 bits / 8
+  EXPECT_DOUBLE_EQ(parse_bandwidth("400Gb/s").value, 50e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("400Gbps").value, 50e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("1.6Tbit/s").value, 200e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("64 GB/s").value, parse_bandwidth(format(BytesPerSecond{64e9})).value);  // reads what it prints
+}
+
 TEST(Units, DurationAndSize) {
   EXPECT_DOUBLE_EQ(parse_duration("1.5us").value, 1.5e-6);
   EXPECT_DOUBLE_EQ(parse_duration("150ns").value, 150e-9);
@@ -28,7 +42,8 @@ TEST(Units, DurationAndSize) {
 
 TEST(Units, RejectsMissingWrongOrNegative) {
   EXPECT_THROW(parse_bandwidth("450"), std::invalid_argument);       // no unit
-  EXPECT_THROW(parse_bandwidth("450GB/s"), std::invalid_argument);   // unknown unit
+  EXPECT_THROW(parse_bandwidth("450GB/h"), std::invalid_argument);   // unknown unit
+  EXPECT_THROW(parse_bandwidth("450Gb"), std::invalid_argument);     // a size, not a rate
   EXPECT_THROW(parse_bandwidth("-5GBps"), std::invalid_argument);    // negative
   EXPECT_THROW(parse_duration("3 parsecs"), std::invalid_argument);
   EXPECT_THROW(parse_size("GB"), std::invalid_argument);             // no number

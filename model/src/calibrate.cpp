@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "reshard/model/checked.hpp"
@@ -162,12 +163,27 @@ std::vector<MeasuredRun> read_measured_runs(const std::filesystem::path& csv) {
     std::stringstream ss(line);
     for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
     if (column.empty()) {
-      for (std::size_t i = 0; i < cells.size(); ++i) column[cells[i]] = i;
+      // Every column is one reshard reads (or `note`, free text): an unknown one is refused, as a
+      // column meant for reshard and ignored would change the fit without a word.
+      static const std::set<std::string> known{"scenario", "strategy", "measured_s", "note"};
+      for (std::size_t i = 0; i < cells.size(); ++i) {
+        std::string name = cells[i];
+        name.erase(name.find_last_not_of(" \t\r") + 1);
+        if (!known.count(name))
+          throw ConfigError(csv.string(), lineno, name,
+                            "unknown column; a measurements file has the columns scenario, strategy, measured_s and "
+                            "optionally note (free text)");
+        if (!column.emplace(name, i).second) throw ConfigError(csv.string(), lineno, name, "column named twice");
+      }
       for (const char* need : {"scenario", "strategy", "measured_s"})
         if (!column.count(need))
           throw ConfigError(csv.string(), lineno, need, "header must name the columns scenario,strategy,measured_s");
       continue;
     }
+    if (cells.size() > column.size())
+      throw ConfigError(csv.string(), lineno, "",
+                        std::to_string(cells.size()) + " values, but the header names " + std::to_string(column.size()) +
+                            " columns (a comma inside a value?)");
     auto get = [&](const char* name) -> std::string {
       const std::size_t i = column.at(name);
       if (i >= cells.size()) throw ConfigError(csv.string(), lineno, name, "missing value");
@@ -190,6 +206,9 @@ std::vector<MeasuredRun> read_measured_runs(const std::filesystem::path& csv) {
     }
     runs.push_back(std::move(run));
   }
+  if (runs.empty())
+    throw ConfigError(csv.string(), lineno, "",
+                      "no measurements: the file needs a header (scenario,strategy,measured_s) and at least one row");
   return runs;
 }
 

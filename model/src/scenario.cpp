@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -60,6 +61,27 @@ std::vector<GpuId> parse_gpu_list(const std::string& text) {
     at = comma + 1;
   }
   return parse_gpu_list(items);
+}
+
+std::string gpu_ranges(std::vector<GpuId> gpus) {
+  std::sort(gpus.begin(), gpus.end());
+  gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+  std::string out;
+  for (std::size_t i = 0; i < gpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < gpus.size() && gpus[j + 1] == gpus[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(gpus[i]) + (j > i ? "-" + std::to_string(gpus[j]) : "");
+    i = j + 1;
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::vector<GpuId> shared_gpus(const Scenario& s) {
+  std::vector<GpuId> a = s.source.gpus, b = s.destination.gpus, both;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+  return both;
 }
 
 namespace {
@@ -331,12 +353,14 @@ std::filesystem::path resolve(const std::filesystem::path& base, const std::stri
 }
 
 void parse_root(const yaml::Node& root, const std::string& name, const std::filesystem::path& base_dir, Scenario& s) {
-  root.allow_only({"name", "description", "model", "topology", "dtype", "include_mtp", "source", "destination"});
+  root.allow_only({"name", "description", "model", "topology", "dtype", "include_mtp", "colocated", "source", "destination"});
   s.file = name;
   s.name = root.get("name") ? root.at("name").str() : std::filesystem::path(name).stem().string();
   if (auto d = root.get("description")) s.description = d->str();
   s.model_path = resolve(base_dir, root.at("model").str());
   s.topology_path = resolve(base_dir, root.at("topology").str());
+  s.model_line = root.at("model").line();
+  s.topology_line = root.at("topology").line();
   if (auto d = root.get("dtype")) {
     try {
       s.model_options.dtype = parse_dtype(d->str());
@@ -357,6 +381,16 @@ void parse_root(const yaml::Node& root, const std::string& name, const std::file
               "limit is its whole memory");
   s.source = parse_layout(src);
   s.destination = parse_layout(dst);
+  // Overlapping GPU lists are a colocated refit only when the scenario says so: a typo in a range
+  // would otherwise turn a disaggregated deployment into a colocated one without a word.
+  if (auto c = root.get("colocated")) s.colocated = c->boolean();
+  const std::vector<GpuId> both = shared_gpus(s);
+  if (!both.empty() && !s.colocated)
+    dst.at("gpus").fail("shares " + std::to_string(both.size()) + " GPUs with source.gpus (" + gpu_ranges(both) +
+                        "): training and generation on the same GPUs is a colocated refit; say `colocated: true` "
+                        "at the top of the scenario, or give the destination GPUs of its own");
+  if (both.empty() && s.colocated)
+    root.at("colocated").fail("the two sides share no GPU: a colocated refit lists the same GPUs on both sides");
   read_memory_keys(src, dst, s);
   if (auto p = dst.get("precision")) {
     s.precision = parse_precision(*p);
@@ -412,14 +446,32 @@ std::vector<Override> replacing(const Scenario& s, const char* key) {
 
 }  // namespace
 
+// A `model:` or `topology:` path that names nothing is the scenario's error: its file, line and
+// key, and the path tried.
+void check_named_file(const Scenario& s, const char* key, int line, const std::filesystem::path& path,
+                      const char* expected) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return;
+  const std::filesystem::path dir = std::filesystem::path(s.file).parent_path();
+  const std::string from = !replacing(s, key).empty() ? "a --set path is read from the current folder"
+                                                      : "relative paths are read from the scenario's folder, " +
+                                                            (dir.empty() ? std::string(".") : dir.string());
+  throw ConfigError(s.file, line, key, "no such file: tried " + path.string() + " (" + from + "); " + expected);
+}
+
 Inventory load_inventory(const Scenario& s) {
-  return yaml::naming_overrides(replacing(s, "model"),
-                                [&] { return Inventory::load(s.model_path, s.model_options, s.model_overrides); });
+  return yaml::naming_overrides(replacing(s, "model"), [&] {
+    check_named_file(s, "model", s.model_line, s.model_path,
+                     "a model is a models/*.yaml file, a Hugging Face config.json or a folder holding one");
+    return Inventory::load(s.model_path, s.model_options, s.model_overrides);
+  });
 }
 
 Topology load_topology(const Scenario& s) {
-  return yaml::naming_overrides(replacing(s, "topology"),
-                                [&] { return Topology::load(s.topology_path, s.topology_overrides); });
+  return yaml::naming_overrides(replacing(s, "topology"), [&] {
+    check_named_file(s, "topology", s.topology_line, s.topology_path, "a topology is a topologies/*.yaml file");
+    return Topology::load(s.topology_path, s.topology_overrides);
+  });
 }
 
 void check_gpus(const Scenario& s, const Topology& topo) {

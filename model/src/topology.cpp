@@ -434,7 +434,9 @@ Topology::Impl* build(const yaml::Node& root, const std::string& file) {
   if (root.has("cluster") && root.has("devices"))
     root.at("devices").fail("a topology is either generated ('cluster') or explicit ('devices'), not both");
   if (root.has("cluster") && root.has("clusters"))
-    root.at("clusters").fail("a generated topology has either one 'cluster' or a list of 'clusters', not both");
+    root.at("clusters").fail("a generated topology has either one 'cluster' or a list of 'clusters', not both (with "
+                            "'clusters', fabric.nic_speed and fabric.host_link set every cluster's; "
+                            "clusters.N.KEY one cluster's)");
   if (root.has("clusters") && root.has("devices"))
     root.at("devices").fail("a topology is either generated ('clusters') or explicit ('devices'), not both");
   if (root.has("cluster")) impl->d = detail::build_generated(root);

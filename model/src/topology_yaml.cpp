@@ -62,6 +62,36 @@ BytesPerSecond positive_bandwidth(const yaml::Node& n) {
   return bw;
 }
 
+// What a bandwidth is, for the range no datacenter hardware falls outside of.
+enum class BandwidthOf { NetworkLink, OtherLink, GpuMemory };
+
+// A legal but implausible bandwidth (a NIC below 10 Gb/s, a link above 10 TB/s, a GPU memory
+// bandwidth outside 100 GB/s - 50 TB/s): read as written, with a warning naming file, line and key
+// ("" when plausible). The usual cause is a unit off by 1000 (`400Mbps` for `400Gbps`).
+std::string implausible_bandwidth(const yaml::Node& n, BytesPerSecond bw, BandwidthOf what) {
+  const double lo = what == BandwidthOf::NetworkLink ? 10e9 / 8 : what == BandwidthOf::GpuMemory ? 100e9 : 0;
+  const double hi = what == BandwidthOf::GpuMemory ? 50e12 : 10e12;
+  const char* name = what == BandwidthOf::NetworkLink ? "a network link" : what == BandwidthOf::GpuMemory
+                                                                                 ? "a GPU's memory"
+                                                                                 : "a link";
+  std::string why;
+  if (bw.value < lo)
+    why = "is below " + std::string(what == BandwidthOf::NetworkLink ? "10 Gb/s" : "100 GB/s") +
+          ", slower than any datacenter hardware for " + name;
+  else if (bw.value > hi)
+    why = "is above " + std::string(what == BandwidthOf::GpuMemory ? "50 TB/s" : "10 TB/s") + ", faster than " + name +
+          " of any GPU cluster";
+  if (why.empty()) return {};
+  return n.file() + ":" + std::to_string(n.line()) + ": " + n.key() + ": " + checked::quote(n.str()) + " (" +
+         format(bw) + ") " + why + "; read as written (check the unit: Mbps vs Gbps, GBps vs Gbps)";
+}
+
+BytesPerSecond checked_bandwidth(const yaml::Node& n, BandwidthOf what, std::vector<std::string>& warnings) {
+  const BytesPerSecond bw = positive_bandwidth(n);
+  if (std::string w = implausible_bandwidth(n, bw, what); !w.empty()) warnings.push_back(std::move(w));
+  return bw;
+}
+
 double positive_number(const yaml::Node& n) {
   const double v = n.number();
   if (!(v > 0)) n.fail("must be a positive number, got '" + n.str() + "'");
@@ -100,6 +130,7 @@ struct ClusterPart {
   std::int32_t nodes = 0;
   std::optional<yaml::Node> nic_node, host_node;  // nic_speed, host_link when given
   BytesPerSecond nic_bw, host_bw;
+  std::vector<std::string> warnings;  // implausible values read
   Bytes gpu_memory;  // per GPU: the template's capacity, or gpu_memory
   LinkKind host_kind = LinkKind::PCIe;
   std::int32_t nodes_per_leaf = 0, leaves = 0;
@@ -117,13 +148,14 @@ struct ClusterPart {
 };
 
 // A cluster's own keys: template, size, NIC, host link and GPU memory (`named`: an item of
-// `clusters:`, which also carries name and nodes_per_leaf).
+// `clusters:`, which also carries a name).
 ClusterPart read_cluster(const yaml::Node& cluster, bool named) {
   if (named)
     cluster.allow_only({"name", "template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "gpu_memory",
                         "nodes_per_leaf"});
   else
-    cluster.allow_only({"template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "gpu_memory"});
+    cluster.allow_only({"template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "gpu_memory",
+                        "nodes_per_leaf"});
   ClusterPart c(cluster.at("template"));
   if (named) {
     const auto name_node = cluster.at("name");
@@ -151,10 +183,10 @@ ClusterPart read_cluster(const yaml::Node& cluster, bool named) {
     c.nodes = positive_int32(cluster.at("nodes"), 1'000'000);
   }
   c.nic_node = cluster.get("nic_speed");
-  c.nic_bw = c.nic_node ? positive_bandwidth(*c.nic_node) : tmpl->nic;
+  c.nic_bw = c.nic_node ? checked_bandwidth(*c.nic_node, BandwidthOf::NetworkLink, c.warnings) : tmpl->nic;
   // The GPU <-> NIC host link: the template's unless host_link / host_link_kind say otherwise.
   c.host_node = cluster.get("host_link");
-  c.host_bw = c.host_node ? positive_bandwidth(*c.host_node) : tmpl->gpu_nic_pcie;
+  c.host_bw = c.host_node ? checked_bandwidth(*c.host_node, BandwidthOf::OtherLink, c.warnings) : tmpl->gpu_nic_pcie;
   c.host_kind = tmpl->host_link_kind;
   if (auto k = cluster.get("host_link_kind")) {
     const std::string v = k->str();
@@ -164,7 +196,7 @@ ClusterPart read_cluster(const yaml::Node& cluster, bool named) {
   }
   const auto memory_node = cluster.get("gpu_memory");
   c.gpu_memory = memory_node ? gpu_memory_size(*memory_node) : tmpl->memory_capacity;
-  c.nodes_per_leaf = named && cluster.get("nodes_per_leaf") ? positive_int32(cluster.at("nodes_per_leaf")) : c.nodes;
+  c.nodes_per_leaf = cluster.get("nodes_per_leaf") ? positive_int32(cluster.at("nodes_per_leaf")) : c.nodes;
   return c;
 }
 
@@ -184,6 +216,7 @@ struct FabricSpec {
   double core_oversub = 1.0;
   std::int32_t K = 0, pods = 1;         // cores per plane; pods (spine layers)
   std::int32_t leaves = 0;              // over every cluster
+  std::optional<yaml::Node> nic_node, host_node;  // fabric.nic_speed, fabric.host_link: every cluster's
   std::vector<std::int32_t> leaf_pod;   // per leaf
   std::vector<std::string> pod_prefix;  // per pod: what names its spines ("" without a core layer)
 };
@@ -195,12 +228,15 @@ FabricSpec read_fabric_keys(const yaml::Node& root, bool one_cluster) {
   fs.node = root.get("fabric");
   if (!fs.node) return fs;
   const yaml::Node& f = *fs.node;
-  if (one_cluster) f.allow_only({"rail_optimized", "nodes_per_leaf", "spines", "oversubscription", "core"});
-  else f.allow_only({"rail_optimized", "spines", "oversubscription", "core"});
+  if (one_cluster)
+    f.allow_only({"rail_optimized", "nodes_per_leaf", "spines", "oversubscription", "core", "nic_speed", "host_link"});
+  else f.allow_only({"rail_optimized", "spines", "oversubscription", "core", "nic_speed", "host_link"});
   if (auto v = f.get("rail_optimized")) fs.rail_optimized = v->boolean();
   if (auto v = f.get("nodes_per_leaf")) fs.nodes_per_leaf = positive_int32(*v);
   if ((fs.spines_node = f.get("spines"))) fs.spines = positive_int32(*fs.spines_node, 100'000);
   if (auto v = f.get("oversubscription")) fs.oversub = positive_number(*v);
+  fs.nic_node = f.get("nic_speed");
+  fs.host_node = f.get("host_link");
   if (auto core = f.get("core")) {
     if (one_cluster) core->allow_only({"leaf_groups_per_pod", "switches", "oversubscription"});
     else core->allow_only({"switches", "oversubscription"});
@@ -213,12 +249,30 @@ FabricSpec read_fabric_keys(const yaml::Node& root, bool one_cluster) {
   return fs;
 }
 
+// fabric.nic_speed and fabric.host_link set every cluster's NIC speed and host link (one knob for
+// a sweep over a several-cluster topology); a cluster that sets its own as well is refused, so
+// neither silently wins.
+void apply_fabric_speeds(const FabricSpec& fs, std::vector<ClusterPart>& parts) {
+  for (auto& p : parts) {
+    if (fs.nic_node) {
+      if (p.nic_node) p.nic_node->fail("given here and as fabric.nic_speed (every cluster's); keep one");
+      p.nic_node = fs.nic_node;
+      p.nic_bw = checked_bandwidth(*fs.nic_node, BandwidthOf::NetworkLink, p.warnings);
+    }
+    if (fs.host_node) {
+      if (p.host_node) p.host_node->fail("given here and as fabric.host_link (every cluster's); keep one");
+      p.host_node = fs.host_node;
+      p.host_bw = checked_bandwidth(*fs.host_node, BandwidthOf::OtherLink, p.warnings);
+    }
+  }
+}
+
 // Leaves per cluster (a leaf per group of nodes_per_leaf nodes, per rail when rail-optimized),
 // their numbering over the clusters, and the core layer's planes. `pod_of_leaf_group(part, group)`
 // gives a leaf group's pod; `unit`: what shares the spines of one pod, in error messages.
 template <class PodOf>
 void lay_out_fabric(FabricSpec& fs, std::vector<ClusterPart>& parts, std::int32_t pods, const std::string& unit,
-                    const std::string& file, int missing_spines_line, const std::string& why_spines, PodOf pod_of_leaf_group) {
+                    const std::string& file, PodOf pod_of_leaf_group) {
   std::int32_t nodes = 0, domains = 0;
   for (auto& p : parts) {
     const std::int32_t groups = (p.nodes + p.nodes_per_leaf - 1) / p.nodes_per_leaf;
@@ -230,10 +284,11 @@ void lay_out_fabric(FabricSpec& fs, std::vector<ClusterPart>& parts, std::int32_
     fs.leaves += p.leaves;
     domains += p.domains();
   }
-  if (fs.leaves > 1 && fs.spines == 0)
-    throw ConfigError(file, fs.node ? fs.node->line() : missing_spines_line, "fabric.spines",
-                      "required key is missing: " + std::to_string(fs.leaves) + " leaf switches " + why_spines +
-                          " need spine switches to reach each other");
+  // Without a core layer the spines default to one per rail (the most rails of any cluster): a
+  // leaf's uplink total is its downlink total / oversubscription whatever the count, which only
+  // sets how that total is split over links.
+  if (fs.leaves > 1 && fs.spines == 0 && !fs.has_core)
+    for (const auto& p : parts) fs.spines = std::max(fs.spines, p.gpus_per_node());
   if (fs.has_core && fs.spines == 0)
     throw ConfigError(file, fs.node->line(), "fabric.spines", "a core layer needs spine switches");
   if (fs.has_core) {
@@ -393,12 +448,12 @@ std::string host_link_warning(const std::string& file, const ClusterPart& c) {
   const std::string tmpl_name(c.tmpl->name);
   std::string where, what;
   if (c.nic_node) {
-    where = file + ":" + std::to_string(c.nic_node->line()) + ": cluster.nic_speed: ";
+    where = file + ":" + std::to_string(c.nic_node->line()) + ": " + c.nic_node->key() + ": ";
     what = format(c.nic_bw) + " exceeds the GPU<->NIC host link (" + host +
-           (c.host_node ? ", cluster.host_link" : " of the " + tmpl_name + " template") + ")";
+           (c.host_node ? ", " + c.host_node->key() : " of the " + tmpl_name + " template") + ")";
   } else {
     where = file + ":" + std::to_string(c.host_node ? c.host_node->line() : c.template_node.line()) +
-            (c.host_node ? ": cluster.host_link: " : ": cluster.template: ");
+            (c.host_node ? ": " + c.host_node->key() + ": " : ": cluster.template: ");
     what = "the GPU<->NIC host link (" + host + ") is slower than the " + tmpl_name + " template's NIC (" +
            format(c.nic_bw) + ")";
   }
@@ -420,8 +475,10 @@ TopologyData generated_topology(const yaml::Node& root, std::vector<ClusterPart>
   }
   d.rail_count = fs.rail_optimized ? max_rails : 1;
   d.finish();
-  for (const auto& p : parts)
+  for (const auto& p : parts) {
+    d.warnings.insert(d.warnings.end(), p.warnings.begin(), p.warnings.end());
     if (std::string w = host_link_warning(d.file, p); !w.empty()) d.warnings.push_back(std::move(w));
+  }
   return d;
 }
 
@@ -436,13 +493,16 @@ TopologyData build_generated(const yaml::Node& root) {
   if (const std::int64_t gpus = static_cast<std::int64_t>(c.nodes) * c.gpus_per_node(); gpus > most)
     cluster.fail("cluster too large: " + std::to_string(gpus) + " GPUs, more than " + std::to_string(most) + ", the most reshard reads");
   FabricSpec fs = read_fabric_keys(root, true);
-  if (fs.nodes_per_leaf > 0) c.nodes_per_leaf = fs.nodes_per_leaf;
+  apply_fabric_speeds(fs, parts);
+  // nodes_per_leaf under `cluster:` (as in each item of `clusters:`) or, as before, under `fabric:`.
+  if (fs.nodes_per_leaf > 0) {
+    if (cluster.get("nodes_per_leaf"))
+      cluster.at("nodes_per_leaf").fail("given twice: here and as fabric.nodes_per_leaf; keep one");
+    c.nodes_per_leaf = fs.nodes_per_leaf;
+  }
   const std::int32_t groups = (c.nodes + c.nodes_per_leaf - 1) / c.nodes_per_leaf;
   const std::int32_t pods = fs.has_core ? (groups + fs.groups_per_pod - 1) / fs.groups_per_pod : 1;
-  const std::int32_t R = c.gpus_per_node();
-  lay_out_fabric(fs, parts, pods, "pod", root.file(), cluster.line(),
-                 "(" + std::to_string(groups) + " group(s) of nodes" + (fs.rail_optimized ? " x " + std::to_string(R) + " rails" : "") + ")",
-                 [&](std::size_t, std::int32_t group) { return group / std::max(fs.groups_per_pod, 1); });
+  lay_out_fabric(fs, parts, pods, "pod", root.file(), [&](std::size_t, std::int32_t group) { return group / std::max(fs.groups_per_pod, 1); });
   for (std::int32_t p = 0; p < fs.pods; ++p) fs.pod_prefix.push_back(fs.has_core ? "pod" + std::to_string(p) + "/" : "");
   return generated_topology(root, std::move(parts), std::move(fs));
 }
@@ -473,10 +533,9 @@ TopologyData build_generated_clusters(const yaml::Node& root) {
     if (gpus > most) c.fail("clusters too large: more than " + std::to_string(most) + " GPUs, the most reshard reads");
     parts.push_back(std::move(p));
   }
+  apply_fabric_speeds(fs, parts);
   const auto n = static_cast<std::int32_t>(parts.size());
-  lay_out_fabric(fs, parts, n, "cluster", root.file(), list.line(),
-                 "over " + std::to_string(parts.size()) + " cluster(s)",
-                 [](std::size_t cluster, std::int32_t) { return static_cast<std::int32_t>(cluster); });
+  lay_out_fabric(fs, parts, n, "cluster", root.file(), [](std::size_t cluster, std::int32_t) { return static_cast<std::int32_t>(cluster); });
   for (std::int32_t p = 0; p < fs.pods; ++p)
     fs.pod_prefix.push_back(fs.has_core ? parts[static_cast<std::size_t>(p)].name + "/" : "");
   return generated_topology(root, std::move(parts), std::move(fs));
@@ -541,7 +600,7 @@ TopologyData build_explicit(const yaml::Node& root) {
     const DeviceId id = d.add_device(kind, name, node, rail, item.line());
     if (auto m = item.get("memory_bandwidth")) {
       if (kind != DeviceKind::GPU) m->fail("memory_bandwidth is a GPU's; '" + name + "' is not a GPU");
-      d.devices[static_cast<std::size_t>(id)].memory_bandwidth = positive_bandwidth(*m);
+      d.devices[static_cast<std::size_t>(id)].memory_bandwidth = checked_bandwidth(*m, BandwidthOf::GpuMemory, d.warnings);
     }
     if (auto m = item.get("memory")) {
       if (kind != DeviceKind::GPU) m->fail("memory is a GPU's; '" + name + "' is not a GPU");
@@ -564,7 +623,8 @@ TopologyData build_explicit(const yaml::Node& root) {
     const DeviceId to = end("to");
     if (from == to) item.at("to").fail("a link must join two different devices");
     const LinkKind kind = parse_link_kind(item.at("kind"));
-    const BytesPerSecond bw = positive_bandwidth(item.at("bandwidth"));
+    const BytesPerSecond bw = checked_bandwidth(
+        item.at("bandwidth"), kind == LinkKind::Network ? BandwidthOf::NetworkLink : BandwidthOf::OtherLink, d.warnings);
     Seconds latency;
     if (auto l = item.get("latency")) latency = l->duration();
     else

@@ -67,16 +67,36 @@ double parse_with_units(std::string_view full_text, const Unit* units, std::size
                               shown + "'; expected one of: " + expected);
 }
 
-constexpr std::array<Unit, 10> kBandwidthUnits{{{"Bps", 1},
+// Bytes per second as reshard writes them (GB/s) and as configs often do (GBps, GiB/s); bits per
+// second as NICs are sold (Gbps, Gbit/s).
+constexpr std::array<Unit, 28> kBandwidthUnits{{{"Bps", 1},
                                                 {"KBps", 1e3},
                                                 {"MBps", 1e6},
                                                 {"GBps", 1e9},
                                                 {"TBps", 1e12},
+                                                {"B/s", 1},
+                                                {"KB/s", 1e3},
+                                                {"MB/s", 1e6},
+                                                {"GB/s", 1e9},
+                                                {"TB/s", 1e12},
+                                                {"KiB/s", 1024.0},
+                                                {"MiB/s", 1024.0 * 1024},
+                                                {"GiB/s", 1024.0 * 1024 * 1024},
+                                                {"TiB/s", 1024.0 * 1024 * 1024 * 1024},
                                                 {"bps", 1.0 / 8},
                                                 {"Kbps", 1e3 / 8},
                                                 {"Mbps", 1e6 / 8},
                                                 {"Gbps", 1e9 / 8},
-                                                {"Tbps", 1e12 / 8}}};
+                                                {"Tbps", 1e12 / 8},
+                                                {"bit/s", 1.0 / 8},
+                                                {"Kbit/s", 1e3 / 8},
+                                                {"Mbit/s", 1e6 / 8},
+                                                {"Gbit/s", 1e9 / 8},
+                                                {"Tbit/s", 1e12 / 8},
+                                                {"Gb/s", 1e9 / 8},
+                                                {"Tb/s", 1e12 / 8},
+                                                {"Mb/s", 1e6 / 8},
+                                                {"Kb/s", 1e3 / 8}}};
 constexpr std::array<Unit, 4> kDurationUnits{{{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}}};
 constexpr std::array<Unit, 10> kSizeUnits{{{"B", 1},
                                           {"KB", 1e3},

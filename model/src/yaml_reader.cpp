@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -269,11 +270,43 @@ bool related(const std::string& error_key, const std::string& override_key) {
 }  // namespace
 
 void rethrow_naming_override(const ConfigError& e, const std::vector<Override>& overrides) {
-  if (!dynamic_cast<const OverrideError*>(&e))
+  if (!dynamic_cast<const OverrideError*>(&e) && !overrides.empty()) {
     for (const auto& o : overrides)
       if (related(e.key(), o.key)) throw OverrideError(o.text, e);
+    // About another key, but the file was read with the overrides applied (one may have added a
+    // key that clashes with this one): name them all.
+    std::string all;
+    for (const auto& o : overrides) all += (all.empty() ? "" : ", ") + o.text;
+    throw OverrideError("with " + all + " applied", e);
+  }
   throw;
 }
+
+namespace {
+// A key twice in one mapping: YAML parsers keep one of the two silently (yaml-cpp the first,
+// PyYAML the last), so a file that says both is refused, at the second, naming the first's line.
+void refuse_duplicate_keys(const YAML::Node& node, const std::string& name, const std::string& path, int depth = 0) {
+  if (depth > 256) return;  // deeper than the parser's own limit allows
+  if (node.IsSequence()) {
+    std::size_t i = 0;
+    for (const auto& item : node) refuse_duplicate_keys(item, name, path + "[" + std::to_string(i++) + "]", depth + 1);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, int> first_line;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) continue;
+    const std::string key = kv.first.Scalar();
+    const std::string at = path.empty() ? key : path + "." + key;
+    const int line = kv.first.Mark().line >= 0 ? kv.first.Mark().line + 1 : 0;
+    if (auto [it, fresh] = first_line.emplace(key, line); !fresh)
+      throw ConfigError(name, line, at,
+                        "appears twice in one mapping (first at line " + std::to_string(it->second) +
+                            "); a parser would keep one of the two silently, so write it once");
+    refuse_duplicate_keys(kv.second, name, at, depth + 1);
+  }
+}
+}  // namespace
 
 Node load_string(const std::string& text, const std::string& name, const std::vector<Override>& overrides) {
   auto file = std::make_shared<const std::string>(name);
@@ -287,6 +320,7 @@ Node load_string(const std::string& text, const std::string& name, const std::ve
     throw ConfigError(name, e.mark.line >= 0 ? e.mark.line + 1 : 0, "", "YAML syntax error: " + e.msg);
   }
   if (!root.IsMap()) throw ConfigError(name, 1, "", "expected a YAML mapping at the top level");
+  refuse_duplicate_keys(root, name, "");
   for (const auto& o : overrides) apply(root, o, name);
   return Node(root, file, "", 1);
 }

@@ -270,6 +270,45 @@ std::string csv_field(const std::string& s) {
 
 }  // namespace
 
+std::vector<std::string> check_points(const SweepSpec& spec) {
+  std::map<std::string, std::string> topology_error, model_error;  // by PointKeys: "" read
+  std::map<std::string, std::vector<std::size_t>> points_of;        // by message
+  std::vector<std::string> order;
+  for (std::size_t i = 0; i < spec.points.size(); ++i) {
+    std::string error;
+    try {
+      const Scenario s = Scenario::load(spec.scenario, spec.overrides(i));
+      const PointKeys k = keys_of(s);
+      auto read = [&](std::map<std::string, std::string>& seen, const std::string& key, auto&& load) {
+        auto [it, fresh] = seen.emplace(key, "");
+        if (fresh) try {
+            load();
+          } catch (const Error& e) {
+            it->second = e.what();
+          }
+        return it->second;
+      };
+      error = read(topology_error, k.topology, [&] { load_topology(s); });
+      if (error.empty()) error = read(model_error, k.inventory, [&] { load_inventory(s); });
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    if (error.empty()) continue;
+    auto& points = points_of[error];
+    if (points.empty()) order.push_back(error);
+    points.push_back(i);
+  }
+  std::vector<std::string> out;
+  for (const auto& error : order) {
+    const auto& points = points_of[error];
+    std::string which;
+    for (std::size_t j = 0; j < points.size() && j < 8; ++j) which += (j ? ", " : "") + std::to_string(points[j]);
+    if (points.size() > 8) which += " and " + std::to_string(points.size() - 8) + " more";
+    out.push_back(spec.file + ": point" + (points.size() == 1 ? " " : "s ") + which + ": " + error);
+  }
+  return out;
+}
+
 std::vector<SweepRow> run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   std::vector<std::size_t> mine;
   for (std::size_t i = 0; i < spec.points.size(); ++i)

@@ -55,6 +55,7 @@ struct Scenario {
   std::string file;  // where it was read from (for messages)
   int source_line = 0, destination_line = 0;            // the `source:` and `destination:` keys
   int source_gpus_line = 0, destination_gpus_line = 0;  // their `gpus:` keys
+  int model_line = 0, topology_line = 0;                // the `model:` and `topology:` keys
   std::filesystem::path model_path;
   std::filesystem::path topology_path;
   InventoryOptions model_options;
@@ -62,6 +63,9 @@ struct Scenario {
   LayoutSpec destination;
   PrecisionSpec precision;  // destination.precision; format None when absent
   int precision_line = 0;
+  // `colocated: true`: training and generation share GPUs (each GPU both sides list holds a source
+  // and a destination shard). Without it, GPU lists that overlap are refused.
+  bool colocated = false;
   // Each side's `refit_memory`; nullopt: default_refit_memory of each GPU's memory.
   std::optional<Bytes> source_refit_memory, destination_refit_memory;
   // The share of a destination GPU's memory its engine may use: `gpu_memory_utilization` (vllm) or
@@ -156,5 +160,9 @@ std::vector<Bytes> staging_budgets(const LoadedScenario& sc, const std::optional
 std::vector<GpuId> parse_gpu_list(const std::vector<std::string>& items);
 // The same for one comma-separated line: "0-255,300".
 std::vector<GpuId> parse_gpu_list(const std::string& text);
+// The other way: sorted, runs as ranges, "0-15, 20, 24-31" ("none" for an empty list).
+std::string gpu_ranges(std::vector<GpuId> gpus);
+// The GPUs both sides of a scenario list (sorted): those of a colocated refit.
+std::vector<GpuId> shared_gpus(const Scenario& s);
 
 }  // namespace reshard::model

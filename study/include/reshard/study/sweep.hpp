@@ -92,6 +92,15 @@ struct SweepOptions {
   std::function<void(std::size_t done, std::size_t total, std::size_t failed)> progress;
 };
 
+// Every point's inputs read before any point runs: its scenario with the point's overrides, and
+// the topology and model files that names (each distinct file once), without planning. One message
+// per distinct problem ("" when every point reads), naming the axis values and points it hits and
+// the reader's file, line and key: a typo in an axis value (`400Gb`) is found before the sweep
+// spends its time. Scenario keys are checked as the scenario reader checks them (a layout whose
+// sizes do not match its GPU list included); what needs planning (a layout pair that cannot be
+// planned, weights above a GPU's memory) is the point's own error row, not this.
+std::vector<std::string> check_points(const SweepSpec& spec);
+
 // The rows of this process's points, in point order (within a point: profiles, then strategies).
 // A point that fails is one row per profile with its error; the sweep goes on.
 std::vector<SweepRow> run_sweep(const SweepSpec& spec, const SweepOptions& options = {});
