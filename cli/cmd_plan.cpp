@@ -158,6 +158,7 @@ void print_plan_json(const LoadedScenario& sc, const TransferSet& ts, const Lowe
   j["destination_gpus"] = sc.destination.world_size();
   j["colocated"] = sc.scenario.colocated;
   j["shared_gpus"] = shared_gpus(sc.scenario);
+  j["conventions"] = {{"source", sc.source.conventions()}, {"destination", sc.destination.conventions()}};
   j["world_size"] = world_size;
   j["memory"] = {{"source", memory_json(side_memory(sc, sc.source.gpus(), sc.scenario.source_refit_memory))},
                  {"destination", memory_json(side_memory(sc, sc.destination.gpus(), sc.scenario.destination_refit_memory))}};
@@ -255,6 +256,9 @@ void run_plan(const PlanArgs& a) {
     fields.push_back({"conversion", format(ts.conversion.source_bytes) + " read and written by the source GPUs, " +
                                         format(ts.conversion.destination_bytes) + " by the destination GPUs"});
   }
+  for (const auto* side : {&sc.source, &sc.destination})
+    for (const auto& note : side->conventions())
+      fields.push_back({side == &sc.source ? "source convention" : "destination convention", note});
   if (sc.scenario.colocated) {
     const std::vector<GpuId> both = shared_gpus(sc.scenario);
     fields.insert(fields.begin() + 5, {"colocated", std::to_string(both.size()) + " GPUs hold both a source and a destination shard: " + gpu_ranges(both)});

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   CLI::App app{"reshard: model, simulate and execute weight resharding between parallel layouts"};
   app.set_version_flag("--version", "reshard 0.1.0");
   app.require_subcommand(1);
+  reshard::cli::add_init_command(app);
   reshard::cli::add_backends_command(app);
   reshard::cli::add_topo_command(app);
   reshard::cli::add_model_command(app);

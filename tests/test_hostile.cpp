@@ -103,8 +103,9 @@ TEST(HostileYaml, ServingLayoutKeysThatContradict) {
              "destination.ep: with dp_mode data_parallel vLLM's EP size is TP*DP = 8");
   EXPECT_HAS(vllm_error("ep: 8", "dp_mode: replicas\n  ep: 8"),
              "destination.dp_mode: expected engines or data_parallel, got 'replicas'");
-  EXPECT_HAS(vllm_error("ep: 8", "ep: 8\n  expert_placement: round_robin"),
-             "destination.redundant_experts: vLLM places redundant experts (EPLB) linearly only");
+  EXPECT_HAS(vllm_error("ep: 8", "ep: 8\n  all2all_backend: deepep"),
+             "destination.all2all_backend: unknown all-to-all backend 'deepep'; vLLM's --all2all-backend takes: "
+             "allgather_reducescatter, naive");
   EXPECT_HAS(vllm_error("ep: 8\n  redundant_experts: 8", "expert_placement: striped"),
              "destination.expert_placement: expected linear or round_robin, got 'striped'");
   EXPECT_HAS(vllm_error("ep: 8", "ep: 0"), "destination.ep");

@@ -381,41 +381,80 @@ TEST(VllmLayout, DataParallelExpertParallelAndPlacement) {
   EXPECT_EQ(linear.describe(), "vllm TP2 DP2 (data parallel, EP4) on 4 GPUs");
   EXPECT_EQ(shards_of(inv, build_shard_map(inv, linear), "model.layers.0.mlp.experts.5.up_proj.weight"),
             (Shards{{"[0:128, 0:256]", {2}}}));
-  v.expert_placement = ExpertPlacement::RoundRobin;
-  const LayoutSpec rr{v, iota(4)};
-  EXPECT_EQ(rr.describe(), "vllm TP2 DP2 (data parallel, EP4) round-robin on 4 GPUs");
-  EXPECT_EQ(shards_of(inv, build_shard_map(inv, rr), "model.layers.0.mlp.experts.5.up_proj.weight"),
-            (Shards{{"[0:128, 0:256]", {1}}}));
   // E not divisible by EP: TP1 x DP3, EP 3. linear: b = 8 / 3 = 2, m = 8 mod 3 = 2, so EP ranks 0
-  // and 1 hold 3 slots ([0,3), [3,6)), rank 2 holds [6, 8). round_robin: e mod 3.
+  // and 1 hold 3 slots ([0,3), [3,6)), rank 2 holds [6, 8).
   VllmSpec u{.tp = 1, .dp = 3, .dp_mode = VllmDpMode::DataParallel, .enable_expert_parallel = true};
   const auto mu = build_shard_map(inv, {u, iota(3)});
   for (const auto& [e, r] : std::vector<std::pair<int, Rank>>{{0, 0}, {2, 0}, {3, 1}, {5, 1}, {6, 2}, {7, 2}})
     EXPECT_EQ(shards_of(inv, mu, "model.layers.1.mlp.experts." + std::to_string(e) + ".down_proj.weight"),
               (Shards{{"[0:256, 0:128]", {r}}}))
         << e;
-  u.expert_placement = ExpertPlacement::RoundRobin;
-  const auto mr = build_shard_map(inv, {u, iota(3)});
-  for (const auto& [e, r] : std::vector<std::pair<int, Rank>>{{0, 0}, {4, 1}, {5, 2}, {7, 1}})
-    EXPECT_EQ(shards_of(inv, mr, "model.layers.1.mlp.experts." + std::to_string(e) + ".down_proj.weight"),
-              (Shards{{"[0:256, 0:128]", {r}}}))
-        << e;
   // Redundant experts (EPLB): 8 + 4 = 12 slots over EP 3 -> 4 per rank; slot 9 (expert 1) on rank 2.
-  u.expert_placement = ExpertPlacement::Linear;
   u.redundant_experts = 4;
   EXPECT_EQ(shards_of(inv, build_shard_map(inv, {u, iota(3)}), "model.layers.1.mlp.experts.1.down_proj.weight"),
             (Shards{{"[0:256, 0:128]", {0, 2}}}));
-  // EPLB needs the slots divisible by EP (8 + 2 = 10 over 3) and linear placement.
+  // EPLB needs the slots divisible by EP (8 + 2 = 10 over 3).
   u.redundant_experts = 2;
-  EXPECT_THROW(build_shard_map(inv, {u, iota(3)}), PlanError);
-  u.redundant_experts = 4;
-  u.expert_placement = ExpertPlacement::RoundRobin;
   EXPECT_THROW(build_shard_map(inv, {u, iota(3)}), PlanError);
   // In data_parallel mode the EP size is TP*DP; a separate ep is refused.
   EXPECT_THROW(build_shard_map(inv, {VllmSpec{.tp = 1, .dp = 4, .ep = 2, .dp_mode = VllmDpMode::DataParallel,
                                               .enable_expert_parallel = true},
                                      iota(4)}),
                PlanError);
+}
+
+// round_robin as vLLM applies it (determine_expert_placement_strategy): only for a model with expert
+// groups (num_expert_group > 1), without redundant experts, and -- in an engine with data
+// parallelism (EP > TP, all-to-all kernels) -- with the DeepEP low-latency or NIXL EP backend;
+// otherwise vLLM falls back to linear and so does reshard, saying why on the ShardMap.
+TEST(VllmLayout, RoundRobinAsVllmAppliesItFallbacksIncluded) {
+  const auto rank_of = [](const Inventory& inv, const ShardMap& m, int expert) {
+    const auto shards = shards_of(inv, m, "model.layers.1.mlp.experts." + std::to_string(expert) + ".up_proj.weight");
+    return shards.size() == 1 ? shards[0].second : std::vector<Rank>{};
+  };
+  // Qwen3-MoE has no expert groups: TP2 x DP2 data parallel, EP 4, round_robin asked -> linear,
+  // b = 8 / 4 = 2, expert 5 on EP rank 2 (round-robin would put it on 5 mod 4 = 1).
+  const auto qwen = Inventory::parse(kMoe, "moe.yaml");
+  VllmSpec v{.tp = 2, .dp = 2, .dp_mode = VllmDpMode::DataParallel, .enable_expert_parallel = true};
+  v.expert_placement = ExpertPlacement::RoundRobin;
+  const LayoutSpec asked{v, iota(4)};
+  EXPECT_EQ(asked.describe(), "vllm TP2 DP2 (data parallel, EP4) round-robin on 4 GPUs");
+  const ShardMap fell = build_shard_map(qwen, asked);
+  EXPECT_EQ(rank_of(qwen, fell, 5), std::vector<Rank>{2});
+  ASSERT_EQ(fell.conventions().size(), 1u);
+  EXPECT_NE(fell.conventions()[0].find("no expert groups (num_expert_group 0)"), std::string::npos) << fell.conventions()[0];
+
+  // DeepSeek-shaped, 2 expert groups, 8 experts. The default all-to-all backend with DP (EP 4 > TP 2)
+  // -> linear; DeepEP low-latency -> round-robin: expert 5 on EP rank 1 = rank 1.
+  const auto ds = Inventory::parse(std::string(kDs) + "n_group: 2\n", "ds.yaml");
+  const ShardMap backend = build_shard_map(ds, asked);
+  EXPECT_EQ(rank_of(ds, backend, 5), std::vector<Rank>{2});
+  ASSERT_EQ(backend.conventions().size(), 1u);
+  EXPECT_NE(backend.conventions()[0].find("all-to-all backend allgather_reducescatter"), std::string::npos);
+  for (VllmAll2All b : {VllmAll2All::DeepepLowLatency, VllmAll2All::NixlEp}) {
+    v.all2all_backend = b;
+    const ShardMap rr = build_shard_map(ds, {v, iota(4)});
+    EXPECT_EQ(rank_of(ds, rr, 5), std::vector<Rank>{1}) << to_string(b);
+    EXPECT_TRUE(rr.conventions().empty());
+  }
+  // TP1 x DP3, EP 3 (8 experts not divisible): round-robin e mod 3 with DeepEP LL.
+  VllmSpec u{.tp = 1, .dp = 3, .dp_mode = VllmDpMode::DataParallel, .enable_expert_parallel = true,
+             .expert_placement = ExpertPlacement::RoundRobin, .all2all_backend = VllmAll2All::DeepepLowLatency};
+  const ShardMap three = build_shard_map(ds, {u, iota(3)});
+  for (const auto& [e, r] : std::vector<std::pair<int, Rank>>{{0, 0}, {4, 1}, {5, 2}, {7, 1}})
+    EXPECT_EQ(rank_of(ds, three, e), std::vector<Rank>{r}) << e;
+  // Redundant experts (EPLB): linear whatever the backend (8 + 4 = 12 slots, slot 9 = expert 1 on rank 2).
+  u.redundant_experts = 4;
+  const ShardMap eplb = build_shard_map(ds, {u, iota(3)});
+  EXPECT_EQ(rank_of(ds, eplb, 1), (std::vector<Rank>{0, 2}));
+  ASSERT_EQ(eplb.conventions().size(), 1u);
+  EXPECT_NE(eplb.conventions()[0].find("redundant experts"), std::string::npos);
+  // Engines of EP = TP (no data parallelism inside an engine, no all-to-all kernels): round-robin
+  // holds with the default backend. TP4 x DP2 engines, EP 4: expert 5 on EP rank 1 of each engine.
+  VllmSpec e{.tp = 4, .dp = 2, .ep = 4, .enable_expert_parallel = true, .expert_placement = ExpertPlacement::RoundRobin};
+  const ShardMap engines = build_shard_map(ds, {e, iota(8)});
+  EXPECT_EQ(rank_of(ds, engines, 5), (std::vector<Rank>{1, 5}));
+  EXPECT_TRUE(engines.conventions().empty());
 }
 
 TEST(VllmLayout, EnginesWithExpertParallelAndUnevenGroups) {

@@ -173,6 +173,8 @@ TEST(Precision, DestinationShardsThatCutABlockAreRefused) {
   EXPECT_HAS(msg, "small-gqa-fp8.yaml:");
   EXPECT_HAS(msg, "destination.precision");
   EXPECT_HAS(msg, "tensor 'model.layers.0.self_attn.k_proj.weight': destination shard [0:32, 0:256] cuts the 128 x 128");
+  // k_proj is part of vLLM's merged qkv_proj, where vLLM tolerates the cut: the refusal says so.
+  EXPECT_HAS(msg, "vLLM accepts this in its merged qkv_proj / gate_up_proj layers, _maybe_allow_fp8_block_shape_mismatch");
 }
 
 TEST(Precision, BadPrecisionBlocksAreNamed) {
@@ -242,6 +244,53 @@ TEST(Quantizer, Fp8BlockScaleIsAmaxOver448) {
   EXPECT_EQ(payload[0], 0x7E);
   EXPECT_EQ(payload[1], 0xFE);
   EXPECT_EQ(payload[2], 0x00);
+  // An all-zero block: amax clamped at 1e-4 (DeepGEMM), so s = 1e-4 / 448, not 1; the bytes are 0.
+  q::quantize_box(w, box(0, 2, 0, 2), {0.0f, 0.0f, -0.0f, 0.0f}, payload.data(), scales);
+  std::memcpy(&s, scales.data(), 4);
+  EXPECT_EQ(s, 1e-4f / 448.0f);
+  EXPECT_EQ(payload, (std::vector<unsigned char>{0x00, 0x00, 0x80, 0x00}));
+}
+
+// DeepGEMM's per_block_cast_to_fp8 multiplies by 448 / amax (FP32); dividing by amax / 448 rounds
+// differently for some values. Hand-worked: amax 1, v = 2^-16. Multiplied: 2^-16 x 448 = 3.5 x 2^-9
+// exactly, a subnormal tie -> even, 4 x 2^-9 (byte 0x04). Divided: FP32(1 / 448) is a little more
+// than 1 / 448, so v / s = 3.49999... x 2^-9 -> 3 x 2^-9 (byte 0x03), the byte reshard used to write.
+// And with amax 3 (448 / 3 inexact) every BF16 value of [0, 3] is e4m3(v * FP32(448 / 3)).
+TEST(Quantizer, Fp8BlockMultipliesBy448OverAmaxAsDeepGemm) {
+  const TensorInfo w = weight({1, 2}, QuantFormat::Fp8Block, 1, 2);
+  std::vector<unsigned char> payload(2), scales;
+  const float v = std::ldexp(1.0f, -16);
+  q::quantize_box(w, box(0, 1, 0, 2), {1.0f, v}, payload.data(), scales);
+  EXPECT_EQ(payload[1], 0x04);
+  EXPECT_EQ(q::e4m3(v / (1.0f / 448.0f)), 0x03);  // the division form
+  const float factor = 448.0f / 3.0f;
+  int checked = 0;
+  for (std::uint32_t b = 0; b < 0x8000; ++b) {  // the non-negative BF16 bit patterns
+    const float x = q::bf16_value(static_cast<std::uint16_t>(b));
+    if (!(x <= 3.0f)) continue;
+    q::quantize_box(w, box(0, 1, 0, 2), {3.0f, x}, payload.data(), scales);
+    ASSERT_EQ(payload[1], q::e4m3(x * factor)) << x;
+    ++checked;
+  }
+  EXPECT_GT(checked, 16000);
+}
+
+// MXFP8 rounds a tie away from zero as the OCP MX reference does; FP8 block (torch's cast) to even.
+TEST(E4M3, TiesAwayFromZeroForMxfp8) {
+  EXPECT_EQ(q::e4m3(1.0625f, q::Ties::AwayFromZero), 0x39);  // halfway 1 / 1.125: away, 1.125
+  EXPECT_EQ(q::e4m3(-1.0625f, q::Ties::AwayFromZero), 0xB9);
+  EXPECT_EQ(q::e4m3(1.1875f, q::Ties::AwayFromZero), 0x3A);  // halfway 1.125 / 1.25: away, 1.25
+  EXPECT_EQ(q::e4m3(std::ldexp(1.0f, -10), q::Ties::AwayFromZero), 0x01);  // subnormal tie: up
+  EXPECT_EQ(q::e4m3(1.07f, q::Ties::AwayFromZero), 0x39);  // not a tie: nearest
+  // In a block: amax 256 -> X = 8 - 8 = 0, factor 1, so 1.0625 is a tie -> 1.125 (0x39).
+  const TensorInfo w = weight({1, 32}, QuantFormat::Mxfp8, 1, 32);
+  std::vector<float> v(32, 0.0f);
+  v[0] = 256.0f;
+  v[1] = 1.0625f;
+  std::vector<unsigned char> payload(32), scales;
+  q::quantize_box(w, box(0, 1, 0, 32), v, payload.data(), scales);
+  EXPECT_EQ(scales, (std::vector<unsigned char>{127}));
+  EXPECT_EQ(payload[1], 0x39);
 }
 
 TEST(Quantizer, Mxfp8ScaleIsAPowerOfTwoFromTheLargestExponent) {

@@ -12,19 +12,21 @@ namespace reshard::exec::detail {
 
 using namespace reshard::model;
 
-std::uint8_t e4m3(float x) {
+std::uint8_t e4m3(float x, Ties ties) {
   if (std::isnan(x)) return 0x7F;
   const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
   const double a = std::fabs(static_cast<double>(x));
   if (a >= 448.0) return sign | 0x7E;  // saturate
+  // Nearest integer of a non-negative v: ties to even (the default rounding mode) or away from 0.
+  const auto nearest = [ties](double v) { return ties == Ties::ToEven ? std::nearbyint(v) : std::floor(v + 0.5); };
   if (a < std::ldexp(1.0, -6)) {
     // Subnormal: m 2^-9, m = 0..7; m = 8 rounds up to the smallest normal, whose byte is 8 too.
-    return static_cast<std::uint8_t>(sign | static_cast<std::uint8_t>(std::nearbyint(std::ldexp(a, 9))));
+    return static_cast<std::uint8_t>(sign | static_cast<std::uint8_t>(nearest(std::ldexp(a, 9))));
   }
   int e = 0;
   const double f = std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1)
   int exponent = e - 1;                 // a = (2f) 2^(e - 1), 2f in [1, 2)
-  int mantissa = static_cast<int>(std::nearbyint((2 * f - 1) * 8));  // ties to even (default rounding)
+  int mantissa = static_cast<int>(nearest((2 * f - 1) * 8));
   if (mantissa == 8) {
     mantissa = 0;
     ++exponent;
@@ -49,17 +51,16 @@ float bf16_value(std::uint16_t b) {
 
 namespace {
 
-// The scale of a block of largest magnitude amax: the multiplier a quantised value is scaled by,
-// and (mxfp8) its E8M0 byte.
-struct BlockScale {
-  float multiplier = 1;
-  std::uint8_t exponent_byte = 127;
-};
+// fp8_block as DeepGEMM's per_block_cast_to_fp8 (the quantiser vLLM and SGLang ship): amax clamped
+// at 1e-4, factor 448 / amax, scale amax / 448, both in FP32.
+constexpr float kFp8BlockAmaxFloor = 1e-4f;
 
 BlockScale block_scale(QuantFormat f, float amax) {
   BlockScale s;
   if (f == QuantFormat::Fp8Block) {
-    s.multiplier = amax > 0 ? amax / 448.0f : 1.0f;
+    const float a = std::max(amax, kFp8BlockAmaxFloor);
+    s.factor = 448.0f / a;
+    s.scale = a / 448.0f;
     return s;
   }
   int x = -127;
@@ -68,17 +69,20 @@ BlockScale block_scale(QuantFormat f, float amax) {
     std::frexp(amax, &e);  // amax = f 2^e, f in [0.5, 1): floor(log2 amax) = e - 1
     x = std::clamp(e - 1 - 8, -127, 127);
   }
-  s.multiplier = std::ldexp(1.0f, x);
+  s.factor = std::ldexp(1.0f, -x);
+  s.scale = std::ldexp(1.0f, x);
   s.exponent_byte = static_cast<std::uint8_t>(x + 127);
   return s;
 }
 
-std::uint8_t quantize(QuantFormat f, float v, float multiplier) {
-  return e4m3(f == QuantFormat::Fp8Block ? v / multiplier : v * (1.0f / multiplier));
+// fp8_block rounds as torch's float8_e4m3fn cast (ties to even); mxfp8 as the OCP MX reference
+// (ties away from zero).
+std::uint8_t quantize(QuantFormat f, float v, float factor) {
+  return e4m3(v * factor, f == QuantFormat::Fp8Block ? Ties::ToEven : Ties::AwayFromZero);
 }
 
 void write_scale(QuantFormat f, const BlockScale& s, unsigned char* out) {
-  if (f == QuantFormat::Fp8Block) std::memcpy(out, &s.multiplier, 4);  // FP32, little-endian host
+  if (f == QuantFormat::Fp8Block) std::memcpy(out, &s.scale, 4);  // FP32, little-endian host
   else out[0] = s.exponent_byte;
 }
 
@@ -108,12 +112,12 @@ void quantize_box(const TensorInfo& w, const Box& box, const std::vector<float>&
         for (std::int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(values[at(r, c)]));
       const BlockScale s = block_scale(q.format, amax);
       for (std::int64_t r = r0; r < r1; ++r)
-        for (std::int64_t c = c0; c < c1; ++c) payload[at(r, c)] = quantize(q.format, values[at(r, c)], s.multiplier);
+        for (std::int64_t c = c0; c < c1; ++c) payload[at(r, c)] = quantize(q.format, values[at(r, c)], s.factor);
       write_scale(q.format, s, scales.data() + k * scale_size(q.format));
     }
 }
 
-const ReferenceQuantizer::Scale& ReferenceQuantizer::scale(std::int64_t block_row, std::int64_t block_col) {
+const BlockScale& ReferenceQuantizer::scale(std::int64_t block_row, std::int64_t block_col) {
   const std::int64_t cols = w_.shape[1];
   const std::int64_t key = block_row * (cols / w_.quant.block_cols + 1) + block_col;
   auto it = scales_.find(key);
@@ -124,20 +128,19 @@ const ReferenceQuantizer::Scale& ReferenceQuantizer::scale(std::int64_t block_ro
   for (std::int64_t r = r0; r < r1; ++r)
     for (std::int64_t c = c0; c < c1; ++c)
       amax = std::max(amax, std::fabs(bf16_value(weight_bf16(pattern_word(w_.id, r * cols + c)))));
-  const BlockScale s = block_scale(w_.quant.format, amax);
-  return scales_.emplace(key, Scale{s.multiplier, s.exponent_byte}).first->second;
+  return scales_.emplace(key, block_scale(w_.quant.format, amax)).first->second;
 }
 
 std::uint8_t ReferenceQuantizer::payload(std::int64_t index) {
   const std::int64_t cols = w_.shape[1], r = index / cols, c = index % cols;
-  const Scale& s = scale(r / w_.quant.block_rows, c / w_.quant.block_cols);
-  return quantize(w_.quant.format, bf16_value(weight_bf16(pattern_word(w_.id, index))), s.multiplier);
+  const BlockScale& s = scale(r / w_.quant.block_rows, c / w_.quant.block_cols);
+  return quantize(w_.quant.format, bf16_value(weight_bf16(pattern_word(w_.id, index))), s.factor);
 }
 
 void ReferenceQuantizer::scale_bytes(std::int64_t block, unsigned char* out) {
   const std::int64_t scale_cols = (w_.shape[1] + w_.quant.block_cols - 1) / w_.quant.block_cols;
-  const Scale& s = scale(block / scale_cols, block % scale_cols);
-  write_scale(w_.quant.format, BlockScale{s.multiplier, s.exponent_byte}, out);
+  const BlockScale& s = scale(block / scale_cols, block % scale_cols);
+  write_scale(w_.quant.format, s, out);
 }
 
 bool converted_bytes(const Inventory& inv, const TensorInfo& t, std::int64_t index,

@@ -64,7 +64,7 @@ const std::vector<Architecture>& architectures() {
         pos("moe_intermediate_size", &C::moe_intermediate_size), pos("n_routed_experts", &C::n_routed_experts),
         cnt("n_shared_experts", &C::n_shared_experts), pos("num_experts_per_tok", &C::num_experts_per_tok),
         cnt("first_k_dense_replace", &C::first_k_dense_replace),
-        cnt("num_nextn_predict_layers", &C::num_nextn_predict_layers)},
+        cnt("num_nextn_predict_layers", &C::num_nextn_predict_layers), cnt("n_group", &C::n_group)},
        {"num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
         "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok"}},
       {"qwen3",
@@ -90,7 +90,7 @@ const std::vector<Architecture>& architectures() {
         pos("moe_shared_expert_intermediate_size", &C::shared_expert_intermediate_size),
         pos("moe_latent_size", &C::moe_latent_size),
         cnt("num_nextn_predict_layers", &C::num_nextn_predict_layers),
-        text("mtp_hybrid_override_pattern", &C::mtp_hybrid_override_pattern)},
+        text("mtp_hybrid_override_pattern", &C::mtp_hybrid_override_pattern), cnt("n_group", &C::n_group)},
        {"hybrid_override_pattern"}},
   };
   return table;

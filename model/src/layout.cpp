@@ -116,6 +116,41 @@ std::string RankSet::to_string() const {
 }
 
 const char* to_string(ExpertPlacement p) { return p == ExpertPlacement::RoundRobin ? "round_robin" : "linear"; }
+namespace {
+struct All2AllName {
+  VllmAll2All backend;
+  const char* name;
+};
+constexpr All2AllName kAll2AllNames[] = {
+    {VllmAll2All::AllgatherReducescatter, "allgather_reducescatter"},
+    {VllmAll2All::Naive, "naive"},
+    {VllmAll2All::Pplx, "pplx"},
+    {VllmAll2All::DeepepHighThroughput, "deepep_high_throughput"},
+    {VllmAll2All::DeepepLowLatency, "deepep_low_latency"},
+    {VllmAll2All::FlashinferAll2allv, "flashinfer_all2allv"},
+    {VllmAll2All::NixlEp, "nixl_ep"},
+};
+}  // namespace
+
+const char* to_string(VllmAll2All b) {
+  for (const auto& n : kAll2AllNames)
+    if (n.backend == b) return n.name;
+  return "?";
+}
+std::optional<VllmAll2All> vllm_all2all_named(const std::string& name) {
+  for (const auto& n : kAll2AllNames)
+    if (name == n.name) return n.backend;
+  return std::nullopt;
+}
+const std::vector<std::string>& vllm_all2all_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& n : kAll2AllNames) v.emplace_back(n.name);
+    return v;
+  }();
+  return names;
+}
+
 const char* to_string(VllmDpMode m) { return m == VllmDpMode::DataParallel ? "data_parallel" : "engines"; }
 
 std::string LayoutSpec::framework() const {
@@ -150,6 +185,7 @@ std::string LayoutSpec::describe() const {
       o << " EP" << ep;
     }
     if (ep > 0 && v->expert_placement == ExpertPlacement::RoundRobin) o << " round-robin";
+    if (ep > v->tp && v->all2all_backend != VllmAll2All::AllgatherReducescatter) o << " " << to_string(v->all2all_backend);
     if (v->redundant_experts > 0) o << " +" << v->redundant_experts << " redundant experts";
   } else if (auto* g = std::get_if<SglangSpec>(&spec)) {
     o << "sglang TP" << g->tp;

@@ -30,14 +30,33 @@
 //     linear:      b = S / EP, m = S mod EP; EP rank q holds slots [q*b + min(q, m), (q+1)*b + min(q+1, m))
 //                  (the first m ranks one slot more);
 //     round_robin: slot s on EP rank s mod EP (the first S mod EP ranks one slot more).
-//   Redundant experts need S divisible by EP and linear placement (vLLM's EPLB asserts the first and
-//   falls back to linear otherwise). EP rank q of group k sits on rank
+//   The placement is the one vLLM applies (determine_expert_placement_strategy): round_robin holds
+//   only for a model with expert groups (num_expert_group > 1), no redundant experts (EPLB) and, in
+//   an engine with data parallelism (EP > TP: all-to-all kernels), the DeepEP low-latency or NIXL EP
+//   backend; otherwise linear, noted on the ShardMap (`plan` prints it). Redundant experts need S
+//   divisible by EP (vLLM's EPLB asserts it). EP rank q of group k sits on rank
 //     q%TP + TP*p + TP*PP*(q/TP + (EP/TP)*k),   k < TP*DP/EP,
 //   so the ranks holding slot s are those of q over every group: one grid of TP*DP/EP ranks.
 #include "layout_builders.hpp"
 #include "reshard/model/errors.hpp"
 
 namespace reshard::model {
+
+ExpertPlacement VllmSpec::placement_applied(std::int64_t expert_groups, std::string* why) const {
+  std::string reason;
+  if (expert_placement == ExpertPlacement::RoundRobin && expert_parallel_size() > 0) {
+    if (expert_groups <= 1)
+      reason = "the model has no expert groups (num_expert_group " + std::to_string(expert_groups) + ")";
+    else if (redundant_experts > 0)
+      reason = "redundant experts (EPLB) are placed linearly";
+    else if (expert_parallel_size() > tp && all2all_backend != VllmAll2All::DeepepLowLatency &&
+             all2all_backend != VllmAll2All::NixlEp)
+      reason = std::string("an engine with data parallelism runs the all-to-all backend ") + to_string(all2all_backend) +
+               ", and round-robin needs deepep_low_latency or nixl_ep";
+  }
+  if (why) *why = reason;
+  return reason.empty() ? expert_placement : ExpertPlacement::Linear;
+}
 
 std::int32_t VllmSpec::expert_parallel_size() const {
   if (dp_mode == VllmDpMode::DataParallel) return enable_expert_parallel ? tp * dp : 0;
@@ -73,8 +92,6 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
     if (v.redundant_experts > 0 && slots % ep != 0)
       throw PlanError(name + ": with redundant experts (EPLB) vLLM needs the " + std::to_string(slots) +
                       " physical experts divisible by EP " + std::to_string(ep));
-    if (v.redundant_experts > 0 && v.expert_placement == ExpertPlacement::RoundRobin)
-      throw PlanError(name + ": vLLM places redundant experts (EPLB) linearly only; set expert_placement: linear");
   } else if (v.redundant_experts > 0) {
     throw PlanError(name + ": redundant_experts needs expert parallelism (ep or enable_expert_parallel)");
   }
@@ -85,9 +102,17 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
   for (std::int32_t i = 2; i < layers % v.pp + 2; ++i) counts[static_cast<std::size_t>(v.pp - i)] += 1;
   const auto stage_of_layer = split_layers(layers, v.pp, counts, name);
 
-  // Sequence-parallel MoE: shared experts unsplit.
-  const bool shared_unsplit = data_parallel && ep > 0 && v.tp > 1 && v.dp > 1;
+  // Sequence-parallel MoE (vLLM's use_sequence_parallel_moe: these backends only): shared experts unsplit.
+  const bool sequence_parallel_backend =
+      v.all2all_backend == VllmAll2All::AllgatherReducescatter || v.all2all_backend == VllmAll2All::Naive ||
+      v.all2all_backend == VllmAll2All::DeepepHighThroughput || v.all2all_backend == VllmAll2All::DeepepLowLatency;
+  const bool shared_unsplit = data_parallel && ep > 0 && v.tp > 1 && v.dp > 1 && sequence_parallel_backend;
+  std::string why;
+  const ExpertPlacement placement = v.placement_applied(cfg.n_group, &why);
   ShardMap map(static_cast<std::int32_t>(inv.tensors().size()), spec.gpus, name);
+  if (!why.empty())
+    map.add_convention("experts placed linearly, not round-robin: vLLM falls back because " + why +
+                       " (determine_expert_placement_strategy)");
   const RankGrid::Axis replicas{v.dp, v.tp * v.pp};
   for (const auto& t : inv.tensors()) {
     std::int32_t stage;
@@ -97,7 +122,7 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
     if (t.expert >= 0 && ep > 0) {
       const std::int32_t groups = v.tp * v.dp / ep;
       for (std::int64_t s = t.expert; s < slots; s += E) {
-        const auto q = expert_slot_rank(s, slots, ep, v.expert_placement);  // EP rank inside its group
+        const auto q = expert_slot_rank(s, slots, ep, placement);  // EP rank inside its group
         const Rank r = base + q % v.tp + v.tp * v.pp * (q / v.tp);
         map.add_shard(t.id, full_box(t), map.intern(grid(r, {{groups, v.pp * ep}})));
       }

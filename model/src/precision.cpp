@@ -47,6 +47,16 @@ bool block_aligned(const Box& box, const TensorInfo& t, std::int64_t block_rows,
   return true;
 }
 
+namespace {
+// A weight vLLM loads into a merged column-parallel layer (q/k/v_proj -> qkv_proj, gate/up_proj ->
+// gate_up_proj), where it tolerates a TP split that cuts an FP8 block.
+bool in_merged_column_layer(const std::string& name) {
+  for (const char* part : {".q_proj.", ".k_proj.", ".v_proj.", ".gate_proj.", ".up_proj."})
+    if (name.find(part) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
 void apply_precision(const PrecisionSpec& spec, Inventory& inv, ShardMap& src, ShardMap& dst) {
   if (spec.format == QuantFormat::None) return;
   const std::int64_t br = spec.format == QuantFormat::Mxfp8 ? 1 : spec.block_rows;
@@ -62,7 +72,13 @@ void apply_precision(const PrecisionSpec& spec, Inventory& inv, ShardMap& src, S
       if (!block_aligned(sh.box, t, br, bc))
         throw PlanError("tensor '" + t.name + "': destination shard " + to_string(sh.box) + " cuts the " +
                         std::to_string(br) + " x " + std::to_string(bc) + " scale blocks of " + to_string(spec.format) +
-                        " (every shard bound must be a multiple of the block or the tensor's end, as vLLM requires)");
+                        (in_merged_column_layer(t.name)
+                             ? " (vLLM accepts this in its merged qkv_proj / gate_up_proj layers, "
+                               "_maybe_allow_fp8_block_shape_mismatch, where a scale block then straddles two "
+                               "ranks' rows and the block's scale belongs to neither; reshard refuses it: every "
+                               "shard bound must be a multiple of the block or the tensor's end)"
+                             : " (every shard bound must be a multiple of the block or the tensor's end, as vLLM "
+                               "requires of a tensor-parallel split)"));
     bool source_whole = spec.site == QuantSite::Source;
     for (const Shard& sh : src.shards(t.id)) source_whole = source_whole && block_aligned(sh.box, t, br, bc);
     Quantization& q = t.quant;

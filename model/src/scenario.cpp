@@ -13,6 +13,7 @@
 #include "reshard/model/checked.hpp"
 #include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
+#include "reshard/model/scenario_keys.hpp"
 #include "yaml_reader.hpp"
 
 namespace reshard::model {
@@ -131,8 +132,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
       n.fail(what + " needs " + std::to_string(world) + " GPUs, but gpus lists " + std::to_string(count));
   };
   if (fw == "megatron") {
-    n.allow_only({"framework", "gpus", "tp", "pp", "cp", "dp", "ep", "etp", "vpp", "layers_per_stage",
-                  "first_stage_layers", "last_stage_layers", "precision", "refit_memory"});
+    n.allow_only(scenario_keys("megatron"));
     MegatronSpec m;
     if (auto v = n.get("tp")) m.tp = small_int(*v);
     if (auto v = n.get("pp")) m.pp = small_int(*v);
@@ -158,8 +158,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     world_check(tcp * m.dp, "megatron TP*CP*PP*DP");
     spec.spec = m;
   } else if (fw == "vllm") {
-    n.allow_only({"framework", "gpus", "tp", "pp", "dp", "dp_mode", "ep", "enable_expert_parallel",
-                  "expert_placement", "redundant_experts", "precision", "refit_memory", "gpu_memory_utilization"});
+    n.allow_only(scenario_keys("vllm"));
     VllmSpec v;
     if (auto x = n.get("tp")) v.tp = small_int(*x);
     if (auto x = n.get("pp")) v.pp = small_int(*x);
@@ -190,15 +189,20 @@ LayoutSpec parse_layout(const yaml::Node& n) {
       v.redundant_experts = static_cast<std::int32_t>(x->integer_in(0, 1'000'000));
       if (v.redundant_experts > 0 && v.expert_parallel_size() == 0)
         x->fail("redundant experts (EPLB) need expert parallelism (enable_expert_parallel or ep)");
-      if (v.redundant_experts > 0 && v.expert_placement == ExpertPlacement::RoundRobin)
-        x->fail("vLLM places redundant experts (EPLB) linearly only (it falls back from round_robin)");
+    }
+    if (auto x = n.get("all2all_backend")) {
+      const auto b = vllm_all2all_named(x->str());
+      if (!b) {
+        std::string known;
+        for (const auto& k : vllm_all2all_names()) known += (known.empty() ? "" : ", ") + k;
+        x->fail("unknown all-to-all backend " + checked::quote(x->str()) + "; vLLM's --all2all-backend takes: " + known);
+      }
+      v.all2all_backend = *b;
     }
     world_check(static_cast<std::int64_t>(v.tp) * v.pp * v.dp, "vllm TP*PP*DP");
     spec.spec = v;
   } else if (fw == "sglang") {
-    n.allow_only({"framework", "gpus", "tp_size", "dp_size", "enable_dp_attention", "ep_size", "moe_dense_tp_size",
-                  "enable_dp_lm_head", "moe_a2a_backend", "ep_num_redundant_experts", "precision", "refit_memory",
-                  "mem_fraction_static"});
+    n.allow_only(scenario_keys("sglang"));
     SglangSpec g;
     if (auto x = n.get("tp_size")) g.tp = small_int(*x);
     if (auto x = n.get("dp_size")) g.dp = small_int(*x);
@@ -240,10 +244,10 @@ LayoutSpec parse_layout(const yaml::Node& n) {
     world_check(g.world(), g.enable_dp_attention ? "sglang with DP attention (world = tp_size)" : "sglang TP*DP");
     spec.spec = g;
   } else if (fw == "dtensor") {
-    n.allow_only({"framework", "gpus", "mesh", "placements", "precision", "refit_memory"});
+    n.allow_only(scenario_keys("dtensor"));
     DTensorSpec d;
     const auto mesh = n.at("mesh");
-    mesh.allow_only({"shape", "names"});
+    mesh.allow_only(scenario_keys("dtensor.mesh"));
     std::int64_t world = 1;
     for (const auto& x : mesh.at("shape").items()) {
       d.mesh_shape.push_back(small_int(x));
@@ -277,7 +281,7 @@ LayoutSpec parse_layout(const yaml::Node& n) {
 //   precision: {format: fp8_block, weight_block_size: [128, 128], quantize_at: source,
 //               classes: [attention, dense_ffn, expert_ffn, shared_expert]}
 PrecisionSpec parse_precision(const yaml::Node& n) {
-  n.allow_only({"format", "weight_block_size", "classes", "quantize_at"});
+  n.allow_only(scenario_keys("precision"));
   PrecisionSpec p;
   const auto f = n.at("format");
   const std::string format = f.str();
@@ -353,7 +357,7 @@ std::filesystem::path resolve(const std::filesystem::path& base, const std::stri
 }
 
 void parse_root(const yaml::Node& root, const std::string& name, const std::filesystem::path& base_dir, Scenario& s) {
-  root.allow_only({"name", "description", "model", "topology", "dtype", "include_mtp", "colocated", "source", "destination"});
+  root.allow_only(scenario_keys("root"));
   s.file = name;
   s.name = root.get("name") ? root.at("name").str() : std::filesystem::path(name).stem().string();
   if (auto d = root.get("description")) s.description = d->str();

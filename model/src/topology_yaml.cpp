@@ -19,6 +19,7 @@
 
 #include "reshard/model/checked.hpp"
 #include "reshard/model/errors.hpp"
+#include "reshard/model/scenario_keys.hpp"
 #include "topology_impl.hpp"
 #include "yaml_reader.hpp"
 
@@ -46,7 +47,7 @@ Latencies read_generator_latencies(const yaml::Node& root) {
   Latencies lat;
   auto node = root.get("latency");
   if (!node) return lat;
-  node->allow_only({"nvlink", "c2c", "pcie", "nic_leaf", "leaf_spine", "spine_core"});
+  node->allow_only(topology_keys("latency"));
   if (auto v = node->get("nvlink")) lat.nvlink = v->duration();
   if (auto v = node->get("c2c")) lat.c2c = v->duration();
   if (auto v = node->get("pcie")) lat.pcie = v->duration();
@@ -150,12 +151,7 @@ struct ClusterPart {
 // A cluster's own keys: template, size, NIC, host link and GPU memory (`named`: an item of
 // `clusters:`, which also carries a name).
 ClusterPart read_cluster(const yaml::Node& cluster, bool named) {
-  if (named)
-    cluster.allow_only({"name", "template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "gpu_memory",
-                        "nodes_per_leaf"});
-  else
-    cluster.allow_only({"template", "nodes", "racks", "nic_speed", "host_link", "host_link_kind", "gpu_memory",
-                        "nodes_per_leaf"});
+  cluster.allow_only(topology_keys(named ? "clusters[]" : "cluster"));
   ClusterPart c(cluster.at("template"));
   if (named) {
     const auto name_node = cluster.at("name");
@@ -228,9 +224,7 @@ FabricSpec read_fabric_keys(const yaml::Node& root, bool one_cluster) {
   fs.node = root.get("fabric");
   if (!fs.node) return fs;
   const yaml::Node& f = *fs.node;
-  if (one_cluster)
-    f.allow_only({"rail_optimized", "nodes_per_leaf", "spines", "oversubscription", "core", "nic_speed", "host_link"});
-  else f.allow_only({"rail_optimized", "spines", "oversubscription", "core", "nic_speed", "host_link"});
+  f.allow_only(topology_keys(one_cluster ? "fabric" : "clusters.fabric"));
   if (auto v = f.get("rail_optimized")) fs.rail_optimized = v->boolean();
   if (auto v = f.get("nodes_per_leaf")) fs.nodes_per_leaf = positive_int32(*v);
   if ((fs.spines_node = f.get("spines"))) fs.spines = positive_int32(*fs.spines_node, 100'000);
@@ -238,8 +232,7 @@ FabricSpec read_fabric_keys(const yaml::Node& root, bool one_cluster) {
   fs.nic_node = f.get("nic_speed");
   fs.host_node = f.get("host_link");
   if (auto core = f.get("core")) {
-    if (one_cluster) core->allow_only({"leaf_groups_per_pod", "switches", "oversubscription"});
-    else core->allow_only({"switches", "oversubscription"});
+    core->allow_only(topology_keys(one_cluster ? "fabric.core" : "clusters.fabric.core"));
     fs.has_core = true;
     if (one_cluster) fs.groups_per_pod = positive_int32(core->at("leaf_groups_per_pod"));
     fs.core_switches_node = core->at("switches");
@@ -485,7 +478,7 @@ TopologyData generated_topology(const yaml::Node& root, std::vector<ClusterPart>
 }  // namespace
 
 TopologyData build_generated(const yaml::Node& root) {
-  root.allow_only({"name", "description", "cluster", "fabric", "latency"});
+  root.allow_only(topology_keys("root.cluster"));
   const auto cluster = root.at("cluster");
   std::vector<ClusterPart> parts{read_cluster(cluster, false)};
   ClusterPart& c = parts[0];
@@ -518,7 +511,7 @@ TopologyData build_generated(const yaml::Node& root) {
 // core.oversubscription sets how thin the join is. GPUs are numbered cluster by cluster, in file
 // order, node-major within a cluster.
 TopologyData build_generated_clusters(const yaml::Node& root) {
-  root.allow_only({"name", "description", "clusters", "fabric", "latency"});
+  root.allow_only(topology_keys("root.clusters"));
   FabricSpec fs = read_fabric_keys(root, false);
   const auto list = root.at("clusters");
   if (list.size() == 0) list.fail("needs at least one cluster");
@@ -563,7 +556,7 @@ LinkKind parse_link_kind(const yaml::Node& n) {
 }  // namespace
 
 TopologyData build_explicit(const yaml::Node& root) {
-  root.allow_only({"name", "description", "devices", "links"});
+  root.allow_only(topology_keys("root.explicit"));
   TopologyData d;
   d.file = root.file();
   d.generated = false;
@@ -575,7 +568,7 @@ TopologyData build_explicit(const yaml::Node& root) {
   const auto devices = root.at("devices");
   if (devices.size() == 0) devices.fail("an explicit topology needs at least one device");
   for (const auto& item : devices.items()) {
-    item.allow_only({"name", "kind", "node", "rail", "memory_bandwidth", "memory"});
+    item.allow_only(topology_keys("devices[]"));
     const auto name_node = item.at("name");
     const std::string name = name_node.str();
     if (name.empty()) name_node.fail("device name is empty");
@@ -612,7 +605,7 @@ TopologyData build_explicit(const yaml::Node& root) {
 
   const Latencies defaults;
   for (const auto& item : root.at("links").items()) {
-    item.allow_only({"from", "to", "kind", "bandwidth", "latency", "duplex"});
+    item.allow_only(topology_keys("links[]"));
     auto end = [&](const char* key) {
       const auto n = item.at(key);
       const auto it = by_name.find(n.str());

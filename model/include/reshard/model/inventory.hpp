@@ -128,6 +128,9 @@ struct ModelConfig {
   std::int64_t n_shared_experts = 0;
   std::int64_t num_experts_per_tok = 0;
   std::int64_t first_k_dense_replace = 0;
+  // The router's expert groups (config.json n_group: DeepSeek-V3 8, Kimi-K2 1); 0 when not given.
+  // No weight depends on it; vLLM places experts round-robin only when it is above 1.
+  std::int64_t n_group = 0;
   std::int64_t vocab_size = 0;
   bool tie_word_embeddings = false;
   std::int64_t num_nextn_predict_layers = 0;  // MTP

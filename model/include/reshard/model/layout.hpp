@@ -116,6 +116,22 @@ struct MegatronSpec {
 enum class ExpertPlacement : std::uint8_t { Linear, RoundRobin };
 const char* to_string(ExpertPlacement p);  // "linear", "round_robin"
 
+// vLLM's --all2all-backend (the MoE all-to-all of an engine with data and expert parallelism): it
+// decides whether round-robin expert placement survives (DeepEP low-latency and NIXL EP only) and
+// whether the MoE runs sequence parallel with unsplit shared experts.
+enum class VllmAll2All : std::uint8_t {
+  AllgatherReducescatter,  // vLLM's default
+  Naive,
+  Pplx,
+  DeepepHighThroughput,
+  DeepepLowLatency,
+  FlashinferAll2allv,
+  NixlEp,
+};
+const char* to_string(VllmAll2All b);  // as vLLM spells it: "allgather_reducescatter", ...
+std::optional<VllmAll2All> vllm_all2all_named(const std::string& name);
+const std::vector<std::string>& vllm_all2all_names();
+
 // What vLLM's `dp` means (see model/src/layout_vllm.cpp for the sharding).
 enum class VllmDpMode : std::uint8_t {
   Engines,       // dp independent engines, each a whole copy (EP groups of `ep` ranks when set)
@@ -131,9 +147,16 @@ struct VllmSpec {
   std::int32_t redundant_experts = 0;  // EPLB: extra expert replicas
   VllmDpMode dp_mode = VllmDpMode::Engines;
   bool enable_expert_parallel = false;  // --enable-expert-parallel (implied by ep > 0)
-  ExpertPlacement expert_placement = ExpertPlacement::Linear;
+  ExpertPlacement expert_placement = ExpertPlacement::Linear;  // as asked (`expert_placement`)
+  VllmAll2All all2all_backend = VllmAll2All::AllgatherReducescatter;
   // The EP size in effect: 0 when expert parallelism is off.
   std::int32_t expert_parallel_size() const;
+  // The placement vLLM applies (determine_expert_placement_strategy): round_robin falls back to
+  // linear for a model without expert groups (`expert_groups` <= 1: num_expert_group), with
+  // redundant experts (EPLB), and in an engine with data parallelism (EP > TP: all-to-all kernels)
+  // unless the all-to-all backend is DeepEP low-latency or NIXL EP. `why`, when given, gets the
+  // reason of a fallback ("" when none).
+  ExpertPlacement placement_applied(std::int64_t expert_groups, std::string* why = nullptr) const;
 };
 
 // SGLang (`python -m sglang.launch_server` arguments; see model/src/layout_sglang.cpp).
@@ -189,6 +212,11 @@ class ShardMap {
   // The GPUs of rank set id's ranks, sorted (a GPU twice when two of the ranks share it).
   std::vector<GpuId> gpus_of(RankSetId id) const;
   const std::string& description() const { return description_; }
+  // How the builder applied a framework's convention where it departs from what the layout asked
+  // (vLLM's round_robin expert placement falling back to linear, with the reason); `plan` prints
+  // them.
+  const std::vector<std::string>& conventions() const { return conventions_; }
+  void add_convention(std::string note) { conventions_.push_back(std::move(note)); }
 
   // Sum over ranks of the bytes each holds.
   Bytes total_bytes_held(const Inventory& inv) const;
@@ -207,6 +235,7 @@ class ShardMap {
   std::vector<RankSet> rank_sets_;
   std::unordered_multimap<std::size_t, RankSetId> intern_index_;  // hash of a set -> its ids
   std::string description_;
+  std::vector<std::string> conventions_;
 };
 
 // Builds the ShardMap of a layout over an inventory. Throws PlanError when the sizes do not fit

@@ -1,38 +1,4 @@
-// A scenario: a model, a cluster, and a source and destination layout (docs/design.md §5).
-//
-//   name: deepseek-v3-h100
-//   model: ../models/deepseek-v3.yaml          # relative to this file, or absolute; also a
-//                                               # Hugging Face config.json or a folder holding one
-//   topology: ../topologies/dgx-h100-64n.yaml
-//   dtype: bf16                                 # optional: overrides the model file's dtype
-//   include_mtp: false                          # optional
-//   source:      {framework: megatron, tp: 1, pp: 16, ep: 16, gpus: 0-255,
-//                 layers_per_stage: [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3]}
-//   destination: {framework: vllm, tp: 32, dp: 8, gpus: 256-511,
-//                 precision: {format: fp8_block, classes: [attention, dense_ffn, expert_ffn]}}
-//
-// `destination.precision` (optional) changes the precision on the way (model/precision.hpp): format
-// bf16 | fp8_block | mxfp8, weight_block_size [rows, cols] (fp8_block; default [128, 128]),
-// quantize_at source | destination (default source), classes (required unless bf16).
-//
-// GPU memory (docs/design.md §5.2), on either side: `refit_memory: SIZE` ("4GiB", "256MiB"), the
-// most staging memory one GPU of the side may use during the refit besides its weights; without it
-// default_refit_memory of the GPU's memory (NeMo RL's two buffers). On the destination also
-// `gpu_memory_utilization` (vllm; default 0.9, vLLM's) or `mem_fraction_static` (sglang; default
-// 0.9, not SGLang's launch-time heuristic): the share of a GPU's memory the engine may use, in
-// (0, 1]. load_scenario refuses a layout whose resident weights and staging budget do not fit
-// (LoadedScenario::memory).
-//
-// `gpus` maps ranks in order onto topology GPUs: a range "0-255", an index, or a list of both.
-// Megatron keys: tp, pp, cp, dp (default: from the GPU count), ep, etp (default: tp), vpp, and for a
-// pipeline split that is not even either layers_per_stage (one count per virtual stage) or
-// first_stage_layers / last_stage_layers (MegatronSpec).
-// vLLM keys: tp, pp, dp, dp_mode (engines: dp independent engines, the default; data_parallel: one
-// deployment with --data-parallel-size dp), enable_expert_parallel, ep (engines: expert-group size),
-// expert_placement (linear, round_robin), redundant_experts (VllmSpec).
-// SGLang keys, as on its command line: tp_size, dp_size, enable_dp_attention, ep_size,
-// moe_dense_tp_size (1 or tp_size), enable_dp_lm_head, moe_a2a_backend (none, deepep, mooncake),
-// ep_num_redundant_experts (SglangSpec).
+// A scenario: a model, a cluster and two layouts; its file format, key by key: docs/scenario.md.
 #pragma once
 
 #include <filesystem>
