@@ -1,5 +1,6 @@
 // reshard calibrate MEASUREMENTS... [--profile P] -o params.yaml [--json]: least-squares fit of a
-// profile's overhead parameters to measured refit times.
+// profile's overhead parameters to measured refit times, with the points each constant rests on and
+// a warning when the fit has as many constants as points.
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,11 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
   Calibration c = calibrate(obs, base, fit);
   if (!name.empty()) c.params.profile = name;
   if (!out.empty()) write_params(out, c, "Base profile: " + profile + ".");
+  // A fit with as many constants as points matches them by construction: said on stderr (and in
+  // the JSON), not left to the rms error to hide.
+  for (const auto& w : c.warnings) std::cerr << "reshard: warning: " << w << '\n';
+  const Seconds values[kOverheadParams] = {c.params.per_tensor, c.params.per_broadcast_tensor, c.params.per_bucket,
+                                           c.params.per_stage};
   if (json) {
     nlohmann::json j;
     j["schema"] = "reshard-calibrate-1";
@@ -37,15 +43,28 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
       rows.push_back({{"label", r.label}, {"measured_s", r.measured.value}, {"estimate_s", r.predicted.value},
                       {"relative_error", r.relative_error}});
     j["rms_relative_error"] = c.rms_relative_error;
+    auto& constants = j["constants"] = nlohmann::json::array();
+    for (int k = 0; k < kOverheadParams; ++k)
+      constants.push_back({{"name", kOverheadNames[k]}, {"value_s", values[k].value}, {"fitted", c.fitted[k]},
+                           {"points", c.points[k]}});
+    j["points"] = c.rows.size();
+    j["fitted_constants"] = c.fitted_constants;
+    j["warnings"] = c.warnings;
     std::cout << j.dump(2) << '\n';
     return;
   }
-  print_fields(std::cout, {{"profile", c.params.profile},
-                           {"per_tensor", format(c.params.per_tensor)},
-                           {"per_broadcast_tensor", format(c.params.per_broadcast_tensor)},
-                           {"per_bucket", format(c.params.per_bucket)},
-                           {"per_stage", format(c.params.per_stage)},
-                           {"rms relative error", fixed(100 * c.rms_relative_error, 1) + " %"}});
+  // Each constant with the points it rests on: "12.9 ms  (fitted on 4 of 4 points)", or "0 s  (not
+  // fitted: the base profile's; its term in 2 of 4 points)".
+  std::vector<std::pair<std::string, std::string>> fields{{"profile", c.params.profile}};
+  const std::string of = " of " + std::to_string(c.rows.size()) + (c.rows.size() == 1 ? " point" : " points");
+  for (int k = 0; k < kOverheadParams; ++k)
+    fields.push_back({kOverheadNames[k], format(values[k]) + "  (" +
+                                             (c.fitted[k] ? "fitted on " + std::to_string(c.points[k]) + of
+                                                          : "not fitted: the base profile's; its term in " +
+                                                                std::to_string(c.points[k]) + of) +
+                                             ")"});
+  fields.push_back({"rms relative error", fixed(100 * c.rms_relative_error, 1) + " %"});
+  print_fields(std::cout, fields);
   std::cout << '\n';
   Table t({"measurement", "measured>", "predicted>", "error>"});
   for (const auto& r : c.rows)

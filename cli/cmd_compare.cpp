@@ -39,7 +39,7 @@ std::string budget_text(const study::CompareResult::SideBudget& b, const std::op
 
 void run_compare(const std::string& path, const std::vector<std::string>& sets, study::CompareOptions options, bool json) {
   const LoadedScenario sc = load_scenario(std::filesystem::path(path), parse_sets(sets));
-  print_warnings(sc.topology);
+  print_warnings(sc);
   auto progress = ProgressLine::for_stderr(json);  // rows, tuner candidates, confirmations
   options.progress = progress.callback();
   const study::CompareResult r = study::compare(sc, options);

@@ -70,6 +70,7 @@ ScheduleRead rebuild_or_read(const std::string& path, const ScheduleFileHeader& 
     try {
       Schedule rebuilt = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, header.params, header.budget);
       rebuilt.scenario = header.scenario;
+      rebuilt.scenario_file = header.scenario_file;
       if (binary_digest(rebuilt) == header.digest) {
         schedule = std::move(rebuilt);
         read.rebuilt = true;
@@ -103,13 +104,14 @@ void run_exec(const ExecArgs& a) {
   if (binary) header = read_schedule_header(a.input);
   else if (from_schedule) schedule = read_schedule_file(a.input);
   const std::string scenario_path = std::filesystem::absolute(
-      from_schedule ? schedule_scenario_file(a.input, binary ? header.scenario : schedule.scenario, a.scenario) : a.input)
+      from_schedule ? schedule_scenario_file(a.input, binary ? header.scenario : schedule.scenario,
+                                                    binary ? header.scenario_file : schedule.scenario_file, a.scenario) : a.input)
                                         .string();
   opt.scenario_path = scenario_path;
   const std::vector<Override> overrides = parse_sets(a.sets);
   for (const auto& o : overrides) opt.scenario_sets.push_back(o.key + "=" + o.value);  // paths made absolute
   const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path), overrides);
-  if (a.dry_run || first_process()) print_warnings(sc.topology);  // once per run, not once per rank
+  if (a.dry_run || first_process()) print_warnings(sc);  // once per run, not once per rank
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   ScheduleRead read;
   if (binary) {

@@ -10,6 +10,7 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/inventory.hpp"
 #include "table.hpp"
+#include "warnings.hpp"
 
 namespace reshard::cli {
 
@@ -90,10 +91,12 @@ void run(const ModelArgs& a) {
                           {"by_class", by_class},
                           {"tensors", tensors}};
     if (!cfg.ignored_keys.empty()) out["ignored_keys"] = cfg.ignored_keys;
+    print_warnings(inv);
     std::cout << out.dump() << '\n';
     return;
   }
 
+  print_warnings(inv);
   const auto& cfg = inv.config();
   std::string layers = std::to_string(inv.decoder_layers());
   if (inv.mtp_layers() > 0) layers += " + " + std::to_string(inv.mtp_layers()) + " MTP";

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <iostream>
@@ -191,7 +192,7 @@ void run_plan(const PlanArgs& a) {
   progress.stage("load scenario");
   const LoadedScenario sc = load_scenario(std::filesystem::path(a.path), parse_sets(a.sets));
   progress.clear();  // warnings on lines of their own
-  print_warnings(sc.topology);
+  print_warnings(sc);
   progress.stage("plan");
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   progress.stage("lower bound");
@@ -217,6 +218,9 @@ void run_plan(const PlanArgs& a) {
         out << exec::refit_plan_json(rp);
         if (!out) throw ConfigError(output, 0, "-o", "cannot write the refit plan file");
       } else {
+        // The scenario file relative to the schedule's folder, so the schedule finds it from anywhere.
+        const auto folder = std::filesystem::absolute(output).parent_path();
+        schedule->scenario_file = std::filesystem::absolute(sc.scenario.file).lexically_relative(folder).generic_string();
         write_schedule_file(output, *schedule);
       }
     }

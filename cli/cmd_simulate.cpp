@@ -178,11 +178,11 @@ void run_schedule(const SimulateOptions& o) {
     progress.stage("read schedule");
     schedule = model::read_schedule_file(o.input);
   }
-  const std::string scenario_file = from_file ? schedule_scenario_file(o.input, schedule.scenario, o.scenario) : o.input;
+  const std::string scenario_file = from_file ? schedule_scenario_file(o.input, schedule.scenario, schedule.scenario_file, o.scenario) : o.input;
   progress.stage("plan");
   const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(scenario_file), parse_sets(o.sets));
   progress.clear();  // warnings on lines of their own
-  print_warnings(sc.topology);
+  print_warnings(sc);
   const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
   const model::CostParams cost = model::CostParams::named_or_loaded(o.profile, o.params);
   if (from_file) {

@@ -146,6 +146,14 @@ void run_topo(const std::string& file, bool json) {
                         {"ingress_Bps", f.ingress.value},
                         {"egress_Bps", f.egress.value}});
     j["fabric_groups"] = groups;
+    nlohmann::json clusters = nlohmann::json::array();
+    for (const auto& c : t.clusters())
+      clusters.push_back({{"name", c.name},
+                          {"template", c.node_template},
+                          {"nodes", c.nodes},
+                          {"first_gpu", c.first_gpu},
+                          {"gpus", c.gpus}});
+    j["clusters"] = clusters;
     std::cout << j.dump(2) << '\n';
     return;
   }
@@ -182,6 +190,15 @@ void run_topo(const std::string& file, bool json) {
   for (auto k : device_kinds)
     if (devices[k] > 0) dt.add({model::to_string(k), std::to_string(devices[k])});
   dt.print(std::cout);
+  // Which GPU numbers are which cluster's: what a scenario's `gpus:` lists.
+  if (!t.clusters().empty()) {
+    std::cout << '\n';
+    Table ct({"cluster", "template", "nodes>", "GPUs>", "GPU numbers"});
+    for (const auto& c : t.clusters())
+      ct.add({c.name.empty() ? "(cluster)" : c.name, c.node_template, std::to_string(c.nodes), std::to_string(c.gpus),
+              std::to_string(c.first_gpu) + "-" + std::to_string(c.first_gpu + c.gpus - 1)});
+    ct.print(std::cout);
+  }
   if (t.fabric_groups().empty()) return;
   // Fabric groups alike (kind, size, cut) on one row; per GPU is the cut over the group's GPUs, to
   // set against the GPUs' NICs.

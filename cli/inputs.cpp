@@ -50,12 +50,13 @@ std::optional<Bytes> parse_max_staging(const std::string& text) {
 }
 
 std::string schedule_scenario_file(const std::string& schedule_file, const std::string& scenario_name,
-                                   const std::string& scenario_file) {
-  if (!scenario_file.empty()) return scenario_file;
+                                   const std::string& recorded, const std::string& given) {
+  if (!given.empty()) return given;
   namespace fs = std::filesystem;
   const std::string file = scenario_name + ".yaml";
-  const std::vector<fs::path> places{fs::path(schedule_file).parent_path() / file, fs::path("scenarios") / file,
-                                     fs::path(RESHARD_SOURCE_DIR) / "scenarios" / file};
+  std::vector<fs::path> places{fs::path(schedule_file).parent_path() / file, fs::path("scenarios") / file,
+                               fs::path(RESHARD_SOURCE_DIR) / "scenarios" / file};
+  if (!recorded.empty()) places.insert(places.begin(), (fs::path(schedule_file).parent_path() / recorded).lexically_normal());
   std::string looked;
   for (const auto& p : places) {
     looked += (looked.empty() ? "" : ", ") + p.string();

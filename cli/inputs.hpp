@@ -28,12 +28,13 @@ model::StrategyParams strategy_params(const std::string& spec, const model::Load
 void add_max_staging_option(CLI::App* cmd, std::string& text);
 std::optional<model::Bytes> parse_max_staging(const std::string& text);
 
-// The scenario file of a schedule read from `schedule_file`: `scenario_file` when given
-// (--scenario), else the scenario the schedule names (`scenario_name`), found as NAME.yaml next to the schedule, in
-// ./scenarios/ or in the shipped scenarios/ (the first whose `name` matches). Throws ConfigError
-// naming the schedule and the places looked at when none matches.
+// The scenario file of a schedule read from `schedule_file`: `given` when given (--scenario), else
+// the file the schedule records (`recorded`, relative to the schedule's folder), else the scenario
+// it names (`scenario_name`), found as NAME.yaml next to the schedule, in ./scenarios/ or in the
+// shipped scenarios/ (the first whose `name` matches). Throws ConfigError naming the schedule and
+// the places looked at when none matches.
 std::string schedule_scenario_file(const std::string& schedule_file, const std::string& scenario_name,
-                                   const std::string& scenario_file);
+                                   const std::string& recorded, const std::string& given);
 
 // A scenario's precision change in one line, for the readable reports of compare and simulate:
 // format, block, weights quantised at each side, bytes that travel against the model's own.

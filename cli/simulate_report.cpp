@@ -154,21 +154,25 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
 
   out << "\ncritical path by operation (last finish first):\n";
   Table path({"op", "phase", "from", "to", "bytes>", "release>", "start>", "finish>", "bottleneck"});
-  std::size_t shown = 0, steps = 0;
-  std::int64_t last_op = -1;
+  // One row per op, in path order. An op's flows follow each other on the path (its last is often
+  // the zero-byte flow of its step overhead): the op's bottleneck is that of its first flow that
+  // has one, the link --trace names; "(latency only)" when none of its flows has one.
+  std::vector<std::pair<std::int64_t, std::int32_t>> ops_on_path;  // op index, bottleneck link
   for (const auto& step : sim.result.critical_path) {
     const auto i = sim.op_of_flow[step.flow_index];
-    if (i < 0 || i == last_op) continue;
-    last_op = i;
-    ++steps;
-    if (shown == path_rows) continue;
-    ++shown;
+    if (i < 0) continue;
+    if (ops_on_path.empty() || ops_on_path.back().first != i) ops_on_path.emplace_back(i, step.bottleneck);
+    else if (ops_on_path.back().second < 0) ops_on_path.back().second = step.bottleneck;
+  }
+  const std::size_t steps = ops_on_path.size(), shown = std::min(steps, path_rows);
+  for (std::size_t k = 0; k < shown; ++k) {
+    const auto [i, bottleneck] = ops_on_path[k];
     const auto& op = schedule.ops[static_cast<std::size_t>(i)];
     const auto& t = sim.ops[static_cast<std::size_t>(i)];
     path.add({std::to_string(op.id), model::to_string(op.phase), "gpu " + std::to_string(op.src),
               op.src == op.dst ? "(local copy)" : "gpu " + std::to_string(op.dst), model::format(op.bytes),
               model::format(t.release), model::format(t.start), model::format(t.finish),
-              step.bottleneck >= 0 ? sim.network.link_name(step.bottleneck) : "(latency only)"});
+              bottleneck >= 0 ? sim.network.link_name(bottleneck) : "(latency only)"});
   }
   path.print(out);
   if (shown < steps) out << "  ... " << steps - shown << " more operations\n";

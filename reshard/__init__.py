@@ -12,19 +12,21 @@ A scenario is a path, a dict in the scenario format, or a Scenario from reshard.
 `overrides` are `reshard --set` changes as a dict ({"destination.tp": 16}). Results are dicts;
 sweeps are pandas DataFrames.
 
-The C++ core is the extension `_reshard`, which the CMake build puts in BUILD/python/reshard/
-(BUILD: $RESHARD_BUILD_DIR, else build/ at the top of the source tree, where scripts/main.sh and
-scripts/test.sh build). This package, at the top of the source tree, finds it there: run Python
-from the source tree, or put the source tree on PYTHONPATH.
+The C++ core is the extension `_reshard`. Installed (`pip install --no-build-isolation .` at the top
+of the source tree, setup.py), it sits in this package. In the source tree, the CMake build puts it
+in BUILD/python/reshard/ (BUILD: $RESHARD_BUILD_DIR, else build/ at the top of the source tree, where
+scripts/main.sh and scripts/test.sh build) and this package finds it there: run Python from the
+source tree, or put the source tree on PYTHONPATH. Scenario, model and topology files are given by
+path (nothing is read from the source tree at run time).
 """
 
 import itertools as _itertools
 import os as _os
 from pathlib import Path as _Path
 
-_root = _Path(__file__).resolve().parent.parent
-_build = _Path(_os.environ.get("RESHARD_BUILD_DIR") or _root / "build")
-__path__.append(str(_build / "python" / "reshard"))
+_here = _Path(__file__).resolve().parent
+_build = _Path(_os.environ.get("RESHARD_BUILD_DIR") or _here.parent / "build")
+__path__.append(str(_build / "python" / "reshard"))  # after this folder, where an installed package has it
 
 _EXTENSION_NAMES = ["ConfigError", "Error", "PlanError", "Scenario", "ScheduleError", "compare", "load", "plan",
                     "simulate", "strategy_names"]
@@ -38,9 +40,10 @@ except ImportError as _e:  # not built, or built for another Python version
     # reshard.torch runs a refit plan file without the extension (a machine with PyTorch only);
     # everything else needs it and says so when used.
     _reshard = None
-    _missing = (f"reshard: the extension _reshard was not found in {_build / 'python' / 'reshard'} or does not load "
-                f"({_e}); build it with scripts/main.sh (or cmake --build {_build} --target reshard_python), or set "
-                "RESHARD_BUILD_DIR to the build folder")
+    _missing = (f"reshard: the extension _reshard was not found in {_here} or {_build / 'python' / 'reshard'} or "
+                f"does not load ({_e}); build it with scripts/main.sh (or cmake --build {_build} --target "
+                "reshard_python) and set RESHARD_BUILD_DIR to the build folder, or install the package with "
+                "`pip install --no-build-isolation .` at the top of the source tree")
 
     def __getattr__(name):
         if name in _EXTENSION_NAMES:
@@ -88,7 +91,11 @@ def sweep(scenario, axes, strategies=None, profiles=None, simulate=False, set=No
     bound_where, bound_limit, limited_by, limit, bottleneck, network_bytes, nvlink_bytes,
     operations, peak_staging_bytes, staging_budget_bytes, best and error (a point that failed: one
     row with its error)."""
-    import pandas as pd
+    try:
+        import pandas as pd
+    except ImportError as e:
+        raise ModuleNotFoundError(f"reshard.sweep needs pandas ({e}): apt-get install python3-pandas "
+                                  "(or pip install pandas)", name="pandas") from e
 
     keys, points = _points(axes)
     if isinstance(scenario, dict):  # the sweep reloads a file at every point: the dict becomes one

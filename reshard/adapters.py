@@ -36,7 +36,11 @@ the logical expert of each physical slot of this rank).
 
 import re
 
-import torch
+try:
+    import torch
+except ImportError as _e:
+    raise ModuleNotFoundError(f"reshard.adapters needs PyTorch ({_e}): apt-get install python3-torch "
+                              "(or pip install torch)", name="torch") from _e
 
 from .torch import RefitError
 

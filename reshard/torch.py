@@ -28,8 +28,12 @@ import json as _json
 import time as _time
 from pathlib import Path as _Path
 
-import torch
-import torch.distributed as dist
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as _e:
+    raise ModuleNotFoundError(f"reshard.torch needs PyTorch ({_e}): apt-get install python3-torch (or pip install torch)",
+                              name="torch") from _e
 
 FORMAT = "reshard-refit-plan-1"
 

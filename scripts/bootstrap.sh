@@ -9,6 +9,7 @@ packages=(cmake g++ make pkg-config
           libboost-graph-dev libeigen3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin libsimgrid-dev
           python3 python3-dev pybind11-dev python3-pandas python3-matplotlib jupyter-nbconvert python3-ipykernel python3-torch
+          python3-venv python3-setuptools python3-wheel
           clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do

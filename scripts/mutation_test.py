@@ -20,10 +20,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # (name, file, original text, mutated text, the test programs that should catch it)
 MUTATIONS = [
     ("lower bound: source GPU egress cut removed", "model/src/planner.cpp",
-     'consider("source_gpu_egress", gpu_out, gpu_egress, gpu);', '',
+     'consider("source_gpu_egress", gpu_out, gpu_egress, gpu_cut(false));', '',
      ["test_lower_bound"]),
     ("lower bound: destination GPU ingress cut removed", "model/src/planner.cpp",
-     'consider("dest_gpu_ingress", gpu_in, gpu_ingress, gpu);', '',
+     'consider("dest_gpu_ingress", gpu_in, gpu_ingress, gpu_cut(true));', '',
      ["test_lower_bound"]),
     ("lower bound: source domain egress cut removed", "model/src/planner.cpp",
      'consider("source_domain_egress", domain_out, dom_net_out, domain(CutDirection::Egress));', '',

@@ -1,13 +1,17 @@
-// Calibration: least squares recovers known parameters, respects non-negativity, and the shipped
-// nemo_rl profile reproduces NVIDIA's published refit times within 15 %.
+// Calibration: least squares recovers known parameters, respects non-negativity, warns when it fits
+// as many constants as it has points and says what each constant rests on, and the shipped nemo_rl
+// profile reproduces NVIDIA's published refit times within 15 % (in-sample: they are its fit).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "reshard/model/calibrate.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
+#include "run_command.hpp"
 
 using namespace reshard::model;
 
@@ -35,6 +39,117 @@ TEST(Calibrate, OverheadsStayNonNegative) {
   EXPECT_EQ(c.params.per_tensor.value, 0);
   EXPECT_NEAR(c.rows[0].relative_error, 0.1 / 0.9, 1e-12);
 }
+
+TEST(Calibrate, WarnsWhenItFitsAsManyConstantsAsPoints) {
+  // One measurement (a host run, say), every overhead free: one equation in four unknowns,
+  //   0.1 + 10 a + 20 b + 3 c + 1 d = 0.5,
+  // solved exactly by per_tensor a = 0.04 alone (the first subset that fits, the others 0). The rms
+  // error is 0 by construction, which is no evidence: the fit must say so.
+  std::vector<Observation> obs(1);
+  obs[0] = {"host run", Seconds{0.5}, Seconds{0.1}, {10, 20, 3, 1}};
+  const auto c = calibrate(obs, CostParams{});
+  EXPECT_NEAR(c.params.per_tensor.value, 0.04, 1e-12);
+  EXPECT_NEAR(c.rms_relative_error, 0, 1e-12);
+  EXPECT_EQ(c.fitted_constants, 4);
+  for (int k = 0; k < kOverheadParams; ++k) {
+    EXPECT_TRUE(c.fitted[k]) << kOverheadNames[k];
+    EXPECT_EQ(c.points[k], 1) << kOverheadNames[k];
+  }
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("fitting 4 constants (per_tensor, per_broadcast_tensor, per_bucket, per_stage) to 1 "
+                               "measurement"),
+            std::string::npos)
+      << c.warnings[0];
+  EXPECT_NE(c.warnings[0].find("cannot check the fit"), std::string::npos) << c.warnings[0];
+
+  // Two points, two constants: still no freedom left to check the fit ("as many").
+  std::vector<Observation> two(2);
+  two[0] = {"a", Seconds{2.4}, Seconds{1.0}, {0, 0, 100, 8}};
+  two[1] = {"b", Seconds{3.2}, Seconds{2.0}, {0, 0, 40, 16}};
+  const auto c2 = calibrate(two, CostParams{}, {"per_bucket", "per_stage"});
+  ASSERT_EQ(c2.warnings.size(), 1u);
+  EXPECT_NE(c2.warnings[0].find("fitting 2 constants (per_bucket, per_stage) to 2 measurements"), std::string::npos)
+      << c2.warnings[0];
+}
+
+TEST(Calibrate, SaysHowManyPointsEachConstantRestsOn) {
+  // Three measurements; the counts (reshard tensors, broadcast tensors, buckets, stages) are
+  //   a: 0 0 100 8     b: 5 0 40 16     c: 0 0 0 4
+  // so per_tensor rests on 1 point (b), per_broadcast_tensor on none, per_bucket on 2 (a, b),
+  // per_stage on 3. Fitting per_bucket and per_stage: 2 constants on 3 points, no warning; the
+  // values are those the data was made with (per_tensor fixed at the base's 0 adds nothing):
+  //   2.4 = 1.0 + 0.010*100 + 0.050*8,  3.2 = 2.0 + 0.010*40 + 0.050*16,  0.7 = 0.5 + 0.050*4.
+  std::vector<Observation> obs(3);
+  obs[0] = {"a", Seconds{2.4}, Seconds{1.0}, {0, 0, 100, 8}};
+  obs[1] = {"b", Seconds{3.2}, Seconds{2.0}, {5, 0, 40, 16}};
+  obs[2] = {"c", Seconds{0.7}, Seconds{0.5}, {0, 0, 0, 4}};
+  const auto c = calibrate(obs, CostParams{}, {"per_bucket", "per_stage"});
+  const int points[kOverheadParams] = {1, 0, 2, 3};
+  const bool fitted[kOverheadParams] = {false, false, true, true};
+  for (int k = 0; k < kOverheadParams; ++k) {
+    EXPECT_EQ(c.points[k], points[k]) << kOverheadNames[k];
+    EXPECT_EQ(c.fitted[k], fitted[k]) << kOverheadNames[k];
+  }
+  EXPECT_EQ(c.fitted_constants, 2);
+  EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+  EXPECT_NEAR(c.params.per_bucket.value, 0.010, 1e-12);
+  EXPECT_NEAR(c.params.per_stage.value, 0.050, 1e-12);
+
+  // A constant named free that no point informs is not fitted (it keeps the base's value), and
+  // the fit says so.
+  CostParams base;
+  base.per_broadcast_tensor = Seconds{7e-6};
+  const auto d = calibrate(obs, base, {"per_broadcast_tensor", "per_stage"});
+  EXPECT_FALSE(d.fitted[1]);
+  EXPECT_EQ(d.points[1], 0);
+  EXPECT_EQ(d.params.per_broadcast_tensor.value, 7e-6);
+  EXPECT_EQ(d.fitted_constants, 1);
+  ASSERT_EQ(d.warnings.size(), 1u);
+  EXPECT_EQ(d.warnings[0].rfind("per_broadcast_tensor was to be fitted, but no measurement has a term for it", 0), 0u)
+      << d.warnings[0];
+}
+
+#ifdef RESHARD_BINARY
+TEST(Calibrate, CommandReportsPointsAndWarnsOnStderrAndInJson) {
+  // One measured run of a small scenario, every overhead free: the command prints the warning on
+  // stderr and in the JSON, and each constant with the points it rests on.
+  const auto dir = std::filesystem::temp_directory_path() / "reshard-calibrate-command";
+  std::filesystem::create_directories(dir);
+  const auto csv = dir / "one.csv";
+  std::ofstream(csv) << "scenario,strategy,measured_s\n"
+                     << RESHARD_SOURCE_DIR << "/scenarios/small-gqa-megatron-vllm.yaml,gather_broadcast,0.05\n";
+  const auto err = dir / "stderr.txt";
+  int status = 0;
+  const std::string out = reshard::test::run_command(
+      std::string(RESHARD_BINARY) + " calibrate " + csv.string() + " --json 2>" + err.string(), &status);
+  ASSERT_EQ(status, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["points"], 1);
+  ASSERT_EQ(j["constants"].size(), 4u);
+  int fitted = 0;
+  for (const auto& k : j["constants"]) {
+    EXPECT_LE(k["points"].get<int>(), 1) << k.dump();
+    if (k["fitted"].get<bool>()) {
+      ++fitted;
+      EXPECT_EQ(k["points"], 1) << k.dump();
+    }
+  }
+  EXPECT_EQ(j["fitted_constants"], fitted);
+  ASSERT_GE(fitted, 1);
+  ASSERT_FALSE(j["warnings"].empty());
+  EXPECT_NE(j["warnings"][0].get<std::string>().find("to 1 measurement"), std::string::npos) << j["warnings"].dump();
+  std::ifstream e(err);
+  const std::string stderr_text((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  EXPECT_NE(stderr_text.find("reshard: warning: fitting "), std::string::npos) << stderr_text;
+
+  // The readable table names the points beside each constant.
+  const std::string table =
+      reshard::test::run_command(std::string(RESHARD_BINARY) + " calibrate " + csv.string() + " 2>/dev/null", &status);
+  ASSERT_EQ(status, 0) << table;
+  EXPECT_NE(table.find("(fitted on 1 of 1 point)"), std::string::npos) << table;
+  std::filesystem::remove_all(dir);
+}
+#endif
 
 TEST(Calibrate, NemoRlProfileMatchesPublishedRefitTimes) {
   // NVIDIA's DGX H100 numbers (docs/validation.md): Qwen3-235B 6.4 s gather-broadcast, 1.9 s reshard;

@@ -295,7 +295,8 @@ TEST(ExecHost, BinaryScheduleIsRebuiltFromItsHeaderOrReadWhole) {
   EXPECT_TRUE(dry["schedule_file"]["rebuilt"].get<bool>());
   EXPECT_EQ(dry["schedule_file"]["bytes"].get<std::int64_t>(), file_bytes);
   EXPECT_EQ(dry["schedule_file"]["bytes_read_per_process"].get<std::int64_t>(),
-            144 + static_cast<std::int64_t>(std::string("small-gqa-megatron-vllm").size()) + 16);
+            144 + static_cast<std::int64_t>(std::string("small-gqa-megatron-vllm").size()) + 1 +
+                static_cast<std::int64_t>(std::filesystem::absolute(scen).lexically_relative(std::filesystem::absolute(dir)).generic_string().size()) + 16);
   const auto ran = run(mpirun(16) + reshard() + " exec " + rebuilt + " --json", &st);
   ASSERT_EQ(st, 0) << ran;
   EXPECT_TRUE(json_of(ran)["verified"].get<bool>());

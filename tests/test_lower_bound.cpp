@@ -223,7 +223,7 @@ TEST(LowerBoundCuts, DestinationGpuIngressBinds) {
   const auto src = build_shard_map(inv, {MegatronSpec{.tp = 2, .dp = 2}, range(0, 4)});
   const auto dst = build_shard_map(inv, {VllmSpec{.tp = 1, .dp = 4}, range(4, 4)});
   const auto lb = lower_bound(plan(inv, src, dst), src, dst, dgx_nodes(2));
-  expect_binds(lb, "dest_gpu_ingress", "gpu 4", kTinyB, 514e9);
+  expect_binds(lb, "dest_gpu_ingress", "gpu 4: NVLink 450 GB/s + PCIe 64.0 GB/s", kTinyB, 514e9);
 }
 
 // source_gpu_egress: GPU 0 alone holds the model (Megatron on one GPU); vLLM TP4 on GPUs 4-7 of the
@@ -235,7 +235,7 @@ TEST(LowerBoundCuts, SourceGpuEgressBinds) {
   const auto src = build_shard_map(inv, {MegatronSpec{.tp = 1}, {0}});
   const auto dst = build_shard_map(inv, {VllmSpec{.tp = 4, .dp = 1}, range(4, 4)});
   const auto lb = lower_bound(plan(inv, src, dst), src, dst, dgx_nodes(2));
-  expect_binds(lb, "source_gpu_egress", "gpu 0", kTinyB, 514e9);
+  expect_binds(lb, "source_gpu_egress", "gpu 0: NVLink 450 GB/s + PCIe 64.0 GB/s", kTinyB, 514e9);
 }
 
 // source_domain_egress: Megatron TP2 x DP4 x PP2 on nodes 0 and 1 with layers_per_stage [3, 1]

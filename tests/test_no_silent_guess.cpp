@@ -12,6 +12,9 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/json_file.hpp"
 #include "reshard/model/calibrate.hpp"
+#include "reshard/model/checked.hpp"
+#include "reshard/model/inventory.hpp"
+#include "reshard/model/layout.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/topology.hpp"
 #include "reshard/study/sweep.hpp"
@@ -176,4 +179,94 @@ TEST(NoSilentGuess, SweepChecksEveryAxisValueFirst) {
   EXPECT_HAS(problems[0], "sw.yaml: point 1: --set topology.cluster.nic_speed=400Gb: ");
   EXPECT_HAS(problems[0], "cluster.nic_speed: unknown bandwidth unit 'Gb'");
   EXPECT_TRUE(study::check_points(study::SweepSpec::load(kRoot + "/studies/cluster-join.yaml")).empty());
+}
+
+// A typo in an optional config.json key (first_k_dense_replace) leaves that key at its default and
+// changes the model: warned, naming the key meant. A key reshard knows nothing of is warned too;
+// the keys of the released configs no weight depends on are not.
+TEST(NoSilentGuess, ConfigJsonTypoIsWarnedWithTheKeyMeant) {
+  std::string text = read(kRoot + "/models/hf/deepseek-v3/config.json");
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"first_k_dense_replace\"", "\"first_k_dense_replac\""}, {"\"hidden_act\"", "\"hiden_activation_fn\""}}) {
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  }
+  const auto dir = std::filesystem::temp_directory_path() / "reshard_silent_typo";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << text;
+  const Inventory typo = Inventory::load(dir);
+  const auto& w = typo.config().warnings;
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_HAS(w[0], "config.json:");
+  EXPECT_HAS(w[0], "first_k_dense_replac: not a key reshard reads for deepseek_v3; did you mean first_k_dense_replace?");
+  EXPECT_HAS(w[1], "hiden_activation_fn: not a key reshard knows for deepseek_v3; ignored");
+  // The typo changed the model (no dense layers), which the warning is there to say.
+  EXPECT_NE(typo.parameters(), Inventory::load(kRoot + "/models/hf/deepseek-v3").parameters());
+  for (const char* m : {"deepseek-v3", "kimi-k2", "qwen3-235b-a22b", "qwen3-8b", "nemotron3-nano"})
+    EXPECT_TRUE(Inventory::load(kRoot + "/models/hf/" + m).config().warnings.empty()) << m;
+  EXPECT_EQ(checked::closest_name("n_routed_expert", {"n_routed_experts", "n_shared_experts"}), "n_routed_experts");
+  EXPECT_EQ(checked::closest_name("tp", {"pp", "dp"}), "");  // 1 edit is more than a third of 2 letters
+  EXPECT_EQ(checked::closest_name("num_hidden_layres", {"num_hidden_layers"}), "num_hidden_layers");  // a swap
+}
+
+// A vLLM round_robin the model cannot have (Qwen3-MoE: no expert groups) is placed as vLLM places
+// it (linear), and `plan` says so.
+TEST(NoSilentGuess, VllmPlacementFallbackIsNamedByPlan) {
+  const LoadedScenario sc = load_scenario(Scenario::load(
+      kRoot + "/scenarios/small-moe-ep.yaml",
+      {parse_override("destination.redundant_experts=0"), parse_override("destination.expert_placement=round_robin")}));
+  ASSERT_EQ(sc.destination.conventions().size(), 1u);
+  EXPECT_HAS(sc.destination.conventions()[0], "experts placed linearly, not round-robin: vLLM falls back because the model has no expert groups");
+  EXPECT_TRUE(sc.source.conventions().empty());
+}
+
+// Several SGLang servers with DP attention (world = tp_size each): `servers: 2` is two copies of one
+// server's layout, the second on the next tp_size GPUs. Every shard of every tensor of the
+// two-server map is the one-server shard held on g and g + 4.
+TEST(NoSilentGuess, SglangServersAreCopiesOnConsecutiveBlocks) {
+  const Inventory inv = Inventory::load(kRoot + "/models/tiny-moe.yaml");
+  SglangSpec one{.tp = 4, .dp = 2, .enable_dp_attention = true, .ep = 4};
+  SglangSpec two = one;
+  two.servers = 2;
+  EXPECT_EQ(two.world(), 8);
+  const LayoutSpec a{one, {0, 1, 2, 3}}, b{two, {0, 1, 2, 3, 4, 5, 6, 7}};
+  EXPECT_EQ(b.describe(), "sglang TP4 DP-attention 2 EP4 x 2 servers on 8 GPUs");
+  const ShardMap m1 = build_shard_map(inv, a), m2 = build_shard_map(inv, b);
+  for (const auto& t : inv.tensors()) {
+    const auto& s1 = m1.shards(t.id);
+    const auto& s2 = m2.shards(t.id);
+    ASSERT_EQ(s1.size(), s2.size()) << t.name;
+    for (std::size_t k = 0; k < s1.size(); ++k) {
+      EXPECT_EQ(to_string(s1[k].box), to_string(s2[k].box)) << t.name;
+      std::vector<GpuId> want = m1.gpus_of(s1[k].ranks);
+      for (GpuId g : m1.gpus_of(s1[k].ranks)) want.push_back(g + 4);
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(m2.gpus_of(s2[k].ranks), want) << t.name;
+    }
+  }
+  // A scenario says it with `servers:`; the GPU count must match.
+  const std::string text = scenario_with("  framework: vllm\n  tp: 2\n  dp: 4\n  ep: 8\n  redundant_experts: 8\n",
+                                         "  framework: sglang\n  tp_size: 4\n  dp_size: 2\n  enable_dp_attention: true\n"
+                                         "  ep_size: 4\n  servers: 2\n");
+  EXPECT_NO_THROW(load_scenario(parse_scenario(text)));
+  std::string three = text;
+  three.replace(three.find("servers: 2"), 10, "servers: 3");
+  EXPECT_HAS(config_error([&] { parse_scenario(three); }), "sglang with DP attention (world = tp_size x servers) needs 12 GPUs");
+}
+
+// `topo` says which GPU numbers are which cluster's (what a scenario's gpus: lists).
+TEST(NoSilentGuess, TopologyListsEachClustersGpuRange) {
+  const Topology t = Topology::load(kRoot + "/topologies/h100-train-gb200-infer.yaml");
+  ASSERT_EQ(t.clusters().size(), 2u);
+  EXPECT_EQ(t.clusters()[0].name, "train");
+  EXPECT_EQ(t.clusters()[0].node_template, "dgx-h100");
+  EXPECT_EQ(t.clusters()[0].first_gpu, 0);
+  EXPECT_EQ(t.clusters()[0].gpus, 256);  // 32 nodes x 8
+  EXPECT_EQ(t.clusters()[1].name, "infer");
+  EXPECT_EQ(t.clusters()[1].first_gpu, 256);
+  EXPECT_EQ(t.clusters()[1].gpus, 288);  // 4 racks x 72
+  const Topology one = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
+  ASSERT_EQ(one.clusters().size(), 1u);
+  EXPECT_EQ(one.clusters()[0].gpus, 16);
 }

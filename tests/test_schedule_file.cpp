@@ -254,17 +254,21 @@ TEST(ScheduleFileHostile, NewerVersionIsRefusedWithItsNumber) {
   const std::string path = temp_path("newer.rsched");
   write_bytes(path, bytes);
   const std::string e = config_error([&] { read_schedule_file(path); });
-  EXPECT_HAS(e, path + ": header.version: format version 4 was written by a newer reshard; this one reads version 3");
-  EXPECT_HAS(config_error([&] { read_rank_schedule(path, 3); }), "format version 4");
+  EXPECT_HAS(e, path + ": header.version: format version 5 was written by a newer reshard; this one reads version 4");
+  EXPECT_HAS(config_error([&] { read_rank_schedule(path, 3); }), "format version 5");
 }
 
-// A version 3 file as version 2 wrote it: the 128-byte header (no slots, no budget-run count) and
+// A version 4 file as version 2 wrote it: the 128-byte header (no slots, no budget-run count) and
 // no budget section; its schedule has the default slots and no budget.
 std::string as_version_2(const std::string& v3, const Schedule& s) {
   const std::size_t runs = budget_runs(s.budget).size();
   std::string v2 = v3.substr(0, 128) + v3.substr(kHeader, v3.size() - kHeader - 16 * runs);
   put_u32(v2, 8, 2);
   put_u32(v2, 12, 128);
+  // Versions 1-3: the scenario section is the name alone (version 4 adds "\n" and the file).
+  put_u32(v2, 116, static_cast<std::uint32_t>(s.scenario.size()));
+  for (std::size_t k = 128 + s.scenario.size(); k < 128 + (s.scenario.size() + 1 + s.scenario_file.size() + 7) / 8 * 8; ++k)
+    v2[k] = '\0';
   put_u64(v2, 16, v2.size());
   v2[114] = v2[115] = '\0';  // version 3's slots
   stamp_binary_digest(v2);
@@ -290,7 +294,8 @@ TEST(ScheduleFileDigest, ChangedBytesAreRefusedAndVersionOneStillReads) {
   EXPECT_EQ(read_schedule_header(path).digest, stored);
   // It reads the header, the scenario name and the budget runs (one: every GPU has 3.2 GB).
   EXPECT_EQ(budget_runs(b.s.budget).size(), 1u);
-  EXPECT_EQ(read_schedule_header(path).bytes_read, static_cast<std::int64_t>(kHeader + b.s.scenario.size() + 16));
+  EXPECT_EQ(read_schedule_header(path).bytes_read,
+            static_cast<std::int64_t>(kHeader + b.s.scenario.size() + 1 + b.s.scenario_file.size() + 16));
   EXPECT_EQ(read_schedule_header(path).budget, b.s.budget);
   EXPECT_EQ(read_schedule_header(path).slots, b.s.slots);
 

@@ -80,6 +80,31 @@ TEST(SweepCli, BadAxisValueStopsTheSweepBeforeItRuns) {
   std::filesystem::remove(prefix.string() + ".jsonl");
 }
 
+// A schedule written by `plan -o` records its scenario file relative to itself, so `simulate` finds
+// it from any folder although the scenario's name differs from its file's; `simulate` names the
+// bottleneck link of a bandwidth-bound op, as --trace does.
+TEST(SweepCli, ScheduleFindsItsScenarioFromAnotherFolder) {
+  const auto dir = temp("sched_dir");
+  std::filesystem::create_directories(dir);
+  const auto scen = dir / "renamed.yaml";
+  std::string text = read(kSource + "/scenarios/small-gqa-megatron-tp8.yaml");
+  for (const std::string from : {"../models/", "../topologies/"})
+    for (auto at = text.find(from); at != std::string::npos; at = text.find(from))
+      text.replace(at, from.size(), kSource + "/" + from.substr(3));
+  std::ofstream(scen) << "name: not-the-file-name\n" << text.substr(text.find('\n', text.find("name:")) + 1);
+  for (const char* ext : {".json", ".rsched"}) {
+    const auto sched = dir / (std::string("s") + ext);
+    int st = 0;
+    auto out = run(std::string(RESHARD_BINARY) + " plan " + scen.string() + " --strategy domain_chain -o " + sched.string(), &st);
+    ASSERT_EQ(st, 0) << out;
+    out = run("cd / && " + std::string(RESHARD_BINARY) + " simulate " + sched.string(), &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("critical path"), std::string::npos) << out;
+    EXPECT_EQ(out.find("(latency only)"), std::string::npos) << out;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SweepCli, SetOnCompareNamesTheOverride) {
   int st = 0;
   const auto out = run(std::string(RESHARD_BINARY) + " compare " + kSource +

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iomanip>
 #include <map>
 #include <set>
 #include <sstream>
@@ -77,7 +78,7 @@ Calibration calibrate(const std::vector<Observation>& obs, const CostParams& bas
     if (res < best_res - 1e-15) {
       best_res = res;
       for (int k = 0; k < kOverheadParams; ++k)
-        if (is_free[k]) best_x(k) = x(k);
+        if (is_free[k] && A.col(k).norm() != 0) best_x(k) = x(k);  // an uninformed one keeps the base value
     }
   }
   Calibration c;
@@ -92,6 +93,32 @@ Calibration calibrate(const std::vector<Observation>& obs, const CostParams& bas
     sq += rel * rel;
   }
   c.rms_relative_error = std::sqrt(sq / static_cast<double>(obs.size()));
+  // What the fit rests on: per constant, the observations whose count for it is non-zero.
+  std::string fitted_names;
+  for (int k = 0; k < kOverheadParams; ++k) {
+    for (const auto& o : obs)
+      if (o.counts[k] != 0) ++c.points[k];
+    c.fitted[k] = is_free[k] && c.points[k] > 0;
+    if (!c.fitted[k]) continue;
+    ++c.fitted_constants;
+    fitted_names += (fitted_names.empty() ? "" : ", ") + std::string(kOverheadNames[k]);
+  }
+  if (c.fitted_constants > 0 && c.fitted_constants >= n) {
+    std::ostringstream w;
+    w << "fitting " << c.fitted_constants << (c.fitted_constants == 1 ? " constant (" : " constants (") << fitted_names
+      << ") to " << n << (n == 1 ? " measurement" : " measurements")
+      << ": as many constants as measurements or more, so the measurements cannot check the fit; its rms relative "
+         "error ("
+      << std::fixed << std::setprecision(1) << 100 * c.rms_relative_error
+      << " %) says how well it fits them, not how well it predicts; fit fewer constants or add measurements";
+    c.warnings.push_back(w.str());
+  }
+  for (int k = 0; k < kOverheadParams; ++k)
+    if (is_free[k] && c.points[k] == 0)
+      c.warnings.push_back(std::string(kOverheadNames[k]) +
+                           " was to be fitted, but no measurement has a term for it (its count is 0 in every one): "
+                           "not fitted, it keeps the base profile's value (" +
+                           format(*overhead(c.params, k)) + ")");
   return c;
 }
 
@@ -257,6 +284,11 @@ void write_params(const std::filesystem::path& out, const Calibration& c, const 
   for (const auto& r : c.rows)
     f << "#   " << r.label << ": measured " << r.measured.value << " s, predicted " << r.predicted.value << " s ("
       << (r.relative_error >= 0 ? "+" : "") << r.relative_error * 100 << " %)\n";
+  for (int k = 0; k < kOverheadParams; ++k)
+    f << "# " << kOverheadNames[k] << ": "
+      << (c.fitted[k] ? "fitted on " : "not fitted (the base profile's value); its term in ") << c.points[k] << " of "
+      << c.rows.size() << " measurements\n";
+  for (const auto& w : c.warnings) f << "# warning: " << w << "\n";
   const auto& p = c.params;
   f << "profile: " << p.profile << "\n";
   f << "efficiency:\n";

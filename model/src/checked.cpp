@@ -1,6 +1,7 @@
 #include "reshard/model/checked.hpp"
 
 #include <atomic>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -115,6 +116,36 @@ std::string string(const nlohmann::json& v, const JsonWhere& w) {
 const nlohmann::json& array(const nlohmann::json& v, const JsonWhere& w) {
   if (!v.is_array()) w.fail("expected an array, got " + shown(v));
   return v;
+}
+
+std::string closest_name(std::string_view name, const std::vector<std::string>& candidates) {
+  // Optimal string alignment distance, one row at a time.
+  auto distance = [](std::string_view a, std::string_view b) {
+    std::vector<std::size_t> two(b.size() + 1), one(b.size() + 1), row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) one[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+        row[j] = std::min({one[j] + 1, row[j - 1] + 1, one[j - 1] + cost});
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) row[j] = std::min(row[j], two[j - 2] + 1);
+      }
+      two.swap(one);
+      one.swap(row);
+    }
+    return one[b.size()];
+  };
+  std::string best;
+  std::size_t best_d = std::min<std::size_t>(2, name.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    if (c == name) continue;
+    const std::size_t d = distance(name, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
 }
 
 }  // namespace reshard::model::checked

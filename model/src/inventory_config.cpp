@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "reshard/model/checked.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/inventory.hpp"
 #include "yaml_reader.hpp"
@@ -198,6 +199,40 @@ void refuse_unmodelled(const yaml::Node& root, const std::string& architecture) 
       n->fail("must be 1 (every layer after first_k_dense_replace is MoE); other layouts are not modelled");
 }
 
+// config.json keys of the released models that no weight depends on (rope, routing, token ids,
+// training settings): ignored without a word. Any other key reshard does not read draws a warning,
+// naming the read key it most likely meant: a typo in an optional key (`first_k_dense_replac`)
+// would otherwise leave that key at its default and change the model silently.
+const std::vector<std::string>& known_unused_hf_keys() {
+  static const std::vector<std::string> keys = {
+      "_name_or_path", "transformers_version", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id",
+      "rope_theta", "rope_scaling", "max_position_embeddings", "initializer_range", "rms_norm_eps", "norm_eps",
+      "layer_norm_epsilon", "hidden_act", "mlp_hidden_act", "mamba_hidden_act", "attention_dropout", "hidden_dropout",
+      "attention_bias", "mlp_bias", "mamba_proj_bias", "use_bias", "auto_map", "quantization_config", "sliding_window",
+      "use_sliding_window", "max_window_layers", "norm_topk_prob", "routed_scaling_factor", "topk_group", "n_group",
+      "topk_method", "scoring_func", "seq_aux", "aux_loss_alpha", "router_aux_loss_coef", "output_router_logits",
+      "moe_layer_freq", "ep_size", "pretraining_tp", "num_logits_to_keep", "mlp_only_layers", "decoder_sparse_step",
+      "use_mamba_kernels", "time_step_min", "time_step_max", "time_step_floor", "time_step_limit", "residual_in_fp32",
+      "rescale_prenorm_residual", "partial_rotary_factor", "mamba_ssm_cache_dtype", "expand", "chunk_size",
+      "torch_dtype", "dtype", "model_type", "architectures", "tie_word_embeddings", "head_dim", "rope_interleave",
+      "tokenizer_class", "vocab_file", "sliding_window_pattern", "qk_layernorm", "num_experts_per_tok",
+      "moe_intermediate_size", "attention_probs_dropout_prob", "hidden_dropout_prob", "is_decoder", "use_return_dict",
+      "n_routed_experts", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers", "interleaved_sliding_window"};
+  return keys;
+}
+
+std::string ignored_key_warning(const yaml::Node& node, const std::string& key, const std::vector<std::string>& read,
+                                const yaml::Node& root, const std::string& architecture) {
+  const std::string near = checked::closest_name(key, read);
+  const std::string at = node.file() + ":" + std::to_string(node.line()) + ": " + key + ": ";
+  if (!near.empty() && !root.get(near))
+    return at + "not a key reshard reads for " + architecture + "; did you mean " + near + "? (" + near +
+           " is absent, so it takes its default)";
+  const auto& unused = known_unused_hf_keys();
+  if (std::find(unused.begin(), unused.end(), key) != unused.end()) return {};
+  return at + "not a key reshard knows for " + architecture + "; ignored (no weight is taken to depend on it)";
+}
+
 // `hf`: a Hugging Face config.json (see the top of this file).
 ModelConfig read_config(const yaml::Node& root, const std::string& default_name, bool hf) {
   ModelConfig c;
@@ -226,7 +261,11 @@ ModelConfig read_config(const yaml::Node& root, const std::string& default_name,
   if (hf) {
     refuse_unmodelled(root, c.architecture);
     for (const auto& [key, node] : root.entries())
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) c.ignored_keys.push_back(key);
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        c.ignored_keys.push_back(key);
+        if (std::string w = ignored_key_warning(node, key, allowed, root, c.architecture); !w.empty())
+          c.warnings.push_back(std::move(w));
+      }
     // torch_dtype (transformers 4) or dtype (transformers 5).
     for (const char* key : {"torch_dtype", "dtype"})
       if (auto n = root.get(key)) c.dtype = hf_dtype(*n);

@@ -196,6 +196,7 @@ std::string LayoutSpec::describe() const {
     if (g->enable_dp_lm_head) o << " DP-lm-head";
     if (g->a2a_moe) o << " a2a";
     if (g->redundant_experts > 0) o << " +" << g->redundant_experts << " redundant experts";
+    if (g->servers > 1) o << " x " << g->servers << " servers";
   } else {
     const auto& d = std::get<DTensorSpec>(spec);
     o << "dtensor mesh [";

@@ -2,7 +2,8 @@
 // --enable-dp-attention, --ep-size EP, --moe-dense-tp-size, --enable-dp-lm-head,
 // --moe-a2a-backend and --ep-num-redundant-experts (no pipeline parallelism).
 //
-//   Ranks. Without DP attention, DP independent replicas (SGLang's data-parallel controller starts
+//   Ranks (of one server; `servers` independent servers sit on consecutive blocks of its world,
+//   server k's rank r on rank r + k*world). Without DP attention, DP independent replicas (SGLang's data-parallel controller starts
 //   one TP group per DP rank on consecutive GPUs): world = TP*DP, rank = t + TP*d (TP rank t,
 //   replica d). With DP attention, one TP group (world = TP, DP dividing TP, d = 0) whose attention
 //   runs data parallel: attention TP A = TP/DP, attention TP rank a = t mod A, attention DP rank
@@ -34,7 +35,7 @@ namespace reshard::model::layouts {
 ShardMap build_sglang(const Inventory& inv, const SglangSpec& s, const LayoutSpec& spec) {
   const auto& cfg = inv.config();
   const std::string name = spec.describe();
-  if (s.tp < 1 || s.dp < 1 || s.ep < 1 || s.moe_dense_tp < 0 || s.redundant_experts < 0)
+  if (s.tp < 1 || s.dp < 1 || s.ep < 1 || s.moe_dense_tp < 0 || s.redundant_experts < 0 || s.servers < 1)
     throw PlanError(name + ": parallel sizes must be positive");
   if (s.enable_dp_attention && s.tp % s.dp != 0)
     throw PlanError(name + ": DP attention needs dp " + std::to_string(s.dp) + " to divide tp " + std::to_string(s.tp));
@@ -65,7 +66,9 @@ ShardMap build_sglang(const Inventory& inv, const SglangSpec& s, const LayoutSpe
     throw PlanError(name + ": DP attention with Mamba layers ('" + cfg.name + "') is not modelled");
 
   const std::int32_t A = s.attention_tp();
-  const std::int32_t copies = s.enable_dp_attention ? 1 : s.dp;  // independent replicas
+  // Independent replicas: the DP copies of a server (without DP attention) times the servers, each
+  // a block of tp GPUs after the last (server k's ranks follow server k-1's).
+  const std::int32_t copies = (s.enable_dp_attention ? 1 : s.dp) * s.servers;
   const RankGrid::Axis replicas{copies, s.tp};
   const RankGrid::Axis attention_groups{s.tp / A, A};
   const std::int32_t moe_tp = s.tp / s.ep;

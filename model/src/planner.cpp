@@ -290,11 +290,25 @@ LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMa
     if (worst < 0) return;
     lb.cuts.push_back({cut, where(at), Bytes{static_cast<std::int64_t>(bytes[at])}, BytesPerSecond{cap[at]}});
   };
-  auto gpu = [](std::size_t g) { return "gpu " + std::to_string(g); };
+  // A GPU cut is every link into (out of) the GPU: named with its links by kind, "gpu 4: NVLink
+  // 450 GB/s + PCIe 64.0 GB/s", so its capacity reads as the sum it is.
+  auto gpu_cut = [&](bool ingress) {
+    return [&, ingress](std::size_t g) {
+      std::map<LinkKind, double> by_kind;
+      for (const auto& l : topo.links()) {
+        const auto& end = topo.device(ingress ? l.to : l.from);
+        if (end.kind == DeviceKind::GPU && static_cast<std::size_t>(end.gpu) == g) by_kind[l.kind] += l.bandwidth.value;
+      }
+      std::string links;
+      for (const auto& [kind, bw] : by_kind)
+        links += (links.empty() ? ": " : " + ") + std::string(to_string(kind)) + " " + format(BytesPerSecond{bw});
+      return "gpu " + std::to_string(g) + links;
+    };
+  };
   auto domain = [&](CutDirection dir) {
     return [&, dir](std::size_t d) { return "domain " + std::to_string(d) + domain_links(d, dir); };
   };
-  consider("dest_gpu_ingress", gpu_in, gpu_ingress, gpu);
+  consider("dest_gpu_ingress", gpu_in, gpu_ingress, gpu_cut(true));
   consider("dest_domain_ingress", domain_in, dom_net_in, domain(CutDirection::Ingress));
   if (side_out > 0) {
     std::vector<LinkId> side_cut;
@@ -310,7 +324,7 @@ LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMa
                        Bytes{static_cast<std::int64_t>(side_out)}, BytesPerSecond{side_net_out}});
   }
   consider("source_domain_egress", domain_out, dom_net_out, domain(CutDirection::Egress));
-  consider("source_gpu_egress", gpu_out, gpu_egress, gpu);
+  consider("source_gpu_egress", gpu_out, gpu_egress, gpu_cut(false));
   // Fabric cuts last: where one ties with an earlier cut, the earlier one binds (it names the
   // links that bind, host links included).
   std::vector<double> group_net_in, group_net_out;

@@ -241,7 +241,11 @@ LayoutSpec parse_layout(const yaml::Node& n) {
       g.redundant_experts = static_cast<std::int32_t>(x->integer_in(0, 1'000'000));
       if (g.redundant_experts > 0 && g.ep < 2) x->fail("redundant experts need expert parallelism (ep_size > 1)");
     }
-    world_check(g.world(), g.enable_dp_attention ? "sglang with DP attention (world = tp_size)" : "sglang TP*DP");
+    if (auto x = n.get("servers")) g.servers = small_int(*x);
+    world_check(g.world(), g.enable_dp_attention
+                               ? (g.servers > 1 ? "sglang with DP attention (world = tp_size x servers)"
+                                                : "sglang with DP attention (world = tp_size)")
+                               : (g.servers > 1 ? "sglang TP*DP x servers" : "sglang TP*DP"));
     spec.spec = g;
   } else if (fw == "dtensor") {
     n.allow_only(scenario_keys("dtensor"));

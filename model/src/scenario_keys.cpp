@@ -29,7 +29,7 @@ const std::vector<KeyTable>& scenario_key_tables() {
         "all2all_backend", "redundant_experts", "precision", "refit_memory", "gpu_memory_utilization"}},
       {"sglang", "source: / destination: with framework: sglang",
        {"framework", "gpus", "tp_size", "dp_size", "enable_dp_attention", "ep_size", "moe_dense_tp_size",
-        "enable_dp_lm_head", "moe_a2a_backend", "ep_num_redundant_experts", "precision", "refit_memory",
+        "enable_dp_lm_head", "moe_a2a_backend", "ep_num_redundant_experts", "servers", "precision", "refit_memory",
         "mem_fraction_static"}},
       {"dtensor", "source: / destination: with framework: dtensor",
        {"framework", "gpus", "mesh", "placements", "precision", "refit_memory"}},

@@ -336,6 +336,7 @@ nlohmann::json to_json(const Schedule& s) {
   nlohmann::json j;
   j["format"] = kScheduleFormat;
   j["scenario"] = s.scenario;
+  if (!s.scenario_file.empty()) j["scenario_file"] = s.scenario_file;
   j["params"] = {{"strategy", to_string(s.params.strategy)}, {"chunk_bytes", s.params.chunk.value}, {"channels", s.params.channels},
                  {"max_chain", s.params.max_chain}, {"bucket_bytes", s.params.bucket.value},
                  {"rail_blind", !s.params.rail_aligned_ingress}, {"relay_ingress", s.params.relay_ingress},
@@ -385,6 +386,7 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, co
                            "); schedules written by an older reshard must be planned again");
   Schedule s;
   s.scenario = string(member(j, "scenario", root), root.at("scenario"));
+  if (j.contains("scenario_file")) s.scenario_file = string(j.at("scenario_file"), root.at("scenario_file"));
   const auto pw = root.at("params");
   const auto& p = member(j, "params", root);
   {

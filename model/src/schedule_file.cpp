@@ -1,4 +1,4 @@
-// The binary schedule format, `reshard-schedule-bin` version 3 (docs/schedule-format.md has the
+// The binary schedule format, `reshard-schedule-bin` version 4 (docs/schedule-format.md has the
 // layout; the constants below are the one place it is written down in code).
 #include "reshard/model/schedule_file.hpp"
 
@@ -9,6 +9,8 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <tuple>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "reshard/model/checked.hpp"
@@ -93,6 +95,17 @@ struct Where {
   const std::string& file;
   [[noreturn]] void fail(const std::string& key, const std::string& what) const { throw ConfigError(file, 0, key, what); }
 };
+
+// The scenario section: the scenario's name, then (version 4) a newline and the scenario file
+// relative to the schedule file ("" when unknown). A name holds no newline (a file stem or a
+// `name:` line), so the first newline splits them.
+std::string scenario_section(const std::string& name, const std::string& file) { return name + "\n" + file; }
+std::pair<std::string, std::string> split_scenario_section(const std::string& text, const Layout& l) {
+  if (l.version < 4) return {text, ""};
+  const auto nl = text.find('\n');
+  if (nl == std::string::npos) return {text, ""};
+  return {text.substr(0, nl), text.substr(nl + 1)};
+}
 
 // Fills the offsets from the counts (sections in file order, the scenario name padded to 8 bytes).
 // Returns false when they overflow 64 bits.
@@ -466,7 +479,8 @@ FilePlan plan_file(const Schedule& s) {
   for (const auto& e : f.index) entries += e.size();
 
   Layout& l = f.layout;
-  l.scenario_bytes = static_cast<std::uint32_t>(s.scenario.size());
+  const std::string scenario_text = scenario_section(s.scenario, s.scenario_file);
+  l.scenario_bytes = static_cast<std::uint32_t>(scenario_text.size());
   l.ops = s.ops.size();
   l.after = after;
   l.chains = s.chains.size();
@@ -517,7 +531,7 @@ std::string schedule_to_binary(const Schedule& s) {
   w.u64(0);  // the content digest, written last
   w.u64(l.budget_runs);
   w.u64(0);
-  w.out += s.scenario;
+  w.out += scenario_section(s.scenario, s.scenario_file);
   w.pad_to(8);
   std::uint64_t at = 0;
   for (const Op& op : s.ops) {
@@ -592,7 +606,7 @@ Schedule schedule_from_binary(const std::string& bytes, const std::string& file)
   if (l.digest != 0 && l.digest != content_digest(bytes))
     w.fail("header.digest", "the file's content does not match its digest: it was changed or damaged after it was written");
   Schedule s;
-  s.scenario.assign(bytes, l.scenario_at, l.scenario_bytes);
+  std::tie(s.scenario, s.scenario_file) = split_scenario_section(bytes.substr(l.scenario_at, l.scenario_bytes), l);
   s.params = l.params;
   s.piece_count = l.piece_count;
   s.slots = l.slots;
@@ -731,7 +745,7 @@ ScheduleFileHeader read_schedule_header(const std::string& path) {
   ScheduleFileHeader h;
   h.slots = l.slots;
   h.budget = decode_budget(bytes_of(in.read(l.budget_at, kBudgetRunBytes * l.budget_runs)), l, w);
-  h.scenario = in.read(l.scenario_at, l.scenario_bytes);
+  std::tie(h.scenario, h.scenario_file) = split_scenario_section(in.read(l.scenario_at, l.scenario_bytes), l);
   h.params = l.params;
   h.piece_count = l.piece_count;
   h.op_count = static_cast<std::int64_t>(l.ops);
@@ -759,7 +773,7 @@ RankSchedule read_rank_schedule(const std::string& path, GpuId gpu) {
   const Layout l = read_header(bytes_of(head), size, w);
   RankSchedule r;
   r.gpu = gpu;
-  r.scenario = in.read(l.scenario_at, l.scenario_bytes);
+  r.scenario = split_scenario_section(in.read(l.scenario_at, l.scenario_bytes), l).first;
   r.params = l.params;
   r.slots = l.slots;
   r.budget = decode_budget(bytes_of(in.read(l.budget_at, kBudgetRunBytes * l.budget_runs)), l, w);

@@ -470,6 +470,7 @@ std::int32_t Topology::device_count() const { return static_cast<std::int32_t>(i
 std::int32_t Topology::link_count() const { return static_cast<std::int32_t>(impl_->d.links.size()); }
 std::int32_t Topology::rail_count() const { return impl_->d.rail_count; }
 bool Topology::generated() const { return impl_->d.generated; }
+const std::vector<Topology::Cluster>& Topology::clusters() const { return impl_->d.clusters; }
 
 const Device& Topology::device(DeviceId id) const {
   return impl_->d.devices[impl_->d.checked_index("device", id, impl_->d.devices.size())];

@@ -112,6 +112,7 @@ struct TopologyData {
   std::vector<double> domain_in_cap, domain_out_cap;     // per domain, see Topology::domain_network_cut
   std::vector<FabricGroup> fabric_groups;                // see Topology::fabric_groups
   std::vector<std::string> warnings;                     // see Topology::warnings
+  std::vector<Topology::Cluster> clusters;               // see Topology::clusters
   std::shared_ptr<RouteCache> cache = std::make_shared<RouteCache>();
 
   // i as an index of a table of n entries; IndexError naming the topology and `what` ("GPU",

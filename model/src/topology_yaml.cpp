@@ -468,6 +468,12 @@ TopologyData generated_topology(const yaml::Node& root, std::vector<ClusterPart>
   }
   d.rail_count = fs.rail_optimized ? max_rails : 1;
   d.finish();
+  GpuId first = 0;
+  for (const auto& p : parts) {
+    const std::int32_t gpus = p.nodes * p.gpus_per_node();
+    d.clusters.push_back({p.name, p.tmpl->name, p.nodes, first, gpus});
+    first += gpus;
+  }
   for (const auto& p : parts) {
     d.warnings.insert(d.warnings.end(), p.warnings.begin(), p.warnings.end());
     if (std::string w = host_link_warning(d.file, p); !w.empty()) d.warnings.push_back(std::move(w));

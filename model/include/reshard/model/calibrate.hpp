@@ -42,9 +42,21 @@ struct Calibration {
   CostParams params;
   std::vector<CalibrationRow> rows;
   double rms_relative_error = 0;
+  // Per overhead parameter, in the order of kOverheadNames: points[k], how many observations the
+  // constant rests on (those whose count for it is non-zero, whether or not it was fitted);
+  // fitted[k], whether the fit chose its value (named free and points[k] > 0; otherwise it keeps
+  // the base profile's value).
+  int points[kOverheadParams] = {0, 0, 0, 0};
+  bool fitted[kOverheadParams] = {false, false, false, false};
+  int fitted_constants = 0;  // how many fitted[k] are true
+  // What makes the fit weaker than its rms error suggests, one sentence each: as many fitted
+  // constants as observations (or more), so the observations cannot check the fit; a constant
+  // named free that no observation informs.
+  std::vector<std::string> warnings;
 };
 
-// `free`: names from kOverheadNames to fit (empty: all).
+// `free`: names from kOverheadNames to fit (empty: all). Fills every field of Calibration,
+// warnings included; throws only on bad input (no observation, an unknown name, a time <= 0).
 Calibration calibrate(const std::vector<Observation>& observations, const CostParams& base,
                       const std::vector<std::string>& free = {});
 

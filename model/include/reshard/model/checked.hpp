@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace reshard::model::checked {
 
@@ -44,6 +45,11 @@ void set_read_limits(const ReadLimits& limits);
 
 // "in lo..hi" for a message.
 std::string range_text(std::int64_t lo, std::int64_t hi);
+
+// The candidate a mistyped name most likely meant: the nearest by edit distance (insertions,
+// deletions, substitutions, adjacent swaps), when within 2 edits and a third of the name's length;
+// "" when none is that near.
+std::string closest_name(std::string_view name, const std::vector<std::string>& candidates);
 
 // JSON readers. Each throws ConfigError(file, 0, path, what): `path` is the JSON path of the value
 // (ops[3].buffer), `file` the document's file ("" when it has none).

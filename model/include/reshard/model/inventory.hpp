@@ -154,6 +154,9 @@ struct ModelConfig {
   // Read from a Hugging Face config.json: its keys reshard does not use, in file order (rope,
   // routing, token ids...). Empty for a models/*.yaml file, where such a key is an error.
   std::vector<std::string> ignored_keys;
+  // Read from a config.json: "FILE:LINE: KEY: ..." for a key reshard does not know (a typo of a key
+  // it reads names that key). The library returns them; the command line prints them.
+  std::vector<std::string> warnings;
 };
 
 struct InventoryOptions {

@@ -169,8 +169,12 @@ struct SglangSpec {
   bool enable_dp_lm_head = false;       // --enable-dp-lm-head: lm_head over the attention TP group
   bool a2a_moe = false;                 // --moe-a2a-backend deepep / mooncake: shared experts unsplit
   std::int32_t redundant_experts = 0;   // --ep-num-redundant-experts
+  // Independent servers, each launched with the arguments above, on consecutive GPU blocks (as
+  // vLLM's dp_mode engines): eight TP16 servers with DP attention are servers: 8.
+  std::int32_t servers = 1;
   std::int32_t attention_tp() const { return enable_dp_attention && dp > 0 ? tp / dp : tp; }
-  std::int32_t world() const { return enable_dp_attention ? tp : tp * dp; }
+  std::int32_t server_world() const { return enable_dp_attention ? tp : tp * dp; }
+  std::int32_t world() const { return server_world() * servers; }
 };
 
 struct Placement {

@@ -174,6 +174,9 @@ struct StrategyParams {
 
 struct Schedule {
   std::string scenario;
+  // The scenario file the schedule was built from, relative to the schedule file's folder, as
+  // `plan -o` records it (a Measurement records its scenario the same way); "" when unknown.
+  std::string scenario_file;
   StrategyParams params;
   std::int32_t piece_count = 0;
   std::vector<Buffer> buffers;

@@ -18,7 +18,7 @@ namespace reshard::model {
 inline constexpr char kScheduleMagic[8] = {'R', 'S', 'H', 'D', 'S', 'C', 'H', 'D'};
 // Version 2 adds the content digest to version 1's header; version 3 the staging fields (slots,
 // the budget runs) and a 144-byte header. All three are read.
-inline constexpr std::uint32_t kScheduleBinaryVersion = 3;
+inline constexpr std::uint32_t kScheduleBinaryVersion = 4;
 
 // The binary file's bytes for `s` (docs/schedule-format.md). A schedule whose op list is malformed
 // (op_problem, without content) or that names a negative GPU is a ScheduleError.
@@ -42,6 +42,7 @@ void stamp_binary_digest(std::string& bytes);
 // (binary_digest(rebuilt) == digest). Errors as schedule_from_binary's for the header.
 struct ScheduleFileHeader {
   std::string scenario;
+  std::string scenario_file;  // Schedule::scenario_file (version 4; "" before)
   StrategyParams params;
   std::int32_t piece_count = 0;
   std::int64_t op_count = 0;

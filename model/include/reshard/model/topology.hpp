@@ -154,6 +154,15 @@ class Topology {
   // Rails of a generated fabric (NICs per node; 1 when not rail-optimized); 0 for explicit topologies.
   std::int32_t rail_count() const;
   bool generated() const;           // true for a template cluster, false for the explicit form
+  // A generated topology's clusters in file order (one for `cluster:`, its name ""), each with its
+  // node template and its GPUs [first_gpu, first_gpu + gpus); empty for the explicit form.
+  struct Cluster {
+    std::string name, node_template;
+    std::int32_t nodes = 0;
+    GpuId first_gpu = 0;
+    std::int32_t gpus = 0;
+  };
+  const std::vector<Cluster>& clusters() const;
 
   // Names of the node templates a generated cluster may use ("dgx-h100", "gb200-nvl72", ...).
   static std::vector<std::string> template_names();
