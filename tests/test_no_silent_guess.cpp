@@ -179,6 +179,12 @@ TEST(NoSilentGuess, SweepChecksEveryAxisValueFirst) {
   EXPECT_HAS(problems[0], "sw.yaml: point 1: --set topology.cluster.nic_speed=400Gb: ");
   EXPECT_HAS(problems[0], "cluster.nic_speed: unknown bandwidth unit 'Gb'");
   EXPECT_TRUE(study::check_points(study::SweepSpec::load(kRoot + "/studies/cluster-join.yaml")).empty());
+  // A spec naming a scenario that is not there: the spec's line and key, and the path tried.
+  EXPECT_HAS(config_error([&] {
+               study::SweepSpec::parse("scenario: none.yaml\naxes:\n  - key: destination.tp\n    values: [2]\n", "sw.yaml",
+                                       kRoot + "/studies");
+             }),
+             "sw.yaml:1: scenario: no such file: tried " + kRoot + "/studies/none.yaml");
 }
 
 // A typo in an optional config.json key (first_k_dense_replace) leaves that key at its default and

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -135,6 +136,9 @@ SweepSpec SweepSpec::parse(const std::string& text, const std::string& name, con
   const std::string scenario = root.at("scenario").str();
   spec.scenario = std::filesystem::path(scenario).is_absolute() ? std::filesystem::path(scenario)
                                                                 : (base_dir / scenario).lexically_normal();
+  if (std::error_code ec; !std::filesystem::exists(spec.scenario, ec))
+    root.at("scenario").fail("no such file: tried " + spec.scenario.string() +
+                             " (relative paths are read from the spec's folder)");
   auto override_of = [&](const yaml::Node& at, const std::string& key, const std::string& value) {
     try {
       return parse_override(key + "=" + value, base_dir);
