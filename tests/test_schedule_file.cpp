@@ -379,3 +379,18 @@ TEST(ScheduleFileHostile, FieldsOutOfRangeAreNamed) {
     EXPECT_HAS(config_error([&] { read_schedule_file(path); }), e.expect);
   }
 }
+
+// A binary schedule stores its strategy as the strategy's position in all_strategies() (header byte
+// 112), so the positions are part of the file format: a strategy inserted in the middle would change
+// what every existing .rsched file means. New strategies go at the end; this pins the ones there are.
+TEST(ScheduleFileFormat, StrategyCodesArePinned) {
+  const std::vector<std::pair<Strategy, std::uint8_t>> codes{
+      {Strategy::GatherBroadcast, 0}, {Strategy::Direct, 1}, {Strategy::DomainGrouped, 2},
+      {Strategy::DomainChain, 3},     {Strategy::Hybrid, 4}, {Strategy::NemoRlReshard, 5}};
+  ASSERT_EQ(all_strategies().size(), codes.size()) << "a new strategy: append it, give it the next code here";
+  for (const auto& [strategy, code] : codes) {
+    EXPECT_EQ(all_strategies()[code], strategy) << to_string(strategy);
+    const Built b = build("small-moe-ep.yaml", to_string(strategy));
+    EXPECT_EQ(static_cast<std::uint8_t>(schedule_to_binary(b.s)[112]), code) << to_string(strategy);
+  }
+}

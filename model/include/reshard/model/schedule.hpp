@@ -125,6 +125,8 @@ struct Op {
 
 // The named strategies (above), in the order compare lists them; one table (strategies.cpp) holds
 // each one's name and what it takes.
+// Append only: a binary schedule file stores a strategy's position here (docs/schedule-format.md;
+// pinned by ScheduleFileFormat.StrategyCodesArePinned).
 enum class Strategy : std::uint8_t { GatherBroadcast, Direct, DomainGrouped, DomainChain, Hybrid, NemoRlReshard };
 
 // What a strategy takes in its line (describe() writes it, parse_strategy() accepts it) and how the
