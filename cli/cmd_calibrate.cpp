@@ -27,8 +27,6 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
   // A fit with as many constants as points matches them by construction: said on stderr (and in
   // the JSON), not left to the rms error to hide.
   for (const auto& w : c.warnings) std::cerr << "reshard: warning: " << w << '\n';
-  const Seconds values[kOverheadParams] = {c.params.per_tensor, c.params.per_broadcast_tensor, c.params.per_bucket,
-                                           c.params.per_stage};
   if (json) {
     nlohmann::json j;
     j["schema"] = "reshard-calibrate-1";
@@ -37,7 +35,10 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
                    {"per_tensor_s", c.params.per_tensor.value},
                    {"per_broadcast_tensor_s", c.params.per_broadcast_tensor.value},
                    {"per_bucket_s", c.params.per_bucket.value},
-                   {"per_stage_s", c.params.per_stage.value}};
+                   {"per_stage_s", c.params.per_stage.value},
+                   {"copy_passes", c.params.copy_passes},
+                   {"tensor_streams", c.params.tensor_streams},
+                   {"barriers_per_tensor", c.params.barriers_per_tensor}};
     auto& rows = j["rows"] = nlohmann::json::array();
     for (const auto& r : c.rows)
       rows.push_back({{"label", r.label}, {"measured_s", r.measured.value}, {"estimate_s", r.predicted.value},
@@ -45,7 +46,8 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
     j["rms_relative_error"] = c.rms_relative_error;
     auto& constants = j["constants"] = nlohmann::json::array();
     for (int k = 0; k < kOverheadParams; ++k)
-      constants.push_back({{"name", kOverheadNames[k]}, {"value_s", values[k].value}, {"fitted", c.fitted[k]},
+      constants.push_back({{"name", kOverheadNames[k]}, {"value", overhead_value(c.params, k)},
+                           {"unit", k == 4 ? "passes" : "s"}, {"fitted", c.fitted[k]},
                            {"points", c.points[k]}});
     j["points"] = c.rows.size();
     j["fitted_constants"] = c.fitted_constants;
@@ -58,7 +60,7 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
   std::vector<std::pair<std::string, std::string>> fields{{"profile", c.params.profile}};
   const std::string of = " of " + std::to_string(c.rows.size()) + (c.rows.size() == 1 ? " point" : " points");
   for (int k = 0; k < kOverheadParams; ++k)
-    fields.push_back({kOverheadNames[k], format(values[k]) + "  (" +
+    fields.push_back({kOverheadNames[k], format_overhead(k, overhead_value(c.params, k)) + "  (" +
                                              (c.fitted[k] ? "fitted on " + std::to_string(c.points[k]) + of
                                                           : "not fitted: the base profile's; its term in " +
                                                                 std::to_string(c.points[k]) + of) +

@@ -1,11 +1,13 @@
-// reshard compare SCENARIO [--profile P] [--set KEY=VALUE]... [--json]: the main what-if. Every
-// strategy's schedule, estimated; the auto tuner's choice (study::compare; this file prints it).
+// reshard compare SCENARIO [--profile P] [--systems all] [--set KEY=VALUE]... [--json]: the main what-if.
+// Every strategy's schedule, estimated; the auto tuner's choice; other systems' (study::compare; this
+// file prints it).
 #include <iostream>
 
 #include "commands.hpp"
 #include "inputs.hpp"
 #include "progress.hpp"
 #include "reshard/model/scenario.hpp"
+#include "reshard/model/systems.hpp"
 #include "reshard/study/compare.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
@@ -34,6 +36,20 @@ std::string budget_text(const study::CompareResult::SideBudget& b, const std::op
   if (cap && (!side_refit || *cap < *side_refit) && b.max == *cap) s += "--max-staging";
   else s += side_refit ? "refit_memory" : "default: 2 x min(2 % of GPU memory, 5 GiB)";
   return s + ")";
+}
+// Other systems on the same cluster: each system's own schedule under its profile's cost terms.
+void print_systems(const study::CompareResult& r) {
+  const double best = r.rows[r.best].prediction.time.value;
+  std::cout << "\nother systems on this cluster (implementation profiles; docs/validation.md):\n";
+  Table t({"system", "estimate>", "x reshard>", "overheads>", "network>", "limited by", "schedule (reshard strategy)"});
+  for (const auto& row : r.systems) {
+    const Prediction& p = row.prediction;
+    t.add({row.name, format(p.time), fixed(p.time.value / best, 2) + "x", format(p.overheads), format(p.network_bytes),
+           row.limited_by, describe(row.params)});
+  }
+  t.print(std::cout);
+  std::cout << "x reshard is the system's estimate over reshard's chosen schedule's; overheads are its per-call, "
+               "per-tensor, barrier and copy terms. `reshard systems` lists each profile's constants.\n";
 }
 }  // namespace
 
@@ -76,6 +92,7 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
   if (converts)
     std::cout << "\nconvert: the precision change's conversion on the source GPUs + on the destination GPUs "
                  "(memory-bound, in the estimate and the simulation).";
+  if (!r.systems.empty()) print_systems(r);
   const study::CompareRow& best = r.rows[r.best];
   std::cout << "\nauto chose: " << describe(best.params) << " (" << format(best.prediction.time) << "; "
             << r.candidates << " candidate schedules built and estimated"
@@ -100,6 +117,7 @@ void add_compare_command(CLI::App& app) {
   auto sets = std::make_shared<std::vector<std::string>>();
   auto jobs = std::make_shared<int>(0);
   auto max_staging = std::make_shared<std::string>();
+  auto systems = std::make_shared<std::vector<std::string>>();
   cmd->add_flag("--simulate", *simulate, "Also simulate every schedule (and let auto confirm its best by simulation)");
   cmd->add_option("scenario", *path, "Scenario YAML file (default: the embedded DeepSeek-V3 on DGX H100)");
   cmd->add_option("--profile", *profile, "Implementation profile: reshard or nemo_rl");
@@ -109,9 +127,12 @@ void add_compare_command(CLI::App& app) {
                   "Also compare this configured strategy, written as auto prints it (\"domain_grouped relay_ingress\"); repeatable (auto is always compared)");
   cmd->add_option("-j,--jobs", *jobs, "Threads that build, estimate and simulate schedules at once (default: every core)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--systems", *systems,
+                  "Also estimate other refit systems on this cluster: a profile name (reshard systems lists them) or all; repeatable")
+      ->delimiter(',');
   add_max_staging_option(cmd, *max_staging);
   add_set_option(cmd, *sets);
-  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs, max_staging] {
+  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs, max_staging, systems] {
     study::CompareOptions options;
     options.profile = *profile;
     options.params_file = *params;
@@ -120,6 +141,11 @@ void add_compare_command(CLI::App& app) {
       if (s != "auto") options.configured.push_back(s);  // auto is always the last row
     options.threads = *jobs;
     options.max_staging = parse_max_staging(*max_staging);
+    for (const auto& name : *systems) {
+      if (name != "all") options.systems.push_back(name);
+      else
+        for (const auto& sp : system_profiles()) options.systems.push_back(sp.name);
+    }
     run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *sets,
                 options, *json);
   });

@@ -7,6 +7,7 @@ namespace reshard::cli {
 
 void add_init_command(CLI::App& app);
 void add_backends_command(CLI::App& app);
+void add_systems_command(CLI::App& app);
 void add_topo_command(CLI::App& app);
 void add_model_command(CLI::App& app);
 void add_plan_command(CLI::App& app);

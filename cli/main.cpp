@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   reshard::cli::add_init_command(app);
   reshard::cli::add_backends_command(app);
+  reshard::cli::add_systems_command(app);
   reshard::cli::add_topo_command(app);
   reshard::cli::add_model_command(app);
   reshard::cli::add_plan_command(app);

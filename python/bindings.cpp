@@ -26,6 +26,7 @@
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/tuner.hpp"
 #include "reshard/sim/schedule_sim.hpp"
+#include "reshard/model/systems.hpp"
 #include "reshard/study/compare.hpp"
 #include "reshard/study/sweep.hpp"
 
@@ -280,9 +281,15 @@ py::object simulate_py(const py::object& scenario, const std::string& strategy, 
 // ---- compare: study::compare's JSON, each row with what limits it, and the lower bound's cut.
 py::object compare_py(const py::object& scenario, const std::string& profile, const py::object& params, bool simulate,
                       bool tune, const std::optional<std::vector<std::string>>& strategies,
-                      const std::vector<std::string>& configured, const py::object& overrides, const py::object& base_dir) {
+                      const std::vector<std::string>& configured, const py::object& overrides, const py::object& base_dir,
+                      const std::vector<std::string>& systems) {
   const Loaded sc = load(scenario, overrides, base_dir);
   study::CompareOptions options;
+  for (const auto& name : systems) {  // "all": every implementation profile, in the table's order
+    if (name != "all") options.systems.push_back(name);
+    else
+      for (const auto& sp : model::system_profiles()) options.systems.push_back(sp.name);
+  }
   options.profile = profile;
   if (!params.is_none()) options.params_file = path_string(params);
   options.simulate = simulate;
@@ -397,9 +404,10 @@ PYBIND11_MODULE(_reshard, m) {
   m.def("compare", &compare_py, py::arg("scenario"), py::arg("profile") = "reshard", py::arg("params") = py::none(),
         py::arg("simulate") = false, py::arg("tune") = true, py::arg("strategies") = py::none(),
         py::arg("configured") = std::vector<std::string>{}, py::arg("overrides") = py::none(),
-        py::arg("base_dir") = py::none(),
+        py::arg("base_dir") = py::none(), py::arg("systems") = std::vector<std::string>{},
         "`reshard compare --json` as a dict: every strategy estimated (and simulated), the lower bound, the "
-        "tuner's choice ('best'), and per strategy what limits it");
+        "tuner's choice ('best'), per strategy what limits it, and with systems=['all'] (or profile names) "
+        "other refit systems' estimates under 'systems'");
   m.def("_sweep", &sweep_py, py::arg("scenario"), py::arg("keys"), py::arg("points"), py::arg("strategies") = py::none(),
         py::arg("profiles") = py::none(), py::arg("simulate") = false, py::arg("overrides") = py::none(),
         py::arg("threads") = 0, py::arg("base_dir") = py::none(),

@@ -98,6 +98,18 @@ class Compare(unittest.TestCase):
             self.assertIn(a["limit"], ("host link", "NIC link", "fabric", "NVLink", "C2C", "PCIe") + (a["limited_by"],))
         self.assertEqual(py["bound_cut"], reshard.plan(SMALL)["bound_cut"])
 
+    def test_other_systems_match_the_command(self):
+        # compare --systems all and systems=["all"]: the same profiles, in the same order, the same
+        # estimates; an unknown name is one error naming the known ones.
+        py = reshard.compare(SMALL, tune=False, systems=["all"])
+        cli = cli_json("compare", SMALL, "--systems", "all")
+        self.assertEqual([(s["system"], s["estimate_s"]) for s in py["systems"]],
+                         [(s["system"], s["estimate_s"]) for s in cli["systems"]])
+        self.assertIn("nccl_m2n_hierarchical", [s["system"] for s in py["systems"]])
+        with self.assertRaises(reshard.Error) as e:
+            reshard.compare(SMALL, tune=False, systems=["no_such_system"])
+        self.assertIn("unknown system 'no_such_system'", str(e.exception))
+
     def test_overrides_equal_the_edited_scenario(self):
         edited = small_dict()
         edited["destination"].update({"tp": 4, "dp": 2})

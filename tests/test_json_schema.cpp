@@ -141,6 +141,10 @@ TEST(JsonSchema, EverySubcommand) {
   expect_valid(plan, "reshard-plan-1", "plan --strategy auto -o");
   EXPECT_EQ(plan.value("schedule_file", ""), sched);
   expect_valid(reshard_json("compare " + kSmall + " --json"), "reshard-compare-1", "compare");
+  const json with_systems = reshard_json("compare " + kSmall + " --systems all --json");
+  expect_valid(with_systems, "reshard-compare-1", "compare --systems all");
+  EXPECT_EQ(with_systems["systems"].size(), reshard_json("systems --json")["systems"].size());
+  expect_valid(reshard_json("systems --json"), "reshard-systems-1", "systems");
   const json compared = reshard_json("compare " + kSmall + " --simulate --json");
   expect_valid(compared, "reshard-compare-1", "compare --simulate");
   const json simulated = reshard_json("simulate " + kSmall + " --strategy auto --json");
@@ -206,7 +210,7 @@ TEST(JsonSchema, EveryDocumentedSchemaIsExercised) {
   const std::set<std::string> exercised{"reshard-topo-1", "reshard-model-1", "reshard-plan-1", "reshard-compare-1",
                                         "reshard-simulate-1", "reshard-simulate-flows-1", "reshard-simulate-collective-1",
                                         "reshard-exec-dry-run-1", "reshard-backends-1", "reshard-sweep-row-1",
-                                        "reshard-exec-1", "reshard-check-1", "reshard-calibrate-1"};
+                                        "reshard-exec-1", "reshard-check-1", "reshard-calibrate-1", "reshard-systems-1"};
   std::set<std::string> documented;
   for (const auto& e : fs::directory_iterator(kRoot + "/docs/schema")) {
     const json s = json::parse(std::ifstream(e.path()));

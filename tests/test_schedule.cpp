@@ -324,6 +324,72 @@ TEST(Estimate, HandWorkedBroadcastRing) {
   EXPECT_EQ(pr.broadcast_buckets, 1);
 }
 
+TEST(Estimate, HandWorkedImplementationTerms) {
+  // The direct schedule of HandWorkedTwoDomains (the model's n tensors, B bytes, from GPU 0 to GPUs
+  // 8..15; hardware time T_gpu) under an implementation profile's terms (cost.hpp):
+  //   calls     = reshard tensors / tensor_streams = n / 2
+  //   T_barrier = the largest route latency from GPU 0 to another GPU of the schedule (one round of
+  //               a GIN barrier): max over g of route(0, g)
+  //   T_copy    = copy_passes x (2 x bytes through the slowest GPU) / its memory bandwidth: GPU 0
+  //               sends 8 B, so 3 x 2 x 8 B / 3.35e12 (H100 HBM3)
+  //   T_host    = per_tensor x calls = 1 ms x n / 2
+  //   additive: overheads = T_host + 2 barriers x calls x T_barrier + T_copy
+  //   overlapping: overheads = T_device + max(0, T_host - T_gpu - T_device)
+  const auto topo = two_nodes_one_spine();
+  const auto inv = Inventory::parse(R"(name: one
+architecture: qwen3
+hidden_size: 32768
+num_hidden_layers: 1
+num_attention_heads: 1
+num_key_value_heads: 1
+head_dim: 8
+intermediate_size: 16384
+vocab_size: 8
+tie_word_embeddings: true
+)", "one.yaml");
+  DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
+  DTensorSpec eight{{8}, {"x"}, {{"default", {Placement{}}}}};
+  const auto src = build_shard_map(inv, LayoutSpec{one, {0}});
+  const auto dst = build_shard_map(inv, LayoutSpec{eight, {8, 9, 10, 11, 12, 13, 14, 15}});
+  const auto ts = plan(inv, src, dst);
+  StrategyParams p;
+  p.strategy = Strategy::Direct;
+  const auto s = build_schedule(ts, inv, src, dst, topo, p);
+  CostParams cost = CostParams::profile_named("reshard");
+  cost.step_barriers = false;
+  const auto plain = estimate(s, ts, inv, topo, cost);
+  EXPECT_EQ(plain.overheads.value, 0);
+  const double calls = static_cast<double>(plain.reshard_tensors) / 2;
+  ASSERT_GT(calls, 0);
+  const double gpu_time = plain.time.value;
+  cost.per_tensor = Seconds{1e-3};
+  cost.tensor_streams = 2;
+  cost.barriers_per_tensor = 2;
+  cost.copy_passes = 3;
+  double barrier = 0;
+  for (GpuId g = 8; g < 16; ++g) barrier = std::max(barrier, topo.route(0, g).latency.value);
+  const double B = static_cast<double>(inv.bytes().value);
+  const double copies = 3 * 2 * 8 * B / 3.35e12;
+  ASSERT_EQ(topo.gpu_memory_bandwidth(0).value, 3.35e12);
+  const auto additive = estimate(s, ts, inv, topo, cost);
+  EXPECT_NEAR(additive.barrier.value, barrier, 1e-15);
+  EXPECT_NEAR(additive.copies.value, copies, 1e-12);
+  EXPECT_NEAR(additive.host.value, 1e-3 * calls, 1e-15);
+  EXPECT_NEAR(additive.device.value, 2 * calls * barrier + copies, 1e-12);
+  EXPECT_NEAR(additive.overheads.value, 1e-3 * calls + 2 * calls * barrier + copies, 1e-12);
+  EXPECT_NEAR(additive.time.value, gpu_time + additive.overheads.value, 1e-12);
+  // Overlapping: the host's n / 2 ms is less than the GPUs' time (8 B over a 47 GB/s NIC): hidden;
+  // a host time of n / 2 x 1 s is not: the part beyond T_gpu + T_device adds.
+  cost.host_overlaps = true;
+  const auto hidden = estimate(s, ts, inv, topo, cost);
+  ASSERT_GT(gpu_time, 1e-3 * calls);
+  EXPECT_NEAR(hidden.time.value, gpu_time + hidden.device.value, 1e-12);
+  cost.per_tensor = Seconds{1.0};
+  const auto host_bound = estimate(s, ts, inv, topo, cost);
+  ASSERT_GT(calls, gpu_time + hidden.device.value);
+  EXPECT_NEAR(host_bound.time.value, calls, 1e-9);  // max(T_gpu + T_device, T_host) = T_host
+}
+
 namespace {
 // A ring over the 8 GPUs of node 0 of dgx-h100-2n, written by hand: chain 0 -> 1 -> ... -> 7 (depth
 // H = 7, every hop over NVLink, 0.3 us per link, so 0.6 us per hop; each GPU's NVLink port carries

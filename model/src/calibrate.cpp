@@ -20,11 +20,28 @@
 namespace reshard::model {
 
 namespace {
-Seconds* overhead(CostParams& p, int k) {
-  Seconds* fields[kOverheadParams] = {&p.per_tensor, &p.per_broadcast_tensor, &p.per_bucket, &p.per_stage};
+Seconds* duration_field(CostParams& p, int k) {
+  Seconds* fields[] = {&p.per_tensor, &p.per_broadcast_tensor, &p.per_bucket, &p.per_stage};
   return fields[k];
 }
+constexpr int kCopyPasses = 4;  // the one constant that is not a duration
 }  // namespace
+
+double overhead_value(const CostParams& p, int k) {
+  return k == kCopyPasses ? p.copy_passes : duration_field(const_cast<CostParams&>(p), k)->value;
+}
+
+void set_overhead_value(CostParams& p, int k, double value) {
+  if (k == kCopyPasses) p.copy_passes = value;
+  else *duration_field(p, k) = Seconds{value};
+}
+
+std::string format_overhead(int k, double value) {
+  if (k != kCopyPasses) return format(Seconds{value});
+  std::ostringstream s;
+  s << std::setprecision(3) << value << (value == 1 ? " pass" : " passes");
+  return s.str();
+}
 
 Calibration calibrate(const std::vector<Observation>& obs, const CostParams& base, const std::vector<std::string>& free) {
   if (obs.empty()) throw ConfigError("", 0, "", "calibrate needs at least one measurement");
@@ -35,59 +52,118 @@ Calibration calibrate(const std::vector<Observation>& obs, const CostParams& bas
     if (std::find_if(std::begin(kOverheadNames), std::end(kOverheadNames), [&](const char* n) { return f == n; }) ==
         std::end(kOverheadNames))
       throw ConfigError("", 0, "fit", "unknown parameter '" + f + "'");
-  CostParams fixed = base;
   const int n = static_cast<int>(obs.size());
-  Eigen::MatrixXd A(n, kOverheadParams);
-  Eigen::VectorXd y(n);
-  for (int i = 0; i < n; ++i) {
-    const auto& o = obs[static_cast<std::size_t>(i)];
+  for (const auto& o : obs)
     if (o.measured.value <= 0) throw ConfigError("", 0, o.label, "measured time must be positive");
-    const double w = 1.0 / o.measured.value;  // relative errors
-    double rest = o.hardware.value;           // hardware time plus the fixed overheads
-    for (int k = 0; k < kOverheadParams; ++k) {
-      A(i, k) = is_free[k] ? o.counts[k] * w : 0;
-      if (!is_free[k]) rest += o.counts[k] * overhead(fixed, k)->value;
-    }
-    y(i) = (o.measured.value - rest) * w;
-  }
-  Eigen::VectorXd best_x(kOverheadParams);
-  for (int k = 0; k < kOverheadParams; ++k) best_x(k) = overhead(fixed, k)->value;
-  double best_res = std::numeric_limits<double>::infinity();
-  for (int mask = 0; mask < (1 << kOverheadParams); ++mask) {
-    std::vector<int> cols;
-    bool usable = true;
-    for (int k = 0; k < kOverheadParams; ++k)
-      if ((mask >> k) & 1) {
-        if (!is_free[k] || A.col(k).norm() == 0) usable = false;
-        cols.push_back(k);
+  // An observation's time under constants x: the hardware time plus every term, or, when the
+  // profile's host work overlaps the GPUs' (CostParams::host_overlaps), the larger of the GPU side
+  // (hardware plus the copy term) and the host side (the per-tensor, per-bucket and per-stage terms).
+  auto parts = [&](const Observation& o, const Eigen::VectorXd& x) {
+    double gpu = o.hardware.value, host = 0;
+    for (int k = 0; k < kOverheadParams; ++k) (k == kCopyPasses ? gpu : host) += o.counts[k] * x(k);
+    return std::pair{gpu, host};
+  };
+  auto predict = [&](const Observation& o, const Eigen::VectorXd& x) {
+    const auto [gpu, host] = parts(o, x);
+    return base.host_overlaps ? std::max(gpu, host) : gpu + host;
+  };
+  // Least squares on relative errors, every constant >= 0, for the observations' regimes (which
+  // side sets each one's time; all "both" when nothing overlaps): every subset of the free
+  // constants is solved and the best feasible one kept.
+  enum Regime { Both, Gpu, Host };
+  auto fit = [&](const std::vector<Regime>& regime) {
+    Eigen::MatrixXd A(n, kOverheadParams);
+    Eigen::VectorXd y(n);
+    for (int i = 0; i < n; ++i) {
+      const auto& o = obs[static_cast<std::size_t>(i)];
+      const double w = 1.0 / o.measured.value;  // relative errors
+      const Regime r = regime[static_cast<std::size_t>(i)];
+      double rest = r == Host ? 0 : o.hardware.value;  // what the fit does not choose
+      for (int k = 0; k < kOverheadParams; ++k) {
+        const bool counts = r == Both || (r == Gpu) == (k == kCopyPasses);
+        A(i, k) = counts && is_free[k] ? o.counts[k] * w : 0;
+        if (counts && !is_free[k]) rest += o.counts[k] * overhead_value(base, k);
       }
-    if (!usable) continue;
-    Eigen::VectorXd x = Eigen::VectorXd::Zero(kOverheadParams);
-    if (!cols.empty()) {
-      Eigen::MatrixXd sub(n, static_cast<int>(cols.size()));
-      for (std::size_t j = 0; j < cols.size(); ++j) sub.col(static_cast<int>(j)) = A.col(cols[j]);
-      const Eigen::VectorXd sol = sub.colPivHouseholderQr().solve(y);
-      bool feasible = true;
-      for (std::size_t j = 0; j < cols.size(); ++j) {
-        if (sol(static_cast<int>(j)) < 0) feasible = false;
-        x(cols[j]) = sol(static_cast<int>(j));
-      }
-      if (!feasible) continue;
+      y(i) = (o.measured.value - rest) * w;
     }
-    const double res = (A * x - y).squaredNorm();
-    if (res < best_res - 1e-15) {
-      best_res = res;
+    Eigen::VectorXd best_x(kOverheadParams);
+    for (int k = 0; k < kOverheadParams; ++k) best_x(k) = overhead_value(base, k);
+    double best_res = std::numeric_limits<double>::infinity();
+    for (int mask = 0; mask < (1 << kOverheadParams); ++mask) {
+      std::vector<int> cols;
+      bool usable = true;
       for (int k = 0; k < kOverheadParams; ++k)
-        if (is_free[k] && A.col(k).norm() != 0) best_x(k) = x(k);  // an uninformed one keeps the base value
+        if ((mask >> k) & 1) {
+          if (!is_free[k] || A.col(k).norm() == 0) usable = false;
+          cols.push_back(k);
+        }
+      if (!usable) continue;
+      Eigen::VectorXd x = Eigen::VectorXd::Zero(kOverheadParams);
+      if (!cols.empty()) {
+        Eigen::MatrixXd sub(n, static_cast<int>(cols.size()));
+        for (std::size_t j = 0; j < cols.size(); ++j) sub.col(static_cast<int>(j)) = A.col(cols[j]);
+        const Eigen::VectorXd sol = sub.colPivHouseholderQr().solve(y);
+        bool feasible = true;
+        for (std::size_t j = 0; j < cols.size(); ++j) {
+          if (sol(static_cast<int>(j)) < 0) feasible = false;
+          x(cols[j]) = sol(static_cast<int>(j));
+        }
+        if (!feasible) continue;
+      }
+      const double res = (A * x - y).squaredNorm();
+      if (res < best_res - 1e-15) {
+        best_res = res;
+        for (int k = 0; k < kOverheadParams; ++k)
+          if (is_free[k] && A.col(k).norm() != 0) best_x(k) = x(k);  // an uninformed one keeps the base value
+      }
+    }
+    return best_x;
+  };
+  std::vector<Regime> regime(static_cast<std::size_t>(n), Both);
+  Eigen::VectorXd best_x = fit(regime);
+  if (base.host_overlaps) {
+    // Which side sets each observation's time is part of the fit: every assignment is tried (up to
+    // 2^12 of them) and the constants whose max-form predictions miss least kept; with more
+    // observations, each is put on the side that sets its time under the previous fit, and refitted
+    // until none changes side.
+    auto misfit = [&](const Eigen::VectorXd& x) {
+      double sq = 0;
+      for (const auto& o : obs) sq += std::pow((predict(o, x) - o.measured.value) / o.measured.value, 2);
+      return sq;
+    };
+    double best = misfit(best_x);
+    if (n <= 12) {
+      for (int mask = 0; mask < (1 << n); ++mask) {
+        for (int i = 0; i < n; ++i) regime[static_cast<std::size_t>(i)] = (mask >> i) & 1 ? Host : Gpu;
+        const Eigen::VectorXd x = fit(regime);
+        const double m = misfit(x);
+        if (m < best - 1e-15) {
+          best = m;
+          best_x = x;
+        }
+      }
+    } else {
+      for (int round = 0; round <= n + 1; ++round) {
+        std::vector<Regime> next;
+        for (const auto& o : obs) {
+          const auto [gpu, host] = parts(o, best_x);
+          next.push_back(host > gpu ? Host : Gpu);
+        }
+        if (next == regime) break;
+        regime = next;
+        const Eigen::VectorXd x = fit(regime);
+        if (misfit(x) >= best) break;
+        best = misfit(x);
+        best_x = x;
+      }
     }
   }
   Calibration c;
   c.params = base;
-  for (int k = 0; k < kOverheadParams; ++k) *overhead(c.params, k) = Seconds{best_x(k)};
+  for (int k = 0; k < kOverheadParams; ++k) set_overhead_value(c.params, k, best_x(k));
   double sq = 0;
   for (const auto& o : obs) {
-    double pred = o.hardware.value;
-    for (int k = 0; k < kOverheadParams; ++k) pred += o.counts[k] * best_x(k);
+    const double pred = predict(o, best_x);
     const double rel = (pred - o.measured.value) / o.measured.value;
     c.rows.push_back({o.label, o.measured, Seconds{pred}, rel});
     sq += rel * rel;
@@ -114,18 +190,20 @@ Calibration calibrate(const std::vector<Observation>& obs, const CostParams& bas
     c.warnings.push_back(w.str());
   }
   for (int k = 0; k < kOverheadParams; ++k)
-    if (is_free[k] && c.points[k] == 0)
+    if (!free.empty() && is_free[k] && c.points[k] == 0)  // named by --fit, not informed
       c.warnings.push_back(std::string(kOverheadNames[k]) +
                            " was to be fitted, but no measurement has a term for it (its count is 0 in every one): "
                            "not fitted, it keeps the base profile's value (" +
-                           format(*overhead(c.params, k)) + ")");
+                           format_overhead(k, overhead_value(c.params, k)) + ")");
   return c;
 }
 
 namespace {
-// The profile with every overhead parameter zeroed: what an Observation's hardware time is estimated with.
+// The profile with every fittable constant zeroed, but one copy pass: what an Observation's
+// hardware time (less that pass) and its copy term per pass are estimated with.
 CostParams hardware_only(CostParams p) {
   p.per_tensor = p.per_broadcast_tensor = p.per_bucket = p.per_stage = Seconds{0};
+  p.copy_passes = 1;
   return p;
 }
 
@@ -135,11 +213,12 @@ Observation observe(const std::string& label, Seconds measured, const Schedule& 
   Observation o;
   o.label = label;
   o.measured = measured;
-  o.hardware = pr.time;
-  o.counts[0] = static_cast<double>(pr.reshard_tensors);
+  o.hardware = pr.time - pr.copies;  // hw runs one copy pass: its time is the copy term's count
+  o.counts[0] = static_cast<double>(pr.reshard_tensors) / std::max(1, hw.tensor_streams);  // per_tensor's calls
   o.counts[1] = static_cast<double>(pr.broadcast_tensors);
   o.counts[2] = static_cast<double>(pr.broadcast_buckets);
   o.counts[3] = static_cast<double>(pr.broadcast_stages);
+  o.counts[4] = pr.copies.value;
   return o;
 }
 
@@ -301,6 +380,11 @@ void write_params(const std::filesystem::path& out, const Calibration& c, const 
   f << "per_broadcast_tensor: " << p.per_broadcast_tensor.value * 1e6 << "us\n";
   f << "per_bucket: " << p.per_bucket.value * 1e6 << "us\n";
   f << "per_stage: " << p.per_stage.value * 1e6 << "us\n";
+  f << "tensor_streams: " << p.tensor_streams << "\n";
+  f << "barriers_per_tensor: " << p.barriers_per_tensor << "\n";
+  f << "copy_passes: " << p.copy_passes << "\n";
+  f << "host_overlaps: " << (p.host_overlaps ? "true" : "false") << "\n";
+  f << "step_barriers: " << (p.step_barriers ? "true" : "false") << "\n";
 }
 
 }  // namespace reshard::model

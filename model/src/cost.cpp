@@ -2,12 +2,14 @@
 
 #include <Eigen/SparseCore>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <unordered_map>
 
 #include "reshard/model/chain.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/memory.hpp"
+#include "reshard/model/systems.hpp"
 #include "yaml_reader.hpp"
 
 namespace reshard::model {
@@ -21,18 +23,12 @@ CostParams CostParams::profile_named(const std::string& name) {
     return p;
   }
   if (name == "nemo_rl") {
-    // NeMo RL's refit runs in Python around NCCL: each broadcast bucket is packed, launched and
-    // synchronised, and each training PP stage's broadcast group is served in turn. No step
-    // barriers (its refit runs no steps). Two parameters, fitted by `reshard calibrate
-    // params/nemo_rl-published.csv --profile nemo_rl --fit per_bucket,per_stage` to NVIDIA's four
-    // published DGX H100 refit times (params/nemo_rl.yaml, docs/calibration.md): every fitted time
-    // within 9.3 % of the measurement (-9.3, +9.2, +7.0, -5.7 %; in-sample, not a prediction).
-    p.profile = "nemo_rl";
-    p.step_barriers = false;
-    p.per_bucket = Seconds{12.9322e-3};
-    p.per_stage = Seconds{78.6637e-3};
-    return p;
+    // NeMo RL's refit around NCCL (model/systems.hpp: the nemo_rl_broadcast and nemo_rl_nccl_reshard
+    // profiles share these terms): per tensor on each path, fitted to NVIDIA's four published DGX
+    // H100 refit times; no step barriers (its refit runs no steps).
+    return nemo_rl_cost();
   }
+  if (name == "miles") return miles_cost();  // model/systems.hpp: slime and mooncake_p2p share it
   if (name == "nccl") {
     // NCCL's latency model for a ring in its Simple protocol (src/graph/tuning.cc): 8.4 us per
     // collective, 3.4 us per NVLink hop and 14 us per network hop of the ring.
@@ -43,7 +39,9 @@ CostParams CostParams::profile_named(const std::string& name) {
     p.chain_hop_latency[static_cast<std::size_t>(LinkKind::Network)] = Seconds{14e-6};
     return p;
   }
-  throw ConfigError("", 0, "profile", "unknown profile '" + name + "'; expected reshard, nemo_rl or nccl");
+  if (const SystemProfile* sp = find_system_profile(name)) return sp->cost;
+  throw ConfigError("", 0, "profile",
+                    "unknown profile '" + name + "'; expected reshard, nemo_rl, miles, nccl or a system's: " + system_profile_names());
 }
 
 CostParams CostParams::named_or_loaded(const std::string& profile, const std::filesystem::path& params_file) {
@@ -53,7 +51,7 @@ CostParams CostParams::named_or_loaded(const std::string& profile, const std::fi
 CostParams CostParams::load(const std::filesystem::path& path) {
   const auto root = yaml::load_file(path);
   root.allow_only({"profile", "efficiency", "chain_hop_latency", "per_op", "per_tensor", "per_broadcast_tensor",
-                   "per_bucket", "per_stage", "step_barriers"});
+                   "per_bucket", "per_stage", "tensor_streams", "barriers_per_tensor", "copy_passes", "host_overlaps", "step_barriers"});
   CostParams p;
   if (auto n = root.get("profile")) p.profile = n->str();
   const auto& kinds = kLinkKindKeys;
@@ -77,6 +75,16 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   if (auto n = root.get("per_broadcast_tensor")) p.per_broadcast_tensor = n->duration();
   if (auto n = root.get("per_bucket")) p.per_bucket = n->duration();
   if (auto n = root.get("per_stage")) p.per_stage = n->duration();
+  if (auto n = root.get("tensor_streams")) p.tensor_streams = static_cast<std::int32_t>(n->integer_in(1, 1024));
+  if (auto n = root.get("barriers_per_tensor")) {
+    p.barriers_per_tensor = n->number();
+    if (p.barriers_per_tensor < 0) n->fail("barriers_per_tensor must be at least 0");
+  }
+  if (auto n = root.get("copy_passes")) {
+    p.copy_passes = n->number();
+    if (p.copy_passes < 0) n->fail("copy_passes must be at least 0");
+  }
+  if (auto n = root.get("host_overlaps")) p.host_overlaps = n->boolean();
   if (auto n = root.get("step_barriers")) p.step_barriers = n->boolean();
   else p.step_barriers = p.profile == "reshard";
   return p;
@@ -152,11 +160,65 @@ void add_bandwidth_bound(const std::vector<Column>& columns, const std::vector<d
   }
 }
 
+// The slowest GPU's memory-bound work: (bytes read + written) / its memory bandwidth; `what` says
+// in an error what the GPU does when the topology gives no bandwidth for it.
+Seconds memory_pass_time(const std::vector<std::pair<GpuId, Bytes>>& work, const Topology& topo, const char* what) {
+  Seconds t{0};
+  for (const auto& [g, b] : work) {
+    const BytesPerSecond bw = topo.gpu_memory_bandwidth(g);
+    if (bw.value <= 0)
+      throw PlanError("GPU " + std::to_string(g) + " " + what + ", but the topology '" + topo.name() +
+                      "' gives no memory bandwidth for it (memory_bandwidth of its device)");
+    t = std::max(t, b / bw);
+  }
+  return t;
+}
+
+// T_barrier: a barrier in which every GPU signals every other at once and waits for all of them
+// (NCCL's GIN barrier, src/include/nccl_device/impl/gin_barrier__funcs.h: the signals are issued in
+// parallel by the block's threads) costs one round: the largest route latency from the lowest GPU
+// the schedule touches to another.
+Seconds barrier_time(const Schedule& s, const Topology& topo) {
+  std::vector<GpuId> gpus;
+  for (const Op& op : s.ops) {
+    gpus.push_back(op.src);
+    gpus.push_back(op.dst);
+  }
+  std::sort(gpus.begin(), gpus.end());
+  gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+  Seconds worst{0};
+  for (std::size_t i = 1; i < gpus.size(); ++i) worst = std::max(worst, topo.route(gpus.front(), gpus[i]).latency);
+  return worst;
+}
+
+// T_copy: `passes` reads and writes of every byte a GPU sends (packs) and receives (unpacks; a chain's
+// forwarding GPUs unpack what they receive, and forward it as received), the slowest GPU's, at
+// its memory bandwidth (memory_pass_time, as T_convert).
+Seconds copy_time(const Schedule& s, const Topology& topo, double passes) {
+  std::vector<double> through(static_cast<std::size_t>(topo.gpu_count()), 0.0);
+  auto add = [&](GpuId g, Bytes b) { through[static_cast<std::size_t>(g)] += b.as_double(); };
+  for (const Op& op : s.ops) {
+    if (op.chain < 0) {
+      if (op.src == op.dst) continue;  // a local copy is already a pass
+      add(op.src, op.bytes);
+      add(op.dst, op.bytes);
+      continue;
+    }
+    add(op.src, op.bytes);  // the root packs once; every GPU the chain reaches unpacks
+    for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) add(h.to, op.bytes);
+  }
+  std::vector<std::pair<GpuId, Bytes>> work;
+  for (std::size_t g = 0; g < through.size(); ++g)
+    if (through[g] > 0) work.push_back({static_cast<GpuId>(g), Bytes{static_cast<std::int64_t>(2 * passes * through[g])}});
+  return memory_pass_time(work, topo, "packs and unpacks what it moves (the profile's copy_passes)");
+}
+
 // Framework overheads: what each path moves (tensors by reshard ops, tensors by gather/broadcast
 // ops, each buffer walked once), the broadcast buckets, and the heads that start broadcast rings
 // (GPUs that send on a ring without receiving on one: the source PP stages).
-void add_overheads(const Schedule& s, const TransferSet& ts, const Inventory& inv, std::int32_t gpu_count,
+void add_overheads(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,
                    const CostParams& params, Prediction& pr) {
+  const std::int32_t gpu_count = topo.gpu_count();
   std::vector<char> buffer_path(s.buffers.size(), 0);  // bit 1: reshard op, bit 2: gather/broadcast op
   std::vector<char> bucket(s.buffers.size(), 0);       // buffers that travel a broadcast ring
   std::vector<char> ring_member(static_cast<std::size_t>(gpu_count), 0), ring_sender(ring_member);
@@ -188,24 +250,19 @@ void add_overheads(const Schedule& s, const TransferSet& ts, const Inventory& in
   for (std::size_t g = 0; g < ring_sender.size(); ++g)
     if (ring_sender[g] && !ring_member[g]) ++pr.broadcast_stages;
   pr.broadcast_buckets = std::count(bucket.begin(), bucket.end(), 1);
-  pr.overheads = params.per_tensor * static_cast<double>(pr.reshard_tensors) +
-                 params.per_broadcast_tensor * static_cast<double>(pr.broadcast_tensors) +
-                 params.per_bucket * static_cast<double>(pr.broadcast_buckets) +
-                 params.per_stage * static_cast<double>(pr.broadcast_stages);
+  if (params.barriers_per_tensor > 0) pr.barrier = barrier_time(s, topo);
+  if (params.copy_passes > 0) pr.copies = copy_time(s, topo, params.copy_passes);
+  const double calls = static_cast<double>(pr.reshard_tensors) / std::max(1, params.tensor_streams);
+  pr.host = params.per_tensor * calls + params.per_broadcast_tensor * static_cast<double>(pr.broadcast_tensors) +
+            params.per_bucket * static_cast<double>(pr.broadcast_buckets) +
+            params.per_stage * static_cast<double>(pr.broadcast_stages);
+  pr.device = pr.barrier * (params.barriers_per_tensor * calls) + pr.copies;
 }
 
 }  // namespace
 
 Seconds conversion_time(const std::vector<std::pair<GpuId, Bytes>>& work, const Topology& topo) {
-  Seconds t{0};
-  for (const auto& [g, b] : work) {
-    const BytesPerSecond bw = topo.gpu_memory_bandwidth(g);
-    if (bw.value <= 0)
-      throw PlanError("GPU " + std::to_string(g) + " converts weights to a new precision, but the topology '" +
-                      topo.name() + "' gives no memory bandwidth for it (memory_bandwidth of its device)");
-    t = std::max(t, b / bw);
-  }
-  return t;
+  return memory_pass_time(work, topo, "converts weights to a new precision");
 }
 
 Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,
@@ -358,12 +415,15 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     pr.steps_bound = Seconds{step_bound};
   }
   add_bandwidth_bound(columns, column_bytes, cap, pr);
-  add_overheads(s, ts, inv, topo.gpu_count(), params, pr);
+  add_overheads(s, ts, inv, topo, params, pr);
   pr.pipeline = pr.bandwidth_bound + pr.fill + pr.latency_path;
   pr.convert_source = conversion_time(ts.conversion.source, topo);
   pr.convert_destination = conversion_time(ts.conversion.destination, topo);
-  pr.time = pr.convert_source + Seconds{std::max({pr.pipeline.value, pr.critical_path.value, pr.steps_bound.value})} +
-            pr.overheads + pr.convert_destination;
+  const Seconds gpus{std::max({pr.pipeline.value, pr.critical_path.value, pr.steps_bound.value})};
+  // The host's work hides behind the GPUs' when the profile says it overlaps: only what it takes
+  // beyond them adds (cost.hpp).
+  pr.overheads = pr.device + (params.host_overlaps ? std::max(Seconds{0}, pr.host - gpus - pr.device) : pr.host);
+  pr.time = pr.convert_source + gpus + pr.overheads + pr.convert_destination;
   return pr;
 }
 

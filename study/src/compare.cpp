@@ -10,6 +10,7 @@
 #include "reshard/model/parallel.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/schedule_basis.hpp"
+#include "reshard/model/systems.hpp"
 #include "reshard/model/tuner.hpp"
 #include "reshard/sim/schedule_sim.hpp"
 
@@ -103,8 +104,15 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   };
   out.source_budget = side_budget(sc.scenario.source.gpus);
   out.destination_budget = side_budget(sc.scenario.destination.gpus);
+  // The systems' profiles, found before anything is built (an unknown name is one error).
+  std::vector<const SystemProfile*> systems;
+  for (const auto& name : options.systems) {
+    const SystemProfile* sp = find_system_profile(name);
+    if (!sp) throw ConfigError("", 0, "systems", "unknown system '" + name + "'; known: " + system_profile_names());
+    systems.push_back(sp);
+  }
   std::optional<ScheduleBasis> basis;  // what the schedules built here share
-  if (!sc.schedule || options.tune) basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology, out.budget);
+  if (!sc.schedule || options.tune || !systems.empty()) basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology, out.budget);
   const int threads = thread_count(options.threads);
   // Progress of rows evaluated at once, in row order: row i's steps are said as they come once
   // every row before it is done, held until then; a row counts as done with its last step.
@@ -187,11 +195,19 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
     for (std::size_t i = 1; i < out.rows.size(); ++i)
       if (time(out.rows[i]) < time(out.rows[out.best])) out.best = i;
   }
-  for (auto& r : out.rows) {
-    r.limited_by = limited_by(r.prediction);
-    r.limit = row_limit(sc.topology, r.prediction, r.limited_by);
-    r.bottleneck = link_name(sc.topology, r.prediction.bottleneck);
-  }
+  // The other systems, each its own schedule under its own cost terms.
+  out.systems.resize(systems.size());
+  parallel_for(systems.size(), threads, [&](std::size_t i) {
+    const SystemProfile& sp = *systems[i];
+    const Schedule s = build_schedule(*basis, parse_strategy(sp.strategy));
+    out.systems[i] = {sp.name, s.params, estimate(s, ts, sc.inventory, sc.topology, sp.cost), std::nullopt, "", "", ""};
+  });
+  for (auto* rows : {&out.rows, &out.systems})
+    for (auto& r : *rows) {
+      r.limited_by = limited_by(r.prediction);
+      r.limit = row_limit(sc.topology, r.prediction, r.limited_by);
+      r.bottleneck = link_name(sc.topology, r.prediction.bottleneck);
+    }
   return out;
 }
 
@@ -244,6 +260,33 @@ nlohmann::json to_json(const CompareResult& r) {
                    {"over_budget_gpus", p.over_budget},
                    {"steps", p.steps},
                    {"steps_bound_s", p.steps_bound.value}});
+  }
+  if (!r.systems.empty()) {
+    auto& sys = j["systems"] = nlohmann::json::array();
+    const double best = r.rows.empty() ? 0 : r.rows[r.best].prediction.time.value;
+    for (const auto& row : r.systems) {
+      const auto& p = row.prediction;
+      const SystemProfile* sp = find_system_profile(row.name);
+      sys.push_back({{"system", row.name},
+                     {"models", sp ? sp->system : ""},
+                     {"strategy", describe(row.params)},
+                     {"estimate_s", p.time.value},
+                     {"vs_best", best > 0 ? p.time.value / best : 0.0},
+                     {"limited_by", row.limited_by},
+                     {"bottleneck", row.bottleneck},
+                     {"bandwidth_bound_s", p.bandwidth_bound.value},
+                     {"critical_path_s", p.critical_path.value},
+                     {"overheads_s", p.overheads.value},
+                     {"barrier_s", p.barrier.value},
+                     {"copies_s", p.copies.value},
+                     {"reshard_tensors", p.reshard_tensors},
+                     {"broadcast_tensors", p.broadcast_tensors},
+                     {"broadcast_buckets", p.broadcast_buckets},
+                     {"broadcast_stages", p.broadcast_stages},
+                     {"network_bytes", p.network_bytes.value},
+                     {"nvlink_bytes", p.nvlink_bytes.value},
+                     {"peak_staging_bytes", p.staging_peak.value}});
+    }
   }
   auto side = [](const CompareResult::SideBudget& b) { return nlohmann::json{{"min_bytes", b.min.value}, {"max_bytes", b.max.value}}; };
   j["staging_budget"] = {{"source", side(r.source_budget)}, {"destination", side(r.destination_budget)}};

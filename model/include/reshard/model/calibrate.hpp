@@ -20,16 +20,22 @@
 
 namespace reshard::model {
 
-inline constexpr int kOverheadParams = 4;
-// Names of the overhead parameters, in the order of Observation::counts.
+inline constexpr int kOverheadParams = 5;
+// Names of the constants a fit may choose, in the order of Observation::counts: four durations
+// (CostParams's per_* overheads) and copy_passes, a count whose term is T_copy (cost.hpp).
 inline constexpr const char* kOverheadNames[kOverheadParams] = {"per_tensor", "per_broadcast_tensor", "per_bucket",
-                                                                "per_stage"};
+                                                                "per_stage", "copy_passes"};
+// Constant k of p: seconds for the durations, passes for copy_passes.
+double overhead_value(const CostParams& p, int k);
+void set_overhead_value(CostParams& p, int k, double value);
+// "12.9 ms", or "1.85 passes" for copy_passes.
+std::string format_overhead(int k, double value);
 
 struct Observation {
   std::string label;  // "deepseek-v3-h100 gather_broadcast"
   Seconds measured;
-  Seconds hardware;   // estimate with zero overheads
-  double counts[kOverheadParams] = {0, 0, 0, 0};  // what each overhead parameter multiplies
+  Seconds hardware;   // estimate with every fittable constant 0
+  double counts[kOverheadParams] = {};  // what each constant multiplies (copy_passes: T_copy of one pass, s)
 };
 
 struct CalibrationRow {
@@ -46,8 +52,8 @@ struct Calibration {
   // constant rests on (those whose count for it is non-zero, whether or not it was fitted);
   // fitted[k], whether the fit chose its value (named free and points[k] > 0; otherwise it keeps
   // the base profile's value).
-  int points[kOverheadParams] = {0, 0, 0, 0};
-  bool fitted[kOverheadParams] = {false, false, false, false};
+  int points[kOverheadParams] = {};
+  bool fitted[kOverheadParams] = {};
   int fitted_constants = 0;  // how many fitted[k] are true
   // What makes the fit weaker than its rms error suggests, one sentence each: as many fitted
   // constants as observations (or more), so the observations cannot check the fit; a constant

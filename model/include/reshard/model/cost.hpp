@@ -32,14 +32,22 @@
 //                  chain's fill after it, and each step of a dependent sequence paying its latency
 //                  and per-operation cost while its bytes share the links with everything else
 //                  (what dominates schedules of kilobyte operations)
-//   estimate     = T_convert_source + max(T_pipeline, T_critical, T_steps) + overheads
-//                  + T_convert_destination
+//   estimate     = T_convert_source + T_gpu + overheads + T_convert_destination
 //   T_convert_*  = a precision change's conversion on each side (model/precision.hpp): the
 //                  largest over that side's GPUs of (bytes it converts, read + written) / its
 //                  memory bandwidth (Topology::gpu_memory_bandwidth); 0 without a change
-//   overheads    = per_tensor * tensors moved by reshard operations
-//                + per_broadcast_tensor * tensors moved by gather/broadcast operations
-//                + per_bucket * broadcast buckets + per_stage * broadcasting source stages
+//   overheads    = T_device + T_host, or, for a profile whose host work overlaps the GPUs'
+//                  (host_overlaps), T_device + max(0, T_host - T_gpu - T_device), with T_gpu =
+//                  max(T_pipeline, T_critical, T_steps): only the host time beyond the GPUs' adds
+//   T_host       = per_tensor * calls + per_broadcast_tensor * tensors moved by gather/broadcast
+//                  operations + per_bucket * broadcast buckets + per_stage * broadcasting stages
+//   calls        = tensors moved by reshard operations / tensor_streams
+//   T_device     = barriers_per_tensor * calls * T_barrier + T_copy
+//   T_barrier    = the largest route latency from the schedule's lowest GPU to another: one round of
+//                  a barrier in which every GPU signals every other at once (NCCL's GIN barrier)
+//   T_copy       = copy_passes extra passes over the bytes each GPU sends and receives (a pack before
+//                  sending, an unpack after receiving: each a read and a write), the slowest GPU's,
+//                  at its memory bandwidth: the same memory-bound pass as T_convert
 //   staging      = the peak extra memory of one GPU (model/memory.hpp), and which GPU
 //
 // Alone on an idle fabric an op's estimate is t(o), which is what the simulator gives it
@@ -74,6 +82,19 @@ struct CostParams {
   Seconds per_broadcast_tensor{0};  // per tensor moved by the gather/broadcast path
   Seconds per_bucket{0};         // per broadcast bucket (packing, launch, synchronisation)
   Seconds per_stage{0};          // per source pipeline stage that broadcasts (group setup, sequencing)
+  // Concurrent streams the per-tensor calls of reshard operations are spread over (NeMo RL's
+  // NRL_REFIT_NUM_STREAMS): per_tensor and the barriers count once per stream.
+  std::int32_t tensor_streams = 1;
+  // World-wide barriers per tensor moved by reshard operations (nccl_m2n: two per call), each
+  // T_barrier, derived from the topology's latencies (the equations above).
+  double barriers_per_tensor = 0;
+  // Extra passes over the bytes moved, at each end, at the GPU's memory bandwidth (copy-engine pack
+  // and unpack, torch.cat and split): T_copy above. 0: the transfer reads and writes in place.
+  double copy_passes = 0;
+  // Whether the host's per-tensor, per-bucket and per-stage work runs while the GPUs transfer (a
+  // Python loop issuing asynchronous NCCL calls): then only the part of T_host beyond the GPUs'
+  // time adds (the equations above). Off: it adds in full.
+  bool host_overlaps = false;
   BytesPerSecond memory_copy_rate{2.15e12};  // local GPU copy payload: H200 D2D ~4.3 TB/s read+write / 2
   // Whether the implementation runs the ops in steps with a barrier on every GPU (reshard's own
   // executors, model/memory.hpp): then T_steps bounds the time. The profiles of other systems
@@ -85,8 +106,9 @@ struct CostParams {
   // collectives: `simulate --collective`). Throws ConfigError for other names.
   static CostParams profile_named(const std::string& name);
   // A YAML file with keys profile, efficiency {nvlink, c2c, pcie, network}, chain_hop_latency
-  // {nvlink, c2c, pcie, network}, per_op, per_tensor,
-  // per_broadcast_tensor, per_bucket, per_stage (durations with units).
+  // {nvlink, c2c, pcie, network}, per_op, per_tensor, per_broadcast_tensor, per_bucket, per_stage
+  // (durations with units), tensor_streams, barriers_per_tensor, copy_passes, host_overlaps,
+  // step_barriers.
   static CostParams load(const std::filesystem::path& path);
   // The parameters file when one is named (`--params`), else the built-in profile (`--profile`).
   static CostParams named_or_loaded(const std::string& profile, const std::filesystem::path& params_file);
@@ -98,7 +120,11 @@ struct Prediction {
   Seconds pipeline;        // bandwidth bound + fill + latency_path
   Seconds latency_path;    // the DAG's longest path counting only route latency and per-op cost
   Seconds critical_path;
-  Seconds overheads;
+  Seconds overheads;            // what adds after T_gpu (the equations above)
+  Seconds host;                 // T_host, hidden or not
+  Seconds device;               // T_device: the barriers' and the copies' time
+  Seconds barrier;              // T_barrier, one barrier (0 when the profile runs no barriers)
+  Seconds copies;               // T_copy
   Seconds convert_source;       // T_convert_source: before the first byte is sent
   Seconds convert_destination;  // T_convert_destination: after the last byte has arrived
   LinkId bottleneck = -1;  // the link with the largest load/capacity

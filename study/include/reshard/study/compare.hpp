@@ -30,6 +30,9 @@ struct CompareOptions {
   bool tune = true;                       // add the tuner's choice as a last row named "auto"
   std::vector<std::string> strategies = model::strategy_names();  // named strategies, in order
   std::vector<std::string> configured;    // configured strategies, as describe() writes them
+  // Implementation profiles of other systems (model/systems.hpp) to estimate on the same scenario,
+  // each with its own schedule and cost terms: CompareResult::systems.
+  std::vector<std::string> systems;
   // Stages "strategies" (rows estimated, and simulated, of the named and configured strategies,
   // said in row order whatever the threads), "tune" (candidates evaluated of at most
   // TuneOptions::budget) and "confirm" (simulations); called from one thread at a time.
@@ -59,6 +62,9 @@ struct CompareResult {
   model::LowerBound lower_bound;
   std::string lower_bound_limit;  // what forms the binding cut: "host link", "NIC link", "GPU links", "mixed cut"
   std::vector<CompareRow> rows;   // the named strategies, the configured ones, then auto
+  // One row per CompareOptions::systems entry, in its order: name is the profile's, params its
+  // strategy, prediction its schedule under its cost terms.
+  std::vector<CompareRow> systems;
   // The best row: auto when tuned, otherwise the lowest simulated time (with `simulate`) or estimate;
   // ties keep the earlier row.
   std::size_t best = 0;
@@ -78,11 +84,12 @@ struct CompareResult {
 };
 
 // Plans the scenario's transfer set and compares every strategy on it. Throws model::Error
-// (PlanError, ConfigError for an unknown profile or a bad strategy).
+// (PlanError, ConfigError for an unknown profile, system or a bad strategy).
 CompareResult compare(const model::LoadedScenario& scenario, const CompareOptions& options);
 
 // `compare --json`, schema reshard-compare-1 (docs/json-schema.md): the scenario, the lower bound
-// and its binding cut, one entry per row under "strategies", and the best row.
+// and its binding cut, one entry per row under "strategies", the best row, and one entry per
+// system under "systems" (when asked for).
 nlohmann::json to_json(const CompareResult& result);
 
 // The transfer set and its lower bound as `plan --json` and Python's plan() give them
