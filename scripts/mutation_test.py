@@ -85,6 +85,27 @@ MUTATIONS = [
     ("exec chunks: the short last chunk dropped", "exec/include/reshard/exec/program.hpp",
      "return part_bytes <= 0 ? 0 : (part_bytes + chunk - 1) / chunk;", "return part_bytes <= 0 ? 0 : part_bytes / chunk;",
      ["test_exec"]),
+    # The four conventions of issue 36 that no symmetric, default-sized case could tell apart.
+    ("chain: slot-rate cap S c / latency, not (S - 1) c", "model/src/chain.cpp",
+     "static_cast<double>(std::max(slots, kMinSlots) - 1) * chunk.as_double()",
+     "static_cast<double>(std::max(slots, kMinSlots)) * chunk.as_double()",
+     ["test_schedule"]),
+    ("chain: slot-rate cap over the root-to-leaf latency, not the largest hop's", "model/src/chain.cpp",
+     "out.hop_latency = Seconds{slowest_hop};", "out.hop_latency = Seconds{slowest};",
+     ["test_schedule"]),
+    ("layout vllm: uneven PP remainder on the first stages (not get_pp_indices')", "model/src/layout_vllm.cpp",
+     "counts[static_cast<std::size_t>(v.pp - i)] += 1;", "counts[static_cast<std::size_t>(i - 2)] += 1;",
+     ["test_layout"]),
+    ("topology: a fabric group's ingress counted on its outgoing links", "model/src/topology_cuts.cpp",
+     "if (to) to->ingress.value += l.bandwidth.value;", "if (from) from->ingress.value += l.bandwidth.value;",
+     ["test_lower_bound"]),
+    ("lower bound: fabric ingress cut over the group's egress capacity", "model/src/planner.cpp",
+     'consider("dest_fabric_ingress", group_in, group_net_in, group);',
+     'consider("dest_fabric_ingress", group_in, group_net_out, group);',
+     ["test_lower_bound"]),
+    ("tuner: a peak equal to --max-staging rejected", "model/src/tuner.cpp",
+     "(!cap || p.staging_peak <= *cap)", "(!cap || p.staging_peak < *cap)",
+     ["test_memory"]),
 ]
 
 

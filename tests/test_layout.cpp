@@ -296,6 +296,46 @@ TEST(VllmLayout, ReplicatedKvHeadsAndFusedQkv) {
   EXPECT_EQ(to_string(it->segments[1].box), "[32:64, 0:256]");
 }
 
+// Layers that PP does not divide: vLLM's get_pp_indices (vllm/distributed/utils.py, without
+// VLLM_PP_LAYER_PARTITION) gives every stage L // PP layers, then
+//     for i in range(2, L % PP + 2): partitions[-i] += 1
+// so the remainder goes one layer each to the stages before the last, from the second-to-last
+// backwards; the last stage never gets one (it holds the norm and lm_head), the first only when
+// L % PP = PP - 1. Stages (rank = stage with TP1 DP1):
+//   7 layers over PP3:  2 each, remainder 1 -> stage 1        -> [2, 3, 2]
+//  10 layers over PP4:  2 each, remainder 2 -> stages 2, 1     -> [2, 3, 3, 2]
+//  11 layers over PP4:  2 each, remainder 3 -> stages 2, 1, 0  -> [3, 3, 3, 2]
+//  61 layers over PP4: 15 each, remainder 1 -> stage 2         -> [15, 15, 16, 15] (DeepSeek-V3's 61)
+TEST(VllmLayout, UnevenPipelineSplitAsGetPpIndices) {
+  auto stages = [](int layers, int pp) {
+    std::string config = kGqa;
+    const std::string key = "num_hidden_layers: 4";
+    config.replace(config.find(key), key.size(), "num_hidden_layers: " + std::to_string(layers));
+    const auto inv = Inventory::parse(config, "gqa.yaml");
+    const auto m = build_shard_map(inv, {VllmSpec{.tp = 1, .pp = pp, .dp = 1}, iota(pp)});
+    std::vector<int> count(static_cast<std::size_t>(pp), 0);
+    int previous = 0;
+    for (int layer = 0; layer < layers; ++layer) {
+      const auto* t = inv.find("model.layers." + std::to_string(layer) + ".input_layernorm.weight");
+      const auto ranks = m.rank_set(m.shards(t->id).front().ranks).to_vector();
+      EXPECT_EQ(ranks.size(), 1u);
+      EXPECT_GE(ranks.front(), previous) << "layers split contiguously";
+      previous = ranks.front();
+      ++count[static_cast<std::size_t>(ranks.front())];
+    }
+    // The embedding on the first stage, the final norm and lm_head on the last.
+    EXPECT_EQ(shards_of(inv, m, "model.embed_tokens.weight").front().second, (std::vector<Rank>{0}));
+    EXPECT_EQ(shards_of(inv, m, "model.norm.weight").front().second, (std::vector<Rank>{pp - 1}));
+    EXPECT_EQ(shards_of(inv, m, "lm_head.weight").front().second, (std::vector<Rank>{pp - 1}));
+    return count;
+  };
+  EXPECT_EQ(stages(7, 3), (std::vector<int>{2, 3, 2}));
+  EXPECT_EQ(stages(10, 4), (std::vector<int>{2, 3, 3, 2}));
+  EXPECT_EQ(stages(11, 4), (std::vector<int>{3, 3, 3, 2}));
+  EXPECT_EQ(stages(61, 4), (std::vector<int>{15, 15, 16, 15}));
+  EXPECT_EQ(stages(8, 4), (std::vector<int>{2, 2, 2, 2}));
+}
+
 TEST(VllmLayout, ExpertParallelWithRedundantExperts) {
   const auto inv = Inventory::parse(kMoe, "moe.yaml");
   // TP2 x DP2, EP4 over all 4 ranks, 4 redundant experts: 12 slots, 3 per EP rank. Slot s on EP rank

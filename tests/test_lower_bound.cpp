@@ -364,3 +364,81 @@ TEST(LowerBoundCuts, SourceFabricEgressBindsAtAnOversubscribedPod) {
   EXPECT_LT(in->bytes.as_double(), kTinyB * 0.51);
   EXPECT_GE(achievable_time(ts, src, dst, topo), lb.time.value * (1 - 1e-9));
 }
+
+// A fabric whose uplinks and downlinks differ (explicit form, `duplex: false` links; every
+// generated fabric is symmetric). Two nodes, a and b, of 2 GPUs on one NVSwitch, each GPU with its
+// own NIC (PCIe 64 GB/s, NIC 50 GB/s) on its node's leaf; the two leaves join one spine:
+//   leaf_a -> spine 10 GB/s (up),  spine -> leaf_a 30 GB/s (down)
+//   leaf_b -> spine 40 GB/s (up),  spine -> leaf_b 20 GB/s (down)
+// Taking the spine out leaves two leaf groups: group 0 (node a) with 30 GB/s into it and 10 GB/s
+// out of it, group 1 (node b) with 20 in and 40 out: a group's ingress is the links from the tier
+// above into it, its egress the links out of it to that tier.
+// Megatron DP2 on one node (each GPU a whole copy), vLLM DP2 on the other: B = the tiny model's
+// bytes must leave the source group and enter the destination group.
+//   a -> b: source_fabric_egress = B / 10 GB/s (leaf_a's uplink)  <- binding, at leaf group 0
+//           dest_fabric_ingress  = B / 20 GB/s (leaf_b's downlink)
+//   b -> a: source_fabric_egress = B / 40 GB/s (leaf_b's uplink)
+//           dest_fabric_ingress  = B / 30 GB/s (leaf_a's downlink) <- binding, at leaf group 0
+// The domain cuts are looser: 2 GPUs x min(50, 64) GB/s = B / 100 GB/s each way. Sending the whole
+// model from one GPU over its node's leaf (direct) reaches the bound: B through the binding link.
+TEST(LowerBoundCuts, FabricGroupCutsFollowTheDirectionOfAsymmetricLinks) {
+  const auto topo = Topology::parse(R"(name: asymmetric
+devices:
+  - {name: a/gpu0, kind: gpu, node: a}
+  - {name: a/gpu1, kind: gpu, node: a}
+  - {name: b/gpu0, kind: gpu, node: b}
+  - {name: b/gpu1, kind: gpu, node: b}
+  - {name: a/nvswitch, kind: nvswitch}
+  - {name: b/nvswitch, kind: nvswitch}
+  - {name: a/nic0, kind: nic, node: a, rail: 0}
+  - {name: a/nic1, kind: nic, node: a, rail: 1}
+  - {name: b/nic0, kind: nic, node: b, rail: 0}
+  - {name: b/nic1, kind: nic, node: b, rail: 1}
+  - {name: leaf_a, kind: leaf}
+  - {name: leaf_b, kind: leaf}
+  - {name: spine, kind: spine}
+links:
+  - {from: a/gpu0, to: a/nvswitch, kind: nvlink, bandwidth: 450GBps}
+  - {from: a/gpu1, to: a/nvswitch, kind: nvlink, bandwidth: 450GBps}
+  - {from: b/gpu0, to: b/nvswitch, kind: nvlink, bandwidth: 450GBps}
+  - {from: b/gpu1, to: b/nvswitch, kind: nvlink, bandwidth: 450GBps}
+  - {from: a/gpu0, to: a/nic0, kind: pcie, bandwidth: 64GBps}
+  - {from: a/gpu1, to: a/nic1, kind: pcie, bandwidth: 64GBps}
+  - {from: b/gpu0, to: b/nic0, kind: pcie, bandwidth: 64GBps}
+  - {from: b/gpu1, to: b/nic1, kind: pcie, bandwidth: 64GBps}
+  - {from: a/nic0, to: leaf_a, kind: network, bandwidth: 50GBps}
+  - {from: a/nic1, to: leaf_a, kind: network, bandwidth: 50GBps}
+  - {from: b/nic0, to: leaf_b, kind: network, bandwidth: 50GBps}
+  - {from: b/nic1, to: leaf_b, kind: network, bandwidth: 50GBps}
+  - {from: leaf_a, to: spine, kind: network, bandwidth: 10GBps, duplex: false}
+  - {from: spine, to: leaf_a, kind: network, bandwidth: 30GBps, duplex: false}
+  - {from: leaf_b, to: spine, kind: network, bandwidth: 40GBps, duplex: false}
+  - {from: spine, to: leaf_b, kind: network, bandwidth: 20GBps, duplex: false}
+)", "asymmetric.yaml");
+  ASSERT_EQ(topo.fabric_groups().size(), 2u);
+  EXPECT_DOUBLE_EQ(topo.fabric_groups()[0].ingress.value, 30e9);
+  EXPECT_DOUBLE_EQ(topo.fabric_groups()[0].egress.value, 10e9);
+  EXPECT_DOUBLE_EQ(topo.fabric_groups()[1].ingress.value, 20e9);
+  EXPECT_DOUBLE_EQ(topo.fabric_groups()[1].egress.value, 40e9);
+  const auto inv = tiny();
+  auto bound = [&](GpuId from, GpuId to) {
+    const auto src = build_shard_map(inv, {MegatronSpec{.dp = 2}, range(from, 2)});
+    const auto dst = build_shard_map(inv, {VllmSpec{.tp = 1, .dp = 2}, range(to, 2)});
+    const auto ts = plan(inv, src, dst);
+    const auto lb = lower_bound(ts, src, dst, topo);
+    EXPECT_NEAR(achievable_time(ts, src, dst, topo), lb.time.value, 1e-9 * lb.time.value);
+    return lb;
+  };
+  const auto a_to_b = bound(0, 2);
+  expect_binds(a_to_b, "source_fabric_egress", "leaf group 0: 2 GPUs", kTinyB, 10e9);
+  const CutBound* in = find_cut(a_to_b, "dest_fabric_ingress");
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(in->where, "leaf group 1: 2 GPUs");
+  EXPECT_DOUBLE_EQ(in->capacity.value, 20e9);
+  const auto b_to_a = bound(2, 0);
+  expect_binds(b_to_a, "dest_fabric_ingress", "leaf group 0: 2 GPUs", kTinyB, 30e9);
+  const CutBound* out = find_cut(b_to_a, "source_fabric_egress");
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out->where, "leaf group 1: 2 GPUs");
+  EXPECT_DOUBLE_EQ(out->capacity.value, 40e9);
+}

@@ -289,3 +289,62 @@ TEST(StagingMemory, TunerHonoursTheCap) {
     EXPECT_NE(std::string(e.what()).find("at least " + format(least)), std::string::npos) << e.what();
   }
 }
+
+// The cap at exactly a candidate's peak. model/tuner.hpp: a candidate "over the cap on one GPU's
+// staging (max_staging) ... does not fit"; tuner.cpp's fits() keeps a peak "within the cap"
+// (staging_peak <= max_staging). So a peak equal to the cap fits, one byte less does not.
+// A model small enough that every ring holds a whole part: hidden 64, one layer, bf16, tied
+// embedding, 13 tensors of
+//   embed 64 x 64 = 4096; q_proj 64 x 64 = 4096, k_proj and v_proj 32 x 64 = 2048 each, o_proj
+//   4096, q_norm and k_norm 32 each, two layer norms 64 each; gate, up 128 x 64 and down 64 x 128 =
+//   8192 each; the final norm 64
+//   = 41 216 elements, B = 82 432 bytes < S c = 8 x 512 KiB.
+// GPU 0 holds it (Megatron TP1), GPU 8 on the other node needs it (vLLM TP1): every candidate sends
+// all B out of GPU 0 in one step, in parts whose rings are each the part (min(B_op, S c) = B_op),
+// so GPU 0's peak is B for every candidate (relays spread only what node 1 receives).
+//   max_staging = B:     every candidate fits; the tuner picks what it picks uncapped, none rejected;
+//   max_staging = B - 1: none fits: the PlanError names at least B.
+TEST(StagingMemory, TunerCapEqualToThePeakFits) {
+  const auto inv = Inventory::parse(R"(name: small
+architecture: qwen3
+hidden_size: 64
+num_hidden_layers: 1
+num_attention_heads: 2
+num_key_value_heads: 1
+head_dim: 32
+intermediate_size: 128
+vocab_size: 64
+tie_word_embeddings: true
+)", "small.yaml");
+  const Bytes B{2 * 41'216};
+  ASSERT_EQ(inv.bytes(), B);
+  ASSERT_EQ(inv.tensors().size(), 13u);
+  const auto topo = Topology::load(std::string(RESHARD_SOURCE_DIR) + "/topologies/dgx-h100-2n.yaml");
+  const auto src = build_shard_map(inv, {MegatronSpec{.tp = 1}, {0}});
+  const auto dst = build_shard_map(inv, {VllmSpec{.tp = 1, .dp = 1}, {8}});
+  const TransferSet ts = plan(inv, src, dst);
+  const CostParams cost = CostParams::profile_named("reshard");
+  TuneOptions options;
+  options.threads = 1;
+  const TuneResult free = tune(ts, inv, src, dst, topo, cost, options);
+  ASSERT_GT(free.evaluated.size(), 1u);
+  for (const auto& c : free.evaluated) {
+    EXPECT_EQ(c.prediction.staging_peak, B) << describe(c.params);
+    EXPECT_EQ(c.prediction.staging_gpu, 0) << describe(c.params);
+  }
+
+  options.max_staging = B;
+  const TuneResult at_peak = tune(ts, inv, src, dst, topo, cost, options);
+  EXPECT_EQ(at_peak.over_staging, 0);
+  EXPECT_EQ(describe(at_peak.best.params), describe(free.best.params));
+  EXPECT_EQ(at_peak.best.prediction.staging_peak, B);
+
+  options.max_staging = Bytes{B.value - 1};
+  try {
+    tune(ts, inv, src, dst, topo, cost, options);
+    ADD_FAILURE() << "a cap one byte below every candidate's peak was accepted";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("no candidate schedule fits --max-staging"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("at least " + format(B)), std::string::npos) << e.what();
+  }
+}

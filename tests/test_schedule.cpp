@@ -443,6 +443,60 @@ TEST(Estimate, HandWorkedIdleRingAndChainOrder) {
   EXPECT_NEAR(two_ops.time.value, 2 * cost.per_op.value + L + (2 * M + 6 * c) / r + copies, 1e-12);
 }
 
+TEST(Estimate, HandWorkedSlotRateCapBinds) {
+  // The chain's slot-rate cap (model/chain.hpp, docs/strategies.md "Chain ops"):
+  //   r = min( min over l of C_l / w_l ,  r_slots ),   r_slots = (S - 1) c / (largest hop latency).
+  // A chain 1 -> 0 -> 8 on dgx-h100-2n (reshard profile: no per-hop latency floor), one op of
+  // M = 64 MiB, with S = 2 slots and chunks of c = 64 KiB:
+  //   hop 1 -> 0: NVLink, 2 x 0.3 us = 0.6 us;
+  //   hop 0 -> 8: the network on rail 0 (no spine), 2 x PCIe 0.25 us + 2 x NIC-leaf 1 us = 2.5 us;
+  //   largest hop latency 2.5 us (not the first hop's 0.6 us, nor the path's L = 3.1 us);
+  //   r_slots = (2 - 1) x 65536 / 2.5e-6 = 26.2144e9 B/s, below the links: GPU 0's NIC 50e9 x 0.94
+  //   = 47e9 and the NVLink ports 450e9 x 0.82 = 369e9. So r = r_slots.
+  // With H = 2 and m = 2.15e12 (the copy fill, 2 c / m):
+  //   fill          = (H - 1) c / r + 2 c / m
+  //   critical path = per_op + M / r + L + fill
+  //   T_pipeline    = M / 47e9 + fill + per_op + L (the links alone bound the bandwidth term) < critical
+  //   estimate      = the critical path.
+  // With S = 8 the cap is 7 x 65536 / 2.5e-6 = 183.5e9 B/s, above the NIC: r = 47e9 again.
+  const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
+  EXPECT_NEAR(topo.route(1, 0).latency.value, 0.6e-6, 1e-15);
+  EXPECT_NEAR(topo.route(0, 8).latency.value, 2.5e-6, 1e-15);
+  const auto inv = ring_model();
+  const DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
+  const auto ts = plan(inv, build_shard_map(inv, LayoutSpec{one, {1}}), build_shard_map(inv, LayoutSpec{one, {8}}));
+  const double M = 64 << 20, c = 64 << 10, L = 0.6e-6 + 2.5e-6, copies = 2 * c / 2.15e12;
+  auto chain_1_0_8 = [&](std::int32_t slots) {
+    Schedule s;
+    s.piece_count = static_cast<std::int32_t>(ts.pieces.size());
+    s.slots = slots;
+    s.buffers.push_back({{}, Bytes{64 << 20}});
+    Chain chain;
+    chain.hops = {{1, 0}, {0, 8}};
+    chain.chunk = Bytes{64 << 10};
+    s.chains.push_back(chain);
+    Op op;
+    op.src = 1;
+    op.dst = 8;
+    op.chain = 0;
+    op.buffer = 0;
+    op.bytes = Bytes{64 << 20};
+    s.add_op(op, {});
+    return s;
+  };
+  const auto cost = CostParams::profile_named("reshard");
+  const double r = 65536 / 2.5e-6;
+  const auto two = estimate(chain_1_0_8(2), ts, inv, topo, cost);
+  EXPECT_EQ(two.chain_depth, 2);
+  EXPECT_NEAR(two.bandwidth_bound.value, M / 47e9, 1e-12);
+  EXPECT_NEAR(two.fill.value, c / r + copies, 1e-12);
+  EXPECT_NEAR(two.critical_path.value, cost.per_op.value + M / r + L + c / r + copies, 1e-12);
+  EXPECT_NEAR(two.time.value, cost.per_op.value + (M + c) / r + L + copies, 1e-12);
+  // Eight slots: the NIC binds.
+  const auto eight = estimate(chain_1_0_8(8), ts, inv, topo, cost);
+  EXPECT_NEAR(eight.time.value, cost.per_op.value + (M + c) / 47e9 + L + copies, 1e-12);
+}
+
 TEST(StrategySpec, DescribeAndParseRoundTripAndBadTokensAreNamed) {
   // What the tuner prints is what every command reads back.
   for (const char* spec : {"direct", "domain_grouped chunk=512KiB relay_ingress", "domain_chain chunk=256KiB max_chain=2",
