@@ -18,13 +18,17 @@ void add_bench_host_command(CLI::App& app) {
                     "message latency, MPI transport rate, barrier, cores");
   auto out = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  auto seconds = std::make_shared<double>(0.4);
+  auto seconds = std::make_shared<double>(0.2);
+  auto passes = std::make_shared<int>(1);
   cmd->add_option("-o,--output", *out, "Write the host profile here (YAML, read by check --params)");
-  cmd->add_option("--seconds", *seconds, "Longest time of each timed loop (default 0.4)")->check(CLI::PositiveNumber);
+  cmd->add_option("--seconds", *seconds, "Longest time of a process's timed loop (default 0.2)")->check(CLI::PositiveNumber);
+  cmd->add_option("--passes", *passes, "Run every test this many times; each constant is the median (default 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", *json, "Print one JSON object (process 0)");
-  cmd->callback([out, json, seconds] {
+  cmd->callback([out, json, seconds, passes] {
     exec::HostBenchOptions o;
     o.seconds_per_test = *seconds;
+    o.passes = *passes;
     const auto p = exec::bench_host(o);
     if (!p) return;  // not process 0
     if (!out->empty()) p->save(*out);

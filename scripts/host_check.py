@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Host backend: predict, measure, check (docs/validation.md, the section of that name).
 
-1. `mpirun -np N reshard bench-host -o host.yaml`: the host profile, measured on this machine
-   (N: the most processes a run below uses).
+1. `mpirun -np N reshard bench-host --passes 3 -o host.yaml`: the host profile, measured on this
+   machine (N: the most processes a run below uses; each constant the median of 3 passes).
 2. For every small shipped scenario (scenarios/small-*.yaml) and every strategy (`reshard compare
    --json` lists them; auto is left out, it is one of them): `mpirun -np G reshard exec SCENARIO
    --strategy S --backend host -o M.json`, G the GPUs the schedule runs on (one process per GPU),
@@ -16,8 +16,8 @@ The errors are printed, never asserted: how close the model comes on this machin
 `--check` (the ctest `host_check`, label mpi) fails only when the pipeline does not work: a command
 fails, a run is not checked, or an error is not a finite number.
 
-    scripts/host_check.py [--binary build/cli/reshard] [--mpirun mpirun] [--repeat 3] [--out DIR]
-                          [--profile host.yaml] [--json] [--check]
+    scripts/host_check.py [--binary build/cli/reshard] [--mpirun mpirun] [--repeat 3] [--passes 3]
+                          [--out DIR] [--profile host.yaml] [--json] [--check]
 
 The reshard binary: --binary, else $RESHARD_BINARY, else build/cli/reshard. Python 3 standard
 library only.
@@ -63,6 +63,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs of each scenario and strategy; the median one is kept")
     ap.add_argument("--out", help="keep the profile and measurements here (default: a temporary folder)")
     ap.add_argument("--profile", help="a host profile to use instead of measuring one")
+    ap.add_argument("--passes", type=int, default=3, help="bench-host --passes: each constant the median of this many")
     ap.add_argument("--scenarios", default=os.path.join(ROOT, "scenarios", "small-*.yaml"))
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--check", action="store_true", help="fail only when the pipeline does not work (ctest)")
@@ -93,8 +94,8 @@ def main():
     if not profile:
         profile = os.path.join(out, "host.yaml")
         n = max(g for _, _, g in plan)
-        print(f"measuring the host profile: {a.mpirun} -np {n} reshard bench-host -o {profile}", file=log)
-        run(mpirun + [str(n), a.binary, "bench-host", "-o", profile], "bench-host")
+        print(f"measuring the host profile: {a.mpirun} -np {n} reshard bench-host --passes {a.passes} -o {profile}", file=log)
+        run(mpirun + [str(n), a.binary, "bench-host", "--passes", str(a.passes), "-o", profile], "bench-host")
 
     rows = []
     for sc, st, gpus in plan:

@@ -52,18 +52,18 @@ void idle_barrier() {
 
 double now() { return MPI_Wtime(); }
 
-// memcpy of `bytes` from one buffer to another, repeated until `seconds` or `most` copies; returns
-// bytes copied per second. The buffers are touched once first (page faults are not timed).
-double copy_rate(std::vector<unsigned char>& a, std::vector<unsigned char>& b, double seconds, int most) {
-  std::memcpy(b.data(), a.data(), a.size());
+// memcpy of n bytes from a to b, repeated until `seconds` or `most` copies; returns bytes copied per
+// second. The buffers are touched once first (page faults are not timed).
+double copy_rate(unsigned char* a, unsigned char* b, std::size_t n, double seconds, int most) {
+  std::memcpy(b, a, n);
   const double t0 = now();
-  int n = 0;
+  int k = 0;
   do {
-    a[static_cast<std::size_t>(n) % a.size()] ^= 1;  // each copy reads what the last one did not
-    std::memcpy(b.data(), a.data(), a.size());
-    ++n;
-  } while (n < most && now() - t0 < seconds);
-  return static_cast<double>(a.size()) * n / (now() - t0);
+    a[static_cast<std::size_t>(k) % n] ^= 1;  // each copy reads what the last one did not
+    std::memcpy(b, a, n);
+    ++k;
+  } while (k < most && now() - t0 < seconds);
+  return static_cast<double>(n) * k / (now() - t0);
 }
 
 // Round trips of a small message between processes `a` and `b`; returns the one-way time. Both
@@ -94,25 +94,39 @@ double ping_pong(int rank, int a, int b, double seconds, int most) {
   return (now() - t0) / (2.0 * trips);
 }
 
-// Memory as a run's staging is: allocated and zeroed before it is used (exec/src/host_memory.cpp),
-// never moved by a message before. Held until the benchmark ends, so that the heap never hands
-// the same memory out twice.
+// Memory as a run's staging is: pages the process has not used before (a heap that grows),
+// zeroed before it is used (exec/src/host_memory.cpp), never moved by a message before. Mapped
+// afresh and given back when the holder ends, so each pass gets fresh pages again.
 class Fresh {
  public:
-  unsigned char* take(std::size_t bytes) {
-    held_.emplace_back();
-    held_.back().assign(bytes, 0);
-    return held_.back().data();
+  Fresh() = default;
+  Fresh(const Fresh&) = delete;
+  Fresh& operator=(const Fresh&) = delete;
+  ~Fresh() {
+    for (const auto& [at, bytes] : held_) munmap(at, bytes);
+  }
+  // Mapped, not written.
+  unsigned char* map(std::size_t bytes, int rank) {
+    void* at = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (at == MAP_FAILED) throw ExecError("bench-host: cannot map " + std::to_string(bytes) + " bytes", rank, -1);
+    held_.emplace_back(at, bytes);
+    return static_cast<unsigned char*>(at);
+  }
+  // Mapped and zeroed.
+  unsigned char* take(std::size_t bytes, int rank) {
+    unsigned char* at = map(bytes, rank);
+    std::memset(at, 0, bytes);
+    return at;
   }
 
  private:
-  std::vector<std::vector<unsigned char>> held_;
+  std::vector<std::pair<void*, std::size_t>> held_;
 };
 
 // Process `from` streams `bytes` to process `to` in chunks of `chunk`, at most `slots` in flight,
 // each chunk from and into fresh memory of its own. Returns the seconds it took here.
 double stream(int rank, int from, int to, std::int64_t bytes, std::int64_t chunk, int slots, Fresh& fresh) {
-  unsigned char* buffer = fresh.take(static_cast<std::size_t>(bytes));
+  unsigned char* buffer = fresh.take(static_cast<std::size_t>(bytes), rank);
   const int chunks = static_cast<int>((bytes + chunk - 1) / chunk);
   std::vector<MPI_Request> r;
   const double t0 = now();
@@ -129,9 +143,14 @@ double stream(int rank, int from, int to, std::int64_t bytes, std::int64_t chunk
   return now() - t0;
 }
 
+// When one process started and finished its part of a test.
+struct Interval {
+  double start = 0, end = 0;
+};
+
 // Every process sends a small message to every other one and receives one from each, polling as
-// the host backend does; returns the seconds it took here.
-double all_to_all(int rank, int world, int tag) {
+// the host backend does.
+Interval all_to_all(int rank, int world, int tag) {
   std::vector<int> in(static_cast<std::size_t>(world)), out(static_cast<std::size_t>(world), rank);
   std::vector<MPI_Request> r;
   const double t0 = now();
@@ -146,17 +165,13 @@ double all_to_all(int rank, int world, int tag) {
       MPI_Isend(&out[static_cast<std::size_t>(p)], 1, MPI_INT, p, tag, MPI_COMM_WORLD, &r.back());
     }
   poll(r);
-  return now() - t0;
+  return {t0, now()};
 }
 
 // Every process sends `chunk` bytes to every other one and receives as much from each, all at
-// once, out of and into memory allocated and zeroed just before (as a run's staging) that no
-// message has used yet; returns the seconds it took here. The memory stays held by `keep`, so that
-// the next call gets fresh memory too.
-double all_to_all_chunks(int rank, int world, std::int64_t chunk, int tag, Fresh& fresh) {
+// once, out of `out` and into `in` (a chunk per process each).
+Interval all_to_all_chunks(int rank, int world, std::int64_t chunk, int tag, unsigned char* in, unsigned char* out) {
   const auto n = static_cast<std::size_t>(chunk);
-  unsigned char* in = fresh.take(n * static_cast<std::size_t>(world));
-  unsigned char* out = fresh.take(n * static_cast<std::size_t>(world));
   std::vector<MPI_Request> r;
   const double t0 = now();
   for (int p = 0; p < world; ++p)
@@ -170,7 +185,7 @@ double all_to_all_chunks(int rank, int world, std::int64_t chunk, int tag, Fresh
       MPI_Isend(out + n * static_cast<std::size_t>(p), static_cast<int>(chunk), MPI_BYTE, p, tag, MPI_COMM_WORLD, &r.back());
     }
   poll(r);
-  return now() - t0;
+  return {t0, now()};
 }
 
 // The largest of every process's `mine`, on every process.
@@ -178,6 +193,16 @@ double slowest(double mine) {
   double most = 0;
   MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return most;
+}
+
+// From the earliest start to the latest end over every process, on every process: the time the
+// machine took for what they all did (the processes of one node share MPI_Wtime's clock). With more
+// processes than cores one process's own time would be only its turn on a core.
+double span(double start, double end) {
+  double first = 0, last = 0;
+  MPI_Allreduce(&start, &first, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&end, &last, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return last - first;
 }
 
 int cores_available() {
@@ -221,80 +246,101 @@ std::optional<model::HostProfile> bench_host(const HostBenchOptions& o) {
   p.cores = cores_available();
   p.machine = machine_name(p.cores);
 
-  // Fresh memory, written once by every process at once (first, before this process's heap holds
-  // memory it could reuse): as a run's staging when a step needs more than the steps before.
-  {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const std::size_t n = static_cast<std::size_t>(o.copy_bytes / 2);
-    void* fresh = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (fresh == MAP_FAILED) throw ExecError("bench-host: cannot map " + std::to_string(n) + " bytes", rank, -1);
-    const double t0 = now();
-    std::memset(fresh, 3, n);
-    const double mine = now() - t0;
-    munmap(fresh, n);
-    p.touch_rate_all = model::BytesPerSecond{static_cast<double>(n) * world / slowest(mine)};
-  }
-
-  // A chunk from every process to every other one: first as the pair's first message of this
-  // launch (MPI sets up the pair's transport on it), then again; both into fresh memory. Per ordered
-  // pair, the whole machine's time: the second gives the transport rate, the difference what a
-  // pair's first message costs on top.
-  Fresh fresh;
-  {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double first = slowest(all_to_all_chunks(rank, world, o.chunk_bytes, 1, fresh));
+  // One pass of every test. Only the first pass's chunk exchange is each pair's first message.
+  auto pass = [&](bool first_pass) {
+    model::HostProfile q = p;
+    Fresh fresh;
+    // Fresh memory, written by every process at once: as a run's staging when a step needs more
+    // than the steps before. The same memory then serves the copies below.
+    const std::size_t n = static_cast<std::size_t>(o.copy_bytes);
+    unsigned char* block = fresh.map(2 * n, rank);
+    {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now();
+      std::memset(block, 1, 2 * n);
+      q.touch_rate_all = model::BytesPerSecond{2.0 * static_cast<double>(n) * world / span(t0, now())};
+    }
+    // A chunk from every process to every other one, twice (on the first pass the first is each
+    // pair's first message of this launch: MPI sets up the pair's transport on it), each out of
+    // and into fresh memory of its own; then small messages between every two processes.
+    {
+      const auto all = static_cast<std::size_t>(o.chunk_bytes) * static_cast<std::size_t>(world);
+      unsigned char *in1 = fresh.take(all, rank), *out1 = fresh.take(all, rank), *in2 = fresh.take(all, rank),
+                    *out2 = fresh.take(all, rank);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const Interval a1 = all_to_all_chunks(rank, world, o.chunk_bytes, 1, in1, out1);
+      const double first = span(a1.start, a1.end);
+      idle_barrier();
+      MPI_Barrier(MPI_COMM_WORLD);
+      const Interval a2 = all_to_all_chunks(rank, world, o.chunk_bytes, 2, in2, out2);
+      const double again = span(a2.start, a2.end);
+      constexpr int kRounds = 4;
+      idle_barrier();
+      MPI_Barrier(MPI_COMM_WORLD);
+      Interval rounds{now(), 0};
+      for (int i = 0; i < kRounds; ++i) rounds.end = all_to_all(rank, world, 3 + i).end;
+      q.message_time = model::Seconds{span(rounds.start, rounds.end) / (kRounds * pairs)};
+      // The chunks' bytes: their time beyond what as many small messages take (at least a tenth
+      // of it, should the two measurements cross).
+      const double bytes_time = std::max(again - pairs * q.message_time.value, 0.1 * again);
+      q.transport_rate_all = model::BytesPerSecond{static_cast<double>(o.chunk_bytes) * pairs / bytes_time};
+      // A pair's first message: what the first exchange took beyond the second (at least a small
+      // message's time).
+      if (first_pass) q.connect_time = model::Seconds{std::max((first - again) / pairs, q.message_time.value)};
+    }
+    // One process copies while the others idle; then every process at once, the same number of times.
+    unsigned char *x = block, *y = block + n;
+    idle_barrier();
+    double one = rank == 0 ? copy_rate(x, y, n, t, 1000) : 0;
+    MPI_Bcast(&one, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    q.copy_rate = model::BytesPerSecond{one};
     idle_barrier();
     MPI_Barrier(MPI_COMM_WORLD);
-    const double again = slowest(all_to_all_chunks(rank, world, o.chunk_bytes, 2, fresh));
-    p.transport_rate_all = model::BytesPerSecond{static_cast<double>(o.chunk_bytes) * pairs / again};
-    // A first message costs at least what any message does: never less than the small one's below.
-    p.connect_time = model::Seconds{std::max(first - again, 0.0) / pairs};
-  }
-  // Small messages between every two processes, now set up: per message, the whole machine's time.
-  constexpr int kRounds = 4;
-  idle_barrier();
-  double exchange = 0;
-  for (int i = 0; i < kRounds; ++i) exchange += slowest(all_to_all(rank, world, 3 + i));
-  p.message_time = model::Seconds{exchange / (kRounds * pairs)};
-  p.connect_time = std::max(p.connect_time, p.message_time);
-
-  // One process copies; the others idle.
-  std::vector<unsigned char> x(static_cast<std::size_t>(o.copy_bytes), 1), y(static_cast<std::size_t>(o.copy_bytes), 2);
-  idle_barrier();
-  double one = rank == 0 ? copy_rate(x, y, t, 1000) : 0;
-  MPI_Bcast(&one, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  p.copy_rate = model::BytesPerSecond{one};
-  // Every process copies at once, the same number of times; the sum over the slowest time.
-  idle_barrier();
-  MPI_Barrier(MPI_COMM_WORLD);
-  constexpr int kCopies = 4;
-  const double c0 = now();
-  for (int i = 0; i < kCopies; ++i) {
-    x[static_cast<std::size_t>(i)] ^= 1;
-    std::memcpy(y.data(), x.data(), x.size());
-  }
-  p.copy_rate_all = model::BytesPerSecond{static_cast<double>(o.copy_bytes) * kCopies * world / slowest(now() - c0)};
-  std::vector<unsigned char>().swap(x);
-  std::vector<unsigned char>().swap(y);
-
-  // A stream through fresh memory from a to b while the others idle.
-  const std::int64_t bytes = std::max<std::int64_t>(o.copy_bytes / 4, o.chunk_bytes);
-  idle_barrier();
-  double alone = (rank == a || rank == b) ? stream(rank, a, b, bytes, o.chunk_bytes, model::kChainSlots, fresh) : 0;
-  MPI_Bcast(&alone, 1, MPI_DOUBLE, b, MPI_COMM_WORLD);
-  p.transport_rate = model::BytesPerSecond{static_cast<double>(bytes) / alone};
-  // A small message between a and b, the others idling.
-  idle_barrier();
-  double latency = (rank == a || rank == b) ? ping_pong(rank, a, b, t, 2000) : 0;
-  MPI_Bcast(&latency, 1, MPI_DOUBLE, a, MPI_COMM_WORLD);
-  p.message_latency = model::Seconds{latency};
-  // The barrier.
-  idle_barrier();
-  MPI_Barrier(MPI_COMM_WORLD);
-  constexpr int kBarriers = 20;
-  const double b0 = now();
-  for (int i = 0; i < kBarriers; ++i) MPI_Barrier(MPI_COMM_WORLD);
-  p.barrier = model::Seconds{slowest((now() - b0) / kBarriers)};
+    constexpr int kCopies = 4;
+    const double c0 = now();
+    for (int i = 0; i < kCopies; ++i) {
+      x[static_cast<std::size_t>(i)] ^= 1;
+      std::memcpy(y, x, n);
+    }
+    q.copy_rate_all = model::BytesPerSecond{static_cast<double>(n) * kCopies * world / span(c0, now())};
+    // A stream through fresh memory from a to b while the others idle.
+    const std::int64_t bytes = std::max<std::int64_t>(o.copy_bytes / 4, o.chunk_bytes);
+    idle_barrier();
+    double alone = (rank == a || rank == b) ? stream(rank, a, b, bytes, o.chunk_bytes, model::kChainSlots, fresh) : 0;
+    MPI_Bcast(&alone, 1, MPI_DOUBLE, b, MPI_COMM_WORLD);
+    q.transport_rate = model::BytesPerSecond{static_cast<double>(bytes) / alone};
+    // A small message between a and b, the others idling.
+    idle_barrier();
+    double latency = (rank == a || rank == b) ? ping_pong(rank, a, b, t, 2000) : 0;
+    MPI_Bcast(&latency, 1, MPI_DOUBLE, a, MPI_COMM_WORLD);
+    q.message_latency = model::Seconds{latency};
+    // The barrier.
+    idle_barrier();
+    MPI_Barrier(MPI_COMM_WORLD);
+    constexpr int kBarriers = 20;
+    const double b0 = now();
+    for (int i = 0; i < kBarriers; ++i) MPI_Barrier(MPI_COMM_WORLD);
+    q.barrier = model::Seconds{slowest((now() - b0) / kBarriers)};
+    return q;
+  };
+  std::vector<model::HostProfile> passes;
+  for (int i = 0; i < std::max(1, o.passes); ++i) passes.push_back(pass(i == 0));
+  // Each constant: its median over the passes (the pair's first message: the first pass's).
+  auto median = [&](auto field) {
+    std::vector<double> v;
+    for (const auto& q : passes) v.push_back((q.*field).value);
+    std::sort(v.begin(), v.end());
+    return v[(v.size() - 1) / 2];
+  };
+  p.touch_rate_all.value = median(&model::HostProfile::touch_rate_all);
+  p.copy_rate.value = median(&model::HostProfile::copy_rate);
+  p.copy_rate_all.value = median(&model::HostProfile::copy_rate_all);
+  p.transport_rate.value = median(&model::HostProfile::transport_rate);
+  p.transport_rate_all.value = median(&model::HostProfile::transport_rate_all);
+  p.message_time.value = median(&model::HostProfile::message_time);
+  p.message_latency.value = median(&model::HostProfile::message_latency);
+  p.barrier.value = median(&model::HostProfile::barrier);
+  p.connect_time = std::max(passes.front().connect_time, p.message_time);
   if (!initialized) MPI_Finalize();
   if (rank != 0) return std::nullopt;
   return p;

@@ -4,15 +4,24 @@
 // nothing moved), the constants of the host cost model (model/host_cost.hpp). Nothing in it is
 // fitted to a run of a schedule.
 //
-//   copy_rate        one process copies a buffer (memcpy) while the others idle: bytes copied / s
-//   copy_rate_all    all N processes copy at once: the sum of their bytes / the slowest one's time
-//   message_latency  one-way time of a small message between two processes polling as the host
-//                    backend does, while the other processes idle in the same loop (a ping-pong:
-//                    its round-trip time / 2)
-//   transport_rate   chunks (512 KiB) streamed from one process to another through 8 slots, the
-//                    others idling: bytes / s of MPI's own copy between processes
-//   barrier          MPI_Barrier over the N processes (the barrier before a run's clock starts)
-//   cores            the CPUs this process may run on (sched_getaffinity)
+// Every test runs `passes` times (each constant the median) with the N processes of the launch alive; "all" means every process at once,
+// and its figure is the sum of their work over the slowest one's time (what the machine does with
+// its cores shared by N processes). In the order they run:
+//   touch_rate_all      every process writes memory it has never used (fresh pages): bytes / s
+//   connect_time        a 512 KiB chunk from every process to every other one, as each pair's first
+//                       message of the launch, then again: per ordered pair, the difference
+//   message_time        small messages from every process to every other one: per message
+//   transport_rate_all  the second chunk exchange, out of and into staging no message has used
+//                       before (allocated and zeroed just before, as a run's): the chunks' bytes
+//                       over its time beyond as many small messages' (message_time each)
+//   copy_rate           one process copies 8 MiB (memcpy) while the others idle: bytes / s
+//   copy_rate_all       every process copies at once: bytes / s
+//   transport_rate      chunks streamed from one process to another through 8 slots, fresh
+//                       memory, the others idling: bytes / s
+//   message_latency     one-way time of a small message between two processes, the others
+//                       idling (a ping-pong's round trip / 2)
+//   barrier             MPI_Barrier over the N processes
+//   cores               the CPUs this process may run on (sched_getaffinity)
 #pragma once
 
 #include <cstdint>
@@ -23,9 +32,11 @@
 namespace reshard::exec {
 
 struct HostBenchOptions {
-  std::int64_t copy_bytes = 32 << 20;   // the buffer one process copies
+  std::int64_t copy_bytes = 8 << 20;    // the buffer one process copies
   std::int64_t chunk_bytes = 512 << 10; // a stream's chunk (the strategies' default)
-  double seconds_per_test = 0.4;        // each timed loop stops after this (or its count of repeats)
+  double seconds_per_test = 0.2;        // the timed loops of one process stop after this (or their count)
+  int passes = 1;                       // every test this many times, each constant the median (the
+                                        // pair's first message: the first pass's)
 };
 
 // Collective over every process of the MPI launch (N >= 2; MPI is initialised and finalised here
