@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include "reshard/model/errors.hpp"
 #include "reshard/model/memory.hpp"
@@ -91,15 +92,15 @@ std::vector<Hop> hops_of(const Schedule& s, const Op& o) {
   return out;
 }
 
-// The depth of an op's tree: 1 for a transfer, the longest root-to-leaf hop count for a chain.
+// The depth of an op's tree: 1 for a transfer, the longest root-to-leaf hop count for a chain
+// (every hop's `from` is the root or an earlier hop's `to`, model::Chain).
 std::int32_t depth_of(const std::vector<Hop>& hops) {
-  std::vector<std::pair<GpuId, std::int32_t>> at;  // GPU -> hops from the root
+  std::unordered_map<GpuId, std::int32_t> at;  // GPU -> hops from the root
   std::int32_t deepest = hops.empty() ? 0 : 1;
   for (const Hop& h : hops) {
-    std::int32_t d = 1;
-    for (const auto& [g, k] : at)
-      if (g == h.from) d = k + 1;
-    at.push_back({h.to, d});
+    const auto it = at.find(h.from);
+    const std::int32_t d = it == at.end() ? 1 : it->second + 1;
+    at[h.to] = d;
     deepest = std::max(deepest, d);
   }
   return deepest;
@@ -110,6 +111,8 @@ std::int32_t depth_of(const std::vector<Hop>& hops) {
 HostPrediction estimate_host(const Schedule& s, const std::vector<GpuId>& gpus, std::int32_t processes,
                              const HostProfile& prof) {
   if (processes < 1) throw PlanError("a host run needs at least one process, not " + std::to_string(processes));
+  for (std::size_t i = 0; i < s.ops.size(); ++i)
+    if (const std::string why = op_problem(s, i, -1, false); !why.empty()) throw ScheduleError(why);
   GpuId most = -1;
   for (GpuId g : gpus) most = std::max(most, g);
   std::vector<std::int32_t> process(static_cast<std::size_t>(most + 1), -1);

@@ -103,7 +103,8 @@ struct HostPrediction {
 
 // The prediction for a run of `s` by `processes` processes over `gpus` (the run's GPUs, sorted, as
 // exec::RunPlan::gpus lists them: GPU gpus[i] in process i mod processes). Throws ScheduleError
-// when an op names a GPU outside `gpus`, PlanError for processes < 1.
+// for an op list op_problem refuses or an op naming a GPU outside `gpus`, PlanError for
+// processes < 1.
 HostPrediction estimate_host(const Schedule& s, const std::vector<GpuId>& gpus, std::int32_t processes,
                              const HostProfile& profile);
 
