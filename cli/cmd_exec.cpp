@@ -1,6 +1,6 @@
 // reshard exec SCENARIO|SCHEDULE.json [--scenario S] [--strategy S] [--backend host|cuda|nccl] [--json]
 //   [--timeout 30s] [-o measurement.json] [--inject corrupt:OP|die:RANK|drop:OP]
-// reshard check MEASUREMENT [--json]
+// reshard check MEASUREMENT [--params FILE] [--json]
 //
 // exec runs a schedule for real (docs/design.md §10): under mpirun for host and nccl (one process per GPU
 // of the scenario), in one process for cuda. Process 0 prints and writes the measurement; the other
@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/cost.hpp"
+#include "reshard/model/host_cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/schedule_file.hpp"
@@ -239,15 +240,23 @@ void print_staging(const std::vector<exec::StagingComparison>& staging) {
             << " (GPU " << p.gpu << "), measured " << format(Bytes{q.measured_bytes}) << " (GPU " << q.gpu << ")\n";
 }
 
-void run_check(const std::string& path, bool json, bool accept_unverified) {
-  const exec::Measurement m = exec::load_measurement(path, accept_unverified);
+void run_check(const std::string& path, bool json, bool accept_unverified, const std::string& params) {
+  exec::Measurement m = exec::load_measurement(path, accept_unverified);
+  // --params: a host profile (reshard bench-host) predicts with the host model; any other parameters
+  // file replaces the one (or the profile) the measurement recorded.
+  const bool host = !params.empty() && HostProfile::is_host_profile(params);
+  HostPrediction terms;
+  if (!params.empty() && !host) m.params_file = std::filesystem::absolute(params).string();
   const auto rows = [&] {
     try {
-      return exec::compare_with_prediction(m);
+      return host ? exec::compare_with_host_model(m, HostProfile::load(params), path, &terms)
+                  : exec::compare_with_prediction(m);
     } catch (const model::ScheduleError& e) {
       throw model::ConfigError(path, 0, "schedule", e.what());
     }
   }();
+  const std::string predictor = host ? "the host model with the profile of " + params
+                                     : m.params_file.empty() ? "profile '" + m.profile + "'" : "the cost parameters of " + m.params_file;
   const std::vector<exec::StagingComparison> staging = exec::compare_staging(m);
   if (json) {
     nlohmann::json j;
@@ -257,8 +266,10 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
     j["scenario_file"] = m.scenario_path;
     j["strategy"] = to_string(m.schedule.params.strategy);
     j["params"] = describe(m.schedule.params);
-    j["profile"] = m.profile;
-    if (!m.params_file.empty()) j["params_file"] = m.params_file;
+    j["profile"] = host ? std::string("host") : m.profile;
+    if (host) j["host_profile_file"] = params;
+    else if (!m.params_file.empty()) j["params_file"] = m.params_file;
+    j["predicted_by"] = predictor;
     j["backend"] = m.backend;
     j["verified"] = m.verified;
     auto& steps = j["steps"] = nlohmann::json::array();
@@ -269,6 +280,12 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
         j["total"] = row;
       } else {
         row["step"] = r.step;
+        if (host) {  // the host model's terms (model/host_cost.hpp)
+          const HostStep& t = terms.steps[static_cast<std::size_t>(r.step)];
+          row["host_terms"] = {{"machine_s", t.machine.value}, {"process_s", t.process.value}, {"path_s", t.path.value}, {"open_s", t.open.value},
+                               {"transported_bytes", t.transported.value}, {"copied_bytes", t.copied.value},
+                               {"touched_bytes", t.touched.value}, {"messages", t.messages}, {"pairs", t.pairs}};
+        }
         steps.push_back(row);
       }
     }
@@ -283,7 +300,7 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
   }
   print_fields(std::cout, {{"measurement", path}, {"scenario", m.schedule.scenario + " (" + m.scenario_path + ")"},
                            {"strategy", describe(m.schedule.params)}, {"backend", m.backend},
-                           {"profile", m.params_file.empty() ? m.profile : m.params_file},
+                           {"profile", host ? "host (" + params + ")" : m.params_file.empty() ? m.profile : m.params_file},
                            {"verified", m.verified ? "yes" : "no"}});
   std::cout << '\n';
   Table t({"step", "ops>", "bytes>", "predicted>", "measured>", "error>"});
@@ -291,15 +308,23 @@ void run_check(const std::string& path, bool json, bool accept_unverified) {
     t.add({r.step < 0 ? "total" : std::to_string(r.step), std::to_string(r.ops), format(Bytes{r.bytes}),
            format(Seconds{r.predicted_s}), format(Seconds{r.measured_s}), fixed(100 * r.error(), 1) + " %"});
   t.print(std::cout);
-  std::cout << "error is (measured - predicted) / predicted; the prediction is the cost model of the scenario's "
-               "topology with " << (m.params_file.empty() ? "profile '" + m.profile + "'" : "the cost parameters of " + m.params_file)
-            << ".\n";
-  if (m.backend == "host" || m.backend == "cuda")
+  if (host) {
+    std::cout << "error is (measured - predicted) / predicted; predicted by " << predictor
+              << " (model/host_cost.hpp): this machine's host backend, " << m.ranks << " processes.\n";
+  } else {
+    std::cout << "error is (measured - predicted) / predicted; the prediction is the cost model of the scenario's "
+                 "topology with " << predictor << ".\n";
+  }
+  if (!host && (m.backend == "host" || m.backend == "cuda"))
     std::cout << "note: the " << m.backend << " backend moves every byte through "
               << (m.backend == "host" ? "MPI in host memory" : "one GPU's memory (virtual ranks)")
               << ", not over the topology's NVLink and network links: its times measure the executor on this "
                  "machine, not the cluster, so a large error is expected. The prediction is for an nccl run on "
-                 "the cluster itself.\n";
+                 "the cluster itself."
+              << (m.backend == "host" ? " To predict the host run itself: reshard check " + path +
+                                            " --params host.yaml, with a profile from mpirun -np N reshard bench-host -o host.yaml."
+                                      : std::string())
+              << "\n";
   if (!staging.empty()) print_staging(staging);
 }
 
@@ -341,12 +366,16 @@ void add_check_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   auto accept = std::make_shared<bool>(false);
+  auto params = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("check", "Compare a Measurement with the cost model's prediction, step by step");
   cmd->add_option("measurement", *path, "Measurement JSON written by reshard exec -o")->required();
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_flag("--accept-unverified", *accept,
                 "Use a Measurement whose digest does not match its content or scenario, or whose run was not verified");
-  cmd->callback([path, json, accept] { run_check(*path, *json, *accept); });
+  cmd->add_option("--params", *params,
+                  "Predict with this file: a host profile (reshard bench-host -o host.yaml) predicts a host-backend run "
+                  "with the host model; other cost parameters replace the measurement's profile");
+  cmd->callback([path, json, accept, params] { run_check(*path, *json, *accept, *params); });
 }
 
 }  // namespace reshard::cli

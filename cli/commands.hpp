@@ -17,6 +17,7 @@ void add_calibrate_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_exec_command(CLI::App& app);
 void add_check_command(CLI::App& app);
+void add_bench_host_command(CLI::App& app);
 
 // An error every process of an mpirun job meets alike (bad input, read before MPI starts): process
 // 0 prints it, the others leave with the same exit code without printing it again, a second later

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   reshard::cli::add_simulate_command(app);
   reshard::cli::add_exec_command(app);
   reshard::cli::add_check_command(app);
+  reshard::cli::add_bench_host_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,6 +12,7 @@
 #include <set>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -23,6 +24,7 @@
 
 #include "chain_fixtures.hpp"
 #include "reshard/exec/executor.hpp"
+#include "reshard/model/host_cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/schedule_file.hpp"
@@ -376,6 +378,53 @@ TEST(ExecHost, MeasurementGoesThroughCheckAndCalibrate) {
   const auto cj = json_of(cal);
   ASSERT_EQ(cj["rows"].size(), 1u);
   EXPECT_NEAR(cj["rows"][0]["measured_s"].get<double>(), mj["elapsed_s"].get<double>(), 1e-12);
+}
+
+// The host profile (reshard bench-host) predicts a host run with the host model (model/host_cost.hpp),
+// per step and in total, and says so; a measurement of another backend is refused naming the file
+// and its key; calibrate still takes the host measurement.
+TEST(ExecHost, HostProfilePredictsHostRunsAndRefusesOtherBackends) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto profile = dir / "reshard_test_host_profile_bench.yaml";
+  int st = 0;
+  const auto bench = run(mpirun(4) + reshard() + " bench-host --seconds 0.05 -o " + profile.string(), &st);
+  ASSERT_EQ(st, 0) << bench;
+  EXPECT_NE(bench.find("message latency"), std::string::npos) << bench;
+  const reshard::model::HostProfile p = reshard::model::HostProfile::load(profile);
+  EXPECT_EQ(p.processes, 4);
+  EXPECT_GT(p.transport_rate_all.value, 0);
+  const std::string fp8 = scenario("small-gqa-fp8.yaml");
+  const auto m = dir / "reshard_test_exec_host_model.json";
+  const auto out = run(mpirun(10) + reshard() + " exec " + fp8 + " --strategy gather_broadcast -o " + m.string(), &st);
+  ASSERT_EQ(st, 0) << out;
+  const auto j = json_of(run(reshard() + " check " + m.string() + " --params " + profile.string() + " --json", &st));
+  ASSERT_EQ(st, 0) << j;
+  EXPECT_EQ(j["profile"], "host");
+  EXPECT_EQ(j["host_profile_file"], profile.string());
+  ASSERT_EQ(j["steps"].size(), 2u);  // gather, then broadcast
+  for (const auto& row : j["steps"]) {
+    EXPECT_GT(row["estimate_s"].get<double>(), 0);
+    EXPECT_TRUE(row.contains("host_terms")) << row;
+  }
+  EXPECT_TRUE(std::isfinite(j["total"]["relative_error"].get<double>()));
+  // The host model predicts far closer than the cluster's topology (tens of microseconds).
+  const auto cluster = json_of(run(reshard() + " check " + m.string() + " --json", &st));
+  EXPECT_GT(j["total"]["estimate_s"].get<double>(), 10 * cluster["total"]["estimate_s"].get<double>());
+  const auto text = run(reshard() + " check " + m.string() + " --params " + profile.string(), &st);
+  EXPECT_NE(text.find("predicted by the host model with the profile of " + profile.string()), std::string::npos) << text;
+  // Another backend's measurement.
+  auto other = nlohmann::json::parse(std::ifstream(m));
+  other["backend"] = "nccl";
+  const auto nccl = dir / "reshard_test_exec_nccl_as_host.json";
+  std::ofstream(nccl) << other.dump();
+  const auto refused = run(reshard() + " check " + nccl.string() + " --accept-unverified --params " + profile.string(), &st);
+  EXPECT_NE(st, 0);
+  EXPECT_NE(refused.find(nccl.string() + ": backend: 'nccl': the host profile predicts runs of the host backend"),
+            std::string::npos)
+      << refused;
+  const auto cal = json_of(run(reshard() + " calibrate " + m.string() + " --json", &st));
+  ASSERT_EQ(st, 0) << cal;
+  EXPECT_EQ(cal["rows"].size(), 1u);
 }
 
 // A hand-made chain schedule (chain_fixtures.hpp) as a file, with its scenario file and what it

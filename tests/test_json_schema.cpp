@@ -202,6 +202,16 @@ TEST(JsonSchema, ExecCheckCalibrate) {
   const fs::path csv = kTmp / "measured.csv";
   std::ofstream(csv) << "scenario,strategy,measured_s\n" << kGqa << ",domain_chain," << exec["measured_s"].get<double>() << "\n";
   expect_valid(reshard_json("calibrate " + csv.string() + " --json"), "reshard-calibrate-1", "calibrate");
+  // The host profile, and check with it (the host model's terms per step).
+  const std::string host = (kTmp / "host.yaml").string();
+  const auto bench = run_command(std::string(RESHARD_MPIEXEC) + " --oversubscribe -np 4 " + RESHARD_BINARY +
+                                     " bench-host --seconds 0.05 --json -o " + host + " 2>/dev/null",
+                                 &status);
+  ASSERT_EQ(status, 0) << bench;
+  expect_valid(json::parse(bench), "reshard-bench-host-1", "bench-host");
+  const json hosted = reshard_json("check " + m + " --params " + host + " --json");
+  expect_valid(hosted, "reshard-check-1", "check --params host.yaml");
+  EXPECT_EQ(hosted["profile"], "host");
 }
 #endif
 
@@ -210,7 +220,8 @@ TEST(JsonSchema, EveryDocumentedSchemaIsExercised) {
   const std::set<std::string> exercised{"reshard-topo-1", "reshard-model-1", "reshard-plan-1", "reshard-compare-1",
                                         "reshard-simulate-1", "reshard-simulate-flows-1", "reshard-simulate-collective-1",
                                         "reshard-exec-dry-run-1", "reshard-backends-1", "reshard-sweep-row-1",
-                                        "reshard-exec-1", "reshard-check-1", "reshard-calibrate-1", "reshard-systems-1"};
+                                        "reshard-exec-1", "reshard-check-1", "reshard-calibrate-1",
+                                        "reshard-systems-1", "reshard-bench-host-1"};
   std::set<std::string> documented;
   for (const auto& e : fs::directory_iterator(kRoot + "/docs/schema")) {
     const json s = json::parse(std::ifstream(e.path()));

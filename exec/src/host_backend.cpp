@@ -133,7 +133,7 @@ class HostRun {
         continue;
       }
       if (MPI_Wtime() > deadline) throw stall_error();
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      std::this_thread::sleep_for(kIdleSleep);
     }
     out_.elapsed = MPI_Wtime() - t0_;
     if (!session) MPI_Comm_free(&comm_);

@@ -205,6 +205,34 @@ std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
   return out;
 }
 
+std::vector<StepComparison> compare_with_host_model(const Measurement& m, const HostProfile& profile,
+                                                    const std::string& file, HostPrediction* terms) {
+  if (m.backend != "host")
+    throw ConfigError(file, 0, "backend",
+                      "'" + m.backend + "': the host profile predicts runs of the host backend (reshard exec --backend host); "
+                      "check this measurement without it");
+  std::vector<Override> overrides;
+  for (const auto& text : m.scenario_sets) overrides.push_back(parse_override(text));
+  const LoadedScenario sc = load_scenario(std::filesystem::path(m.scenario_path), overrides);
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  if (m.schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
+    throw ScheduleError("the measured schedule has " + std::to_string(m.schedule.piece_count) + " pieces, scenario '" +
+                        m.scenario_path + "' plans " + std::to_string(ts.pieces.size()));
+  const RunPlan rp = make_run_plan(sc, ts, m.schedule);  // the run's GPUs, as the backend dealt them to processes
+  const HostPrediction pred = estimate_host(m.schedule, rp.gpus, m.ranks, profile);
+  const auto sp = spans(m, rp.step_of, rp.steps);
+  std::vector<StepComparison> out;
+  for (const HostStep& st : pred.steps) {
+    const auto& s = sp[static_cast<std::size_t>(st.step)];
+    out.push_back({st.step, s.ops, s.bytes, st.time.value, s.end >= s.start ? s.end - s.start : 0.0});
+  }
+  std::int64_t bytes = 0;
+  for (const auto& o : m.schedule.ops) bytes += o.bytes.value;
+  out.push_back({-1, static_cast<std::int64_t>(m.schedule.ops.size()), bytes, pred.time.value, m.elapsed_s});
+  if (terms) *terms = pred;
+  return out;
+}
+
 std::vector<StagingComparison> compare_staging(const Measurement& m) {
   const StagingMemory predicted = staging_memory(m.schedule);
   std::vector<StagingComparison> out;

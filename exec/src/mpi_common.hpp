@@ -1,6 +1,7 @@
 // MPI pieces shared by the host and nccl backends (only compiled with MPI).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,10 @@
 namespace reshard::exec::detail {
 
 class SetupWatchdog;
+
+// How long the host backend sleeps when a pass over its requests moved nothing (and how
+// bench-host's processes idle, exec/host_bench.hpp): the host cost model's latency is measured with it.
+inline constexpr std::chrono::microseconds kIdleSleep{20};
 
 struct MpiWorld {
   int rank = 0, world = 1;

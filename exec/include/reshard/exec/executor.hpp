@@ -28,6 +28,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/model/host_cost.hpp"
 #include "reshard/model/memory.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
@@ -133,6 +134,12 @@ struct StepComparison {
 // each step's operations
 // alone, and of the whole schedule, against the measured span of the step (last end - first start).
 std::vector<StepComparison> compare_with_prediction(const Measurement& m);
+// The same with the host backend's own model (model/host_cost.hpp, a profile `reshard bench-host`
+// measured) for a Measurement of the host backend: its schedule, GPUs and processes (ranks). A
+// Measurement of another backend is a ConfigError naming `file` (the measurement) and its key
+// `backend`. `terms`, when given, gets the prediction with each step's terms.
+std::vector<StepComparison> compare_with_host_model(const Measurement& m, const model::HostProfile& profile,
+                                                    const std::string& file, model::HostPrediction* terms = nullptr);
 
 // The staging memory each GPU held at most (Measurement::staging) against model::staging_memory's
 // peak for it; empty when the run did not measure it.
