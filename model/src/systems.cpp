@@ -154,15 +154,19 @@ std::vector<SystemProfile> make_profiles() {
     };
     v.push_back(s);
   }
-  {
+  for (bool multi_sender : {false, true}) {
     SystemProfile s;
-    s.name = "verl";
-    s.system = "verl, NCCL checkpoint engine (verl/checkpoint_engine, 2026)";
-    s.strategy = "gather_broadcast channels=1";
-    s.schedule =
-        "one sender (the actor's rank 0) gathers and broadcasts buckets, double-buffered, to every rollout "
-        "rank, which loads them over CUDA IPC; a synchronize per bucket. The sender reaches one NIC (verl "
-        "#7167, #7291): one ring (channels=1)";
+    s.name = multi_sender ? "verl_multi_sender" : "verl";
+    s.system = std::string("verl, NCCL checkpoint engine") + (multi_sender ? " with multi_sender" : "") +
+               " (verl/checkpoint_engine, 2026)";
+    s.strategy = multi_sender ? "gather_broadcast" : "gather_broadcast channels=1";
+    s.schedule = multi_sender
+                     ? "the actor's rank 0 gathers each bucket and its node-local peers relay it (multi_sender), so "
+                       "the broadcast leaves through every NIC of its node: a ring per rail (gather_broadcast's "
+                       "default channels); double-buffered, a synchronize per bucket, loads over CUDA IPC"
+                     : "one sender (the actor's rank 0) gathers and broadcasts buckets, double-buffered, to every "
+                       "rollout rank, which loads them over CUDA IPC; a synchronize per bucket. The sender reaches "
+                       "one NIC (verl #7167, #7291): one ring (channels=1)";
     s.cost = base(s.name);
     s.cost.per_broadcast_tensor = Seconds{kPythonPerTensor};
     s.cost.copy_passes = 1;
