@@ -30,6 +30,20 @@ vocab_size: 1024
 tie_word_embeddings: true
 )", "ring.yaml");
 }
+// A one-layer dense model of about 3.2 GB (bf16), mostly its three 32768 x 16384 MLP weights.
+Inventory one_layer_model() {
+  return Inventory::parse(R"(name: one
+architecture: qwen3
+hidden_size: 32768
+num_hidden_layers: 1
+num_attention_heads: 1
+num_key_value_heads: 1
+head_dim: 8
+intermediate_size: 16384
+vocab_size: 8
+tie_word_embeddings: true
+)", "one.yaml");
+}
 Topology two_nodes_one_spine() {
   return Topology::parse(R"(name: dgx-h100-2n-1spine
 cluster:
@@ -224,17 +238,7 @@ TEST(Estimate, HandWorkedTwoDomains) {
   //                  unpack of its last at the memory copy rate m (2.15e12): 2 c / m.
   //                  Estimate: T_bw + T_fill + T_latency = B / 47e9 + c / 47e9 + 2 c / m + per_op + max L.
   const auto topo = two_nodes_one_spine();
-  const auto inv = Inventory::parse(R"(name: one
-architecture: qwen3
-hidden_size: 32768
-num_hidden_layers: 1
-num_attention_heads: 1
-num_key_value_heads: 1
-head_dim: 8
-intermediate_size: 16384
-vocab_size: 8
-tie_word_embeddings: true
-)", "one.yaml");
+  const auto inv = one_layer_model();
   // Source dtensor on GPU 0 only; destination replicated on GPUs 8..15.
   DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
   DTensorSpec eight{{8}, {"x"}, {{"default", {Placement{}}}}};
@@ -336,17 +340,7 @@ TEST(Estimate, HandWorkedImplementationTerms) {
   //   additive: overheads = T_host + 2 barriers x calls x T_barrier + T_copy
   //   overlapping: overheads = T_device + max(0, T_host - T_gpu - T_device)
   const auto topo = two_nodes_one_spine();
-  const auto inv = Inventory::parse(R"(name: one
-architecture: qwen3
-hidden_size: 32768
-num_hidden_layers: 1
-num_attention_heads: 1
-num_key_value_heads: 1
-head_dim: 8
-intermediate_size: 16384
-vocab_size: 8
-tie_word_embeddings: true
-)", "one.yaml");
+  const auto inv = one_layer_model();
   DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
   DTensorSpec eight{{8}, {"x"}, {{"default", {Placement{}}}}};
   const auto src = build_shard_map(inv, LayoutSpec{one, {0}});
