@@ -7,7 +7,6 @@
 #include "inputs.hpp"
 #include "progress.hpp"
 #include "reshard/model/scenario.hpp"
-#include "reshard/model/systems.hpp"
 #include "reshard/study/compare.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
@@ -141,11 +140,7 @@ void add_compare_command(CLI::App& app) {
       if (s != "auto") options.configured.push_back(s);  // auto is always the last row
     options.threads = *jobs;
     options.max_staging = parse_max_staging(*max_staging);
-    for (const auto& name : *systems) {
-      if (name != "all") options.systems.push_back(name);
-      else
-        for (const auto& sp : system_profiles()) options.systems.push_back(sp.name);
-    }
+    options.systems = *systems;
     run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *sets,
                 options, *json);
   });

@@ -26,7 +26,6 @@
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/tuner.hpp"
 #include "reshard/sim/schedule_sim.hpp"
-#include "reshard/model/systems.hpp"
 #include "reshard/study/compare.hpp"
 #include "reshard/study/sweep.hpp"
 
@@ -285,11 +284,7 @@ py::object compare_py(const py::object& scenario, const std::string& profile, co
                       const std::vector<std::string>& systems) {
   const Loaded sc = load(scenario, overrides, base_dir);
   study::CompareOptions options;
-  for (const auto& name : systems) {  // "all": every implementation profile, in the table's order
-    if (name != "all") options.systems.push_back(name);
-    else
-      for (const auto& sp : model::system_profiles()) options.systems.push_back(sp.name);
-  }
+  options.systems = systems;  // "all": every implementation profile
   options.profile = profile;
   if (!params.is_none()) options.params_file = path_string(params);
   options.simulate = simulate;

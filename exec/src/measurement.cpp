@@ -33,6 +33,19 @@ std::vector<StepSpan> spans(const Measurement& m, const std::vector<std::int32_t
   return out;
 }
 
+// The measurement's scenario (with its --set overrides) and its plan, which must be the one the
+// schedule was built on (the same piece count).
+std::pair<LoadedScenario, TransferSet> measured_plan(const Measurement& m) {
+  std::vector<Override> overrides;
+  for (const auto& text : m.scenario_sets) overrides.push_back(parse_override(text));
+  LoadedScenario sc = load_scenario(std::filesystem::path(m.scenario_path), overrides);
+  TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  if (m.schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
+    throw ScheduleError("the measured schedule has " + std::to_string(m.schedule.piece_count) + " pieces, scenario '" +
+                        m.scenario_path + "' plans " + std::to_string(ts.pieces.size()));
+  return {std::move(sc), std::move(ts)};
+}
+
 }  // namespace
 
 nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
@@ -165,13 +178,7 @@ Measurement load_measurement(const std::filesystem::path& path, bool accept_unve
 }
 
 std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
-  std::vector<Override> overrides;
-  for (const auto& text : m.scenario_sets) overrides.push_back(parse_override(text));
-  const LoadedScenario sc = load_scenario(std::filesystem::path(m.scenario_path), overrides);
-  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
-  if (m.schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
-    throw ScheduleError("the measured schedule has " + std::to_string(m.schedule.piece_count) + " pieces, scenario '" +
-                        m.scenario_path + "' plans " + std::to_string(ts.pieces.size()));
+  const auto [sc, ts] = measured_plan(m);
   check_gpus(m.schedule, sc.topology.gpu_count());
   validate(m.schedule, ts, sc.inventory, sc.source, sc.destination);
   const CostParams cost = CostParams::named_or_loaded(m.profile, m.params_file);
@@ -211,13 +218,7 @@ std::vector<StepComparison> compare_with_host_model(const Measurement& m, const 
     throw ConfigError(file, 0, "backend",
                       "'" + m.backend + "': the host profile predicts runs of the host backend (reshard exec --backend host); "
                       "check this measurement without it");
-  std::vector<Override> overrides;
-  for (const auto& text : m.scenario_sets) overrides.push_back(parse_override(text));
-  const LoadedScenario sc = load_scenario(std::filesystem::path(m.scenario_path), overrides);
-  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
-  if (m.schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
-    throw ScheduleError("the measured schedule has " + std::to_string(m.schedule.piece_count) + " pieces, scenario '" +
-                        m.scenario_path + "' plans " + std::to_string(ts.pieces.size()));
+  const auto [sc, ts] = measured_plan(m);
   const RunPlan rp = make_run_plan(sc, ts, m.schedule);  // the run's GPUs, as the backend dealt them to processes
   const HostPrediction pred = estimate_host(m.schedule, rp.gpus, m.ranks, profile);
   const auto sp = spans(m, rp.step_of, rp.steps);

@@ -107,6 +107,10 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   // The systems' profiles, found before anything is built (an unknown name is one error).
   std::vector<const SystemProfile*> systems;
   for (const auto& name : options.systems) {
+    if (name == "all") {
+      for (const auto& sp : system_profiles()) systems.push_back(&sp);
+      continue;
+    }
     const SystemProfile* sp = find_system_profile(name);
     if (!sp) throw ConfigError("", 0, "systems", "unknown system '" + name + "'; known: " + system_profile_names());
     systems.push_back(sp);

@@ -31,7 +31,7 @@ struct CompareOptions {
   std::vector<std::string> strategies = model::strategy_names();  // named strategies, in order
   std::vector<std::string> configured;    // configured strategies, as describe() writes them
   // Implementation profiles of other systems (model/systems.hpp) to estimate on the same scenario,
-  // each with its own schedule and cost terms: CompareResult::systems.
+  // each with its own schedule and cost terms: CompareResult::systems. "all": every profile.
   std::vector<std::string> systems;
   // Stages "strategies" (rows estimated, and simulated, of the named and configured strategies,
   // said in row order whatever the threads), "tune" (candidates evaluated of at most
