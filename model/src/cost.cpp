@@ -2,7 +2,6 @@
 
 #include <Eigen/SparseCore>
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <unordered_map>
 
