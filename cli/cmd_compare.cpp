@@ -1,6 +1,7 @@
 // reshard compare SCENARIO [--profile P] [--systems all] [--set KEY=VALUE]... [--json]: the main what-if.
 // Every strategy's schedule, estimated; the auto tuner's choice; other systems' (study::compare; this
 // file prints it).
+#include <chrono>
 #include <iostream>
 
 #include "commands.hpp"
@@ -52,15 +53,21 @@ void print_systems(const study::CompareResult& r) {
 }
 }  // namespace
 
-void run_compare(const std::string& path, const std::vector<std::string>& sets, study::CompareOptions options, bool json) {
+void run_compare(const std::string& path, const std::vector<std::string>& sets, study::CompareOptions options, bool json,
+                 bool timings) {
+  const auto start = std::chrono::steady_clock::now();
   const LoadedScenario sc = load_scenario(std::filesystem::path(path), parse_sets(sets));
+  const Seconds loaded{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
   print_warnings(sc);
   auto progress = ProgressLine::for_stderr(json);  // rows, tuner candidates, confirmations
   options.progress = progress.callback();
-  const study::CompareResult r = study::compare(sc, options);
+  study::CompareResult r = study::compare(sc, options);
+  r.wall.load = loaded;
   progress.clear();
   if (json) {
-    std::cout << study::to_json(r).dump(2) << '\n';
+    nlohmann::json j = study::to_json(r);
+    if (timings) j["timings"] = study::timings_json(r.wall);
+    std::cout << j.dump(2) << '\n';
     return;
   }
   const LowerBound& lb = r.lower_bound;
@@ -103,6 +110,12 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
                "the staging memory the GPU that needs the most holds at once besides its shards, of its budget"
             << (options.simulate ? "; auto confirmed its best candidates by simulation.\n"
                                  : ". Add --simulate to simulate every schedule (flow-level max-min; auto's best candidates too).\n");
+  if (timings) {
+    const auto& w = r.wall;
+    std::cout << "\nwall time: load " << format(w.load) << ", plan " << format(w.plan) << ", bound " << format(w.bound)
+              << ", basis " << format(w.basis) << ", strategies " << format(w.strategies) << ", tune " << format(w.tune)
+              << ", systems " << format(w.systems) << "\n";
+  }
 }
 
 void add_compare_command(CLI::App& app) {
@@ -117,6 +130,7 @@ void add_compare_command(CLI::App& app) {
   auto jobs = std::make_shared<int>(0);
   auto max_staging = std::make_shared<std::string>();
   auto systems = std::make_shared<std::vector<std::string>>();
+  auto timings = std::make_shared<bool>(false);
   cmd->add_flag("--simulate", *simulate, "Also simulate every schedule (and let auto confirm its best by simulation)");
   cmd->add_option("scenario", *path, "Scenario YAML file (default: the embedded DeepSeek-V3 on DGX H100)");
   cmd->add_option("--profile", *profile, "Implementation profile: reshard or nemo_rl");
@@ -129,9 +143,12 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--systems", *systems,
                   "Also estimate other refit systems on this cluster: a profile name (reshard systems lists them) or all; repeatable")
       ->delimiter(',');
+  cmd->add_flag("--timings", *timings,
+                "Also print the wall time of each phase (load, plan, bound, basis, strategies, tune, systems); with --json "
+                "as \"timings\"");
   add_max_staging_option(cmd, *max_staging);
   add_set_option(cmd, *sets);
-  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs, max_staging, systems] {
+  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs, max_staging, systems, timings] {
     study::CompareOptions options;
     options.profile = *profile;
     options.params_file = *params;
@@ -142,7 +159,7 @@ void add_compare_command(CLI::App& app) {
     options.max_staging = parse_max_staging(*max_staging);
     options.systems = *systems;
     run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *sets,
-                options, *json);
+                options, *json, *timings);
   });
 }
 

@@ -26,6 +26,7 @@ nlohmann::json simulation_json(const sim::FlowSimResult& result, std::size_t tra
           {"flows", flows},
           {"events", result.events},
           {"rate_updates", result.rate_updates},
+          {"rate_changes", result.rate_changes},
           {"simulated_flows", result.simulated_flows},
           {"wall_s", result.wall.value},
           {"wall_classes_s", result.classes_wall.value},
@@ -42,7 +43,8 @@ void print_simulation_report(std::ostream& out, const sim::FlowNetwork& network,
                      {"flows", std::to_string(flows.size()) + " (ECMP sub-flows counted)"},
                      {"bytes", model::format(total)},
                      {"events", std::to_string(result.events)},
-                     {"rate updates", std::to_string(result.rate_updates)},
+                     {"rate updates", std::to_string(result.rate_updates) + " (" + std::to_string(result.rate_changes) +
+                                          " rates changed)"},
                      {"simulated flows", std::to_string(result.simulated_flows) + " (one per class of alike flows)"},
                      {"simulation wall time", model::format(result.wall) + " (finding the classes " +
                                                   model::format(result.classes_wall) + ", event loop " +

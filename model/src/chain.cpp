@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "reshard/model/errors.hpp"
@@ -12,32 +13,52 @@ namespace reshard::model {
 
 namespace {
 // A value per GPU a chain reaches. Most chains reach a few GPUs (a stripe's ingress and fan-out),
-// kept in a list; rings over many GPUs in a hash map.
+// kept in a list; rings over many GPUs in a table indexed by GPU (a hash map where the chain names
+// GPUs outside 0..kMaxGpus, which its checks then refuse).
 template <class T>
 class ByGpu {
  public:
-  explicit ByGpu(std::size_t gpus) : small_(gpus <= kListed) {
-    if (small_) listed_.reserve(gpus);
+  explicit ByGpu(const Chain& chain) : small_(chain.hops.size() + 1 <= kListed) {
+    if (small_) {
+      listed_.reserve(chain.hops.size() + 1);
+      return;
+    }
+    GpuId top = 0;
+    for (const ChainHop& h : chain.hops) {
+      if (std::min(h.from, h.to) < 0 || std::max(h.from, h.to) >= kMaxGpus) {
+        hashed_.emplace();
+        return;
+      }
+      top = std::max({top, h.from, h.to});
+    }
+    table_.assign(static_cast<std::size_t>(top) + 1, std::nullopt);
   }
   const T* find(GpuId g) const {
-    if (!small_) {
-      const auto it = hashed_.find(g);
-      return it == hashed_.end() ? nullptr : &it->second;
+    if (small_) {
+      for (const auto& [gpu, value] : listed_)
+        if (gpu == g) return &value;
+      return nullptr;
     }
-    for (const auto& [gpu, value] : listed_)
-      if (gpu == g) return &value;
-    return nullptr;
+    if (hashed_) {
+      const auto it = hashed_->find(g);
+      return it == hashed_->end() ? nullptr : &it->second;
+    }
+    if (g < 0 || static_cast<std::size_t>(g) >= table_.size()) return nullptr;
+    const auto& v = table_[static_cast<std::size_t>(g)];
+    return v ? &*v : nullptr;
   }
   void add(GpuId g, T value) {  // g not added before
     if (small_) listed_.push_back({g, value});
-    else hashed_.emplace(g, value);
+    else if (hashed_) hashed_->emplace(g, value);
+    else table_[static_cast<std::size_t>(g)] = value;
   }
 
  private:
   static constexpr std::size_t kListed = 32;
   bool small_;
   std::vector<std::pair<GpuId, T>> listed_;
-  std::unordered_map<GpuId, T> hashed_;
+  std::vector<std::optional<T>> table_;
+  std::optional<std::unordered_map<GpuId, T>> hashed_;
 };
 }  // namespace
 
@@ -48,7 +69,7 @@ std::vector<std::int32_t> chain_depths(const Chain& chain, GpuId root, const std
     throw ScheduleError(where + ": the chain's first hop leaves GPU " + std::to_string(chain.hops.front().from) +
                         ", not its root GPU " + std::to_string(root));
   // Depth by GPU: the root at 0, each `to` one more than its `from`.
-  ByGpu<std::int32_t> depth_of(chain.hops.size() + 1);
+  ByGpu<std::int32_t> depth_of(chain);
   depth_of.add(root, 0);
   std::vector<std::int32_t> depths;
   depths.reserve(chain.hops.size());
@@ -82,8 +103,9 @@ ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, con
   const std::vector<std::int32_t> depths = chain_depths(chain, root, where);
   ChainRoute out;
   std::vector<std::pair<LinkId, std::int32_t>> crossings;
+  std::vector<LinkId> path_links;
   // Latency of the path from the root to each GPU reached.
-  ByGpu<double> reached(chain.hops.size() + 1);
+  ByGpu<double> reached(chain);
   reached.add(root, 0.0);
   double slowest = 0, slowest_hop = 0;
   for (std::size_t k = 0; k < chain.hops.size(); ++k) {
@@ -92,16 +114,17 @@ ChainRoute chain_route(const Chain& chain, GpuId root, const Topology& topo, con
       if (g < 0 || g >= topo.gpu_count())
         throw ScheduleError(where + ": chain hop " + std::to_string(k) + ": GPU " + std::to_string(g) +
                             " is not in topology " + topo.name() + " (0.." + std::to_string(topo.gpu_count() - 1) + ")");
-    const Route r = topo.route(h.from, h.to);
-    if (r.paths.empty())
+    const RouteView r = topo.route_view(h.from, h.to);
+    if (r.paths == 0)
       throw ScheduleError(where + ": chain hop " + std::to_string(k) + ": no route from GPU " + std::to_string(h.from) +
                           " to GPU " + std::to_string(h.to) + " in topology " + topo.name());
-    if (h.path >= static_cast<std::int32_t>(r.paths.size()))
+    if (h.path >= r.paths)
       throw ScheduleError(where + ": chain hop " + std::to_string(k) + " names path " + std::to_string(h.path) + " of GPU " +
                           std::to_string(h.from) + " -> " + std::to_string(h.to) + ", which has " +
-                          std::to_string(r.paths.size()) + " paths");
-    const std::size_t path = h.path >= 0 ? static_cast<std::size_t>(h.path) : pinned_path(h.from, h.to, r.paths.size());
-    for (LinkId l : r.paths[path].links) crossings.push_back({l, 1});
+                          std::to_string(r.paths) + " paths");
+    const auto path = h.path >= 0 ? h.path : static_cast<std::int32_t>(pinned_path(h.from, h.to, static_cast<std::size_t>(r.paths)));
+    r.path_links(path, path_links);
+    for (LinkId l : path_links) crossings.push_back({l, 1});
     (r.kind == LinkKind::Network ? out.network_hops : out.local_hops) += 1;
     const double latency = std::max(r.latency.value, min_hop_latency[static_cast<std::size_t>(r.kind)].value);
     const double at = *reached.find(h.from) + latency;  // chain_depths: reached before, once

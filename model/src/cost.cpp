@@ -92,33 +92,54 @@ CostParams CostParams::load(const std::filesystem::path& path) {
 namespace {
 
 // A column of the routing matrix: the links an op loads, with its share of its bytes on each,
-// and what the op pays alone on them.
+// and what the op pays alone on them. A pair's column keeps its route's middle links apart
+// (`middle`, an index into the estimate's table of middles): every route between the same two
+// leaves shares them, so their loads are added once per middle (add_bandwidth_bound).
 struct Column {
   std::vector<std::pair<LinkId, double>> shares;
+  std::int32_t middle = -1;
   double latency = 0, rate = 0;
   std::int32_t depth = 1;
   Chain const* chain = nullptr;
   std::int32_t network_hops = 0, local_hops = 0;
 };
 
+// The middles of the routes an estimate's columns take (RouteView::middle_key): each one's shares,
+// the rate its links allow alone, and the bytes of every column through it.
+struct Middles {
+  std::unordered_map<std::int64_t, std::int32_t> index;  // by middle key
+  std::vector<std::vector<std::pair<LinkId, double>>> shares;
+  std::vector<double> rate, bytes;
+};
+
 // The column of the transfers from GPU a to GPU b, streamed in chunks of `chunk` through `slots`
 // slots (model/chain.hpp). cap: per link, the achievable rate.
-Column pair_column(const Topology& topo, const std::vector<double>& cap, GpuId a, GpuId b, Bytes chunk, std::int32_t slots) {
+Column pair_column(const Topology& topo, const std::vector<double>& cap, Middles& middles, GpuId a, GpuId b, Bytes chunk,
+                   std::int32_t slots) {
   Column c;
-  const Route r = topo.route(a, b);
-  const double k = static_cast<double>(r.paths.size());
+  const RouteView r = topo.route_view(a, b);
   c.latency = r.latency.value;
   (r.kind == LinkKind::Network ? c.network_hops : c.local_hops) = 1;
   // Share of the op's bytes on each link: 1/k per path through it (a GPU's NIC link is on all k
   // paths, a spine link on one). Alone on its route the op runs at min over links of cap / share.
-  for (const auto& p : r.paths)
-    for (auto l : p.links) {
-      auto it = std::find_if(c.shares.begin(), c.shares.end(), [&](const auto& sh) { return sh.first == l; });
-      if (it == c.shares.end()) c.shares.push_back({l, 1.0 / k});
-      else it->second += 1.0 / k;
-    }
+  const double end = r.end_share();
+  for (auto span : {r.head(), r.tail()})
+    for (LinkId l : span) c.shares.push_back({l, end});
   c.rate = slot_rate(chunk, slots, r.latency).value;
   for (const auto& [l, share] : c.shares) c.rate = std::min(c.rate, cap[static_cast<std::size_t>(l)] / share);
+  if (r.middle_key() >= 0) {
+    const auto [it, added] = middles.index.try_emplace(r.middle_key(), static_cast<std::int32_t>(middles.shares.size()));
+    if (added) {
+      auto& shares = middles.shares.emplace_back();
+      r.middle_shares(shares);
+      double rate = std::numeric_limits<double>::infinity();
+      for (const auto& [l, share] : shares) rate = std::min(rate, cap[static_cast<std::size_t>(l)] / share);
+      middles.rate.push_back(rate);
+      middles.bytes.push_back(0);
+    }
+    c.middle = it->second;
+    c.rate = std::min(c.rate, middles.rate[static_cast<std::size_t>(c.middle)]);
+  }
   return c;
 }
 
@@ -141,14 +162,29 @@ Column chain_column(const Topology& topo, const std::vector<double>& cap, const 
 }
 
 // Link loads = R * b, with R the routing matrix (links x columns) and b the bytes of each column;
-// the link that takes longest to carry its load sets pr.bandwidth_bound and pr.bottleneck.
-void add_bandwidth_bound(const std::vector<Column>& columns, const std::vector<double>& column_bytes,
+// the link that takes longest to carry its load sets pr.bandwidth_bound and pr.bottleneck. The
+// middles are columns of their own (R's columns: the op columns without their middles, then one per
+// middle), carrying the bytes of every column through them: R * b sums the same terms.
+void add_bandwidth_bound(const std::vector<Column>& columns, std::vector<double> column_bytes, const Middles& middles,
                          const std::vector<double>& cap, Prediction& pr) {
-  std::vector<Eigen::Triplet<double>> triplets;
-  for (std::size_t p = 0; p < columns.size(); ++p)
-    for (const auto& [l, share] : columns[p].shares) triplets.emplace_back(l, static_cast<int>(p), share);
-  Eigen::SparseMatrix<double> R(static_cast<Eigen::Index>(cap.size()), static_cast<Eigen::Index>(columns.size()));
-  R.setFromTriplets(triplets.begin(), triplets.end());
+  // R in compressed-column form, written column by column (a column's links are distinct, so no
+  // entry repeats), read in place by Eigen.
+  std::vector<int> outer{0}, inner;
+  std::vector<double> values;
+  auto add_column = [&](const std::vector<std::pair<LinkId, double>>& shares) {
+    for (const auto& [l, share] : shares) {
+      inner.push_back(l);
+      values.push_back(share);
+    }
+    outer.push_back(static_cast<int>(inner.size()));
+  };
+  for (const auto& c : columns) add_column(c.shares);
+  for (const auto& m : middles.shares) add_column(m);
+  column_bytes.insert(column_bytes.end(), middles.bytes.begin(), middles.bytes.end());
+  const Eigen::Map<const Eigen::SparseMatrix<double>> R(static_cast<Eigen::Index>(cap.size()),
+                                                       static_cast<Eigen::Index>(column_bytes.size()),
+                                                       static_cast<Eigen::Index>(inner.size()), outer.data(), inner.data(),
+                                                       values.data());
   const Eigen::VectorXd load = R * Eigen::Map<const Eigen::VectorXd>(column_bytes.data(), static_cast<Eigen::Index>(column_bytes.size()));
   for (Eigen::Index l = 0; l < load.size(); ++l) {
     const double t = load[l] / cap[static_cast<std::size_t>(l)];
@@ -186,7 +222,7 @@ Seconds barrier_time(const Schedule& s, const Topology& topo) {
   std::sort(gpus.begin(), gpus.end());
   gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
   Seconds worst{0};
-  for (std::size_t i = 1; i < gpus.size(); ++i) worst = std::max(worst, topo.route(gpus.front(), gpus[i]).latency);
+  for (std::size_t i = 1; i < gpus.size(); ++i) worst = std::max(worst, topo.route_view(gpus.front(), gpus[i]).latency);
   return worst;
 }
 
@@ -281,6 +317,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   std::vector<std::int32_t> chain_column_of(s.chains.size(), -1);
   std::vector<std::int32_t> column_of(s.ops.size(), -1);  // -1: a local copy (not estimated)
   std::vector<double> column_bytes;
+  Middles middles;
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const auto& op = s.ops[i];
     if (const std::string problem = op_problem(s, i, topo.gpu_count(), false); !problem.empty())
@@ -299,7 +336,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
       const auto [it, added] = pair_columns.try_emplace({op.src, op.dst}, static_cast<std::int32_t>(columns.size()));
       column = static_cast<std::size_t>(it->second);
       if (added) {
-        columns.push_back(pair_column(topo, cap, op.src, op.dst, s.params.chunk, s.slots));
+        columns.push_back(pair_column(topo, cap, middles, op.src, op.dst, s.params.chunk, s.slots));
         column_bytes.push_back(0);
       }
     }
@@ -309,6 +346,8 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     pr.network_bytes += op.bytes * c.network_hops;
     pr.nvlink_bytes += op.bytes * c.local_hops;
   }
+  for (std::size_t c = 0; c < columns.size(); ++c)
+    if (columns[c].middle >= 0) middles.bytes[static_cast<std::size_t>(columns[c].middle)] += column_bytes[c];
 
   // The steps the executors run the ops in (model/memory.hpp) and the critical path through them,
   // ops taken by (step, id): an op starts once released (its `after`), once the previous op on its
@@ -381,14 +420,34 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   }
   // T_steps: each step's most loaded network link, the steps one after another.
   if (pr.steps > 1 && params.step_barriers) {
-    std::vector<std::vector<std::pair<LinkId, double>>> network_shares(columns.size());  // per column
-    for (std::size_t c = 0; c < columns.size(); ++c)
-      for (const auto& sh : columns[c].shares)
-        if (links[static_cast<std::size_t>(sh.first)].kind == LinkKind::Network) network_shares[c].push_back(sh);
+    auto network = [&](const std::vector<std::pair<LinkId, double>>& shares) {
+      std::vector<std::pair<LinkId, double>> out;
+      for (const auto& sh : shares)
+        if (links[static_cast<std::size_t>(sh.first)].kind == LinkKind::Network) out.push_back(sh);
+      return out;
+    };
+    std::vector<std::vector<std::pair<LinkId, double>>> network_shares, middle_network_shares;  // per column, per middle
+    for (const auto& c : columns) network_shares.push_back(network(c.shares));
+    for (const auto& m : middles.shares) middle_network_shares.push_back(network(m));
     std::vector<double> load(cap.size(), 0);
     std::vector<LinkId> touched;
+    auto add_load = [&](const std::vector<std::pair<LinkId, double>>& shares, double bytes) {
+      for (const auto& [l, share] : shares) {
+        auto& x = load[static_cast<std::size_t>(l)];
+        if (x == 0) touched.push_back(l);
+        x += share * bytes;
+      }
+    };
+    // A step's bytes through each middle, added to its links when the step closes.
+    std::vector<double> middle_bytes(middles.shares.size(), 0);
+    std::vector<std::int32_t> touched_middles;
     double step_bound = 0;
     auto close_step = [&] {
+      for (std::int32_t m : touched_middles) {
+        add_load(middle_network_shares[static_cast<std::size_t>(m)], middle_bytes[static_cast<std::size_t>(m)]);
+        middle_bytes[static_cast<std::size_t>(m)] = 0;
+      }
+      touched_middles.clear();
       double worst = 0;
       for (LinkId l : touched) {
         worst = std::max(worst, load[static_cast<std::size_t>(l)] / cap[static_cast<std::size_t>(l)]);
@@ -404,16 +463,18 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
         close_step();
         current = step[i];
       }
-      for (const auto& [l, share] : network_shares[static_cast<std::size_t>(column_of[i])]) {
-        auto& x = load[static_cast<std::size_t>(l)];
-        if (x == 0) touched.push_back(l);
-        x += share * s.ops[i].bytes.as_double();
+      const auto c = static_cast<std::size_t>(column_of[i]);
+      add_load(network_shares[c], s.ops[i].bytes.as_double());
+      if (const std::int32_t m = columns[c].middle; m >= 0) {
+        auto& x = middle_bytes[static_cast<std::size_t>(m)];
+        if (x == 0) touched_middles.push_back(m);
+        x += s.ops[i].bytes.as_double();
       }
     }
     close_step();
     pr.steps_bound = Seconds{step_bound};
   }
-  add_bandwidth_bound(columns, column_bytes, cap, pr);
+  add_bandwidth_bound(columns, std::move(column_bytes), middles, cap, pr);
   add_overheads(s, ts, inv, topo, params, pr);
   pr.pipeline = pr.bandwidth_bound + pr.fill + pr.latency_path;
   pr.convert_source = conversion_time(ts.conversion.source, topo);

@@ -2,6 +2,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <sstream>
@@ -384,18 +385,12 @@ class Builder {
   // spread over the spines.
   std::int32_t add_chain(std::vector<ChainHop> hops, Bytes chunk, double bytes) {
     for (ChainHop& h : hops) {
-      const Route r = topo_.route(h.from, h.to);
-      if (r.paths.size() < 2) continue;
-      double best = 0;
-      for (std::size_t p = 0; p < r.paths.size(); ++p) {
-        double load = 0;
-        for (LinkId l : r.paths[p].links) load += path_load_[static_cast<std::size_t>(l)];
-        if (h.path < 0 || load < best) {
-          h.path = static_cast<std::int32_t>(p);
-          best = load;
-        }
-      }
-      for (LinkId l : r.paths[static_cast<std::size_t>(h.path)].links) path_load_[static_cast<std::size_t>(l)] += bytes;
+      const RouteView r = topo_.route_view(h.from, h.to);
+      if (r.paths < 2) continue;
+      r.path_sums(path_load_, path_sums_);
+      h.path = static_cast<std::int32_t>(std::min_element(path_sums_.begin(), path_sums_.end()) - path_sums_.begin());
+      r.path_links(h.path, path_links_);
+      for (LinkId l : path_links_) path_load_[static_cast<std::size_t>(l)] += bytes;
     }
     s_.chains.push_back({std::move(hops), chunk});
     return static_cast<std::int32_t>(s_.chains.size() - 1);
@@ -433,6 +428,53 @@ class Builder {
     return best;
   }
 
+  // The first of the least loaded GPUs of a fixed list, as least_loaded() (no preference) scans
+  // for it, in O(log n) a pick instead of O(n): a heap of (load when pushed, position in the list).
+  // Loads only grow, so an entry is never above its GPU's load; one below it is pushed again with
+  // the load of now, until the top is current -- then no GPU has less, nor as much earlier in the list.
+  class LeastLoadedQueue {
+   public:
+    LeastLoadedQueue(const std::vector<GpuId>& gpus, const std::vector<double>& load) : gpus_(&gpus), load_(&load) {
+      heap_.reserve(gpus.size());
+      for (std::size_t i = 0; i < gpus.size(); ++i) heap_.push_back({now(i), i});
+      std::make_heap(heap_.begin(), heap_.end(), std::greater<>{});
+    }
+    // -1 for an empty list. The GPU picked stays in the list, at its load when next asked.
+    GpuId pick() {
+      if (last_ < gpus_->size()) push(last_);
+      last_ = gpus_->size();
+      while (!heap_.empty()) {
+        std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
+        const auto [load, i] = heap_.back();
+        heap_.pop_back();
+        if (load == now(i)) {
+          last_ = i;
+          return (*gpus_)[i];
+        }
+        push(i);
+      }
+      return -1;
+    }
+
+   private:
+    double now(std::size_t i) const { return (*load_)[static_cast<std::size_t>((*gpus_)[i])]; }
+    void push(std::size_t i) {
+      heap_.push_back({now(i), i});
+      std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
+    }
+    const std::vector<GpuId>* gpus_;
+    const std::vector<double>* load_;
+    std::vector<std::pair<double, std::size_t>> heap_;
+    std::size_t last_ = std::numeric_limits<std::size_t>::max();
+  };
+
+  // The GPUs of `gpus` by NVLink domain, each list in the order of `gpus`.
+  std::unordered_map<std::int32_t, std::vector<GpuId>> by_domain(const std::vector<GpuId>& gpus) const {
+    std::unordered_map<std::int32_t, std::vector<GpuId>> out;
+    for (GpuId g : gpus) out[domain_of(g)].push_back(g);
+    return out;
+  }
+
   // direct / domain_grouped (max_chain 1) / domain_chain over the classes of a piece list; chain
   // ops pipeline in chunks of `chunk`.
   void reshard(Basis::List list, bool direct, std::int32_t max_chain, Bytes chunk) {
@@ -442,9 +484,15 @@ class Builder {
       if (N.empty()) continue;
       const std::int32_t buffer = add_buffer(cls.buffer);
       if (direct) {
+        // Each needer's least-loaded holder, one of its own domain where there is one (as
+        // least_loaded() preferring the needer's domain).
+        const auto holders_by_domain = by_domain(H);
+        std::unordered_map<std::int32_t, LeastLoadedQueue> local;
+        for (const auto& [d, gpus] : holders_by_domain) local.emplace(d, LeastLoadedQueue(gpus, egress_));
+        LeastLoadedQueue any(H, egress_);
         for (auto n : N) {
-          const GpuId h = least_loaded(H, egress_, [&](GpuId g) { return domain_of(g) == domain_of(n); });
-          add_op(h, n, buffer, 0, 1, OpPhase::Direct, {});
+          const auto it = local.find(domain_of(n));
+          add_op(it != local.end() ? it->second.pick() : any.pick(), n, buffer, 0, 1, OpPhase::Direct, {});
         }
         continue;
       }
@@ -472,19 +520,18 @@ class Builder {
       const std::int64_t class_bytes = s_.buffers[static_cast<std::size_t>(buffer)].bytes.value;
       const std::int64_t stripes = std::clamp<std::int64_t>((class_bytes + stripe_target_ - 1) / stripe_target_, 1, wider_side);
       const std::vector<GpuId> senders = p_.relay_egress ? egress_candidates(H, N) : std::vector<GpuId>{};
+      LeastLoadedQueue sender_queue(p_.relay_egress ? senders : H, egress_);
+      const auto holders_by_domain = p_.relay_egress ? by_domain(H) : decltype(by_domain(H)){};
       for (const std::int32_t stripe : split(buffer, cls.buffer, static_cast<std::int32_t>(stripes)))
         for (std::size_t seg = 0; seg < remote.size(); seg += static_cast<std::size_t>(max_chain)) {
           const double stripe_bytes = s_.buffers[static_cast<std::size_t>(stripe)].bytes.as_double();
           // The sender: the least-loaded holder, or with relay_egress the least-loaded GPU of a
           // holder's domain (a holder hands the stripe to it over NVLink, the chain's first hop),
           // so every NIC of the source domains can send.
-          GpuId h = least_loaded(p_.relay_egress ? senders : H, egress_, [](GpuId) { return false; });
+          GpuId h = sender_queue.pick();
           std::vector<ChainHop> hops;
           if (!std::binary_search(H.begin(), H.end(), h)) {
-            std::vector<GpuId> same_domain;
-            for (auto g : H)
-              if (domain_of(g) == domain_of(h)) same_domain.push_back(g);
-            const GpuId handoff = least_loaded(same_domain, nvlink_out_, [](GpuId) { return false; });
+            const GpuId handoff = least_loaded(holders_by_domain.at(domain_of(h)), nvlink_out_, [](GpuId) { return false; });
             nvlink_out_[static_cast<std::size_t>(handoff)] += stripe_bytes;
             hops.push_back({handoff, h});
           }
@@ -729,6 +776,8 @@ class Builder {
   Schedule& s_;
   std::vector<double> egress_, ingress_, nvlink_out_;
   std::vector<double> path_load_;  // per link: bytes of the chain hops pinned to paths through it
+  std::vector<LinkId> path_links_;  // add_chain's scratch: one path's links,
+  std::vector<double> path_sums_;   // and every path's load
   std::int64_t stripe_target_ = 1;
   std::int32_t part_bytes_of_ = -1;  // the buffer whose part sizes part_bytes_ holds
   std::vector<Bytes> part_bytes_;

@@ -256,7 +256,7 @@ void TopologyData::finish() {
     }
   }
   if (generated) {
-    cache->leaf_pairs.assign(static_cast<std::size_t>(fabric.leaves) * static_cast<std::size_t>(fabric.leaves), nullptr);
+    index_route_ends();
     compute_cuts();
     return;
   }
@@ -305,68 +305,87 @@ void TopologyData::finalize_route(Route& r) const {
   r.latency = Seconds{latency};
 }
 
-std::shared_ptr<const std::vector<Path>> TopologyData::leaf_pair_paths(std::int32_t la, std::int32_t lb) const {
-  const std::size_t slot = static_cast<std::size_t>(la) * static_cast<std::size_t>(fabric.leaves) +
-                           static_cast<std::size_t>(lb);
-  {
-    std::shared_lock lock(cache->mutex);
-    if (auto p = cache->leaf_pairs[slot]) return p;
-  }
+std::int32_t TopologyData::middle_count(std::int32_t la, std::int32_t lb) const {
+  const auto& f = fabric;
+  const bool same_pod = f.leaf_pod[static_cast<std::size_t>(la)] == f.leaf_pod[static_cast<std::size_t>(lb)];
+  return f.spines_per_pod * (same_pod ? 1 : f.cores_per_plane);
+}
+
+std::int32_t TopologyData::middle_length(std::int32_t la, std::int32_t lb) const {
+  const auto& f = fabric;
+  return f.leaf_pod[static_cast<std::size_t>(la)] == f.leaf_pod[static_cast<std::size_t>(lb)] ? 2 : 4;
+}
+
+LinkId TopologyData::middle_link(std::int32_t la, std::int32_t lb, std::int32_t p, std::int32_t i) const {
   const auto& f = fabric;
   const std::size_t S = static_cast<std::size_t>(f.spines_per_pod);
-  const std::size_t K = static_cast<std::size_t>(f.cores_per_plane);
-  auto paths = std::make_shared<std::vector<Path>>();
-  const auto pa = static_cast<std::size_t>(f.leaf_pod[static_cast<std::size_t>(la)]);
-  const auto pb = static_cast<std::size_t>(f.leaf_pod[static_cast<std::size_t>(lb)]);
   const auto a = static_cast<std::size_t>(la);
   const auto b = static_cast<std::size_t>(lb);
+  const auto pa = static_cast<std::size_t>(f.leaf_pod[a]);
+  const auto pb = static_cast<std::size_t>(f.leaf_pod[b]);
   if (pa == pb) {
-    for (std::size_t s = 0; s < S; ++s) paths->push_back(Path{{f.leaf_up[a * S + s], f.leaf_down[b * S + s]}});
-  } else {
-    for (std::size_t s = 0; s < S; ++s)
-      for (std::size_t k = 0; k < K; ++k)
-        paths->push_back(Path{{f.leaf_up[a * S + s], f.spine_up[(pa * S + s) * K + k],
-                               f.spine_down[(pb * S + s) * K + k], f.leaf_down[b * S + s]}});
+    const auto s = static_cast<std::size_t>(p);
+    return i == 0 ? f.leaf_up[a * S + s] : f.leaf_down[b * S + s];
+  }
+  const std::size_t K = static_cast<std::size_t>(f.cores_per_plane);
+  const std::size_t s = static_cast<std::size_t>(p) / K, k = static_cast<std::size_t>(p) % K;
+  switch (i) {
+    case 0: return f.leaf_up[a * S + s];
+    case 1: return f.spine_up[(pa * S + s) * K + k];
+    case 2: return f.spine_down[(pb * S + s) * K + k];
+    default: return f.leaf_down[b * S + s];
+  }
+}
+
+void TopologyData::index_route_ends() {
+  const std::size_t leaf_pairs = static_cast<std::size_t>(fabric.leaves) * static_cast<std::size_t>(fabric.leaves);
+  cache->leaf_pairs = std::make_unique<std::atomic<const LeafPair*>[]>(leaf_pairs);
+  for (std::size_t i = 0; i < leaf_pairs; ++i) cache->leaf_pairs[i].store(nullptr, std::memory_order_relaxed);
+  route_ends.assign(gpu_devices.size(), RouteEnds{});
+  auto of = [&](LinkId id, double& latency, LinkKind& kind) {
+    if (id < 0) return;
+    const auto& l = links[static_cast<std::size_t>(id)];
+    latency = l.latency.value;
+    kind = std::max(kind, l.kind);
+  };
+  for (std::size_t g = 0; g < gpu_devices.size(); ++g) {
+    RouteEnds& e = route_ends[g];
+    e.domain = devices[static_cast<std::size_t>(gpu_devices[g])].domain;
+    e.leaf = fabric.gpu_leaf[g];
+    of(nvl_out[g], e.nvlink_out, e.nvlink_kind);
+    of(nvl_in[g], e.nvlink_in, e.nvlink_kind);
+    of(fabric.gpu_to_nic[g], e.up[0], e.up_kind);
+    of(fabric.nic_to_leaf[g], e.up[1], e.up_kind);
+    of(fabric.leaf_to_nic[g], e.down[0], e.down_kind);
+    of(fabric.nic_to_gpu[g], e.down[1], e.down_kind);
+  }
+}
+
+const LeafPair& TopologyData::leaf_pair(std::int32_t la, std::int32_t lb) const {
+  const std::size_t slot = static_cast<std::size_t>(la) * static_cast<std::size_t>(fabric.leaves) +
+                           static_cast<std::size_t>(lb);
+  if (const LeafPair* p = cache->leaf_pairs[slot].load(std::memory_order_acquire)) return *p;
+  auto pair = std::make_unique<LeafPair>();
+  pair->length = middle_length(la, lb);
+  const std::int32_t count = middle_count(la, lb);
+  std::vector<double> sequence(static_cast<std::size_t>(pair->length));
+  for (std::int32_t p = 0; p < count; ++p) {
+    for (std::int32_t i = 0; i < pair->length; ++i) {
+      const auto& l = links[static_cast<std::size_t>(middle_link(la, lb, p, i))];
+      sequence[static_cast<std::size_t>(i)] = l.latency.value;
+      pair->kind = std::max(pair->kind, l.kind);
+    }
+    bool known = false;
+    for (std::size_t q = 0; q < pair->latencies.size() && !known; q += sequence.size())
+      known = std::equal(sequence.begin(), sequence.end(), pair->latencies.begin() + static_cast<std::ptrdiff_t>(q));
+    if (!known) pair->latencies.insert(pair->latencies.end(), sequence.begin(), sequence.end());
   }
   std::unique_lock lock(cache->mutex);
   auto& entry = cache->leaf_pairs[slot];
-  if (!entry) entry = std::move(paths);
-  return entry;
-}
-
-Route TopologyData::structural_route(GpuId a, GpuId b) const {
-  Route r;
-  const auto ga = static_cast<std::size_t>(a);
-  const auto gb = static_cast<std::size_t>(b);
-  const auto& da = devices[static_cast<std::size_t>(gpu_devices[ga])];
-  const auto& db = devices[static_cast<std::size_t>(gpu_devices[gb])];
-  if (da.domain == db.domain) {
-    r.same_domain = true;
-    r.paths.push_back(Path{{nvl_out[ga], nvl_in[gb]}});
-    finalize_route(r);
-    return r;
-  }
-  const auto& f = fabric;
-  const std::int32_t la = f.gpu_leaf[ga];
-  const std::int32_t lb = f.gpu_leaf[gb];
-  if (la == lb) {
-    r.paths.push_back(Path{{f.gpu_to_nic[ga], f.nic_to_leaf[ga], f.leaf_to_nic[gb], f.nic_to_gpu[gb]}});
-  } else {
-    const auto middle = leaf_pair_paths(la, lb);
-    r.paths.reserve(middle->size());
-    for (const auto& m : *middle) {
-      Path p;
-      p.links.reserve(m.links.size() + 4);
-      p.links.push_back(f.gpu_to_nic[ga]);
-      p.links.push_back(f.nic_to_leaf[ga]);
-      p.links.insert(p.links.end(), m.links.begin(), m.links.end());
-      p.links.push_back(f.leaf_to_nic[gb]);
-      p.links.push_back(f.nic_to_gpu[gb]);
-      r.paths.push_back(std::move(p));
-    }
-  }
-  finalize_route(r);
-  return r;
+  if (const LeafPair* p = entry.load(std::memory_order_acquire)) return *p;  // another thread's
+  entry.store(pair.get(), std::memory_order_release);
+  cache->owned.push_back(std::move(pair));
+  return *cache->owned.back();
 }
 
 Route TopologyData::search_route(GpuId a, GpuId b) const {
@@ -513,25 +532,165 @@ BytesPerSecond Topology::gpu_nic_bandwidth(GpuId g) const {
   return l ? link(*l).bandwidth : BytesPerSecond{0};
 }
 
-Route Topology::route(GpuId a, GpuId b) const {
+RouteView Topology::route_view(GpuId a, GpuId b) const {
   const auto& d = impl_->d;
-  d.checked_gpu(a);
-  d.checked_gpu(b);
+  const auto ga = d.checked_gpu(a);
+  const auto gb = d.checked_gpu(b);
+  RouteView r;
   if (a == b) {
-    Route r;
     r.same_domain = true;
     return r;
   }
-  if (d.generated) return d.structural_route(a, b);
-  const GpuPair key{a, b};
-  {
-    std::shared_lock lock(d.cache->mutex);
-    if (auto it = d.cache->gpu_pairs.find(key); it != d.cache->gpu_pairs.end()) return *it->second;
+  r.paths = 1;
+  if (!d.generated) {  // explicit form: the cached search, its paths the middles
+    const GpuPair key{a, b};
+    std::shared_ptr<const Route> route;
+    {
+      std::shared_lock lock(d.cache->mutex);
+      if (auto it = d.cache->gpu_pairs.find(key); it != d.cache->gpu_pairs.end()) route = it->second;
+    }
+    if (!route) {
+      auto found = std::make_shared<const Route>(d.search_route(a, b));
+      std::unique_lock lock(d.cache->mutex);
+      route = d.cache->gpu_pairs.emplace(key, std::move(found)).first->second;  // another thread's, if first
+    }
+    r.kind = route->kind;
+    r.latency = route->latency;
+    r.same_domain = route->same_domain;
+    r.paths = static_cast<std::int32_t>(route->paths.size());
+    r.search_paths_ = &route->paths;  // the cache keeps it
+    r.key_ = static_cast<std::int64_t>(a) * gpu_count() + b;
+    return r;
   }
-  auto r = std::make_shared<const Route>(d.search_route(a, b));
-  std::unique_lock lock(d.cache->mutex);
-  d.cache->gpu_pairs.emplace(key, r);
-  return *r;
+  // Generated form, from the structure. Kind and latency as finalize_route: the worst kind of
+  // every link, the longest path's latency added link by link from the GPU that sends.
+  const auto& ea = d.route_ends[ga];
+  const auto& eb = d.route_ends[gb];
+  if (ea.domain == eb.domain) {
+    r.same_domain = true;
+    r.head_ = {d.nvl_out[ga], d.nvl_in[gb]};
+    r.head_n_ = 2;
+    r.kind = std::max(ea.nvlink_kind, eb.nvlink_kind);
+    r.latency = Seconds{0.0 + ea.nvlink_out + eb.nvlink_in};
+    return r;
+  }
+  const auto& f = d.fabric;
+  r.head_ = {f.gpu_to_nic[ga], f.nic_to_leaf[ga]};
+  r.tail_ = {f.leaf_to_nic[gb], f.nic_to_gpu[gb]};
+  r.head_n_ = r.tail_n_ = 2;
+  r.kind = std::max(ea.up_kind, eb.down_kind);
+  const double head = 0.0 + ea.up[0] + ea.up[1];
+  if (ea.leaf == eb.leaf) {
+    r.latency = Seconds{head + eb.down[0] + eb.down[1]};
+    return r;
+  }
+  r.topology_ = impl_.get();
+  r.la_ = ea.leaf;
+  r.lb_ = eb.leaf;
+  r.key_ = static_cast<std::int64_t>(ea.leaf) * f.leaves + eb.leaf;
+  r.paths = d.middle_count(ea.leaf, eb.leaf);
+  const detail::LeafPair& pair = d.leaf_pair(ea.leaf, eb.leaf);
+  r.kind = std::max(r.kind, pair.kind);
+  double latency = 0;
+  const auto n = static_cast<std::size_t>(pair.length);
+  for (std::size_t q = 0; q < pair.latencies.size(); q += n) {
+    double sum = head;
+    for (std::size_t i = 0; i < n; ++i) sum += pair.latencies[q + i];
+    latency = std::max(latency, sum + eb.down[0] + eb.down[1]);
+  }
+  r.latency = Seconds{latency};
+  return r;
+}
+
+Route Topology::route(GpuId a, GpuId b) const {
+  const RouteView v = route_view(a, b);
+  Route r;
+  r.kind = v.kind;
+  r.latency = v.latency;
+  r.same_domain = v.same_domain;
+  r.paths.resize(static_cast<std::size_t>(v.paths));
+  for (std::int32_t p = 0; p < v.paths; ++p) v.path_links(p, r.paths[static_cast<std::size_t>(p)].links);
+  return r;
+}
+
+void RouteView::path_links(std::int32_t p, std::vector<LinkId>& out) const {
+  out.clear();
+  if (search_paths_) {
+    const auto& links = (*search_paths_)[static_cast<std::size_t>(p)].links;
+    out.assign(links.begin(), links.end());
+    return;
+  }
+  out.insert(out.end(), head_.begin(), head_.begin() + head_n_);
+  if (topology_) {
+    const std::int32_t n = topology_->d.middle_length(la_, lb_);
+    for (std::int32_t i = 0; i < n; ++i) out.push_back(topology_->d.middle_link(la_, lb_, p, i));
+  }
+  out.insert(out.end(), tail_.begin(), tail_.begin() + tail_n_);
+}
+
+void RouteView::path_sums(const std::vector<double>& per_link, std::vector<double>& out) const {
+  out.assign(static_cast<std::size_t>(paths), 0.0);
+  auto at = [&](LinkId l) { return per_link[static_cast<std::size_t>(l)]; };
+  if (search_paths_ || !topology_) {
+    std::vector<LinkId> links;
+    for (std::int32_t p = 0; p < paths; ++p) {
+      path_links(p, links);
+      double sum = 0;
+      for (LinkId l : links) sum += at(l);
+      out[static_cast<std::size_t>(p)] = sum;
+    }
+    return;
+  }
+  const auto& f = topology_->d.fabric;
+  const auto S = static_cast<std::size_t>(f.spines_per_pod);
+  const auto a = static_cast<std::size_t>(la_), b = static_cast<std::size_t>(lb_);
+  const auto pa = static_cast<std::size_t>(f.leaf_pod[a]), pb = static_cast<std::size_t>(f.leaf_pod[b]);
+  const double head = 0.0 + at(head_[0]) + at(head_[1]);
+  const double t0 = at(tail_[0]), t1 = at(tail_[1]);
+  if (pa == pb) {  // path s: leaf_up, leaf_down
+    for (std::size_t s = 0; s < S; ++s) out[s] = head + at(f.leaf_up[a * S + s]) + at(f.leaf_down[b * S + s]) + t0 + t1;
+    return;
+  }
+  const auto K = static_cast<std::size_t>(f.cores_per_plane);  // path s x K + k: leaf_up, spine_up, spine_down, leaf_down
+  for (std::size_t s = 0; s < S; ++s) {
+    const double up = head + at(f.leaf_up[a * S + s]), down = at(f.leaf_down[b * S + s]);
+    for (std::size_t k = 0; k < K; ++k)
+      out[s * K + k] = up + at(f.spine_up[(pa * S + s) * K + k]) + at(f.spine_down[(pb * S + s) * K + k]) + down + t0 + t1;
+  }
+}
+
+void RouteView::middle_shares(std::vector<std::pair<LinkId, double>>& out) const {
+  out.clear();
+  const double one = 1.0 / static_cast<double>(paths);
+  if (search_paths_) {  // any paths: each link found where a path first reaches it
+    for (const auto& path : *search_paths_)
+      for (LinkId l : path.links) {
+        auto it = std::find_if(out.begin(), out.end(), [&](const auto& sh) { return sh.first == l; });
+        if (it == out.end()) out.push_back({l, one});
+        else it->second += one;
+      }
+    return;
+  }
+  if (!topology_) return;
+  // Between leaves: path s (x K + k) crosses leaf_up[s] and leaf_down[s], and (across pods) spine
+  // link pair s, k of its own; a leaf link is on the K paths of its spine.
+  const std::int32_t length = topology_->d.middle_length(la_, lb_);
+  const std::int32_t per_spine = length == 2 ? 1 : topology_->d.fabric.cores_per_plane;
+  double leaf_share = 0;
+  for (std::int32_t k = 0; k < per_spine; ++k) leaf_share += one;
+  for (std::int32_t p = 0; p < paths; ++p) {
+    const bool first = p % per_spine == 0;
+    if (first) out.push_back({topology_->d.middle_link(la_, lb_, p, 0), leaf_share});
+    for (std::int32_t i = 1; i + 1 < length; ++i) out.push_back({topology_->d.middle_link(la_, lb_, p, i), one});
+    if (first) out.push_back({topology_->d.middle_link(la_, lb_, p, length - 1), leaf_share});
+  }
+}
+
+double RouteView::end_share() const {
+  const double one = 1.0 / static_cast<double>(paths);
+  double share = 0;
+  for (std::int32_t p = 0; p < paths; ++p) share += one;
+  return share;
 }
 
 Route Topology::search_route(GpuId a, GpuId b) const {

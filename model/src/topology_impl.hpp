@@ -8,13 +8,15 @@
 //   2. finish() builds the Boost.Graph graph, finds the NVLink domains (connected components over
 //      NVLink links), pairs every GPU with its NIC, and checks that every GPU reaches every other.
 //
-// Routing is structural for generated clusters (the equal switch paths between two leaves are
-// computed once per leaf pair and cached) and by breadth-first search over the Boost graph for
-// explicit topologies (all equal-hop paths, cached per GPU pair).
+// Routing is structural for generated clusters (a route's links are computed from the fabric's
+// link tables, the kind and latencies of the switch paths between two leaves cached per leaf
+// pair) and by breadth-first search over the Boost graph for explicit topologies (all equal-hop
+// paths, cached per GPU pair).
 #pragma once
 
 #include <boost/graph/adjacency_list.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -83,9 +85,23 @@ struct MaxFlowGraph {
 
 // Route caches, shared by copies of one Topology (the topology is immutable once built, so a
 // cached entry is valid for every copy). Guarded by a reader/writer lock: route() is thread-safe.
+// What every route between two leaves shares (generated form): the kind and latencies of the
+// switch paths between them, which RouteView reads its kind and latency from.
+struct LeafPair {
+  LinkKind kind = LinkKind::NVLink;  // the worst kind on the middles
+  std::int32_t length = 0;           // links per middle
+  // The middles' link latencies, `length` per middle, each distinct sequence once (in a generated
+  // fabric usually one): a route's latency is the longest of head + sequence + tail, added link by
+  // link as Route's.
+  std::vector<double> latencies;
+};
+
 struct RouteCache {
   std::shared_mutex mutex;
-  std::vector<std::shared_ptr<const std::vector<Path>>> leaf_pairs;  // L*L, generated form
+  // L*L, generated form: read without the lock (an entry, once set, never changes); `owned` keeps
+  // them, under the lock.
+  std::unique_ptr<std::atomic<const LeafPair*>[]> leaf_pairs;
+  std::vector<std::unique_ptr<const LeafPair>> owned;
   std::unordered_map<GpuPair, std::shared_ptr<const Route>> gpu_pairs;  // explicit form
 };
 
@@ -114,6 +130,16 @@ struct TopologyData {
   std::vector<std::string> warnings;                     // see Topology::warnings
   std::vector<Topology::Cluster> clusters;               // see Topology::clusters
   std::shared_ptr<RouteCache> cache = std::make_shared<RouteCache>();
+  // Generated form, per GPU, what its routes start and end with (structural_route reads one entry
+  // per GPU): its domain and leaf, and the latency and kind of its NVLink links and of the links
+  // between it and its leaf, up (GPU -> NIC -> leaf) and down (leaf -> NIC -> GPU).
+  struct RouteEnds {
+    std::int32_t domain = -1, leaf = -1;
+    double nvlink_out = 0, nvlink_in = 0, up[2] = {0, 0}, down[2] = {0, 0};
+    LinkKind nvlink_kind = LinkKind::NVLink, up_kind = LinkKind::NVLink, down_kind = LinkKind::NVLink;
+  };
+  std::vector<RouteEnds> route_ends;
+  void index_route_ends();  // fills route_ends and the leaf pair table (generated form)
 
   // i as an index of a table of n entries; IndexError naming the topology and `what` ("GPU",
   // "NVLink domain", "device", "link") when it has no entry i (Topology's contract for indices:
@@ -145,10 +171,14 @@ struct TopologyData {
   void compute_fabric_groups();
 
   // Routes.
-  Route structural_route(GpuId a, GpuId b) const;
   Route search_route(GpuId a, GpuId b) const;  // BFS over the Boost graph; any topology
   void finalize_route(Route& r) const;         // kind and latency from the paths
-  std::shared_ptr<const std::vector<Path>> leaf_pair_paths(std::int32_t la, std::int32_t lb) const;
+  // The switch paths between leaves la != lb: S (one per spine, same pod) or S x K (spine x core),
+  // path p = s (x K + k); `middle_link` is link i of path p.
+  std::int32_t middle_count(std::int32_t la, std::int32_t lb) const;
+  std::int32_t middle_length(std::int32_t la, std::int32_t lb) const;
+  LinkId middle_link(std::int32_t la, std::int32_t lb, std::int32_t p, std::int32_t i) const;
+  const LeafPair& leaf_pair(std::int32_t la, std::int32_t lb) const;  // cached
 };
 
 // The most equal-hop paths kept for one route of an explicit topology.

@@ -434,6 +434,7 @@ void Engine::refill(double t) {
   ++result_.rate_updates;
   const auto& refilled = solver_.solve([this, t](const MaxMinSolver::Refilled& r) {
     advance(classes_[r.cls], r.previous_rate, t);
+    result_.rate_changes += r.rate != r.previous_rate;
     if (r.rate != r.previous_rate || r.flows_changed) schedule_finish(r.cls, r.rate, r.flows, t);
   });
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <optional>
 
@@ -60,6 +61,14 @@ std::string row_limit(const Topology& topo, const Prediction& p, const std::stri
 
 // What forms the lower bound's binding cut (planner.hpp: a cut of NIC links has no suffix in its
 // `where`; host links and mixed cuts name themselves).
+// Seconds since `start`, and `start` moved to now: the phases of compare one after another.
+Seconds lap(std::chrono::steady_clock::time_point& start) {
+  const auto now = std::chrono::steady_clock::now();
+  const Seconds t{std::chrono::duration<double>(now - start).count()};
+  start = now;
+  return t;
+}
+
 std::string bound_limit(const LowerBound& lb) {
   const auto& w = lb.binding.where;
   if (w.find(": host links") != std::string::npos) return "host link";
@@ -86,7 +95,9 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   out.scenario = sc.scenario.name;
   out.source = sc.source.description();
   out.destination = sc.destination.description();
+  auto clock = std::chrono::steady_clock::now();
   out.lower_bound = lower_bound(ts, sc.source, sc.destination, sc.topology);
+  out.wall.bound = lap(clock);
   out.lower_bound_limit = bound_limit(out.lower_bound);
   const CostParams cost =
       CostParams::named_or_loaded(options.profile, options.params_file);
@@ -117,6 +128,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   }
   std::optional<ScheduleBasis> basis;  // what the schedules built here share
   if (!sc.schedule || options.tune || !systems.empty()) basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology, out.budget);
+  out.wall.basis = lap(clock);
   const int threads = thread_count(options.threads);
   // Progress of rows evaluated at once, in row order: row i's steps are said as they come once
   // every row before it is done, held until then; a row counts as done with its last step.
@@ -174,6 +186,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   steps.resize(wanted.size());
   parallel_for(wanted.size(), threads,
                [&](std::size_t i) { out.rows[i] = evaluate(wanted[i].first, wanted[i].second, i); });
+  out.wall.strategies = lap(clock);
   if (options.tune) {  // the tuner's deterministic search, scored by the estimate
     TuneOptions topts;
     topts.threads = threads;
@@ -199,6 +212,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
     for (std::size_t i = 1; i < out.rows.size(); ++i)
       if (time(out.rows[i]) < time(out.rows[out.best])) out.best = i;
   }
+  out.wall.tune = lap(clock);
   // The other systems, each its own schedule under its own cost terms.
   out.systems.resize(systems.size());
   parallel_for(systems.size(), threads, [&](std::size_t i) {
@@ -206,6 +220,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
     const Schedule s = build_schedule(*basis, parse_strategy(sp.strategy));
     out.systems[i] = {sp.name, s.params, estimate(s, ts, sc.inventory, sc.topology, sp.cost), std::nullopt, "", "", ""};
   });
+  out.wall.systems = lap(clock);
   for (auto* rows : {&out.rows, &out.systems})
     for (auto& r : *rows) {
       r.limited_by = limited_by(r.prediction);
@@ -218,9 +233,21 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
 }  // namespace detail
 
 CompareResult compare(const LoadedScenario& sc, const CompareOptions& options) {
+  auto clock = std::chrono::steady_clock::now();
   const TransferSet ts = plan(sc.inventory, sc.source, sc.destination, options.threads);
   const std::vector<Bytes> budget = staging_budgets(sc);
-  return detail::compare({sc.scenario, sc.inventory, sc.topology, sc.source, sc.destination, ts, budget}, options);
+  const Seconds planned = lap(clock);
+  CompareResult r = detail::compare({sc.scenario, sc.inventory, sc.topology, sc.source, sc.destination, ts, budget}, options);
+  r.wall.plan = planned;
+  return r;
+}
+
+nlohmann::json timings_json(const CompareResult::Phases& w) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, t] : {std::pair{"load_s", w.load}, {"plan_s", w.plan}, {"bound_s", w.bound}, {"basis_s", w.basis},
+                                {"strategies_s", w.strategies}, {"tune_s", w.tune}, {"systems_s", w.systems}})
+    j[name] = t.value;
+  return j;
 }
 
 nlohmann::json to_json(const CompareResult& r) {

@@ -18,11 +18,13 @@
 // docs/topology.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -129,6 +131,8 @@ struct Route {
   bool same_domain = false;
 };
 
+class RouteView;
+
 class Topology {
  public:
   // Reads a topology YAML file (template cluster, generated cluster or explicit form).
@@ -230,13 +234,16 @@ class Topology {
   // library never prints them; the command line prints each once on stderr.
   const std::vector<std::string>& warnings() const;
 
-  // All equal-cost paths from GPU a to GPU b. Computed from the structure (NIC, leaf, the
-  // cached set of equal switch paths between two leaves), so it is cheap; thread-safe. For explicit
+  // All equal-cost paths from GPU a to GPU b. Computed from the structure (NIC, leaf, the equal
+  // switch paths between two leaves), so it is cheap; thread-safe. For explicit
   // topologies: every path of the fewest hops (breadth-first search over the graph, NVLink links
   // only when a and b share a domain, through other GPUs only when there is no path without them;
   // at most 64 paths), cached per GPU pair. a == b gives a route
   // without paths. GPU indices out of range throw IndexError.
   Route route(GpuId a, GpuId b) const;
+  // The same route read in place, without copying its paths (RouteView): what the cost model and
+  // the schedule builders use for every pair they route.
+  RouteView route_view(GpuId a, GpuId b) const;
   // The same search as for explicit topologies, on any topology, uncached (tests compare it with
   // the structural routes of generated clusters).
   Route search_route(GpuId a, GpuId b) const;
@@ -253,6 +260,46 @@ class Topology {
  private:
   explicit Topology(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// A route read in place (Topology::route_view), without copying its paths as Route does: path p
+// (0 <= p < paths) is head(), then the p-th middle, then tail(). Routes between GPUs of the same
+// two leaves share their middles (the switch paths between the leaves): middle_key() names them, so
+// a caller that adds the loads of many routes adds each middle once. The kind, latency and paths
+// are Route's (Topology::route builds its paths from the view). Valid while the topology it came
+// from lives.
+class RouteView {
+ public:
+  LinkKind kind = LinkKind::NVLink;  // worst link kind on the route
+  Seconds latency;                   // as Route::latency
+  bool same_domain = false;
+  std::int32_t paths = 0;            // 0: a == b
+
+  std::span<const LinkId> head() const { return {head_.data(), static_cast<std::size_t>(head_n_)}; }
+  std::span<const LinkId> tail() const { return {tail_.data(), static_cast<std::size_t>(tail_n_)}; }
+  // Path p's links, in order, into `out` (cleared first).
+  void path_links(std::int32_t p, std::vector<LinkId>& out) const;
+  // Per path, the sum of `per_link` over its links, added link by link in path order, into `out`
+  // (resized to `paths`): what path_links and a loop give, without listing the links.
+  void path_sums(const std::vector<double>& per_link, std::vector<double>& out) const;
+  // The middles' key: equal for routes with the same middles, unique otherwise; -1 without middle
+  // links (one path: head and tail).
+  std::int64_t middle_key() const { return key_; }
+  // Every middle link with its share of the route's bytes, (paths through it) / paths added path by
+  // path, in the order the paths first reach them (what splitting the bytes evenly over the paths
+  // puts on each).
+  void middle_shares(std::vector<std::pair<LinkId, double>>& out) const;
+  // The share on the head and tail links, which every path crosses: 1/paths added `paths` times.
+  double end_share() const;
+
+ private:
+  friend class Topology;
+  std::array<LinkId, 2> head_{}, tail_{};
+  std::int8_t head_n_ = 0, tail_n_ = 0;
+  const Topology::Impl* topology_ = nullptr;  // generated form: the middles between leaves la_ and lb_
+  std::int32_t la_ = -1, lb_ = -1;
+  const std::vector<Path>* search_paths_ = nullptr;  // explicit form: the cached route's paths are the middles
+  std::int64_t key_ = -1;
 };
 
 }  // namespace reshard::model

@@ -146,6 +146,9 @@ struct FlowSimResult {
   std::vector<FlowTiming> timing;       // same order as the input flows
   std::int64_t events = 0;              // flow starts and finishes processed
   std::int64_t rate_updates = 0;        // refills of a component
+  // Over every rate update: the classes of flows (simulated flows) whose rate changed. Each costs
+  // the solver work, so this bounds the event loop from below (docs/simulator.md, "Cost").
+  std::int64_t rate_changes = 0;
   std::int64_t simulated_flows = 0;     // flows the event loop ran: one per symmetry class, or all
   std::vector<LinkStats> links;         // one per link
   std::vector<CriticalStep> critical_path;  // last flow first

@@ -77,6 +77,12 @@ struct CompareResult {
     model::Bytes min, max;
   };
   SideBudget source_budget, destination_budget;
+  // Wall time of each phase (`compare --timings`): a profile of the planning cost, not part of the
+  // answer (to_json leaves it out; timings_json gives it). load: set by whoever loaded the scenario.
+  struct Phases {
+    model::Seconds load, plan, bound, basis, strategies, tune, systems;
+  };
+  Phases wall;
   // The budget of GPU g (0: unbounded).
   model::Bytes budget_of(model::GpuId g) const {
     return g >= 0 && static_cast<std::size_t>(g) < budget.size() ? budget[static_cast<std::size_t>(g)] : model::Bytes{0};
@@ -91,6 +97,9 @@ CompareResult compare(const model::LoadedScenario& scenario, const CompareOption
 // and its binding cut, one entry per row under "strategies", the best row, and one entry per
 // system under "systems" (when asked for).
 nlohmann::json to_json(const CompareResult& result);
+// The phases' wall times: load_s, plan_s, bound_s, basis_s, strategies_s, tune_s, systems_s
+// (`compare --timings --json` adds it as "timings").
+nlohmann::json timings_json(const CompareResult::Phases& wall);
 
 // The transfer set and its lower bound as `plan --json` and Python's plan() give them
 // (reshard-plan-1): logical_bytes, pieces, bytes_needed, bytes_to_move, lower_bound_s, bound_cut,
