@@ -1,12 +1,17 @@
 // reshard compare SCENARIO [--profile P] [--systems all] [--set KEY=VALUE]... [--json]: the main what-if.
 // Every strategy's schedule, estimated; the auto tuner's choice; other systems' (study::compare; this
-// file prints it).
+// file prints it). Under `mpirun -np N` every process loads the scenario, the rows and the tuner's
+// candidates are spread over the processes (CompareOptions::processes), and process 0 prints the
+// result, the same as one process's.
 #include <chrono>
 #include <iostream>
+#include <thread>
 
 #include "commands.hpp"
 #include "inputs.hpp"
 #include "progress.hpp"
+#include "reshard/exec/processes.hpp"
+#include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/study/compare.hpp"
 #include "set_option.hpp"
@@ -54,16 +59,20 @@ void print_systems(const study::CompareResult& r) {
 }  // namespace
 
 void run_compare(const std::string& path, const std::vector<std::string>& sets, study::CompareOptions options, bool json,
-                 bool timings) {
+                 bool timings, const exec::ProcessGroup& processes) {
+  const bool root = processes.rank() == 0;
   const auto start = std::chrono::steady_clock::now();
   const LoadedScenario sc = load_scenario(std::filesystem::path(path), parse_sets(sets));
   const Seconds loaded{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-  print_warnings(sc);
-  auto progress = ProgressLine::for_stderr(json);  // rows, tuner candidates, confirmations
+  if (root) print_warnings(sc);
+  // Rows, tuner candidates, confirmations: process 0's view.
+  auto progress = root ? ProgressLine::for_stderr(json) : ProgressLine(std::cerr, false);
   options.progress = progress.callback();
+  options.processes = &processes;
   study::CompareResult r = study::compare(sc, options);
   r.wall.load = loaded;
   progress.clear();
+  if (!root) return;
   if (json) {
     nlohmann::json j = study::to_json(r);
     if (timings) j["timings"] = study::timings_json(r.wall);
@@ -119,7 +128,9 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
 }
 
 void add_compare_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("compare", "What if: every strategy on a scenario, estimated, and the tuner's choice");
+  auto* cmd = app.add_subcommand("compare",
+                                 "What if: every strategy on a scenario, estimated, and the tuner's choice (mpirun -np N "
+                                 "spreads the rows and the tuner's candidates)");
   auto path = std::make_shared<std::string>();
   auto profile = std::make_shared<std::string>("reshard");
   auto json = std::make_shared<bool>(false);
@@ -138,7 +149,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_option("--strategy", *extra,
                   "Also compare this configured strategy, written as auto prints it (\"domain_grouped relay_ingress\"); repeatable (auto is always compared)");
-  cmd->add_option("-j,--jobs", *jobs, "Threads that build, estimate and simulate schedules at once (default: every core)")
+  cmd->add_option("-j,--jobs", *jobs, "Threads that build, estimate and simulate schedules at once, per process (default: every core)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--systems", *systems,
                   "Also estimate other refit systems on this cluster: a profile name (reshard systems lists them) or all; repeatable")
@@ -158,8 +169,16 @@ void add_compare_command(CLI::App& app) {
     options.threads = *jobs;
     options.max_staging = parse_max_staging(*max_staging);
     options.systems = *systems;
-    run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *sets,
-                options, *json, *timings);
+    const exec::ProcessGroup processes;
+    try {
+      run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *sets,
+                  options, *json, *timings, processes);
+    } catch (const model::Error&) {
+      // Every process meets the same error (the same input, the results exchanged): process 0 says it.
+      if (processes.rank() == 0) throw;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      throw ReportedByFirstProcess{2};
+    }
   });
 }
 

@@ -1,7 +1,10 @@
 #include "reshard/exec/processes.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <thread>
 
 #include "reshard/exec/executor.hpp"
 
@@ -18,6 +21,19 @@ bool launched_by_mpi() {
     if (std::getenv(var)) return true;
   return false;
 }
+
+#ifdef RESHARD_HAVE_MPI
+// Waits for a nonblocking collective, asleep between tests (10 us, doubling up to 1 ms): Open MPI's
+// blocking collectives poll at full speed, so a process waiting for the others' share of a batch
+// would take a core from them wherever the cores are fewer than the processes' threads.
+void wait_asleep(MPI_Request& request) {
+  for (int done = 0, pause_us = 10;; pause_us = std::min(2 * pause_us, 1000)) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+  }
+}
+#endif
 }  // namespace
 
 ProcessGroup::ProcessGroup() {
@@ -71,6 +87,39 @@ std::vector<std::string> ProcessGroup::gather(const std::string& mine) const {
   for (int r = 0; r < size_; ++r)
     out.push_back(all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]),
                              static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)])));
+  return out;
+#else
+  return {mine};
+#endif
+}
+
+std::vector<std::string> ProcessGroup::all_gather(const std::string& mine) const {
+  if (size_ == 1) return {mine};
+#ifdef RESHARD_HAVE_MPI
+  // The lengths first, as 64-bit counts: every process sees the same total and throws alike when
+  // the texts exceed one message.
+  const auto length = static_cast<long long>(mine.size());
+  const auto n = static_cast<std::size_t>(size_);
+  std::vector<long long> lengths(n);
+  MPI_Request request;
+  MPI_Iallgather(&length, 1, MPI_LONG_LONG, lengths.data(), 1, MPI_LONG_LONG, MPI_COMM_WORLD, &request);
+  wait_asleep(request);
+  long long total = 0;
+  for (long long l : lengths) total += l;
+  if (total > std::numeric_limits<int>::max())
+    throw ExecError("the processes' results (" + std::to_string(total) + " bytes) exceed one MPI message", rank_, -1);
+  std::vector<int> counts(n), offsets(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    counts[r] = static_cast<int>(lengths[r]);
+    offsets[r] = r == 0 ? 0 : offsets[r - 1] + counts[r - 1];
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  MPI_Iallgatherv(mine.data(), static_cast<int>(length), MPI_CHAR, all.data(), counts.data(), offsets.data(), MPI_CHAR,
+                  MPI_COMM_WORLD, &request);
+  wait_asleep(request);
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < n; ++r)
+    out.push_back(all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(counts[r])));
   return out;
 #else
   return {mine};

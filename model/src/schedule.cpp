@@ -330,17 +330,49 @@ nlohmann::json budget_runs_json(const std::vector<Bytes>& budget) {
   for (const BudgetRun& r : budget_runs(budget)) runs.push_back({r.first, r.count, r.bytes.value});
   return runs;
 }
+
+StrategyParams read_params(const nlohmann::json& p, const checked::JsonWhere& pw) {
+  using namespace checked;
+  constexpr std::int32_t kI32 = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int64_t kI64 = std::numeric_limits<std::int64_t>::max();
+  StrategyParams params;
+  {
+    const auto sw = pw.at("strategy");
+    const std::string name = string(member(p, "strategy", pw), sw);
+    try {
+      params.strategy = strategy_named(name);
+    } catch (const PlanError& e) {
+      sw.fail(e.what());
+    }
+  }
+  params.chunk = Bytes{integer(member(p, "chunk_bytes", pw), pw.at("chunk_bytes"), 0, kI64)};
+  params.channels = integer_as<std::int32_t>(member(p, "channels", pw), pw.at("channels"), 0, kI32);
+  params.max_chain = integer_as<std::int32_t>(member(p, "max_chain", pw), pw.at("max_chain"), 0, kI32);
+  params.bucket = Bytes{integer(member(p, "bucket_bytes", pw), pw.at("bucket_bytes"), 0, kI64)};
+  params.rail_aligned_ingress = !boolean(member(p, "rail_blind", pw), pw.at("rail_blind"));
+  params.relay_ingress = boolean(member(p, "relay_ingress", pw), pw.at("relay_ingress"));
+  params.relay_egress = boolean(member(p, "relay_egress", pw), pw.at("relay_egress"));
+  return params;
+}
 }  // namespace
+
+nlohmann::json to_json(const StrategyParams& p) {
+  return {{"strategy", to_string(p.strategy)}, {"chunk_bytes", p.chunk.value}, {"channels", p.channels},
+          {"max_chain", p.max_chain},          {"bucket_bytes", p.bucket.value}, {"rail_blind", !p.rail_aligned_ingress},
+          {"relay_ingress", p.relay_ingress},  {"relay_egress", p.relay_egress}};
+}
+
+StrategyParams strategy_params_from_json(const nlohmann::json& j) {
+  const std::string file;
+  return read_params(j, {file, "params"});
+}
 
 nlohmann::json to_json(const Schedule& s) {
   nlohmann::json j;
   j["format"] = kScheduleFormat;
   j["scenario"] = s.scenario;
   if (!s.scenario_file.empty()) j["scenario_file"] = s.scenario_file;
-  j["params"] = {{"strategy", to_string(s.params.strategy)}, {"chunk_bytes", s.params.chunk.value}, {"channels", s.params.channels},
-                 {"max_chain", s.params.max_chain}, {"bucket_bytes", s.params.bucket.value},
-                 {"rail_blind", !s.params.rail_aligned_ingress}, {"relay_ingress", s.params.relay_ingress},
-                 {"relay_egress", s.params.relay_egress}};
+  j["params"] = to_json(s.params);
   j["piece_count"] = s.piece_count;
   j["staging"] = {{"slots", s.slots}, {"budget", budget_runs_json(s.budget)}};
   auto& buffers = j["buffers"] = nlohmann::json::array();
@@ -387,24 +419,7 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, co
   Schedule s;
   s.scenario = string(member(j, "scenario", root), root.at("scenario"));
   if (j.contains("scenario_file")) s.scenario_file = string(j.at("scenario_file"), root.at("scenario_file"));
-  const auto pw = root.at("params");
-  const auto& p = member(j, "params", root);
-  {
-    const auto sw = pw.at("strategy");
-    const std::string name = string(member(p, "strategy", pw), sw);
-    try {
-      s.params.strategy = strategy_named(name);
-    } catch (const PlanError& e) {
-      sw.fail(e.what());
-    }
-  }
-  s.params.chunk = Bytes{integer(member(p, "chunk_bytes", pw), pw.at("chunk_bytes"), 0, kI64)};
-  s.params.channels = integer_as<std::int32_t>(member(p, "channels", pw), pw.at("channels"), 0, kI32);
-  s.params.max_chain = integer_as<std::int32_t>(member(p, "max_chain", pw), pw.at("max_chain"), 0, kI32);
-  s.params.bucket = Bytes{integer(member(p, "bucket_bytes", pw), pw.at("bucket_bytes"), 0, kI64)};
-  s.params.rail_aligned_ingress = !boolean(member(p, "rail_blind", pw), pw.at("rail_blind"));
-  s.params.relay_ingress = boolean(member(p, "relay_ingress", pw), pw.at("relay_ingress"));
-  s.params.relay_egress = boolean(member(p, "relay_egress", pw), pw.at("relay_egress"));
+  s.params = read_params(member(j, "params", root), root.at("params"));
   s.piece_count = integer_as<std::int32_t>(member(j, "piece_count", root), root.at("piece_count"), 0, kI32);
   {
     const auto stw = root.at("staging");

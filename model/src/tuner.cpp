@@ -35,6 +35,13 @@ bool better(const Prediction& a, const Prediction& b, const std::optional<Bytes>
   return a.time.value <= b.time.value * (1 + kTie) && a.operations < b.operations;
 }
 
+const Processes& processes_of(const TuneOptions& options) { return options.processes ? *options.processes : one_process(); }
+
+// A candidate as it crosses between processes (TuneOptions::processes): its params and prediction.
+nlohmann::json candidate_json(const StrategyParams& params, const Prediction& prediction) {
+  return {{"params", to_json(params)}, {"prediction", to_json(prediction)}};
+}
+
 // The candidate the search returns, by index: the estimate's pick, unless confirmation (options.
 // confirm, on the confirm_top best by the estimate, at once) finds another clearly faster; sets
 // the confirmed times.
@@ -64,10 +71,14 @@ std::size_t choose(std::vector<TuneCandidate>& evaluated, const ScheduleBasis& b
     // The estimate's pick stays unless another candidate is confirmed clearly faster (by more than
     // confirm_margin of the pick's confirmed time); then the fastest confirmed one wins.
     const std::size_t top = std::min(order.size(), static_cast<std::size_t>(std::max(0, options.confirm_top)));
-    parallel_for(top, threads, [&](std::size_t k) {
-      auto& c = evaluated[order[k]];
-      c.confirmed = options.confirm(build_schedule(basis, c.params));
-    });
+    parallel_for(
+        processes_of(options), top, threads,
+        [&](std::size_t k) {
+          auto& c = evaluated[order[k]];
+          c.confirmed = options.confirm(build_schedule(basis, c.params));
+        },
+        [&](std::size_t k) { return time_json(*evaluated[order[k]].confirmed); },
+        [&](std::size_t k, const nlohmann::json& j) { evaluated[order[k]].confirmed = time_from_json(j); });
     std::optional<Seconds> best;
     for (std::size_t k = 0; k < top; ++k) {
       const auto& c = evaluated[order[k]];
@@ -94,13 +105,20 @@ std::int32_t add_named_seeds(std::vector<TuneCandidate>& evaluated, const Schedu
       missing.push_back(p);
   }
   std::vector<std::optional<TuneCandidate>> built(missing.size());
-  parallel_for(missing.size(), threads, [&](std::size_t i) {
-    try {
-      const Schedule s = build_schedule(basis, missing[i]);
-      built[i] = TuneCandidate{s.params, estimate(s, basis.transfers(), basis.inventory(), basis.topology(), cost), std::nullopt};
-    } catch (const Error&) {
-    }
-  });
+  parallel_for(
+      processes_of(options), missing.size(), threads,
+      [&](std::size_t i) {
+        try {
+          const Schedule s = build_schedule(basis, missing[i]);
+          built[i] = TuneCandidate{s.params, estimate(s, basis.transfers(), basis.inventory(), basis.topology(), cost), std::nullopt};
+        } catch (const Error&) {
+        }
+      },
+      [&](std::size_t i) { return built[i] ? candidate_json(built[i]->params, built[i]->prediction) : nlohmann::json(); },
+      [&](std::size_t i, const nlohmann::json& j) {
+        if (!j.is_null())
+          built[i] = TuneCandidate{strategy_params_from_json(j.at("params")), prediction_from_json(j.at("prediction")), std::nullopt};
+      });
   const auto count = static_cast<std::int32_t>(std::count_if(built.begin(), built.end(), [](const auto& c) { return c.has_value(); }));
   std::int32_t done = 0;
   for (auto& c : built)
@@ -126,6 +144,7 @@ TuneResult tune(const TransferSet& ts, const Inventory& inv, const ShardMap& src
 // below read and update; split, each phase would take all of them.
 TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOptions& options) {
   const int threads = thread_count(options.threads);
+  const int workers = threads * processes_of(options).size();  // candidates evaluated at once
   TuneResult result;
   result.evaluated = options.seeds;
   // Seeds this search built itself: counted as built, not against the budgets (as given seeds).
@@ -154,16 +173,27 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
           std::none_of(unknown.begin(), unknown.end(), [&](const StrategyParams& q) { return same(p, q); }))
         unknown.push_back(p);
     std::vector<Ahead> done(unknown.size());
-    parallel_for(unknown.size(), threads, [&](std::size_t i) {
-      done[i].params = unknown[i];
-      try {
-        const Schedule s = build_schedule(basis, unknown[i]);
-        done[i].params = s.params;
-        done[i].prediction = estimate(s, basis.transfers(), basis.inventory(), basis.topology(), cost);
-      } catch (...) {
-        done[i].error = std::current_exception();
-      }
-    });
+    parallel_for(
+        processes_of(options), unknown.size(), threads,
+        [&](std::size_t i) {
+          done[i].params = unknown[i];
+          try {
+            const Schedule s = build_schedule(basis, unknown[i]);
+            done[i].params = s.params;
+            done[i].prediction = estimate(s, basis.transfers(), basis.inventory(), basis.topology(), cost);
+          } catch (...) {
+            done[i].error = std::current_exception();
+          }
+        },
+        [&](std::size_t i) {
+          nlohmann::json j = candidate_json(done[i].params, done[i].prediction);
+          if (done[i].error) j["error"] = error_json(done[i].error);
+          return j;
+        },
+        [&](std::size_t i, const nlohmann::json& j) {
+          done[i] = {strategy_params_from_json(j.at("params")), prediction_from_json(j.at("prediction")),
+                     j.contains("error") ? error_from_json(j.at("error")) : nullptr};
+        });
     for (std::size_t i = 0; i < unknown.size(); ++i) ahead.emplace(describe(unknown[i]), std::move(done[i]));
   };
   // `upcoming`: the candidates the search tries after p if it moves nothing, evaluated with p.
@@ -177,7 +207,7 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
       std::vector<StrategyParams> batch{p};
       const std::int64_t per_schedule = result.built > seeded ? operations / (result.built - seeded) : 0;
       for (const auto& q : upcoming)
-        if (static_cast<int>(batch.size()) < threads &&
+        if (static_cast<int>(batch.size()) < workers &&
             result.built - seeded + static_cast<std::int32_t>(batch.size()) < options.budget &&
             operations + per_schedule * static_cast<std::int64_t>(batch.size()) < options.operation_budget)
           batch.push_back(q);

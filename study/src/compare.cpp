@@ -78,6 +78,22 @@ std::string bound_limit(const LowerBound& lb) {
   return "NIC link";
 }
 
+// A row as it crosses between processes (CompareOptions::processes), before the columns derived
+// from its prediction (limited_by, limit, bottleneck) are set.
+nlohmann::json row_json(const CompareRow& r) {
+  return {{"name", r.name},
+          {"params", to_json(r.params)},
+          {"prediction", to_json(r.prediction)},
+          {"simulated", r.simulated ? time_json(*r.simulated) : nlohmann::json()}};
+}
+
+CompareRow row_from_json(const nlohmann::json& j) {
+  CompareRow r{j.at("name").get<std::string>(), strategy_params_from_json(j.at("params")),
+               prediction_from_json(j.at("prediction")), std::nullopt, "", "", ""};
+  if (!j.at("simulated").is_null()) r.simulated = time_from_json(j.at("simulated"));
+  return r;
+}
+
 }  // namespace
 
 namespace detail {
@@ -184,13 +200,20 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   for (const auto& spec : options.configured) wanted.push_back({parse_strategy(spec), true});
   out.rows.resize(wanted.size());
   steps.resize(wanted.size());
-  parallel_for(wanted.size(), threads,
-               [&](std::size_t i) { out.rows[i] = evaluate(wanted[i].first, wanted[i].second, i); });
+  const Processes& processes = options.processes ? *options.processes : one_process();
+  parallel_for(
+      processes, wanted.size(), threads, [&](std::size_t i) { out.rows[i] = evaluate(wanted[i].first, wanted[i].second, i); },
+      [&](std::size_t i) { return row_json(out.rows[i]); },
+      [&](std::size_t i, const nlohmann::json& j) {  // a row another process evaluated
+        out.rows[i] = row_from_json(j);
+        note(i, out.rows[i].name + ": " + format(out.rows[i].prediction.time), true);
+      });
   out.wall.strategies = lap(clock);
   if (options.tune) {  // the tuner's deterministic search, scored by the estimate
     TuneOptions topts;
     topts.threads = threads;
     topts.max_staging = options.max_staging;
+    topts.processes = options.processes;
     for (const auto& r : out.rows) topts.seeds.push_back({r.params, r.prediction, r.simulated});
     std::atomic<std::int64_t> confirmed = 0;  // counted for the progress line
     if (options.simulate)  // confirm the best candidates by simulation
@@ -215,11 +238,15 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   out.wall.tune = lap(clock);
   // The other systems, each its own schedule under its own cost terms.
   out.systems.resize(systems.size());
-  parallel_for(systems.size(), threads, [&](std::size_t i) {
-    const SystemProfile& sp = *systems[i];
-    const Schedule s = build_schedule(*basis, parse_strategy(sp.strategy));
-    out.systems[i] = {sp.name, s.params, estimate(s, ts, sc.inventory, sc.topology, sp.cost), std::nullopt, "", "", ""};
-  });
+  parallel_for(
+      processes, systems.size(), threads,
+      [&](std::size_t i) {
+        const SystemProfile& sp = *systems[i];
+        const Schedule s = build_schedule(*basis, parse_strategy(sp.strategy));
+        out.systems[i] = {sp.name, s.params, estimate(s, ts, sc.inventory, sc.topology, sp.cost), std::nullopt, "", "", ""};
+      },
+      [&](std::size_t i) { return row_json(out.systems[i]); },
+      [&](std::size_t i, const nlohmann::json& j) { out.systems[i] = row_from_json(j); });
   out.wall.systems = lap(clock);
   for (auto* rows : {&out.rows, &out.systems})
     for (auto& r : *rows) {

@@ -144,6 +144,18 @@ struct Prediction {
   Seconds steps_bound;                 // T_steps: the sum over steps of each step's bandwidth bound (0: one step)
 };
 
+// Every field of a prediction, exactly: prediction_from_json(to_json(p)) == p, bit for bit (for
+// results that cross between processes). Times as time_json writes them, byte counts as JSON
+// numbers. prediction_from_json throws ConfigError at "prediction" for a document to_json did not
+// write.
+nlohmann::json to_json(const Prediction& p);
+Prediction prediction_from_json(const nlohmann::json& j);
+// A time exactly: a JSON number (nlohmann writes the shortest text that reads back to the same
+// double), a non-finite one the string "inf", "-inf" or "nan". time_from_json throws ConfigError
+// at "time" for anything else.
+nlohmann::json time_json(Seconds t);
+Seconds time_from_json(const nlohmann::json& j);
+
 // Throws ScheduleError naming the operation for an op list op_problem refuses (a GPU the topology
 // does not have, an `after` that does not precede), PlanError for a conversion on a GPU whose
 // memory bandwidth the topology does not give.

@@ -234,6 +234,11 @@ const std::vector<std::string>& strategy_names();  // the names of all_strategie
 // throws PlanError naming the token it cannot read or the name it does not know.
 std::string describe(const StrategyParams& p);
 StrategyParams parse_strategy(const std::string& spec);
+// Every field of a strategy's parameters (describe() writes only those it uses), as a schedule's
+// "params" object holds them: strategy, chunk_bytes, channels, max_chain, bucket_bytes, rail_blind,
+// relay_ingress, relay_egress. strategy_params_from_json reads them back (ConfigError at "params").
+nlohmann::json to_json(const StrategyParams& p);
+StrategyParams strategy_params_from_json(const nlohmann::json& j);
 
 // Builds the schedule of a named strategy within a staging budget per GPU (index GpuId; 0 or
 // absent: unbounded): every operation streams through rings of Schedule::slots chunks, the chunk

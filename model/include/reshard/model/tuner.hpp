@@ -28,6 +28,14 @@
 // (up to `threads` at once), speculatively: a result is used, and counted against the budgets,
 // only when the sequential search reaches that candidate, so the search, its evaluation order, its
 // progress and its result are those of one thread. The confirmations run at once too.
+//
+// Processes (TuneOptions::processes, e.g. those of `mpirun -np N reshard compare`): every process
+// runs the same search; each batch above (the named strategies, the candidates evaluated ahead,
+// the confirmations) is spread over them, each process its share on its threads (so up to
+// threads x processes candidates are evaluated ahead at once), and the results are exchanged as
+// JSON, which holds every value exactly (params, Prediction, a candidate's error with its class),
+// so every process continues with the values one process would have computed: the search and its
+// result are those of one process with one thread.
 #pragma once
 
 #include <functional>
@@ -39,6 +47,8 @@
 #include "reshard/model/schedule_basis.hpp"
 
 namespace reshard::model {
+
+class Processes;  // parallel.hpp
 
 struct TuneCandidate {
   StrategyParams params;
@@ -68,6 +78,9 @@ struct TuneOptions {
   int threads = 0;
   // The most staging memory one GPU may need (`--max-staging`); none: no cap.
   std::optional<Bytes> max_staging;
+  // The processes that share the search (each calls tune with the same inputs; above); null: this
+  // process alone.
+  const Processes* processes = nullptr;
 };
 
 struct TuneResult {

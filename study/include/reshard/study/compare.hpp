@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reshard/model/cost.hpp"
+#include "reshard/model/parallel.hpp"
 #include "reshard/model/planner.hpp"
 #include "reshard/model/progress.hpp"
 #include "reshard/model/scenario.hpp"
@@ -44,6 +45,12 @@ struct CompareOptions {
   // scenario's budgets lowered to it, and the tuner rejects a candidate over it
   // (TuneOptions::max_staging).
   std::optional<model::Bytes> max_staging;
+  // The processes that share the work (`mpirun -np N reshard compare`: exec::ProcessGroup), each
+  // calling compare with the same scenario and options: process r of N builds, estimates (and
+  // simulates) the rows i with i % N == r and the systems' likewise, on its threads, and they
+  // share the tuner's batches (model/tuner.hpp); every process returns the whole result, the same
+  // as one process's. Null: this process alone.
+  const model::Processes* processes = nullptr;
 };
 
 struct CompareRow {
