@@ -11,8 +11,10 @@
 // order. The ids of the operations an operation waits for (its `after` ids) lie in one pool the
 // schedule owns, Schedule::after, op by op (Schedule::after_of); ids are dense and every `after` id
 // is smaller than the operation's own id, so the DAG is acyclic by construction and an executor
-// can post operations in id order. Transfers between the same pair in the same step are packed
-// into one operation (one buffer).
+// can post operations in id order. Operations are not merged by GPU pair: a send is one per piece
+// class (pieces with the same holders and needers) and needer, a gather one per holder and bucket,
+// a chain op one per stripe and chain or per bucket and channel, so several operations may move
+// bytes between the same pair in the same step (op_steps), each with its own buffer.
 //
 // Strategies:
 //   direct            every needer GPU gets each piece straight from one holder; holders balanced
@@ -185,12 +187,15 @@ struct StrategyParams {
   Strategy strategy = Strategy::DomainChain;
   Bytes chunk{512 << 10};            // the chunk chain ops pipeline in (NCCL's Simple protocol: a
                                      // 4 MiB buffer in 8 steps of 512 KiB)
-  std::int32_t channels = 0;         // gather_broadcast rings per bucket; 0: one per GPU of a
-                                     // destination domain (a ring per rail, as NCCL's channels)
+  std::int32_t channels = 0;         // broadcast rings per bucket (gather_broadcast, nemo_rl_reshard);
+                                     // 0: one per GPU of a destination domain (a ring per rail, as
+                                     // NCCL's channels)
   std::int32_t max_chain = 8;        // domains per chain; longer lists split into chains fed by other holders
-  // gather_broadcast bucket size, two buckets in flight per head. 0: from the head's staging budget,
-  // as NeMo RL sizes its two buffers from the GPU's memory: half of what the budget leaves beside
-  // the head's broadcast rings (kDefaultBucket without a budget); a size caps that.
+  // The broadcast bucket size (gather_broadcast, nemo_rl_reshard). 0: from the head's staging
+  // budget, as NeMo RL sizes its two buffers from the GPU's memory: half of what the budget leaves
+  // beside the head's broadcast rings (kDefaultBucket without a budget); a size caps that. The
+  // schedule does not hold a head to two buckets in flight: bucket k's gathers wait for bucket
+  // k - 1's, its broadcast for its gathers, and a channel's broadcasts leave in bucket order.
   Bytes bucket{0};
   bool rail_aligned_ingress = true;  // prefer ingress GPUs on the holder's rail
   bool relay_ingress = false;        // any GPU of a domain may be its ingress, needed there or not
