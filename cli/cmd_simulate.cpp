@@ -192,7 +192,7 @@ void run_schedule(const SimulateOptions& o) {
                                    " pieces, but scenario " + scenario_file + " plans " + std::to_string(ts.pieces.size()) +
                                    "; it belongs to another scenario");
     try {
-      model::check_gpus(schedule, sc.topology.gpu_count());
+      model::check_schedule_gpus(schedule, sc.topology.gpu_count());
       model::validate(schedule, ts, sc.inventory, sc.source, sc.destination);
     } catch (const model::ScheduleError& e) {
       throw model::ConfigError(o.input, 0, "ops", "not a valid schedule for " + scenario_file + ": " + e.what());

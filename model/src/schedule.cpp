@@ -338,7 +338,7 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
   v.check_deliveries();
 }
 
-void check_gpus(const Schedule& s, std::int32_t gpu_count) {
+void check_schedule_gpus(const Schedule& s, std::int32_t gpu_count) {
   auto check = [&](GpuId g, const std::string& where) {
     if (g < 0 || g >= gpu_count)
       throw ScheduleError(where + ": GPU " + std::to_string(g) + " is not in the topology (0.." +

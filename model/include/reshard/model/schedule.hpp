@@ -298,7 +298,7 @@ std::vector<BudgetRun> budget_runs(const std::vector<Bytes>& budget);
 
 nlohmann::json to_json(const Schedule& s);
 // Every GPU an operation or chain hop names is one of the topology's 0..gpu_count-1 (ScheduleError).
-void check_gpus(const Schedule& s, std::int32_t gpu_count);
+void check_schedule_gpus(const Schedule& s, std::int32_t gpu_count);
 
 // Reads a schedule written by to_json. A malformed document or a value out of range (an index that
 // points nowhere, a bool or float for an integer) is a ConfigError naming `file` and the JSON path
