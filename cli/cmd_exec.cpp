@@ -20,6 +20,7 @@
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/schedule_file.hpp"
+#include "reshard/model/tuner.hpp"
 #include "inputs.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
@@ -33,7 +34,7 @@ using reshard::exec::ExecError;
 namespace {
 
 struct ExecArgs {
-  std::string input, scenario, strategy = "domain_chain", backend = "host", timeout = "30s", output, profile = "reshard", params;
+  std::string input, scenario, strategy = model::kDefaultStrategy, backend = "host", timeout = "30s", output, profile = "reshard", params;
   int max_chain = 0;  // 0: the strategy's own
   std::string max_staging;  // --max-staging: every GPU's staging budget held to at most this
   bool json = false, dry_run = false;
@@ -338,7 +339,7 @@ void add_exec_command(CLI::App& app) {
                   "The scenario a schedule file was built for (default: the scenario the schedule names, as NAME.yaml "
                   "next to it, in ./scenarios or the shipped scenarios)");
   add_set_option(cmd, a->sets);
-  cmd->add_option("--strategy", a->strategy, "Strategy as compare prints it (\"domain_grouped relay_ingress\") or auto");
+  cmd->add_option("--strategy", a->strategy, "Strategy as compare prints it (\"domain_grouped relay_ingress\") or auto (the tuner's choice; the default)");
   cmd->add_option("--max-chain", a->max_chain, "Domains per chain (overrides the strategy's)")->check(CLI::PositiveNumber);
   add_max_staging_option(cmd, a->max_staging);
   cmd->add_option("--backend", a->backend, "host (MPI), cuda (one GPU, virtual ranks), nccl (one process per GPU)");

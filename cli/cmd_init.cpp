@@ -274,7 +274,7 @@ void run_init(const InitArgs& a) {
     scen_text = scenario_yaml(scen_name, model_text, model_name, topo_name, half, src[i], dst[j]);
     try {
       const model::Scenario s = model::Scenario::parse(scen_text, scen_path.string(), dir);
-      model::check_gpus(s, topo);
+      model::check_layout_gpus(s, topo);
       auto [smap, dmap] = model::build_layouts(s, inv);
       model::check_memory(s, model::gpu_memory_use(s, inv, topo, smap, dmap));
       break;

@@ -27,6 +27,7 @@
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/topology.hpp"
+#include "reshard/model/tuner.hpp"
 #include "reshard/sim/flow_io.hpp"
 #include "reshard/sim/flow_sim.hpp"
 #include "reshard/sim/schedule_sim.hpp"
@@ -46,7 +47,7 @@ struct SimulateOptions {
   std::string input;  // scenario YAML or schedule JSON
   std::string scenario;
   std::vector<std::string> sets;  // --set overrides of the scenario
-  std::string strategy = "domain_chain";
+  std::string strategy = model::kDefaultStrategy;
   int max_chain = 0;  // 0: the default (8)
   std::string max_staging;  // --max-staging: auto's cap on one GPU's staging memory
   std::string profile = "reshard";
@@ -192,7 +193,7 @@ void run_schedule(const SimulateOptions& o) {
                                    " pieces, but scenario " + scenario_file + " plans " + std::to_string(ts.pieces.size()) +
                                    "; it belongs to another scenario");
     try {
-      model::check_gpus(schedule, sc.topology.gpu_count());
+      model::check_schedule_gpus(schedule, sc.topology.gpu_count());
       model::validate(schedule, ts, sc.inventory, sc.source, sc.destination);
     } catch (const model::ScheduleError& e) {
       throw model::ConfigError(o.input, 0, "ops", "not a valid schedule for " + scenario_file + ": " + e.what());
@@ -273,7 +274,7 @@ void add_simulate_command(CLI::App& app) {
                   "Scenario YAML a schedule JSON was built for (default: the scenario the schedule names, as "
                   "NAME.yaml next to it, in ./scenarios or the shipped scenarios)");
   add_set_option(cmd, o->sets);
-  cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate: auto (the tuner's choice), or a name with parameters as compare prints them: \"domain_grouped relay_ingress\" (default domain_chain)");
+  cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate: auto (the tuner's choice; the default), or a name with parameters as compare prints them: \"domain_grouped relay_ingress\"");
   cmd->add_option("--max-chain", o->max_chain, "Domains per chain for domain_chain / hybrid (default 8)")
       ->check(CLI::PositiveNumber);
   add_max_staging_option(cmd, o->max_staging);

@@ -15,7 +15,7 @@ inline void check_against_small_moe_ep(const model::Schedule& s) {
   static const LoadedScenario sc = load_scenario(std::filesystem::path(source_path("scenarios/small-moe-ep.yaml")));
   static const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
   if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size())) return;
-  check_gpus(s, sc.topology.gpu_count());
+  check_schedule_gpus(s, sc.topology.gpu_count());
   validate(s, ts, sc.inventory, sc.source, sc.destination);
   estimate(s, ts, sc.inventory, sc.topology, CostParams{});
 }

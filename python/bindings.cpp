@@ -392,7 +392,7 @@ PYBIND11_MODULE(_reshard, m) {
         py::arg("params") = py::none(), py::arg("overrides") = py::none(), py::arg("base_dir") = py::none(),
         "The transfer set and the lower bound; with a strategy ('auto' or as `reshard plan` takes it), its "
         "validated schedule's estimate");
-  m.def("simulate", &simulate_py, py::arg("scenario"), py::arg("strategy") = "auto", py::arg("profile") = "reshard",
+  m.def("simulate", &simulate_py, py::arg("scenario"), py::arg("strategy") = kDefaultStrategy, py::arg("profile") = "reshard",
         py::arg("params") = py::none(), py::arg("timeline") = false, py::arg("overrides") = py::none(),
         py::arg("base_dir") = py::none(),
         "Simulates one strategy's schedule; timeline=True adds per-op times and per-link-kind rates");
@@ -408,7 +408,8 @@ PYBIND11_MODULE(_reshard, m) {
         py::arg("threads") = 0, py::arg("base_dir") = py::none(),
         "The rows of a sweep over explicit points (reshard.sweep builds them from axes)");
   m.def("strategy_names", &strategy_names, "The named strategies (not 'auto')");
-  m.def("_refit_plan", &refit_plan_py, py::arg("scenario"), py::arg("strategy") = "auto", py::arg("staging") = py::none(),
+  m.attr("DEFAULT_STRATEGY") = py::str(kDefaultStrategy);  // simulate's, _refit_plan's and reshard.torch.Refit's
+  m.def("_refit_plan", &refit_plan_py, py::arg("scenario"), py::arg("strategy") = kDefaultStrategy, py::arg("staging") = py::none(),
         py::arg("profile") = "reshard", py::arg("params") = py::none(), py::arg("overrides") = py::none(),
         py::arg("base_dir") = py::none(),
         "The refit plan file's JSON text (every GPU's program) for a strategy within the staging budgets "

@@ -285,14 +285,19 @@ class _RankRun:
 
 
 class Refit:
-    """A refit planned once (scenario, strategy, staging budget) and run every training step."""
+    """A refit planned once (scenario, strategy, staging budget) and run every training step.
 
-    def __init__(self, scenario=None, strategy="auto", staging=None, *, overrides=None, profile="reshard", plan=None):
+    strategy: None for reshard's default (reshard._reshard.DEFAULT_STRATEGY: "auto", the tuner's
+    choice), or a strategy line as `reshard compare` prints it."""
+
+    def __init__(self, scenario=None, strategy=None, staging=None, *, overrides=None, profile="reshard", plan=None):
         if plan is None:
             if scenario is None:
                 raise ValueError("Refit: give a scenario (path or dict), or use Refit.load(plan_file)")
             import reshard
             reshard._need_extension()
+            if strategy is None:
+                strategy = reshard._reshard.DEFAULT_STRATEGY
             plan = _json.loads(reshard._reshard._refit_plan(scenario, strategy=strategy, staging=staging,
                                                             profile=profile, overrides=overrides))
         if plan.get("format") != FORMAT:

@@ -111,20 +111,20 @@ struct Loopback {
                 static_cast<std::size_t>(c.bytes));
   }
   // Chunk k's bytes in t's region on GPU g (its slot of the ring, or its place in a kept receive).
-  unsigned char* slot(GpuId g, const Transfer* t, std::int64_t k) {
+  unsigned char* slot(GpuId g, const OpStream* t, std::int64_t k) {
     return at[g][static_cast<std::size_t>(t->region)] + t->slot_offset(k * t->chunk);
   }
-  void pack(GpuId g, const Transfer* t, std::int64_t k) {
+  void pack(GpuId g, const OpStream* t, std::int64_t k) {
     for_each_chunk_copy(*t, true, k, [&](const CopyRun& c) { copy(g, c); });
   }
-  void unpack(GpuId g, const Transfer* t, std::int64_t k) {
+  void unpack(GpuId g, const OpStream* t, std::int64_t k) {
     for_each_chunk_copy(*t, false, k, [&](const CopyRun& c) { copy(g, c); });
   }
-  std::int64_t bytes(GpuId g, const Transfer* t) { return progs[g].regions[static_cast<std::size_t>(t->region)].bytes; }
+  std::int64_t bytes(GpuId g, const OpStream* t) { return progs[g].regions[static_cast<std::size_t>(t->region)].bytes; }
 };
 
-const Transfer* find_transfer(const std::vector<Transfer>& list, std::int64_t op) {
-  auto it = std::find_if(list.begin(), list.end(), [&](const Transfer& t) { return t.op == op; });
+const OpStream* find_stream(const std::vector<OpStream>& list, std::int64_t op) {
+  auto it = std::find_if(list.begin(), list.end(), [&](const OpStream& t) { return t.op == op; });
   return it == list.end() ? nullptr : &*it;
 }
 
@@ -137,16 +137,16 @@ std::vector<ChainHop> hops_of(const Schedule& s, const Op& op) {
 // Each GPU's role in op (sender, receivers), checked against the stream's hops: a receiver's peer
 // is its hop's `from`, which lists it among its children, and its region is its ring or, kept, the
 // whole part.
-std::map<GpuId, const Transfer*> roles(Loopback& lb, const Schedule& s, const Op& op) {
-  std::map<GpuId, const Transfer*> held;
-  const Transfer* st = find_transfer(lb.progs[op.src].sends, op.id);
+std::map<GpuId, const OpStream*> roles(Loopback& lb, const Schedule& s, const Op& op) {
+  std::map<GpuId, const OpStream*> held;
+  const OpStream* st = find_stream(lb.progs[op.src].sends, op.id);
   EXPECT_NE(st, nullptr) << "op " << op.id;
   if (!st) return held;
   EXPECT_EQ(st->peer, -1);
   EXPECT_EQ(st->chain, op.chain);
   held[op.src] = st;
   for (const ChainHop& h : hops_of(s, op)) {
-    const Transfer* rt = find_transfer(lb.progs[h.to].receives, op.id);
+    const OpStream* rt = find_stream(lb.progs[h.to].receives, op.id);
     EXPECT_NE(rt, nullptr) << "op " << op.id << " GPU " << h.to;
     if (!rt) return {};
     EXPECT_EQ(rt->peer, h.from);
@@ -180,7 +180,7 @@ Loopback run_loopback(const RunPlan& rp, std::int64_t corrupt = -1, Loopback::St
       const Op& op = s.ops[static_cast<std::size_t>(id)];
       const auto held = roles(lb, s, op);
       if (held.empty()) return lb;
-      const Transfer* st = held.at(op.src);
+      const OpStream* st = held.at(op.src);
       const std::int64_t flip_at = op.id == corrupt && !held.at(op.dst)->copies.empty() ? corrupt_offset(faults, *held.at(op.dst)) : -1;
       for (std::int64_t k = 0; k < st->chunks(); ++k) {
         const ChunkRange r = chain_chunk(op.bytes.value, st->chunk, k);
@@ -251,7 +251,7 @@ Loopback run_waves(const RunPlan& rp, Loopback::Staging staging = Loopback::Stag
   for (const auto& ops : ops_by_step(rp)) {
     const StepWaves sw = step_waves(s, ops);
     EXPECT_EQ(sw.streams.size(), ops.size());
-    std::map<std::int64_t, std::map<GpuId, const Transfer*>> held;  // per op: its roles
+    std::map<std::int64_t, std::map<GpuId, const OpStream*>> held;  // per op: its roles
     using Key = std::pair<std::int64_t, GpuId>;
     std::map<Key, std::vector<char>> holds;                    // per (op, GPU): chunks here
     std::map<Key, std::map<std::int64_t, std::int64_t>> owner;  // per (op, GPU): slot -> (chunk, forwards left) packed
@@ -264,7 +264,7 @@ Loopback run_waves(const RunPlan& rp, Loopback::Staging staging = Loopback::Stag
     }
     // Chunk k enters GPU g's slot: the chunk there before must have left for every child.
     auto occupy = [&](std::int64_t id, GpuId g, std::int64_t k) {
-      const Transfer* t = held[id].at(g);
+      const OpStream* t = held[id].at(g);
       if (t->kept()) return;
       const std::int64_t slot = k % t->slots;
       if (auto it = owner[{id, g}].find(slot); it != owner[{id, g}].end()) {
@@ -276,7 +276,7 @@ Loopback run_waves(const RunPlan& rp, Loopback::Staging staging = Loopback::Stag
       left[{id, g}][k] = static_cast<std::int64_t>(t->children.size());
     };
     auto still_here = [&](std::int64_t id, GpuId g, std::int64_t k) {
-      const Transfer* t = held[id].at(g);
+      const OpStream* t = held[id].at(g);
       return t->kept() || owner[{id, g}][k % t->slots] == k;
     };
     for (std::int64_t wave = 0; wave < sw.waves; ++wave) {
@@ -708,7 +708,7 @@ TEST(Loopback, FlipAtTheFirstMiddleOrLastByteIsNamedAtItsElement) {
     for (const auto where : {Fault::Where::First, Fault::Where::Middle, Fault::Where::Last}) {
       Loopback lb = run_loopback(c.rp, c.op, Loopback::Staging::Own, where);
       const GpuProgram& victim = lb.progs[op.dst];
-      const Transfer* t = find_transfer(victim.receives, c.op);
+      const OpStream* t = find_stream(victim.receives, c.op);
       ASSERT_NE(t, nullptr);
       // The flipped byte's place in its destination shard: the copy run that unpacks it.
       const std::int64_t at = corrupt_offset({{Fault::Kind::Corrupt, c.op, where}}, *t);
@@ -829,7 +829,7 @@ nlohmann::json written_measurement() {
   m.backend = "host";
   m.ranks = 16;
   m.schedule = s;
-  m.ops.assign(s.ops.size(), OpTiming{0.0, 1e-3});
+  m.ops.assign(s.ops.size(), MeasuredOpTiming{0.0, 1e-3});
   m.elapsed_s = 1e-3;
   m.bytes_verified = ts.bytes_needed.value;
   m.verified = true;

@@ -261,7 +261,7 @@ TEST(HostileJson, GpuOutsideTheTopologyIsAScheduleError) {
   j["ops"][0]["dst"] = 1006;
   const Schedule s = schedule_from_json(j, "s.json");
   try {
-    check_gpus(s, f.sc.topology.gpu_count());
+    check_schedule_gpus(s, f.sc.topology.gpu_count());
     FAIL() << "accepted";
   } catch (const ScheduleError& e) {
     EXPECT_HAS(std::string(e.what()), "operation 0 dst: GPU 1006 is not in the topology (0..15)");

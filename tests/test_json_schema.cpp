@@ -216,6 +216,16 @@ TEST(JsonSchema, ExecCheckCalibrate) {
 #endif
 
 // The schemas the tests above validate against are exactly the documented ones.
+// One default strategy (model::kDefaultStrategy): without --strategy, simulate and exec build the
+// tuner's choice, as with --strategy auto.
+TEST(DefaultStrategy, SimulateAndExecTakeAuto) {
+  const json simulated = reshard_json("simulate " + kSmall + " --json");
+  EXPECT_EQ(simulated["params"], reshard_json("simulate " + kSmall + " --strategy auto --json")["params"]);
+  const json dry = reshard_json("exec " + kSmall + " --dry-run --json");
+  EXPECT_EQ(dry["params"], reshard_json("exec " + kSmall + " --strategy auto --dry-run --json")["params"]);
+  EXPECT_EQ(dry["params"], simulated["params"]);
+}
+
 TEST(JsonSchema, EveryDocumentedSchemaIsExercised) {
   const std::set<std::string> exercised{"reshard-topo-1", "reshard-model-1", "reshard-plan-1", "reshard-compare-1",
                                         "reshard-simulate-1", "reshard-simulate-flows-1", "reshard-simulate-collective-1",

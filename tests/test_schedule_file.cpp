@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 #include "reshard/model/digest.hpp"
 #include "reshard/model/errors.hpp"
@@ -380,17 +381,84 @@ TEST(ScheduleFileHostile, FieldsOutOfRangeAreNamed) {
   }
 }
 
-// A binary schedule stores its strategy as the strategy's position in all_strategies() (header byte
-// 112), so the positions are part of the file format: a strategy inserted in the middle would change
-// what every existing .rsched file means. New strategies go at the end; this pins the ones there are.
-TEST(ScheduleFileFormat, StrategyCodesArePinned) {
-  const std::vector<std::pair<Strategy, std::uint8_t>> codes{
+// A binary schedule stores a strategy's and a phase's stable id (StrategyTraits::id, OpPhaseInfo::id),
+// not its position in the enum: the ids are part of the file format, and the ones there are pinned
+// here, so that a changed id fails this test and a reordered enum (the ids stay with their names)
+// does not.
+TEST(ScheduleFileFormat, StrategyIdsArePinned) {
+  const std::vector<std::pair<Strategy, std::uint8_t>> ids{
       {Strategy::GatherBroadcast, 0}, {Strategy::Direct, 1}, {Strategy::DomainGrouped, 2},
       {Strategy::DomainChain, 3},     {Strategy::Hybrid, 4}, {Strategy::NemoRlReshard, 5}};
-  ASSERT_EQ(all_strategies().size(), codes.size()) << "a new strategy: append it, give it the next code here";
-  for (const auto& [strategy, code] : codes) {
-    EXPECT_EQ(all_strategies()[code], strategy) << to_string(strategy);
+  ASSERT_EQ(all_strategies().size(), ids.size()) << "a new strategy: give it an unused id in kStrategies, and pin it here";
+  for (const auto& [strategy, id] : ids) {
+    EXPECT_EQ(traits(strategy).id, id) << to_string(strategy);
+    EXPECT_EQ(strategy_with_id(id), strategy) << to_string(strategy);
     const Built b = build("small-moe-ep.yaml", to_string(strategy));
-    EXPECT_EQ(static_cast<std::uint8_t>(schedule_to_binary(b.s)[112]), code) << to_string(strategy);
+    const std::string bytes = schedule_to_binary(b.s);
+    EXPECT_EQ(static_cast<std::uint8_t>(bytes[112]), id) << to_string(strategy);
+    EXPECT_EQ(schedule_from_binary(bytes, "ids.rsched").params.strategy, strategy) << to_string(strategy);
+  }
+}
+
+TEST(ScheduleFileFormat, PhaseIdsArePinned) {
+  // Id 5 was `forward`, never produced and removed: reserved, so it reads as no phase.
+  const std::vector<std::pair<OpPhase, std::uint8_t>> ids{
+      {OpPhase::Direct, 0}, {OpPhase::Gather, 1}, {OpPhase::Broadcast, 2}, {OpPhase::Ingress, 3}, {OpPhase::FanOut, 4}};
+  ASSERT_EQ(op_phases().size(), ids.size()) << "a new phase: give it an unused id in kOpPhases, and pin it here";
+  for (const auto& [phase, id] : ids) {
+    EXPECT_EQ(stable_id(phase), id) << to_string(phase);
+    EXPECT_EQ(op_phase_with_id(id), phase) << to_string(phase);
+    EXPECT_EQ(op_phase_named(to_string(phase)), phase) << to_string(phase);
+  }
+  EXPECT_EQ(op_phase_with_id(5), std::nullopt);
+  EXPECT_EQ(op_phase_named("forward"), std::nullopt);
+  // Every op record's phase byte (offset 44) is its phase's id.
+  for (const char* strategy : {"direct", "gather_broadcast", "domain_chain"}) {
+    const Built b = build("small-moe-ep.yaml", strategy);
+    const std::string bytes = schedule_to_binary(b.s);
+    const std::size_t ops_at = kHeader + (b.s.scenario.size() + 1 + 7) / 8 * 8;
+    for (std::size_t i = 0; i < b.s.ops.size(); ++i)
+      ASSERT_EQ(static_cast<std::uint8_t>(bytes[ops_at + 48 * i + 44]), stable_id(b.s.ops[i].phase)) << strategy << " op " << i;
+  }
+}
+
+// An unknown id is one ConfigError naming the record, in the header and in an op record.
+TEST(ScheduleFileFormat, UnknownIdsAreNamed) {
+  const Built b = build("small-moe-ep.yaml", "domain_chain");
+  const std::string good = schedule_to_binary(b.s);
+  const std::size_t ops_at = kHeader + (b.s.scenario.size() + 1 + 7) / 8 * 8;
+  for (const auto& [at, id, expect] : std::vector<std::tuple<std::size_t, char, std::string>>{
+           {112, 6, "header.strategy: no strategy 6 (the strategy ids: 0 gather_broadcast, 1 direct"},
+           {ops_at + 44, 5, "ops[0].phase: no phase 5"},
+           {ops_at + 44, 9, "ops[0].phase: no phase 9"}}) {
+    std::string bytes = good;
+    bytes[at] = id;
+    stamp_binary_digest(bytes);
+    EXPECT_HAS(config_error([&] { schedule_from_binary(bytes, "ids.rsched"); }), "ids.rsched: " + expect);
+  }
+}
+
+// Files written before the ids were explicit (fuzz/corpus/schedule_bin: version 1, strategies and
+// phases stored by their enum positions of the time) read back as the schedules they were.
+TEST(ScheduleFileFormat, FilesWrittenBeforeStableIdsStillRead) {
+  struct Old {
+    const char* file;
+    const char* scenario;
+    Strategy strategy;
+    std::vector<OpPhase> phases;  // the phases its ops have, in enum order
+  };
+  for (const Old& old : std::vector<Old>{
+           {"small-gqa-gather_broadcast.rsched", "small-gqa-megatron-vllm.yaml", Strategy::GatherBroadcast,
+            {OpPhase::Gather, OpPhase::Broadcast}},
+           {"small-moe-ep-domain_chain.rsched", "small-moe-ep.yaml", Strategy::DomainChain, {OpPhase::Ingress}}}) {
+    const Schedule s = read_schedule_file(kRoot + "/fuzz/corpus/schedule_bin/" + old.file);
+    EXPECT_EQ(s.params.strategy, old.strategy) << old.file;
+    std::vector<OpPhase> phases;
+    for (const Op& op : s.ops)
+      if (std::find(phases.begin(), phases.end(), op.phase) == phases.end()) phases.push_back(op.phase);
+    std::sort(phases.begin(), phases.end());
+    EXPECT_EQ(phases, old.phases) << old.file;
+    const Built b = build(old.scenario, to_string(old.strategy));
+    EXPECT_NO_THROW(validate(s, b.ts, b.sc.inventory, b.sc.source, b.sc.destination)) << old.file;
   }
 }

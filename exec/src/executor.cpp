@@ -23,7 +23,7 @@ Measurement new_measurement(const RunPlan& plan, const ExecOptions& options, int
   m.params_file = options.params_file;
   m.ranks = world;
   m.schedule = *plan.schedule;
-  m.ops.assign(plan.schedule->ops.size(), OpTiming{});
+  m.ops.assign(plan.schedule->ops.size(), MeasuredOpTiming{});
   return m;
 }
 
@@ -48,9 +48,9 @@ const std::vector<Transport>& transports() {
   constexpr bool kCuda = false;
 #endif
 #if defined(RESHARD_HAVE_NCCL) && defined(RESHARD_HAVE_CUDA)
-  constexpr bool kNccl = true;
+  constexpr bool kNcclBackend = true;
 #else
-  constexpr bool kNccl = false;
+  constexpr bool kNcclBackend = false;
 #endif
   //                               processes device precision staging digest binding
   static const std::vector<Transport> table = {
@@ -58,8 +58,8 @@ const std::vector<Transport>& transports() {
        {true, false, true, true, true, true}, detail::run_host, detail::open_host_session},
       {"cuda", kCuda, kCuda ? "virtual ranks on one GPU, device-to-device copies" : "needs the CUDA toolkit at configure time",
        {false, true, false, true, true, true}, detail::run_cuda, [] { return std::shared_ptr<TransportSession>(); }},
-      {"nccl", kNccl,
-       kNccl ? (kMpi ? "one process per GPU under mpirun, ncclSend/ncclRecv (libnccl.so.2 loaded at run time)"
+      {"nccl", kNcclBackend,
+       kNcclBackend ? (kMpi ? "one process per GPU under mpirun, ncclSend/ncclRecv (libnccl.so.2 loaded at run time)"
                      : "one process at world size 1 (no MPI in this build), ncclSend/ncclRecv (libnccl.so.2 loaded at run time)")
              : "needs CUDA and NCCL's header at configure time",
        {kMpi, true, false, true, true, true}, detail::run_nccl, [] { return std::shared_ptr<TransportSession>(); }},

@@ -89,7 +89,7 @@ struct DeviceRun {
   // One stream role of a local GPU: its program, its transfer, per chunk its pack or unpack in `copies`.
   struct Local {
     std::size_t prog = 0;
-    const Transfer* t = nullptr;
+    const OpStream* t = nullptr;
     std::vector<std::pair<std::int64_t, std::int64_t>> chunk_copies;  // per chunk: [first, count)
   };
   std::map<std::int64_t, Local> send_of;                  // op -> its sender here (plain sender or chain root)
@@ -162,7 +162,7 @@ void add_work(std::vector<ShardWork>& work, std::int32_t shard, std::int64_t ele
 }
 
 // Each chunk's copy runs of a stream role (for_each_chunk_copy), as device copies.
-DeviceRun::Local chunked(DeviceRun& d, std::size_t prog, const Transfer& t, bool send) {
+DeviceRun::Local chunked(DeviceRun& d, std::size_t prog, const OpStream& t, bool send) {
   DeviceRun::Local l{prog, &t, {}};
   for (std::int64_t k = 0; k < t.chunks(); ++k) {
     const auto first = static_cast<std::int64_t>(d.copies.size());
@@ -255,8 +255,8 @@ void prepare(DeviceRun& d, const RunPlan& plan, const std::vector<GpuId>& gpus, 
   }
   d.local_copies = static_cast<std::int64_t>(d.copies.size());
   for (std::size_t p = 0; p < d.progs.size(); ++p) {
-    for (const Transfer& t : d.progs[p].sends) d.send_of[t.op] = chunked(d, p, t, true);
-    for (const Transfer& t : d.progs[p].receives) d.receive_of[t.op].push_back(chunked(d, p, t, false));
+    for (const OpStream& t : d.progs[p].sends) d.send_of[t.op] = chunked(d, p, t, true);
+    for (const OpStream& t : d.progs[p].receives) d.receive_of[t.op].push_back(chunked(d, p, t, false));
   }
   d.d_sources = to_device(d.sources, d.rank);
   d.d_destinations = to_device(d.destinations, d.rank);

@@ -67,7 +67,7 @@ struct HostSession : TransportSession {
 };
 
 // The kept receive regions a send's copies read, each once.
-std::vector<std::int32_t> regions_read(const Transfer& t) {
+std::vector<std::int32_t> regions_read(const OpStream& t) {
   std::vector<std::int32_t> from;
   for (const CopyRun& c : t.copies) from.push_back(c.src);
   std::sort(from.begin(), from.end());
@@ -78,7 +78,7 @@ std::vector<std::int32_t> regions_read(const Transfer& t) {
 // One job per stream role of a local GPU: a sender, or a receiver (forwarding to its children).
 struct Job {
   std::size_t prog = 0;
-  const Transfer* t = nullptr;
+  const OpStream* t = nullptr;
   const Op* op = nullptr;
   bool send = false;
   std::int64_t region_bytes = 0;  // its staging region: the ring, or the whole part when kept
@@ -202,7 +202,7 @@ class HostRun {
     for (std::size_t i = 0; i < mine.size(); ++i) {
       allocate(progs_[i], inv_, mems_[i], false, options_.binding, w_.rank);  // staging regions are allocated when used
       for (const auto* list : {&progs_[i].sends, &progs_[i].receives})
-        for (const Transfer& t : *list)
+        for (const OpStream& t : *list)
           if (std::min(t.bytes, t.chunk) > INT_MAX)
             throw ExecError("operation " + std::to_string(t.op) +
                                 " moves chunks of more than 2 GiB; the host backend sends at most 2 GiB per message",
@@ -244,7 +244,7 @@ class HostRun {
     staging_peak_.assign(progs_.size(), 0);
     for (std::size_t i = 0; i < progs_.size(); ++i) {
       readers_[i].assign(progs_[i].regions.size(), 0);
-      for (const Transfer& t : progs_[i].sends)
+      for (const OpStream& t : progs_[i].sends)
         for (auto r : regions_read(t))
           if (progs_[i].regions[static_cast<std::size_t>(r)].kind == Region::Kind::Receive) ++readers_[i][static_cast<std::size_t>(r)];
     }
@@ -272,7 +272,7 @@ class HostRun {
     receive_job_.resize(progs_.size());
     for (std::size_t i = 0; i < progs_.size(); ++i)
       for (bool send : {true, false})
-        for (const Transfer& t : send ? progs_[i].sends : progs_[i].receives) {
+        for (const OpStream& t : send ? progs_[i].sends : progs_[i].receives) {
           Job j;
           j.prog = i;
           j.t = &t;

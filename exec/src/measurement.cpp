@@ -24,7 +24,7 @@ std::vector<StepSpan> spans(const Measurement& m, const std::vector<std::int32_t
   std::vector<StepSpan> out(static_cast<std::size_t>(count));
   for (std::size_t i = 0; i < m.schedule.ops.size(); ++i) {
     auto& sp = out[static_cast<std::size_t>(step[i])];
-    const OpTiming& t = m.ops[i];
+    const MeasuredOpTiming& t = m.ops[i];
     sp.ops += 1;
     sp.bytes += m.schedule.ops[i].bytes.value;
     if (t.start_s >= 0) sp.start = sp.start < 0 ? t.start_s : std::min(sp.start, t.start_s);
@@ -68,7 +68,7 @@ nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
   auto& ops = j["ops"] = nlohmann::json::array();
   for (std::size_t i = 0; i < m.schedule.ops.size(); ++i) {
     const Op& o = m.schedule.ops[i];
-    const OpTiming& t = m.ops[i];
+    const MeasuredOpTiming& t = m.ops[i];
     // A chain op's route is the worst link kind over its hops.
     LinkKind kind = LinkKind::NVLink;
     if (o.chain >= 0) {
@@ -144,7 +144,7 @@ Measurement load_measurement(const std::filesystem::path& path, bool accept_unve
   if (static_cast<std::int64_t>(ops.size()) != n)
     ow.fail("lists " + std::to_string(ops.size()) + " operations, the schedule has " + std::to_string(n));
   std::vector<bool> seen(static_cast<std::size_t>(n), false);
-  m.ops.assign(static_cast<std::size_t>(n), OpTiming{});
+  m.ops.assign(static_cast<std::size_t>(n), MeasuredOpTiming{});
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const auto w = ow.at(i);
     const auto id = static_cast<std::size_t>(integer(member(ops[i], "id", w), w.at("id"), 0, n - 1));
@@ -179,7 +179,7 @@ Measurement load_measurement(const std::filesystem::path& path, bool accept_unve
 
 std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
   const auto [sc, ts] = measured_plan(m);
-  check_gpus(m.schedule, sc.topology.gpu_count());
+  check_schedule_gpus(m.schedule, sc.topology.gpu_count());
   validate(m.schedule, ts, sc.inventory, sc.source, sc.destination);
   const CostParams cost = CostParams::named_or_loaded(m.profile, m.params_file);
   std::int32_t count = 0;

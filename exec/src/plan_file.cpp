@@ -105,7 +105,7 @@ std::string refit_plan_json(const RunPlan& plan) {
     r["local"] = runs_json(prog.local);
     for (const char* list : {"sends", "receives"}) {
       auto& out = r[list] = nlohmann::json::array();
-      for (const Transfer& t : std::string(list) == "sends" ? prog.sends : prog.receives) {
+      for (const OpStream& t : std::string(list) == "sends" ? prog.sends : prog.receives) {
         nlohmann::json children = nlohmann::json::array();
         for (GpuId c : t.children) children.push_back(rank_of(c));
         out.push_back({{"op", t.op},

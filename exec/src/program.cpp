@@ -154,15 +154,15 @@ class ProgramBuilder {
   // sends to (a transfer: its one hop, src -> dst).
   void add_op(const Op& op) {
     const GpuId gpu = prog_.gpu;
-    Transfer t;
+    OpStream t;
     t.op = op.id;
     t.chain = op.chain;
     t.chunk = std::max<std::int64_t>(stream_chunk(s_, op).value, 1);
     t.bytes = op.bytes.value;
     const bool sends = op.src == gpu;
     bool receives = false;
-    Transfer in = t;
-    Transfer out = t;
+    OpStream in = t;
+    OpStream out = t;
     out.slots = s_.slots;
     if (op.chain < 0) {
       if (sends) {
@@ -242,13 +242,13 @@ class ProgramBuilder {
   const Box& shard_box(std::int32_t region) const { return prog_.regions[static_cast<std::size_t>(region)].box; }
 
   // A staging region's bytes: the whole part of `bytes` when kept, else its ring (model::ring_bytes).
-  static std::int64_t region_bytes(const Transfer& t, std::int64_t bytes) {
+  static std::int64_t region_bytes(const OpStream& t, std::int64_t bytes) {
     if (t.kept()) return bytes;
     return t.chunk > bytes / t.slots ? bytes : t.slots * t.chunk;
   }
 
   // A send: its part packed from the source shards here, or from what an op it waits for brought.
-  void add_send(const Op& op, Transfer t) {
+  void add_send(const Op& op, OpStream t) {
     prog_.regions.push_back(Region{Region::Kind::Send, -1, {}, op.id, 0});
     std::int64_t pos = 0;
     for_each_in_part(s_.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
@@ -270,7 +270,7 @@ class ProgramBuilder {
   }
   // Elements [b, e) of piece p from a receive of an op that op waits for, into t at byte pos.
   bool copy_received(const Op& op, std::int32_t p, std::int64_t b, std::int64_t e, std::int64_t es, std::int64_t pos,
-                     Transfer& t) const {
+                     OpStream& t) const {
     for (auto a : s_.after_of(op)) {
       auto it = received_.find(a);
       if (it == received_.end()) continue;
@@ -284,7 +284,7 @@ class ProgramBuilder {
   }
   // A receive: unpacked into the destination shards here (pieces not also held here), and kept
   // for forwarding.
-  void add_receive(const Op& op, Transfer t) {
+  void add_receive(const Op& op, OpStream t) {
     prog_.regions.push_back(Region{Region::Kind::Receive, -1, {}, op.id, 0});
     auto& held = received_[op.id];
     held.first = t.region;
@@ -387,7 +387,7 @@ bool has_fault(const std::vector<Fault>& faults, Fault::Kind k, std::int64_t tar
   return false;
 }
 
-std::int64_t corrupt_offset(const std::vector<Fault>& faults, const Transfer& receive) {
+std::int64_t corrupt_offset(const std::vector<Fault>& faults, const OpStream& receive) {
   for (const Fault& f : faults) {
     if (f.kind != Fault::Kind::Corrupt || f.target != receive.op) continue;
     const auto& c = receive.copies;

@@ -80,11 +80,11 @@ std::vector<StagingRequest> staging_requests(const RunPlan& plan, const std::vec
   for (std::size_t p = 0; p < progs.size(); ++p) {
     request_of[p].assign(progs[p].regions.size(), -1);
     for (const auto* list : {&progs[p].sends, &progs[p].receives})
-      for (const Transfer& t : *list) {
+      for (const OpStream& t : *list) {
         request_of[p][static_cast<std::size_t>(t.region)] = static_cast<std::int64_t>(requests.size());
         requests.push_back({progs[p].regions[static_cast<std::size_t>(t.region)].bytes, step(t.op), step(t.op)});
       }
-    for (const Transfer& t : progs[p].sends)
+    for (const OpStream& t : progs[p].sends)
       for (const CopyRun& c : t.copies)
         if (const std::int64_t q = request_of[p][static_cast<std::size_t>(c.src)]; q >= 0)
           requests[static_cast<std::size_t>(q)].last = std::max(requests[static_cast<std::size_t>(q)].last, step(t.op));

@@ -245,7 +245,7 @@ std::vector<Observation> observations_from_measurement(const std::filesystem::pa
   if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
     throw ConfigError(file.string(), 0, "schedule", "does not match the plan of " + scenario.string());
   try {
-    check_gpus(s, sc.topology.gpu_count());
+    check_schedule_gpus(s, sc.topology.gpu_count());
     validate(s, ts, sc.inventory, sc.source, sc.destination);
   } catch (const ScheduleError& e) {
     throw ConfigError(file.string(), 0, "schedule", e.what());

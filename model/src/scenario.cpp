@@ -482,7 +482,7 @@ Topology load_topology(const Scenario& s) {
   });
 }
 
-void check_gpus(const Scenario& s, const Topology& topo) {
+void check_layout_gpus(const Scenario& s, const Topology& topo) {
   yaml::naming_overrides(s.overrides, [&] {
     for (const auto* side : {&s.source, &s.destination}) {
       const char* key = side == &s.source ? "source.gpus" : "destination.gpus";
@@ -673,7 +673,7 @@ void check_memory(const Scenario& s, const std::vector<GpuMemoryUse>& memory) {
 LoadedScenario load_scenario(const Scenario& s) {
   Inventory inv = load_inventory(s);
   Topology topo = load_topology(s);
-  check_gpus(s, topo);
+  check_layout_gpus(s, topo);
   auto [src, dst] = build_layouts(s, inv);
   apply_precision(s, inv, src, dst);
   std::vector<GpuMemoryUse> memory = gpu_memory_use(s, inv, topo, src, dst);

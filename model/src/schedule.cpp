@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <span>
 #include <nlohmann/json.hpp>
@@ -13,7 +14,49 @@ namespace reshard::model {
 
 namespace {
 constexpr const char* kScheduleFormat = "reshard-schedule-4";
+
+// The one table of the phases: name and stable id (schedule.hpp). Id 5 was `forward` (never
+// produced; removed): reserved, never given to another phase.
+constexpr OpPhaseInfo kOpPhases[] = {
+    {OpPhase::Direct, "direct", 0},   {OpPhase::Gather, "gather", 1}, {OpPhase::Broadcast, "broadcast", 2},
+    {OpPhase::Ingress, "ingress", 3}, {OpPhase::FanOut, "fanout", 4},
+};
+constexpr std::uint8_t kRetiredOpPhaseIds[] = {5};
+static_assert([] {
+  for (std::size_t i = 0; i < std::size(kOpPhases); ++i) {
+    if (static_cast<std::size_t>(kOpPhases[i].phase) != i) return false;
+    for (std::size_t k = 0; k < i; ++k)
+      if (kOpPhases[k].id == kOpPhases[i].id) return false;
+    for (auto retired : kRetiredOpPhaseIds)
+      if (kOpPhases[i].id == retired) return false;
+  }
+  return true;
+}(), "kOpPhases lists the phases in enum order, each with an id of its own that no retired phase had");
 }  // namespace
+
+std::span<const OpPhaseInfo> op_phases() { return kOpPhases; }
+
+const char* to_string(OpPhase p) { return kOpPhases[static_cast<std::size_t>(p)].name; }
+
+std::uint8_t stable_id(OpPhase p) { return kOpPhases[static_cast<std::size_t>(p)].id; }
+
+std::optional<OpPhase> op_phase_with_id(std::uint8_t id) {
+  for (const auto& p : kOpPhases)
+    if (p.id == id) return p.phase;
+  return std::nullopt;
+}
+
+std::optional<OpPhase> op_phase_named(std::string_view name) {
+  for (const auto& p : kOpPhases)
+    if (name == p.name) return p.phase;
+  return std::nullopt;
+}
+
+std::optional<Strategy> strategy_with_id(std::uint8_t id) {
+  for (Strategy s : all_strategies())
+    if (traits(s).id == id) return s;
+  return std::nullopt;
+}
 
 std::string op_problem(const Schedule& s, std::size_t i, std::int32_t gpu_count, bool content) {
   const Op& op = s.ops[i];
@@ -295,7 +338,7 @@ void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, co
   v.check_deliveries();
 }
 
-void check_gpus(const Schedule& s, std::int32_t gpu_count) {
+void check_schedule_gpus(const Schedule& s, std::int32_t gpu_count) {
   auto check = [&](GpuId g, const std::string& where) {
     if (g < 0 || g >= gpu_count)
       throw ScheduleError(where + ": GPU " + std::to_string(g) + " is not in the topology (0.." +
@@ -473,9 +516,6 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, co
     if (chain.hops.empty()) hw.fail("a chain needs at least one hop");
     s.chains.push_back(std::move(chain));
   }
-  static const std::unordered_map<std::string, OpPhase> phases = {
-      {"direct", OpPhase::Direct}, {"gather", OpPhase::Gather}, {"broadcast", OpPhase::Broadcast},
-      {"ingress", OpPhase::Ingress}, {"fanout", OpPhase::FanOut}, {"forward", OpPhase::Forward}};
   const auto ow = root.at("ops");
   const auto& ops = array(member(j, "ops", root), ow);
   const auto buffer_max = static_cast<std::int32_t>(s.buffers.size()) - 1;
@@ -499,9 +539,9 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, co
       op.chain = integer_as<std::int32_t>(o["chain"], w.at("chain"), 0, chain_max);
     }
     const std::string phase = string(member(o, "phase", w), w.at("phase"));
-    const auto ph = phases.find(phase);
-    if (ph == phases.end()) w.at("phase").fail("unknown phase " + quote(phase));
-    op.phase = ph->second;
+    const auto ph = op_phase_named(phase);
+    if (!ph) w.at("phase").fail("unknown phase " + quote(phase));
+    op.phase = *ph;
     const auto aw = w.at("after");
     const auto& after = array(member(o, "after", w), aw);
     ids.clear();

@@ -184,9 +184,14 @@ Layout read_header(const unsigned char* h, std::uint64_t size, const Where& w) {
   if (l.params.channels < 0) w.fail("header.channels", "negative");
   if (l.params.max_chain < 0) w.fail("header.max_chain", "negative");
   const std::uint8_t strategy = h[112], flags = h[113];
-  if (strategy >= all_strategies().size())
-    w.fail("header.strategy", "no strategy " + std::to_string(strategy) + " (" + std::to_string(all_strategies().size()) + " strategies)");
-  l.params.strategy = all_strategies()[strategy];
+  const auto named = strategy_with_id(strategy);
+  if (!named) {
+    std::string ids;
+    for (Strategy s : all_strategies())
+      ids += std::string(ids.empty() ? "" : ", ") + std::to_string(traits(s).id) + " " + to_string(s);
+    w.fail("header.strategy", "no strategy " + std::to_string(strategy) + " (the strategy ids: " + ids + ")");
+  }
+  l.params.strategy = *named;
   if (flags & ~(kFlagRailAligned | kFlagRelayIngress | kFlagRelayEgress)) w.fail("header.flags", "unknown flag bits");
   l.params.rail_aligned_ingress = flags & kFlagRailAligned;
   l.params.relay_ingress = flags & kFlagRelayIngress;
@@ -265,8 +270,9 @@ OpRecord decode_op(const unsigned char* p, std::int64_t id, const Layout& l, con
     w.fail(key + ".part", "part " + std::to_string(op.part) + " of " + std::to_string(op.parts) + " is not a part (0 <= part < parts <= " +
                               std::to_string(kMaxParts) + ")");
   if (op.bytes.value < 0) w.fail(key + ".bytes", "negative");
-  if (phase > static_cast<std::uint8_t>(OpPhase::Forward)) w.fail(key + ".phase", "no phase " + std::to_string(phase));
-  op.phase = static_cast<OpPhase>(phase);
+  const auto named = op_phase_with_id(phase);
+  if (!named) w.fail(key + ".phase", "no phase " + std::to_string(phase) + " (docs/schedule-format.md lists the phase ids)");
+  op.phase = *named;
   if (r.after_begin > l.after || r.after_n > l.after - r.after_begin)
     w.fail(key + ".after", "entries " + std::to_string(r.after_begin) + "+" + std::to_string(r.after_n) + " outside the " +
                                std::to_string(l.after) + " of the after section");
@@ -522,8 +528,7 @@ std::string schedule_to_binary(const Schedule& s) {
   w.i64(s.params.bucket.value);
   w.i32(s.params.channels);
   w.i32(s.params.max_chain);
-  const auto& names = all_strategies();
-  w.u8(static_cast<std::uint8_t>(std::find(names.begin(), names.end(), s.params.strategy) - names.begin()));
+  w.u8(traits(s.params.strategy).id);
   w.u8(static_cast<std::uint8_t>((s.params.rail_aligned_ingress ? kFlagRailAligned : 0) |
                                  (s.params.relay_ingress ? kFlagRelayIngress : 0) | (s.params.relay_egress ? kFlagRelayEgress : 0)));
   w.u16(static_cast<std::uint16_t>(s.slots));
@@ -539,7 +544,7 @@ std::string schedule_to_binary(const Schedule& s) {
     w.i64(op.bytes.value);
     w.u64(at);
     w.u32(static_cast<std::uint32_t>(op.after_count));
-    w.u8(static_cast<std::uint8_t>(op.phase));
+    w.u8(stable_id(op.phase));
     for (int k = 0; k < 3; ++k) w.u8(0);
     at += static_cast<std::uint64_t>(op.after_count);
   }

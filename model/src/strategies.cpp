@@ -17,36 +17,28 @@
 
 namespace reshard::model {
 
-const char* to_string(OpPhase p) {
-  switch (p) {
-    case OpPhase::Direct: return "direct";
-    case OpPhase::Gather: return "gather";
-    case OpPhase::Broadcast: return "broadcast";
-    case OpPhase::Ingress: return "ingress";
-    case OpPhase::FanOut: return "fanout";
-    case OpPhase::Forward: return "forward";
-  }
-  return "?";
-}
-
 namespace {
-// The one table of the named strategies, in enum order: name, what each takes, whether the tuner
-// moves its parameters (gather_broadcast and nemo_rl_reshard are fixed deployments; direct has no
-// parameter to move).
-//   strategy                  name                chunk  chan.  max_ch bucket relays tuned
+// The one table of the named strategies, in enum order: name, stable id (what a binary schedule
+// file stores: never reused, a new strategy takes an id no strategy has had), what each takes,
+// whether the tuner moves its parameters (gather_broadcast and nemo_rl_reshard are fixed
+// deployments; direct has no parameter to move).
+//   strategy                  name           id   chunk  chan.  max_ch bucket relays tuned
 constexpr StrategyTraits kStrategies[] = {
-    {Strategy::GatherBroadcast, "gather_broadcast", true, true, false, true, false, false},
-    {Strategy::Direct, "direct", false, false, false, false, false, false},
-    {Strategy::DomainGrouped, "domain_grouped", true, false, false, false, true, true},
-    {Strategy::DomainChain, "domain_chain", true, false, true, false, true, true},
-    {Strategy::Hybrid, "hybrid", true, false, true, false, true, true},
-    {Strategy::NemoRlReshard, "nemo_rl_reshard", true, true, false, true, true, false},
+    {Strategy::GatherBroadcast, "gather_broadcast", 0, true, true, false, true, false, false},
+    {Strategy::Direct, "direct", 1, false, false, false, false, false, false},
+    {Strategy::DomainGrouped, "domain_grouped", 2, true, false, false, false, true, true},
+    {Strategy::DomainChain, "domain_chain", 3, true, false, true, false, true, true},
+    {Strategy::Hybrid, "hybrid", 4, true, false, true, false, true, true},
+    {Strategy::NemoRlReshard, "nemo_rl_reshard", 5, true, true, false, true, true, false},
 };
 static_assert([] {
-  for (std::size_t i = 0; i < std::size(kStrategies); ++i)
+  for (std::size_t i = 0; i < std::size(kStrategies); ++i) {
     if (static_cast<std::size_t>(kStrategies[i].strategy) != i) return false;
+    for (std::size_t k = 0; k < i; ++k)
+      if (kStrategies[k].id == kStrategies[i].id) return false;
+  }
   return true;
-}(), "kStrategies lists the strategies in enum order");
+}(), "kStrategies lists the strategies in enum order, each with an id of its own");
 const StrategyTraits* traits_named(const std::string& name) {
   for (const auto& t : kStrategies)
     if (name == t.name) return &t;

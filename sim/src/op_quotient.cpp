@@ -481,9 +481,9 @@ OpQuotientOutcome simulate_op_quotient(const FlowNetwork& net, const OpProblem& 
 
   FlowSimResult qr = reduce_to_quotient(net, view, colours.link, colours.link_cells, cell_size, options).run();
   // Per op: release and start of its sub-flows (equal), finish of the last one; per entry.
-  std::vector<OpTiming> entry_timing(view.entry_begin.size() - 1);
+  std::vector<SimulatedOpTiming> entry_timing(view.entry_begin.size() - 1);
   for (std::size_t e = 0; e + 1 < view.entry_begin.size(); ++e) {
-    OpTiming& t = entry_timing[e];
+    SimulatedOpTiming& t = entry_timing[e];
     for (auto k = view.entry_begin[e]; k < view.entry_begin[e + 1]; ++k) {
       const FlowTiming& ft = qr.timing[view.entry_cells[k]];
       if (k == view.entry_begin[e]) {

@@ -34,7 +34,7 @@ ScheduleSimulation finish_schedule_simulation(ScheduleSimulation& out,
                                               std::chrono::steady_clock::time_point wall_start) {
   out.events = out.result.events;
   out.makespan = out.result.makespan;
-  for (const OpTiming& t : out.ops) out.ops_makespan = std::max(out.ops_makespan, t.finish);
+  for (const SimulatedOpTiming& t : out.ops) out.ops_makespan = std::max(out.ops_makespan, t.finish);
   // An empty schedule without overheads has makespan 0; with overheads only, the overhead flow.
   // Flows carry no labels (millions of strings at scale) but the overhead flow's; schedule_trace_layout
   // names them by op.
@@ -465,12 +465,12 @@ void keep_flow_specs(FlowTable& flows, ScheduleSimulation& out) {
 
 // Per flow op: release and start of its sub-flows (equal), finish of the last one. A flow's timing
 // is row row_of_flow[g] of the result, or row g when row_of_flow is empty.
-std::vector<OpTiming> flow_op_timings(const OpProblem& problem, const std::vector<std::int64_t>& first_flow,
+std::vector<SimulatedOpTiming> flow_op_timings(const OpProblem& problem, const std::vector<std::int64_t>& first_flow,
                                       const FlowSimResult& result, const std::vector<std::int32_t>& row_of_flow) {
   const std::size_t n_flow_ops = problem.ops();
-  std::vector<OpTiming> ops(n_flow_ops, OpTiming{});
+  std::vector<SimulatedOpTiming> ops(n_flow_ops, SimulatedOpTiming{});
   for (std::size_t f = 0; f < n_flow_ops; ++f) {
-    OpTiming& t = ops[f];
+    SimulatedOpTiming& t = ops[f];
     const std::int64_t end = first_flow[f] + problem.sub_flows(f);
     for (auto g = first_flow[f]; g < end; ++g) {
       const FlowTiming& ft =
@@ -533,8 +533,8 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   // the dropped links' statistics.
   auto schedule_times = [&] {
     add_redundant_link_stats(out.result, out.network, redundant);
-    std::vector<OpTiming> per_flow_op = std::move(out.ops);
-    out.ops.assign(n_ops, OpTiming{});
+    std::vector<SimulatedOpTiming> per_flow_op = std::move(out.ops);
+    out.ops.assign(n_ops, SimulatedOpTiming{});
     for (std::size_t i = 0; i < n_ops; ++i)
       out.ops[i] = {per_flow_op[static_cast<std::size_t>(data_of[i])].release,
                     per_flow_op[static_cast<std::size_t>(data_of[i])].start,

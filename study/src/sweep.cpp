@@ -184,7 +184,7 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
     });
     const Topology* topo = &topo_entry->topology;
     const auto inv = caches.inventories.get(keys.inventory, [&] { return load_inventory(s); });
-    check_gpus(s, *topo);
+    check_layout_gpus(s, *topo);
     const auto plan = caches.plans.get(keys.plan, [&] {
       auto [src, dst] = build_layouts(s, *inv);
       std::optional<Inventory> wire;

@@ -79,14 +79,14 @@ Fault parse_fault(const std::string& text);
 bool has_fault(const std::vector<Fault>& faults, Fault::Kind k, std::int64_t target);
 // The offset in a receive's staging region of the byte a corrupt fault on its op flips (-1: none
 // for this op; 0 when the receive unpacks nothing).
-std::int64_t corrupt_offset(const std::vector<Fault>& faults, const Transfer& receive);
+std::int64_t corrupt_offset(const std::vector<Fault>& faults, const OpStream& receive);
 
 // ---- Measurements -------------------------------------------------------------------------------
 
 // A plain transfer: start = the sender posted it, end = the receiver has it. A chain op: start = the
 // root posted its first chunk, end = the last GPU of the tree has every chunk (merged over ranks:
 // the latest).
-struct OpTiming {
+struct MeasuredOpTiming {
   double start_s = -1, end_s = -1;  // from the common start; -1: not run here
 };
 
@@ -103,7 +103,7 @@ struct Measurement {
   std::string params_file;     // absolute; a cost parameters file (`--params`) that replaces the profile
   std::int32_t ranks = 0;      // processes
   model::Schedule schedule;    // embedded, so check/calibrate rebuild nothing by guesswork
-  std::vector<OpTiming> ops;   // per op id
+  std::vector<MeasuredOpTiming> ops;   // per op id
   double elapsed_s = 0;
   std::int64_t bytes_verified = 0;
   bool verified = false;

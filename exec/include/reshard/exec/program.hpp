@@ -23,7 +23,7 @@
 // A ring holds S = Schedule::slots chunks (min(B, S c) bytes); a kept receive (one a later
 // operation of this GPU packs from, model::kept_receives) holds the whole part, chunk k at k c.
 // Copy runs are written in stream coordinates: a send's dst_offset and a receive's src_offset
-// are byte offsets in the B-byte stream, in stream order; Transfer::slot_offset maps stream bytes
+// are byte offsets in the B-byte stream, in stream order; OpStream::slot_offset maps stream bytes
 // to the region, for_each_chunk_copy slices the runs of one chunk.
 #pragma once
 
@@ -64,11 +64,12 @@ inline ChunkRange chain_chunk(std::int64_t part_bytes, std::int64_t chunk, std::
   return {b, std::min(chunk, part_bytes - b)};
 }
 
-// One operation's stream as one GPU runs it: the sender's (peer = -1) or a receiver's (peer = its
+// One operation's stream as one GPU runs it, for any operation: a transfer (model/schedule.hpp: an
+// op without a chain) or a chain op. The sender's (peer = -1) or a receiver's (peer = its
 // parent: a transfer's src, the chain hop's `from`); `children` are the GPUs it sends every chunk
 // to (the sender's and an inner GPU's, in hop order; none for a leaf). A plain transfer is a
 // stream of one hop: its sender's one child is its dst.
-struct Transfer {
+struct OpStream {
   std::int64_t op = -1;
   model::GpuId peer = -1;
   std::int32_t region = -1;         // its staging region
@@ -92,9 +93,9 @@ struct Transfer {
 };
 
 // Calls f(run) for the copy runs of chunk k of `t` (sliced to it), with the stream side mapped to
-// the region (Transfer::slot_offset): a send's runs write chunk k's slot, a receive's read it.
+// the region (OpStream::slot_offset): a send's runs write chunk k's slot, a receive's read it.
 template <class F>
-void for_each_chunk_copy(const Transfer& t, bool send, std::int64_t k, F&& f) {
+void for_each_chunk_copy(const OpStream& t, bool send, std::int64_t k, F&& f) {
   const ChunkRange r = chain_chunk(t.bytes, t.chunk, k);
   auto at = [&](const CopyRun& c) { return send ? c.dst_offset : c.src_offset; };
   auto it = std::upper_bound(t.copies.begin(), t.copies.end(), r.begin,
@@ -143,8 +144,8 @@ struct GpuProgram {
   model::GpuId gpu = -1;
   std::vector<Region> regions;
   std::vector<CopyRun> local;       // pieces held as source and needed as destination here
-  std::vector<Transfer> sends;      // in op id order: the streams it is the sender of
-  std::vector<Transfer> receives;   // in op id order: the streams it receives
+  std::vector<OpStream> sends;      // in op id order: the streams it is the sender of
+  std::vector<OpStream> receives;   // in op id order: the streams it receives
   std::int64_t destination_bytes = 0;
   // (piece, region): the pieces it holds as a source and those it needs as a destination, each
   // with its shard's region (what digest verification reads, exec/verify.hpp).

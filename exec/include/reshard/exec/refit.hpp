@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "reshard/exec/executor.hpp"
+#include "reshard/model/tuner.hpp"
 
 namespace reshard::exec {
 
@@ -47,7 +48,7 @@ struct RefitStats {
 class Refit {
  public:
   struct Options {
-    std::string strategy = "auto";             // as `reshard plan --strategy` takes it
+    std::string strategy = model::kDefaultStrategy;  // as `reshard plan --strategy` takes it
     std::optional<model::Bytes> max_staging;   // every GPU's staging budget at most this
     std::vector<std::string> sets;             // `--set KEY=VALUE` overrides of the scenario
     std::string profile = "reshard";           // what auto is tuned for

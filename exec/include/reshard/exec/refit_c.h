@@ -38,9 +38,9 @@ typedef struct {
 } reshard_run_stats;
 
 /* Plans the refit: the scenario file, a strategy ("auto", or as `reshard plan --strategy` takes
- * it), the most staging one GPU may hold (0: the scenario's budgets), the transport ("host" or
- * "nccl"), the timeout in seconds and the verification ("digest", "pattern" or "none"). NULL on
- * failure. */
+ * it; NULL: the default, auto), the most staging one GPU may hold (0: the scenario's budgets),
+ * the transport ("host" or "nccl"), the timeout in seconds and the verification ("digest",
+ * "pattern" or "none"). NULL on failure. */
 reshard_refit* reshard_refit_create(const char* scenario_path, const char* strategy, int64_t max_staging_bytes,
                                     const char* transport, double timeout_s, const char* verification, char* error,
                                     size_t error_size);

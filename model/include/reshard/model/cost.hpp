@@ -1,6 +1,8 @@
 // The analytic cost model (docs/design.md §8).
 //
-// estimate() is a pure function of a schedule, the topology and the cost parameters:
+// estimate() is a pure function of a schedule, its transfer set and inventory (the pieces' tensors,
+// for the tensor counts, and the precision change's conversion work), the topology and the cost
+// parameters:
 //
 //   load(l)      = sum over operations o of bytes(o) * share(o, l)     (R * b: the sparse routing
 //                  matrix R, links x columns, times the byte vector b; Eigen). A transfer's share
@@ -103,7 +105,8 @@ struct CostParams {
 
   // The built-in profiles: "reshard" (this project's executor), "nemo_rl" (NeMo RL's Python refit
   // path, fitted to its published DGX H100 numbers) and "nccl" (NCCL's own latency model, for
-  // collectives: `simulate --collective`). Throws ConfigError for other names.
+  // collectives: `simulate --collective`; a cost profile, not the execution backend of the same
+  // name, `exec --backend nccl`). Throws ConfigError for other names.
   static CostParams profile_named(const std::string& name);
   // A YAML file with keys profile, efficiency {nvlink, c2c, pcie, network}, chain_hop_latency
   // {nvlink, c2c, pcie, network}, per_op, per_tensor, per_broadcast_tensor, per_bucket, per_stage

@@ -1,7 +1,7 @@
 // Model architectures and their weight inventory (docs/design.md §5).
 //
 // An architecture file holds the fields of a Hugging Face config.json; the inventory lists every
-// weight tensor with its HF name, shape [out, in] (HF nn.Linear convention), dtype and class, plus
+// weight tensor with its HF name, shape [out, in] (HF nn.Linear convention), dtype and tensor class, plus
 // the structural facts layouts need: the layer, the expert, and the tensor's parallel role (how
 // Megatron and vLLM split it) and fusion group (which fused buffer it is a part of).
 #pragma once

@@ -100,7 +100,7 @@ LoadedScenario load_scenario(const std::filesystem::path& path, const std::vecto
 // in the topology, and the source and destination ShardMaps (ConfigError naming the scenario key).
 Inventory load_inventory(const Scenario& s);
 Topology load_topology(const Scenario& s);
-void check_gpus(const Scenario& s, const Topology& topo);
+void check_layout_gpus(const Scenario& s, const Topology& topo);
 std::pair<ShardMap, ShardMap> build_layouts(const Scenario& s, const Inventory& inv);
 // apply_precision (model/precision.hpp) with s.precision: the inventory and the layouts become what
 // travels (a ConfigError naming destination.precision for a misaligned destination).

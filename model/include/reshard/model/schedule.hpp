@@ -11,8 +11,10 @@
 // order. The ids of the operations an operation waits for (its `after` ids) lie in one pool the
 // schedule owns, Schedule::after, op by op (Schedule::after_of); ids are dense and every `after` id
 // is smaller than the operation's own id, so the DAG is acyclic by construction and an executor
-// can post operations in id order. Transfers between the same pair in the same step are packed
-// into one operation (one buffer).
+// can post operations in id order. Operations are not merged by GPU pair: a send is one per piece
+// class (pieces with the same holders and needers) and needer, a gather one per holder and bucket,
+// a chain op one per stripe and chain or per bucket and channel, so several operations may move
+// bytes between the same pair in the same step (op_steps), each with its own buffer.
 //
 // Strategies:
 //   direct            every needer GPU gets each piece straight from one holder; holders balanced
@@ -38,8 +40,10 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -63,7 +67,26 @@ struct Buffer {
   bool operator==(const Buffer&) const = default;
 };
 
-enum class OpPhase : std::uint8_t { Direct, Gather, Broadcast, Ingress, FanOut, Forward };
+// The part of its strategy an operation plays: Direct, direct's send from a holder to a needer;
+// Gather, a holder's send to a broadcast head; Broadcast, a broadcast ring; Ingress, a chain op
+// entering remote NVLink domains at ingress GPUs, which forward it (to their domain's other needers
+// and to the next domain's ingress); FanOut, a send from a holder inside the needer's own domain.
+enum class OpPhase : std::uint8_t { Direct, Gather, Broadcast, Ingress, FanOut };
+
+// The one table of the phases (schedule.cpp): each phase's name (JSON schedules, reports) and its
+// stable id, the byte a binary schedule file stores (docs/schedule-format.md). Ids are never
+// reused: a new phase takes a new id, whatever its place in the enum; id 5 was `forward`, a phase
+// no strategy produced, and stays reserved. Pinned by ScheduleFileFormat.PhaseIdsArePinned.
+struct OpPhaseInfo {
+  OpPhase phase;
+  const char* name;
+  std::uint8_t id;
+};
+std::span<const OpPhaseInfo> op_phases();
+// The phase stored as `id` / called `name`; nullopt for an id or a name no phase has.
+std::optional<OpPhase> op_phase_with_id(std::uint8_t id);
+std::optional<OpPhase> op_phase_named(std::string_view name);
+std::uint8_t stable_id(OpPhase p);
 
 // One hop of a chain: `from` sends every chunk it has to `to`, over path `path` of the pair's
 // equal-cost paths (Topology::route), or a path picked by the pair (model/chain.hpp) when -1.
@@ -123,10 +146,10 @@ struct Op {
   bool operator==(const Op&) const = default;
 };
 
-// The named strategies (above), in the order compare lists them; one table (strategies.cpp) holds
-// each one's name and what it takes.
-// Append only: a binary schedule file stores a strategy's position here (docs/schedule-format.md;
-// pinned by ScheduleFileFormat.StrategyCodesArePinned).
+// The named strategies (above), in the order compare lists them; one table (strategies.cpp,
+// kStrategies) holds each one's name, its stable id and what it takes. A binary schedule file
+// stores the id, not the position here (docs/schedule-format.md): a new strategy may go anywhere in
+// the enum and takes an id no strategy has had (pinned by ScheduleFileFormat.StrategyIdsArePinned).
 enum class Strategy : std::uint8_t { GatherBroadcast, Direct, DomainGrouped, DomainChain, Hybrid, NemoRlReshard };
 
 // What a strategy takes in its line (describe() writes it, parse_strategy() accepts it) and how the
@@ -134,6 +157,7 @@ enum class Strategy : std::uint8_t { GatherBroadcast, Direct, DomainGrouped, Dom
 struct StrategyTraits {
   Strategy strategy;
   const char* name;
+  std::uint8_t id;  // stable: what a binary schedule file stores
   bool chunk;      // builds chain ops: takes chunk=SIZE
   bool channels;   // broadcast rings per bucket: channels=N
   bool max_chain;  // domains per chain: max_chain=N
@@ -148,6 +172,8 @@ void to_json(nlohmann::json& j, Strategy s);  // its name
 const std::vector<Strategy>& all_strategies();  // every named strategy (not "auto"), in enum order
 // The strategy called `name`; throws PlanError listing the names for anything else.
 Strategy strategy_named(const std::string& name);
+// The strategy stored as `id` (StrategyTraits::id); nullopt for an id no strategy has.
+std::optional<Strategy> strategy_with_id(std::uint8_t id);
 
 // Parts one buffer may be cut into (an op's `parts`), and the largest count a strategy line takes
 // (channels=N, max_chain=N): gather_broadcast cuts a bucket into one part per channel.
@@ -161,12 +187,15 @@ struct StrategyParams {
   Strategy strategy = Strategy::DomainChain;
   Bytes chunk{512 << 10};            // the chunk chain ops pipeline in (NCCL's Simple protocol: a
                                      // 4 MiB buffer in 8 steps of 512 KiB)
-  std::int32_t channels = 0;         // gather_broadcast rings per bucket; 0: one per GPU of a
-                                     // destination domain (a ring per rail, as NCCL's channels)
+  std::int32_t channels = 0;         // broadcast rings per bucket (gather_broadcast, nemo_rl_reshard);
+                                     // 0: one per GPU of a destination domain (a ring per rail, as
+                                     // NCCL's channels)
   std::int32_t max_chain = 8;        // domains per chain; longer lists split into chains fed by other holders
-  // gather_broadcast bucket size, two buckets in flight per head. 0: from the head's staging budget,
-  // as NeMo RL sizes its two buffers from the GPU's memory: half of what the budget leaves beside
-  // the head's broadcast rings (kDefaultBucket without a budget); a size caps that.
+  // The broadcast bucket size (gather_broadcast, nemo_rl_reshard). 0: from the head's staging
+  // budget, as NeMo RL sizes its two buffers from the GPU's memory: half of what the budget leaves
+  // beside the head's broadcast rings (kDefaultBucket without a budget); a size caps that. The
+  // schedule does not hold a head to two buckets in flight: bucket k's gathers wait for bucket
+  // k - 1's, its broadcast for its gathers, and a channel's broadcasts leave in bucket order.
   Bytes bucket{0};
   bool rail_aligned_ingress = true;  // prefer ingress GPUs on the holder's rail
   bool relay_ingress = false;        // any GPU of a domain may be its ingress, needed there or not
@@ -274,7 +303,7 @@ std::vector<BudgetRun> budget_runs(const std::vector<Bytes>& budget);
 
 nlohmann::json to_json(const Schedule& s);
 // Every GPU an operation or chain hop names is one of the topology's 0..gpu_count-1 (ScheduleError).
-void check_gpus(const Schedule& s, std::int32_t gpu_count);
+void check_schedule_gpus(const Schedule& s, std::int32_t gpu_count);
 
 // Reads a schedule written by to_json. A malformed document or a value out of range (an index that
 // points nowhere, a bool or float for an integer) is a ConfigError naming `file` and the JSON path

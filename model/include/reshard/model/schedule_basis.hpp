@@ -1,10 +1,11 @@
 // What the strategies' schedule builders derive from a plan alone, whatever the strategy's
 // parameters, computed once and shared by every schedule built on that plan (the named
 // strategies and the tuner's candidates):
-//   - the pieces grouped into classes (same holder rank set, same needer rank set), for all
-//     pieces, the FFN pieces and the rest, in (holders, needers) order;
-//   - per class: its buffer (every piece whole), its holder GPUs, its receivers (needers that do
-//     not hold it) by NVLink domain, and the holders inside each of those domains;
+//   - the pieces grouped into piece classes (PieceClass: same holder rank set, same needer rank
+//     set; not a TensorClass), for all pieces, the FFN pieces and the rest, in (holders, needers)
+//     order;
+//   - per piece class: its buffer (every piece whole), its holder GPUs, its receivers (needers
+//     that do not hold it) by NVLink domain, and the holders inside each of those domains;
 //   - the GPUs of every rank set, and the domain and rail of every GPU;
 //   - the staging budget of every GPU (model/memory.hpp) the schedules are built for.
 // A basis is immutable once built: threads may build schedules on one basis at once. It refers to

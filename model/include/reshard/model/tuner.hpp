@@ -50,6 +50,11 @@ namespace reshard::model {
 
 class Processes;  // parallel.hpp
 
+// The strategy a command that builds a schedule (`simulate SCENARIO`, `exec SCENARIO`) and the
+// Python module (simulate, the refit plan, reshard.torch.Refit) take when none is given: `auto`,
+// the tuner's choice under the cost profile. (`plan` builds a schedule only when given a strategy.)
+inline constexpr char kDefaultStrategy[] = "auto";
+
 struct TuneCandidate {
   StrategyParams params;
   Prediction prediction;

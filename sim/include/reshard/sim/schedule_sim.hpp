@@ -78,7 +78,7 @@ struct ScheduleSimOptions {
   model::ProgressFn progress;
 };
 
-struct OpTiming {
+struct SimulatedOpTiming {
   Seconds release, start, finish;
 };
 
@@ -88,7 +88,7 @@ struct ScheduleSimulation {
   Seconds overheads;        // ScheduleSimOptions::overheads
   Seconds convert_source, convert_destination;  // ScheduleSimOptions' conversion phases
   Seconds closing() const { return overheads + convert_source + convert_destination; }
-  std::vector<OpTiming> ops;            // per op, in Schedule::ops order
+  std::vector<SimulatedOpTiming> ops;            // per op, in Schedule::ops order
   std::vector<std::size_t> critical_ops;  // op indices, the op that finished last first
   std::int64_t events = 0;
   Seconds wall;             // building the flows plus simulating
