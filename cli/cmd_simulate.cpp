@@ -30,6 +30,7 @@
 #include "reshard/sim/flow_io.hpp"
 #include "reshard/sim/flow_sim.hpp"
 #include "reshard/sim/schedule_sim.hpp"
+#include "reshard/sim/simulate_json.hpp"
 #include "reshard/sim/trace.hpp"
 #include "reshard/sim/traffic.hpp"
 #include "inputs.hpp"
@@ -94,7 +95,7 @@ void run_traffic(const SimulateOptions& o) {
     sim::write_chrome_trace(o.trace, traffic.network, traffic.flows, result,
                             sim::traffic_trace_layout(topology, transfers, traffic));
   if (o.json) {
-    auto j = simulation_json(result, transfers.size(), traffic.flows.size());
+    auto j = sim::simulation_json(result, transfers.size(), traffic.flows.size());
     add_jitter(j, o);
     std::cout << j.dump(2) << '\n';
     return;
@@ -216,7 +217,7 @@ void run_schedule(const SimulateOptions& o) {
   const auto sim = sim::simulate_schedule(schedule, sc.topology, cost, options);
   progress.clear();
 
-  ScheduleReference ref;
+  sim::ScheduleReference ref;
   ref.scenario = sc.scenario.name;
   ref.strategy = model::describe(schedule.params) + (from_file ? " (from " + o.input + ")" : "");
   if (from_file) ref.schedule_file = o.input;
@@ -232,7 +233,7 @@ void run_schedule(const SimulateOptions& o) {
   if (!o.trace.empty())
     sim::write_chrome_trace(o.trace, sim.network, sim.flows, sim.result, sim::schedule_trace_layout(schedule, sim));
   if (o.json) {
-    auto j = schedule_simulation_json(schedule, sim, ref);
+    auto j = sim::schedule_simulation_json(schedule, sim, ref);
     add_jitter(j, o);
     std::cout << j.dump(2) << '\n';
     return;

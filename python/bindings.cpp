@@ -26,6 +26,7 @@
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/tuner.hpp"
 #include "reshard/sim/schedule_sim.hpp"
+#include "reshard/sim/simulate_json.hpp"
 #include "reshard/study/compare.hpp"
 #include "reshard/study/sweep.hpp"
 
@@ -221,21 +222,14 @@ py::object simulate_py(const py::object& scenario, const std::string& strategy, 
     py::gil_scoped_release release;
     return sim::simulate_schedule(s, sc->topology, cost, options);
   }();
-  nlohmann::json j = {{"scenario", sc->scenario.name},
-                      {"strategy", to_string(s.params.strategy)},
-                      {"params", describe(s.params)},
-                      {"profile", cost.profile},
-                      {"simulated_s", r.makespan.value},
-                      {"ops_makespan_s", r.ops_makespan.value},
-                      {"overheads_s", r.overheads.value},
-                      {"convert_source_s", r.convert_source.value},
-                      {"convert_destination_s", r.convert_destination.value},
-                      {"estimate_s", pred.time.value},
-                      {"lower_bound_s", lb.time.value},
-                      {"operations", s.ops.size()},
-                      {"flows", r.flow_count()},
-                      {"events", r.events},
-                      {"wall_s", r.wall.value}};
+  sim::ScheduleReference ref;
+  ref.scenario = sc->scenario.name;
+  ref.profile = cost.profile;
+  ref.estimate = pred.time;
+  ref.staging_peak = pred.staging_peak;
+  ref.staging_gpu = pred.staging_gpu;
+  ref.lower_bound = lb;
+  nlohmann::json j = sim::schedule_simulation_json(s, r, ref);
   if (timeline) {
     // ops: one row per op, in schedule order.
     nlohmann::json src = nlohmann::json::array(), dst = src, bytes = src, phase = src, chain = src, start = src,
