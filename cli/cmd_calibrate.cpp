@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/calibrate.hpp"
 #include "table.hpp"
 
@@ -78,7 +79,7 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
 void add_calibrate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("calibrate", "Fit a profile's overhead parameters to measured refit times");
   auto files = std::make_shared<std::vector<std::string>>();
-  auto profile = std::make_shared<std::string>("reshard");
+  auto profile = std::make_shared<std::string>(model::kDefaultProfile);
   auto out = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   auto fit = std::make_shared<std::vector<std::string>>();

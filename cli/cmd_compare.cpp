@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "inputs.hpp"
 #include "progress.hpp"
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/study/compare.hpp"
 #include "set_option.hpp"
@@ -108,7 +109,7 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
 void add_compare_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("compare", "What if: every strategy on a scenario, estimated, and the tuner's choice");
   auto path = std::make_shared<std::string>();
-  auto profile = std::make_shared<std::string>("reshard");
+  auto profile = std::make_shared<std::string>(model::kDefaultProfile);
   auto json = std::make_shared<bool>(false);
   auto params = std::make_shared<std::string>();
   auto simulate = std::make_shared<bool>(false);

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/collective.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/errors.hpp"
@@ -50,7 +51,7 @@ struct SimulateOptions {
   std::string strategy = "domain_chain";
   int max_chain = 0;  // 0: the default (8)
   std::string max_staging;  // --max-staging: auto's cap on one GPU's staging memory
-  std::string profile = "reshard";
+  std::string profile = model::kDefaultProfile;
   std::string params;  // cost parameters file (replaces the profile)
   std::string topology;
   std::string flows;
@@ -58,7 +59,7 @@ struct SimulateOptions {
   std::string ranks;
   std::string size;
   int channels = 8;
-  std::string chunk = "512KiB";
+  std::string chunk;  // empty: model::kDefaultChunk
   std::string trace;
   std::string dump_flows;
   bool json = false;
@@ -118,7 +119,7 @@ void run_collective(const SimulateOptions& o) {
   try {
     spec.gpus = model::parse_gpu_list(o.ranks);
     spec.size = model::parse_size(o.size);
-    spec.chunk = model::parse_size(o.chunk);
+    if (!o.chunk.empty()) spec.chunk = model::parse_size(o.chunk);
   } catch (const std::invalid_argument& e) {
     throw model::ConfigError("", 0, "--collective", e.what());
   }

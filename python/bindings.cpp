@@ -20,6 +20,7 @@
 #include "reshard/exec/plan_file.hpp"
 #include "reshard/exec/program.hpp"
 #include "reshard/model/cost.hpp"
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/planner.hpp"
 #include "reshard/model/scenario.hpp"
@@ -312,7 +313,7 @@ py::object sweep_py(const py::object& scenario, const std::vector<std::string>& 
     spec.points.push_back(std::move(values));
   }
   spec.strategies = strategies ? *strategies : strategy_names();
-  spec.profiles = profiles ? *profiles : std::vector<std::string>{"reshard"};
+  spec.profiles = profiles ? *profiles : std::vector<std::string>{kDefaultProfile};
   spec.simulate = simulate;
   study::SweepOptions options;
   options.threads = threads;
@@ -382,15 +383,15 @@ PYBIND11_MODULE(_reshard, m) {
       },
       py::arg("scenario"), py::arg("overrides") = py::none(), py::arg("base_dir") = py::none(),
       "Loads a scenario (path, dict or Scenario) with overrides ({'destination.tp': 16, ...}) applied");
-  m.def("plan", &plan_py, py::arg("scenario"), py::arg("strategy") = py::none(), py::arg("profile") = "reshard",
+  m.def("plan", &plan_py, py::arg("scenario"), py::arg("strategy") = py::none(), py::arg("profile") = kDefaultProfile,
         py::arg("params") = py::none(), py::arg("overrides") = py::none(), py::arg("base_dir") = py::none(),
         "The transfer set and the lower bound; with a strategy ('auto' or as `reshard plan` takes it), its "
         "validated schedule's estimate");
-  m.def("simulate", &simulate_py, py::arg("scenario"), py::arg("strategy") = "auto", py::arg("profile") = "reshard",
+  m.def("simulate", &simulate_py, py::arg("scenario"), py::arg("strategy") = "auto", py::arg("profile") = kDefaultProfile,
         py::arg("params") = py::none(), py::arg("timeline") = false, py::arg("overrides") = py::none(),
         py::arg("base_dir") = py::none(),
         "Simulates one strategy's schedule; timeline=True adds per-op times and per-link-kind rates");
-  m.def("compare", &compare_py, py::arg("scenario"), py::arg("profile") = "reshard", py::arg("params") = py::none(),
+  m.def("compare", &compare_py, py::arg("scenario"), py::arg("profile") = kDefaultProfile, py::arg("params") = py::none(),
         py::arg("simulate") = false, py::arg("tune") = true, py::arg("strategies") = py::none(),
         py::arg("configured") = std::vector<std::string>{}, py::arg("overrides") = py::none(),
         py::arg("base_dir") = py::none(), py::arg("systems") = std::vector<std::string>{},
@@ -403,7 +404,7 @@ PYBIND11_MODULE(_reshard, m) {
         "The rows of a sweep over explicit points (reshard.sweep builds them from axes)");
   m.def("strategy_names", &strategy_names, "The named strategies (not 'auto')");
   m.def("_refit_plan", &refit_plan_py, py::arg("scenario"), py::arg("strategy") = "auto", py::arg("staging") = py::none(),
-        py::arg("profile") = "reshard", py::arg("params") = py::none(), py::arg("overrides") = py::none(),
+        py::arg("profile") = kDefaultProfile, py::arg("params") = py::none(), py::arg("overrides") = py::none(),
         py::arg("base_dir") = py::none(),
         "The refit plan file's JSON text (every GPU's program) for a strategy within the staging budgets "
         "(staging: at most this many bytes per GPU); reshard.torch.Refit runs it");

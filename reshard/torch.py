@@ -287,14 +287,15 @@ class _RankRun:
 class Refit:
     """A refit planned once (scenario, strategy, staging budget) and run every training step."""
 
-    def __init__(self, scenario=None, strategy="auto", staging=None, *, overrides=None, profile="reshard", plan=None):
+    def __init__(self, scenario=None, strategy="auto", staging=None, *, overrides=None, profile=None, plan=None):
         if plan is None:
             if scenario is None:
                 raise ValueError("Refit: give a scenario (path or dict), or use Refit.load(plan_file)")
             import reshard
             reshard._need_extension()
+            named = {} if profile is None else {"profile": profile}  # None: the module's default profile
             plan = _json.loads(reshard._reshard._refit_plan(scenario, strategy=strategy, staging=staging,
-                                                            profile=profile, overrides=overrides))
+                                                            overrides=overrides, **named))
         if plan.get("format") != FORMAT:
             raise RefitError(f"not a refit plan: format {plan.get('format')!r}, expected {FORMAT!r}")
         self._plan = plan

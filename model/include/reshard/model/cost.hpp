@@ -74,7 +74,7 @@ struct CostParams {
   // the route's own latency (model/chain.hpp).
   std::array<Seconds, kLinkKinds> chain_hop_latency{};
   // Implementation profile.
-  std::string profile = "reshard";
+  std::string profile = kDefaultProfile;
   // Per transfer operation: a small-message send/recv between two GPUs over NVLink takes about 3 us
   // (measured in nccl-tests reports), of which the NVLink route accounts for about 0.6 us.
   Seconds per_op{2.4e-6};
