@@ -85,10 +85,7 @@ struct ChainHop {
 //   `chunk`. A GPU forwards chunk k to its children once it has received it, with at most
 //   Schedule::slots chunks in flight on a hop (its ring, model/memory.hpp); every `to` ends up
 //   with all B bytes.
-//   Time (model/chain.hpp, the one definition the estimate, the simulator and the executors
-//   share): with r the rate of the tree's most loaded hop and c' = min(c, B),
-//       T = per_op + latency of its slowest root-to-leaf path + (B + (H - 1) c') / r,
-//   the last chunk leaving the root after B / r and crossing H - 1 more hops at c' / r each.
+//   Route, rate, time and order: model/chain.hpp.
 struct Chain {
   std::vector<ChainHop> hops;
   Bytes chunk = kDefaultChunk;
