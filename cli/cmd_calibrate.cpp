@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "reshard/model/defaults.hpp"
 #include "reshard/model/calibrate.hpp"
+#include "reshard/model/defaults.hpp"
 #include "table.hpp"
 
 namespace reshard::cli {

@@ -27,8 +27,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "reshard/model/errors.hpp"
 #include "reshard/model/defaults.hpp"
+#include "reshard/model/errors.hpp"
 #include "reshard/model/host_cost.hpp"
 #include "reshard/model/memory.hpp"
 #include "reshard/model/scenario.hpp"
