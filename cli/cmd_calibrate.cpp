@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "reshard/model/calibrate.hpp"
+#include "reshard/model/defaults.hpp"
 #include "table.hpp"
 
 namespace reshard::cli {
@@ -78,7 +79,7 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
 void add_calibrate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("calibrate", "Fit a profile's overhead parameters to measured refit times");
   auto files = std::make_shared<std::vector<std::string>>();
-  auto profile = std::make_shared<std::string>("reshard");
+  auto profile = std::make_shared<std::string>(model::kDefaultProfile);
   auto out = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   auto fit = std::make_shared<std::vector<std::string>>();

@@ -12,6 +12,7 @@
 #include "progress.hpp"
 #include "reshard/exec/processes.hpp"
 #include "reshard/model/errors.hpp"
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/study/compare.hpp"
 #include "set_option.hpp"
@@ -132,7 +133,7 @@ void add_compare_command(CLI::App& app) {
                                  "What if: every strategy on a scenario, estimated, and the tuner's choice (mpirun -np N "
                                  "spreads the rows and the tuner's candidates)");
   auto path = std::make_shared<std::string>();
-  auto profile = std::make_shared<std::string>("reshard");
+  auto profile = std::make_shared<std::string>(model::kDefaultProfile);
   auto json = std::make_shared<bool>(false);
   auto params = std::make_shared<std::string>();
   auto simulate = std::make_shared<bool>(false);

@@ -15,12 +15,14 @@
 
 #include "commands.hpp"
 #include "reshard/exec/executor.hpp"
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/host_cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/schedule_file.hpp"
 #include "reshard/model/tuner.hpp"
+#include "reshard/model/schedule_rebuild.hpp"
 #include "inputs.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
@@ -34,7 +36,7 @@ using reshard::exec::ExecError;
 namespace {
 
 struct ExecArgs {
-  std::string input, scenario, strategy = model::kDefaultStrategy, backend = "host", timeout = "30s", output, profile = "reshard", params;
+  std::string input, scenario, strategy = model::kDefaultStrategy, backend = "host", timeout = "30s", output, profile = model::kDefaultProfile, params;
   int max_chain = 0;  // 0: the strategy's own
   std::string max_staging;  // --max-staging: every GPU's staging budget held to at most this
   bool json = false, dry_run = false;
@@ -50,54 +52,17 @@ bool first_process() {
   return true;
 }
 
-// How a process got the schedule of a schedule file: the bytes of the file it read, of how many.
-struct ScheduleRead {
-  std::int64_t bytes_read = 0, file_bytes = 0;
-  bool rebuilt = false;   // rebuilt from its scenario and strategy; the header's digest matched
-  std::string why_whole;  // a binary file read whole: why the rebuilt schedule was not the file's
+// What a run executes, resolved before any process moves a byte: the scenario (the input, or the
+// one a schedule file names), its transfer set, and the schedule (built, read, or rebuilt from a
+// binary file's header) with what each process read of a schedule file.
+struct ExecInput {
+  LoadedScenario sc;
+  TransferSet ts;
+  RebuiltSchedule read;  // read.schedule: the schedule, however it was got
+  bool from_schedule = false, binary = false;
 };
 
-// A binary file's schedule without reading the file: every process rebuilds it from the scenario
-// and the strategy the header names (a schedule reshard builds is the same on every process) and
-// uses it when its digest is the header's, so a process reads the 128-byte header and the
-// scenario's name, never the operations. Otherwise (a version 1 file, other --set values, another
-// reshard's build, a schedule from another tool) every process reads the whole file, which
-// make_run_plan then validates against the scenario.
-ScheduleRead rebuild_or_read(const std::string& path, const ScheduleFileHeader& header, const LoadedScenario& sc,
-                             const TransferSet& ts, Schedule& schedule) {
-  ScheduleRead read{header.bytes_read, header.file_bytes, false, ""};
-  if (header.digest == 0) {
-    read.why_whole = "a version 1 file carries no digest";
-  } else {
-    try {
-      Schedule rebuilt = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, header.params, header.budget);
-      rebuilt.scenario = header.scenario;
-      rebuilt.scenario_file = header.scenario_file;
-      if (binary_digest(rebuilt) == header.digest) {
-        schedule = std::move(rebuilt);
-        read.rebuilt = true;
-        return read;
-      }
-      read.why_whole = "the scenario and strategy give another schedule than the file's";
-    } catch (const model::Error& e) {
-      read.why_whole = std::string("the strategy does not build on this scenario (") + e.what() + ")";
-    }
-  }
-  schedule = read_schedule_file(path);
-  read.bytes_read = read.file_bytes;
-  return read;
-}
-
-void run_exec(const ExecArgs& a) {
-  exec::ExecOptions opt;
-  opt.backend = a.backend;
-  opt.profile = a.profile;
-  opt.timeout_s = parse_duration(a.timeout).value;
-  for (const auto& f : a.inject) opt.faults.push_back(exec::parse_fault(f));
-  // An unknown profile or a bad parameters file is refused before anything runs.
-  const CostParams cost = CostParams::named_or_loaded(a.profile, a.params);
-  if (!a.params.empty()) opt.params_file = std::filesystem::absolute(a.params).string();
-
+ExecInput load_exec_input(const ExecArgs& a, const CostParams& cost, exec::ExecOptions& opt) {
   // Everything below up to execute() is checked before any process moves a byte.
   const bool from_schedule = is_schedule_file(a.input);
   const bool binary = from_schedule && is_binary_schedule_file(a.input);
@@ -112,20 +77,40 @@ void run_exec(const ExecArgs& a) {
   opt.scenario_path = scenario_path;
   const std::vector<Override> overrides = parse_sets(a.sets);
   for (const auto& o : overrides) opt.scenario_sets.push_back(o.key + "=" + o.value);  // paths made absolute
-  const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path), overrides);
+  LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path), overrides);
   if (a.dry_run || first_process()) print_warnings(sc);  // once per run, not once per rank
-  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
-  ScheduleRead read;
+  TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  RebuiltSchedule read;
   if (binary) {
-    read = rebuild_or_read(a.input, header, sc, ts, schedule);
+    read = rebuild_or_read(a.input, header, sc, ts);
   } else if (!from_schedule) {
     const auto max_staging = parse_max_staging(a.max_staging);
     const StrategyParams p = strategy_params(a.strategy, sc, ts, cost, a.max_chain, {}, max_staging);
-    schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p, staging_budgets(sc, max_staging));
-    schedule.scenario = sc.scenario.name;
+    read.schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p, staging_budgets(sc, max_staging));
+    read.schedule.scenario = sc.scenario.name;
   } else {
+    read.schedule = std::move(schedule);
     read.file_bytes = read.bytes_read = static_cast<std::int64_t>(std::filesystem::file_size(a.input));
   }
+  return ExecInput{std::move(sc), std::move(ts), std::move(read), from_schedule, binary};
+}
+
+void run_exec(const ExecArgs& a) {
+  exec::ExecOptions opt;
+  opt.backend = a.backend;
+  opt.profile = a.profile;
+  opt.timeout_s = parse_duration(a.timeout).value;
+  for (const auto& f : a.inject) opt.faults.push_back(exec::parse_fault(f));
+  // An unknown profile or a bad parameters file is refused before anything runs.
+  const CostParams cost = CostParams::named_or_loaded(a.profile, a.params);
+  if (!a.params.empty()) opt.params_file = std::filesystem::absolute(a.params).string();
+
+  const ExecInput in = load_exec_input(a, cost, opt);
+  const LoadedScenario& sc = in.sc;
+  const TransferSet& ts = in.ts;
+  const Schedule& schedule = in.read.schedule;
+  const RebuiltSchedule& read = in.read;
+  const bool from_schedule = in.from_schedule, binary = in.binary;
   const exec::RunPlan rp = exec::make_run_plan(sc, ts, schedule);
   std::int64_t moved = 0;
   for (const auto& o : schedule.ops) moved += o.bytes.value;

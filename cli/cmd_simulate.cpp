@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/collective.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/errors.hpp"
@@ -31,6 +32,7 @@
 #include "reshard/sim/flow_io.hpp"
 #include "reshard/sim/flow_sim.hpp"
 #include "reshard/sim/schedule_sim.hpp"
+#include "reshard/sim/simulate_json.hpp"
 #include "reshard/sim/trace.hpp"
 #include "reshard/sim/traffic.hpp"
 #include "inputs.hpp"
@@ -50,7 +52,7 @@ struct SimulateOptions {
   std::string strategy = model::kDefaultStrategy;
   int max_chain = 0;  // 0: the default (8)
   std::string max_staging;  // --max-staging: auto's cap on one GPU's staging memory
-  std::string profile = "reshard";
+  std::string profile = model::kDefaultProfile;
   std::string params;  // cost parameters file (replaces the profile)
   std::string topology;
   std::string flows;
@@ -58,7 +60,7 @@ struct SimulateOptions {
   std::string ranks;
   std::string size;
   int channels = 8;
-  std::string chunk = "512KiB";
+  std::string chunk;  // empty: model::kDefaultChunk
   std::string trace;
   std::string dump_flows;
   bool json = false;
@@ -95,7 +97,7 @@ void run_traffic(const SimulateOptions& o) {
     sim::write_chrome_trace(o.trace, traffic.network, traffic.flows, result,
                             sim::traffic_trace_layout(topology, transfers, traffic));
   if (o.json) {
-    auto j = simulation_json(result, transfers.size(), traffic.flows.size());
+    auto j = sim::simulation_json(result, transfers.size(), traffic.flows.size());
     add_jitter(j, o);
     std::cout << j.dump(2) << '\n';
     return;
@@ -118,7 +120,7 @@ void run_collective(const SimulateOptions& o) {
   try {
     spec.gpus = model::parse_gpu_list(o.ranks);
     spec.size = model::parse_size(o.size);
-    spec.chunk = model::parse_size(o.chunk);
+    if (!o.chunk.empty()) spec.chunk = model::parse_size(o.chunk);
   } catch (const std::invalid_argument& e) {
     throw model::ConfigError("", 0, "--collective", e.what());
   }
@@ -217,7 +219,7 @@ void run_schedule(const SimulateOptions& o) {
   const auto sim = sim::simulate_schedule(schedule, sc.topology, cost, options);
   progress.clear();
 
-  ScheduleReference ref;
+  sim::ScheduleReference ref;
   ref.scenario = sc.scenario.name;
   ref.strategy = model::describe(schedule.params) + (from_file ? " (from " + o.input + ")" : "");
   if (from_file) ref.schedule_file = o.input;
@@ -233,7 +235,7 @@ void run_schedule(const SimulateOptions& o) {
   if (!o.trace.empty())
     sim::write_chrome_trace(o.trace, sim.network, sim.flows, sim.result, sim::schedule_trace_layout(schedule, sim));
   if (o.json) {
-    auto j = schedule_simulation_json(schedule, sim, ref);
+    auto j = sim::schedule_simulation_json(schedule, sim, ref);
     add_jitter(j, o);
     std::cout << j.dump(2) << '\n';
     return;

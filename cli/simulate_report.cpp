@@ -19,20 +19,6 @@ std::string percent(double x) {
 
 }  // namespace
 
-nlohmann::json simulation_json(const sim::FlowSimResult& result, std::size_t transfers, std::size_t flows) {
-  return {{"schema", "reshard-simulate-flows-1"},
-          {"simulated_s", result.makespan.value},
-          {"transfers", transfers},
-          {"flows", flows},
-          {"events", result.events},
-          {"rate_updates", result.rate_updates},
-          {"rate_changes", result.rate_changes},
-          {"simulated_flows", result.simulated_flows},
-          {"wall_s", result.wall.value},
-          {"wall_classes_s", result.classes_wall.value},
-          {"wall_event_loop_s", result.event_loop_wall.value}};
-}
-
 void print_simulation_report(std::ostream& out, const sim::FlowNetwork& network, const std::vector<sim::FlowSpec>& flows,
                              const sim::FlowSimResult& result, std::size_t transfers, std::size_t path_rows,
                              std::size_t top_links) {
@@ -79,38 +65,6 @@ void print_busiest_links(std::ostream& out, const sim::FlowNetwork& network, con
   links.print(out);
 }
 
-nlohmann::json schedule_simulation_json(const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
-                                        const ScheduleReference& ref) {
-  const double lb = ref.lower_bound.time.value;
-  nlohmann::json j{{"schema", "reshard-simulate-1"},
-                   {"scenario", ref.scenario},
-                   {"strategy", model::to_string(schedule.params.strategy)},
-                   {"params", model::describe(schedule.params)},
-                   {"profile", ref.profile},
-                   {"simulated_s", sim.makespan.value},
-                   {"ops_makespan_s", sim.ops_makespan.value},
-                   {"overheads_s", sim.overheads.value},
-                   {"convert_source_s", sim.convert_source.value},
-                   {"convert_destination_s", sim.convert_destination.value},
-                   {"estimate_s", ref.estimate.value},
-                   {"lower_bound_s", lb},
-                   {"bound_cut", ref.lower_bound.binding.cut},
-                   {"bound_where", ref.lower_bound.binding.where},
-                   {"operations", schedule.ops.size()},
-                   {"peak_staging_bytes", ref.staging_peak.value},
-                   {"peak_staging_gpu", ref.staging_gpu},
-                   {"flows", sim.flow_count()},
-                   {"events", sim.events},
-                   {"rate_updates", sim.result.rate_updates},
-                   {"simulated_flows", sim.result.simulated_flows},
-                   {"wall_s", sim.wall.value},
-                   {"wall_build_s", sim.build_wall.value},
-                   {"wall_classes_s", sim.result.classes_wall.value},
-                   {"wall_event_loop_s", sim.result.event_loop_wall.value}};
-  if (!ref.schedule_file.empty()) j["schedule_file"] = ref.schedule_file;
-  return j;
-}
-
 std::string staging_text(model::Bytes peak, model::GpuId gpu, model::Bytes budget) {
   if (gpu < 0) return "none";
   return model::format(peak) + " on GPU " + std::to_string(gpu) + ", the most of any GPU (" +
@@ -118,7 +72,7 @@ std::string staging_text(model::Bytes peak, model::GpuId gpu, model::Bytes budge
 }
 
 void print_schedule_report(std::ostream& out, const model::Schedule& schedule, const sim::ScheduleSimulation& sim,
-                           const ScheduleReference& ref, std::size_t path_rows, std::size_t top_links) {
+                           const sim::ScheduleReference& ref, std::size_t path_rows, std::size_t top_links) {
   model::Bytes total;
   for (const auto& op : schedule.ops) total += op.bytes;
   const double lb = ref.lower_bound.time.value;

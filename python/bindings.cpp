@@ -20,12 +20,14 @@
 #include "reshard/exec/plan_file.hpp"
 #include "reshard/exec/program.hpp"
 #include "reshard/model/cost.hpp"
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/planner.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/model/tuner.hpp"
 #include "reshard/sim/schedule_sim.hpp"
+#include "reshard/sim/simulate_json.hpp"
 #include "reshard/study/compare.hpp"
 #include "reshard/study/sweep.hpp"
 
@@ -221,21 +223,14 @@ py::object simulate_py(const py::object& scenario, const std::string& strategy, 
     py::gil_scoped_release release;
     return sim::simulate_schedule(s, sc->topology, cost, options);
   }();
-  nlohmann::json j = {{"scenario", sc->scenario.name},
-                      {"strategy", to_string(s.params.strategy)},
-                      {"params", describe(s.params)},
-                      {"profile", cost.profile},
-                      {"simulated_s", r.makespan.value},
-                      {"ops_makespan_s", r.ops_makespan.value},
-                      {"overheads_s", r.overheads.value},
-                      {"convert_source_s", r.convert_source.value},
-                      {"convert_destination_s", r.convert_destination.value},
-                      {"estimate_s", pred.time.value},
-                      {"lower_bound_s", lb.time.value},
-                      {"operations", s.ops.size()},
-                      {"flows", r.flow_count()},
-                      {"events", r.events},
-                      {"wall_s", r.wall.value}};
+  sim::ScheduleReference ref;
+  ref.scenario = sc->scenario.name;
+  ref.profile = cost.profile;
+  ref.estimate = pred.time;
+  ref.staging_peak = pred.staging_peak;
+  ref.staging_gpu = pred.staging_gpu;
+  ref.lower_bound = lb;
+  nlohmann::json j = sim::schedule_simulation_json(s, r, ref);
   if (timeline) {
     // ops: one row per op, in schedule order.
     nlohmann::json src = nlohmann::json::array(), dst = src, bytes = src, phase = src, chain = src, start = src,
@@ -318,7 +313,7 @@ py::object sweep_py(const py::object& scenario, const std::vector<std::string>& 
     spec.points.push_back(std::move(values));
   }
   spec.strategies = strategies ? *strategies : strategy_names();
-  spec.profiles = profiles ? *profiles : std::vector<std::string>{"reshard"};
+  spec.profiles = profiles ? *profiles : std::vector<std::string>{kDefaultProfile};
   spec.simulate = simulate;
   study::SweepOptions options;
   options.threads = threads;
@@ -388,15 +383,15 @@ PYBIND11_MODULE(_reshard, m) {
       },
       py::arg("scenario"), py::arg("overrides") = py::none(), py::arg("base_dir") = py::none(),
       "Loads a scenario (path, dict or Scenario) with overrides ({'destination.tp': 16, ...}) applied");
-  m.def("plan", &plan_py, py::arg("scenario"), py::arg("strategy") = py::none(), py::arg("profile") = "reshard",
+  m.def("plan", &plan_py, py::arg("scenario"), py::arg("strategy") = py::none(), py::arg("profile") = kDefaultProfile,
         py::arg("params") = py::none(), py::arg("overrides") = py::none(), py::arg("base_dir") = py::none(),
         "The transfer set and the lower bound; with a strategy ('auto' or as `reshard plan` takes it), its "
         "validated schedule's estimate");
-  m.def("simulate", &simulate_py, py::arg("scenario"), py::arg("strategy") = kDefaultStrategy, py::arg("profile") = "reshard",
+  m.def("simulate", &simulate_py, py::arg("scenario"), py::arg("strategy") = kDefaultStrategy, py::arg("profile") = kDefaultProfile,
         py::arg("params") = py::none(), py::arg("timeline") = false, py::arg("overrides") = py::none(),
         py::arg("base_dir") = py::none(),
         "Simulates one strategy's schedule; timeline=True adds per-op times and per-link-kind rates");
-  m.def("compare", &compare_py, py::arg("scenario"), py::arg("profile") = "reshard", py::arg("params") = py::none(),
+  m.def("compare", &compare_py, py::arg("scenario"), py::arg("profile") = kDefaultProfile, py::arg("params") = py::none(),
         py::arg("simulate") = false, py::arg("tune") = true, py::arg("strategies") = py::none(),
         py::arg("configured") = std::vector<std::string>{}, py::arg("overrides") = py::none(),
         py::arg("base_dir") = py::none(), py::arg("systems") = std::vector<std::string>{},
@@ -410,7 +405,7 @@ PYBIND11_MODULE(_reshard, m) {
   m.def("strategy_names", &strategy_names, "The named strategies (not 'auto')");
   m.attr("DEFAULT_STRATEGY") = py::str(kDefaultStrategy);  // simulate's, _refit_plan's and reshard.torch.Refit's
   m.def("_refit_plan", &refit_plan_py, py::arg("scenario"), py::arg("strategy") = kDefaultStrategy, py::arg("staging") = py::none(),
-        py::arg("profile") = "reshard", py::arg("params") = py::none(), py::arg("overrides") = py::none(),
+        py::arg("profile") = kDefaultProfile, py::arg("params") = py::none(), py::arg("overrides") = py::none(),
         py::arg("base_dir") = py::none(),
         "The refit plan file's JSON text (every GPU's program) for a strategy within the staging budgets "
         "(staging: at most this many bytes per GPU); reshard.torch.Refit runs it");

@@ -290,7 +290,7 @@ class Refit:
     strategy: None for reshard's default (reshard._reshard.DEFAULT_STRATEGY: "auto", the tuner's
     choice), or a strategy line as `reshard compare` prints it."""
 
-    def __init__(self, scenario=None, strategy=None, staging=None, *, overrides=None, profile="reshard", plan=None):
+    def __init__(self, scenario=None, strategy=None, staging=None, *, overrides=None, profile=None, plan=None):
         if plan is None:
             if scenario is None:
                 raise ValueError("Refit: give a scenario (path or dict), or use Refit.load(plan_file)")
@@ -298,8 +298,9 @@ class Refit:
             reshard._need_extension()
             if strategy is None:
                 strategy = reshard._reshard.DEFAULT_STRATEGY
+            named = {} if profile is None else {"profile": profile}  # None: the module's default profile
             plan = _json.loads(reshard._reshard._refit_plan(scenario, strategy=strategy, staging=staging,
-                                                            profile=profile, overrides=overrides))
+                                                            overrides=overrides, **named))
         if plan.get("format") != FORMAT:
             raise RefitError(f"not a refit plan: format {plan.get('format')!r}, expected {FORMAT!r}")
         self._plan = plan

@@ -19,5 +19,8 @@ Measurement new_measurement(const RunPlan& plan, const ExecOptions& options, int
 // The GPUs process `rank` of `world` runs: GPU number i goes to process i mod world.
 std::vector<model::GpuId> gpus_of_process(const RunPlan& plan, int rank, int world);
 inline int process_of(const RunPlan& plan, model::GpuId g, int world) { return plan.gpu_index(g) % world; }
+// The error every MPI backend raises on process `rank` when `world` processes were started for a
+// schedule on fewer GPUs (one process runs one GPU or more, never none).
+ExecError too_many_processes(const RunPlan& plan, int world, int rank);
 
 }  // namespace reshard::exec::detail

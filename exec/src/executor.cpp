@@ -6,6 +6,8 @@
 
 #include "backend_impl.hpp"
 
+#include <string>
+
 #ifdef RESHARD_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -32,6 +34,13 @@ std::vector<model::GpuId> gpus_of_process(const RunPlan& plan, int rank, int wor
   for (std::size_t i = 0; i < plan.gpus.size(); ++i)
     if (static_cast<int>(i % static_cast<std::size_t>(world)) == rank) out.push_back(plan.gpus[i]);
   return out;
+}
+
+ExecError too_many_processes(const RunPlan& plan, int world, int rank) {
+  const std::string gpus = std::to_string(plan.gpus.size());
+  return ExecError("the schedule runs on " + gpus + " GPUs; start at most that many processes (mpirun -np " + gpus +
+                       "), not " + std::to_string(world),
+                   rank, -1);
 }
 
 }  // namespace detail

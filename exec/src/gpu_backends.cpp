@@ -790,9 +790,7 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options) {
   if (w.world > static_cast<int>(plan.gpus.size())) {
     end_world(w);
     if (w.rank != 0) return RunResult{false, w.rank, w.world, {}};
-    throw ExecError("the schedule runs on " + std::to_string(plan.gpus.size()) +
-                        " GPUs; start at most that many processes, not " + std::to_string(w.world),
-                    w.rank, -1);
+    throw too_many_processes(plan, w.world, w.rank);
   }
   cuda_check(cudaSetDevice(w.rank % devices), "cudaSetDevice", w.rank);
   cudaStream_t stream = nullptr;

@@ -584,10 +584,7 @@ RunResult run_host(const RunPlan& plan, const ExecOptions& options) {
     // Every process sees this: process 0 reports it, the others leave quietly.
     if (w.initialized_here) MPI_Finalize();
     if (w.rank != 0) return RunResult{false, w.rank, w.world, {}};
-    throw ExecError("the schedule runs on " + std::to_string(plan.gpus.size()) +
-                        " GPUs; start at most that many processes (mpirun -np " + std::to_string(plan.gpus.size()) +
-                        "), not " + std::to_string(w.world),
-                    w.rank, -1);
+    throw too_many_processes(plan, w.world, w.rank);
   }
   return HostRun(plan, options, w).run();
 }

@@ -43,6 +43,8 @@ std::string format_overhead(int k, double value) {
   return s.str();
 }
 
+// Stays whole: the fit's closures (parts, predict, fit) share the observations and the free set,
+// and the regime search, the result and its support table read the same best fit.
 Calibration calibrate(const std::vector<Observation>& obs, const CostParams& base, const std::vector<std::string>& free) {
   if (obs.empty()) throw ConfigError("", 0, "", "calibrate needs at least one measurement");
   bool is_free[kOverheadParams];

@@ -108,6 +108,8 @@ std::int32_t depth_of(const std::vector<Hop>& hops) {
 
 }  // namespace
 
+// Stays whole: the host model's terms per step (machine, process, path, open) are sums over the
+// same per-step, per-process tables, filled in one pass over the ops and read once at the end.
 HostPrediction estimate_host(const Schedule& s, const std::vector<GpuId>& gpus, std::int32_t processes,
                              const HostProfile& prof) {
   if (processes < 1) throw PlanError("a host run needs at least one process, not " + std::to_string(processes));

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "layout_builders.hpp"
+#include "layout_yaml.hpp"
 #include "reshard/model/errors.hpp"
 
 namespace reshard::model::layouts {
@@ -127,6 +128,17 @@ void add_tp_shards(ShardMap& map, const Inventory& inv, const TensorInfo& t, std
 RankSet grid(Rank start, std::vector<RankGrid::Axis> axes) {
   std::erase_if(axes, [](const RankGrid::Axis& a) { return a.count == 1; });
   return RankSet({RankGrid{start, std::move(axes)}});
+}
+
+std::int32_t small_int(const yaml::Node& n) {
+  const auto v = n.positive_integer();
+  if (v > 1'000'000) n.fail("parallel size " + std::to_string(v) + " is implausibly large");
+  return static_cast<std::int32_t>(v);
+}
+
+void check_world(const yaml::Node& n, std::int64_t count, std::int64_t world, const std::string& what) {
+  if (world != count)
+    n.fail(what + " needs " + std::to_string(world) + " GPUs, but gpus lists " + std::to_string(count));
 }
 
 }  // namespace reshard::model::layouts

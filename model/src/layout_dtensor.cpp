@@ -12,6 +12,8 @@
 #include <fnmatch.h>
 
 #include "layout_builders.hpp"
+#include "layout_yaml.hpp"
+#include "reshard/model/scenario_keys.hpp"
 #include "reshard/model/errors.hpp"
 
 namespace reshard::model::layouts {
@@ -76,6 +78,57 @@ ShardMap build_dtensor(const Inventory& inv, const DTensorSpec& d, const LayoutS
     }
   }
   return map;
+}
+
+namespace {
+
+Placement parse_placement(const yaml::Node& n) {
+  const std::string s = n.str();
+  if (s == "Replicate" || s == "Replicate()") return {};
+  if (s.rfind("Shard(", 0) == 0 && s.back() == ')') {
+    const std::string d = s.substr(6, s.size() - 7);
+    std::size_t pos = 0;
+    int v = -1;
+    try {
+      v = std::stoi(d, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos == d.size() && !d.empty() && v >= 0) return {Placement::Kind::Shard, v};
+  }
+  n.fail("expected Replicate or Shard(d), got '" + s + "'");
+}
+
+}  // namespace
+
+DTensorSpec read_dtensor(const yaml::Node& n, std::int64_t count) {
+  n.allow_only(scenario_keys("dtensor"));
+  DTensorSpec d;
+  const auto mesh = n.at("mesh");
+  mesh.allow_only(scenario_keys("dtensor.mesh"));
+  std::int64_t world = 1;
+  for (const auto& x : mesh.at("shape").items()) {
+    d.mesh_shape.push_back(small_int(x));
+    world *= d.mesh_shape.back();
+  }
+  if (auto names = mesh.get("names")) {
+    for (const auto& x : names->items()) d.mesh_names.push_back(x.str());
+    if (d.mesh_names.size() != d.mesh_shape.size())
+      names->fail("names " + std::to_string(d.mesh_names.size()) + " mesh dimensions, shape has " +
+                  std::to_string(d.mesh_shape.size()));
+  }
+  check_world(n, count, world, "the mesh");
+  if (auto pl = n.get("placements")) {
+    for (const auto& [glob, list] : pl->entries()) {
+      std::vector<Placement> p;
+      for (const auto& x : list.items()) p.push_back(parse_placement(x));
+      if (p.size() != d.mesh_shape.size())
+        list.fail("lists " + std::to_string(p.size()) + " placements, the mesh has " +
+                  std::to_string(d.mesh_shape.size()) + " dimensions");
+      d.placements.emplace_back(glob, std::move(p));
+    }
+  }
+  return d;
 }
 
 }  // namespace reshard::model::layouts

@@ -25,6 +25,8 @@
 #include <algorithm>
 
 #include "layout_builders.hpp"
+#include "layout_yaml.hpp"
+#include "reshard/model/scenario_keys.hpp"
 #include "reshard/model/errors.hpp"
 
 namespace reshard::model::layouts {
@@ -177,6 +179,34 @@ ShardMap build_megatron(const Inventory& inv, const MegatronSpec& m, const Layou
     }
   }
   return map;
+}
+
+MegatronSpec read_megatron(const yaml::Node& n, std::int64_t count) {
+  n.allow_only(scenario_keys("megatron"));
+  MegatronSpec m;
+  if (auto v = n.get("tp")) m.tp = small_int(*v);
+  if (auto v = n.get("pp")) m.pp = small_int(*v);
+  if (auto v = n.get("cp")) m.cp = small_int(*v);
+  if (auto v = n.get("ep")) m.ep = small_int(*v);
+  if (auto v = n.get("etp")) m.etp = small_int(*v);
+  if (auto v = n.get("vpp")) m.vpp = small_int(*v);
+  if (auto v = n.get("layers_per_stage"))
+    for (auto x : v->items()) m.layers_per_stage.push_back(static_cast<std::int32_t>(x.integer_in(0, kMaxDimension)));
+  if (auto v = n.get("first_stage_layers")) m.first_stage_layers = static_cast<std::int32_t>(v->integer_in(0, kMaxDimension));
+  if (auto v = n.get("last_stage_layers")) m.last_stage_layers = static_cast<std::int32_t>(v->integer_in(0, kMaxDimension));
+  if (!m.layers_per_stage.empty() && (m.first_stage_layers || m.last_stage_layers))
+    n.at("layers_per_stage").fail("give either layers_per_stage or first_stage_layers / last_stage_layers");
+  const std::int64_t tcp = static_cast<std::int64_t>(m.tp) * m.cp * m.pp;
+  if (auto v = n.get("dp")) {
+    m.dp = small_int(*v);
+  } else {
+    if (count % tcp != 0)
+      n.fail(std::to_string(count) + " GPUs are not divisible by TP*CP*PP = " + std::to_string(tcp) +
+             " (dp is derived from the GPU count)");
+    m.dp = static_cast<std::int32_t>(count / tcp);
+  }
+  check_world(n, count, tcp * m.dp, "megatron TP*CP*PP*DP");
+  return m;
 }
 
 }  // namespace reshard::model::layouts

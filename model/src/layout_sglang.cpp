@@ -28,6 +28,9 @@
 //       ranks { q*M + j + TP*d };
 //   norms, routers and other replicated tensors: whole on every rank.
 #include "layout_builders.hpp"
+#include "layout_yaml.hpp"
+#include "reshard/model/checked.hpp"
+#include "reshard/model/scenario_keys.hpp"
 #include "reshard/model/errors.hpp"
 
 namespace reshard::model::layouts {
@@ -100,6 +103,54 @@ ShardMap build_sglang(const Inventory& inv, const SglangSpec& s, const LayoutSpe
     }
   }
   return map;
+}
+
+SglangSpec read_sglang(const yaml::Node& n, std::int64_t count) {
+  n.allow_only(scenario_keys("sglang"));
+  SglangSpec g;
+  if (auto x = n.get("tp_size")) g.tp = small_int(*x);
+  if (auto x = n.get("dp_size")) g.dp = small_int(*x);
+  if (auto x = n.get("enable_dp_attention")) {
+    g.enable_dp_attention = x->boolean();
+    if (g.enable_dp_attention && g.tp % g.dp != 0)
+      x->fail("DP attention splits the tp_size " + std::to_string(g.tp) + " GPUs into dp_size " +
+              std::to_string(g.dp) + " attention groups; dp_size must divide tp_size");
+  }
+  if (auto x = n.get("moe_a2a_backend")) {
+    const std::string b = x->str();
+    if (b == "deepep" || b == "mooncake") g.a2a_moe = true;
+    else if (b != "none") x->fail("expected none, deepep or mooncake, got " + checked::quote(b));
+  }
+  if (auto x = n.get("ep_size")) {
+    g.ep = small_int(*x);
+    if (g.tp % g.ep != 0)
+      x->fail("ep_size " + std::to_string(g.ep) + " must divide tp_size " + std::to_string(g.tp) +
+              " (MoE TP = tp_size / ep_size)");
+    if (g.a2a_moe && g.ep != g.tp)
+      x->fail("an all-to-all MoE backend runs ep_size = tp_size = " + std::to_string(g.tp));
+  } else if (g.a2a_moe) {
+    g.ep = g.tp;  // SGLang sets ep_size to tp_size for an all-to-all backend
+  }
+  if (auto x = n.get("moe_dense_tp_size")) {
+    const auto d = small_int(*x);
+    if (d != 1 && d != g.tp)
+      x->fail("SGLang accepts moe_dense_tp_size 1 or tp_size (" + std::to_string(g.tp) + "), got " + std::to_string(d));
+    g.moe_dense_tp = d == 1 ? 1 : 0;
+  }
+  if (auto x = n.get("enable_dp_lm_head")) {
+    g.enable_dp_lm_head = x->boolean();
+    if (g.enable_dp_lm_head && !g.enable_dp_attention) x->fail("enable_dp_lm_head needs enable_dp_attention: true");
+  }
+  if (auto x = n.get("ep_num_redundant_experts")) {
+    g.redundant_experts = static_cast<std::int32_t>(x->integer_in(0, 1'000'000));
+    if (g.redundant_experts > 0 && g.ep < 2) x->fail("redundant experts need expert parallelism (ep_size > 1)");
+  }
+  if (auto x = n.get("servers")) g.servers = small_int(*x);
+  check_world(n, count, g.world(), g.enable_dp_attention
+                             ? (g.servers > 1 ? "sglang with DP attention (world = tp_size x servers)"
+                                              : "sglang with DP attention (world = tp_size)")
+                             : (g.servers > 1 ? "sglang TP*DP x servers" : "sglang TP*DP"));
+  return g;
 }
 
 }  // namespace reshard::model::layouts

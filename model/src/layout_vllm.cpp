@@ -38,6 +38,9 @@
 //     q%TP + TP*p + TP*PP*(q/TP + (EP/TP)*k),   k < TP*DP/EP,
 //   so the ranks holding slot s are those of q over every group: one grid of TP*DP/EP ranks.
 #include "layout_builders.hpp"
+#include "layout_yaml.hpp"
+#include "reshard/model/checked.hpp"
+#include "reshard/model/scenario_keys.hpp"
 #include "reshard/model/errors.hpp"
 
 namespace reshard::model {
@@ -143,6 +146,52 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
     add_tp_shards(map, inv, t, v.tp, base, {replicas}, name);
   }
   return map;
+}
+
+VllmSpec read_vllm(const yaml::Node& n, std::int64_t count) {
+  n.allow_only(scenario_keys("vllm"));
+  VllmSpec v;
+  if (auto x = n.get("tp")) v.tp = small_int(*x);
+  if (auto x = n.get("pp")) v.pp = small_int(*x);
+  if (auto x = n.get("dp")) v.dp = small_int(*x);
+  if (auto x = n.get("dp_mode")) {
+    const std::string m = x->str();
+    if (m == "data_parallel") v.dp_mode = VllmDpMode::DataParallel;
+    else if (m != "engines") x->fail("expected engines or data_parallel, got " + checked::quote(m));
+  }
+  const auto enable = n.get("enable_expert_parallel");
+  if (enable) v.enable_expert_parallel = enable->boolean();
+  if (auto x = n.get("ep")) {
+    v.ep = small_int(*x);
+    if (enable && !v.enable_expert_parallel)
+      x->fail("ep " + std::to_string(v.ep) + " turns expert parallelism on, but enable_expert_parallel is false");
+    if (v.dp_mode == VllmDpMode::DataParallel && v.ep != v.tp * v.dp)
+      x->fail("with dp_mode data_parallel vLLM's EP size is TP*DP = " + std::to_string(v.tp * v.dp) +
+              "; leave ep out and set enable_expert_parallel: true");
+    v.enable_expert_parallel = true;
+  }
+  if (auto x = n.get("expert_placement")) {
+    const std::string p = x->str();
+    if (p == "round_robin") v.expert_placement = ExpertPlacement::RoundRobin;
+    else if (p != "linear") x->fail("expected linear or round_robin, got " + checked::quote(p));
+    if (v.expert_parallel_size() == 0) x->fail("expert_placement needs expert parallelism (enable_expert_parallel or ep)");
+  }
+  if (auto x = n.get("redundant_experts")) {
+    v.redundant_experts = static_cast<std::int32_t>(x->integer_in(0, 1'000'000));
+    if (v.redundant_experts > 0 && v.expert_parallel_size() == 0)
+      x->fail("redundant experts (EPLB) need expert parallelism (enable_expert_parallel or ep)");
+  }
+  if (auto x = n.get("all2all_backend")) {
+    const auto b = vllm_all2all_named(x->str());
+    if (!b) {
+      std::string known;
+      for (const auto& k : vllm_all2all_names()) known += (known.empty() ? "" : ", ") + k;
+      x->fail("unknown all-to-all backend " + checked::quote(x->str()) + "; vLLM's --all2all-backend takes: " + known);
+    }
+    v.all2all_backend = *b;
+  }
+  check_world(n, count, static_cast<std::int64_t>(v.tp) * v.pp * v.dp, "vllm TP*PP*DP");
+  return v;
 }
 
 }  // namespace reshard::model::layouts

@@ -98,6 +98,9 @@ void for_each_role(const Schedule& s, const Op& op, const std::vector<GpuId>& ke
   for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) role(h.to, true);
 }
 
+// Stays whole: one placement pass whose closures (own, split, open_of) and tables (profiles,
+// groupings, stamps, open) every op's placement updates in place; split, each part would take most
+// of them as arguments.
 Packing pack(const Schedule& s) {
   Packing out;
   const std::size_t n_ops = s.ops.size();

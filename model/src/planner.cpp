@@ -1,9 +1,11 @@
 #include "reshard/model/planner.hpp"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "reshard/model/errors.hpp"
@@ -101,6 +103,199 @@ std::string cut_links(const Topology& topo, const std::vector<LinkId>& cut, std:
   return s;
 }
 
+// The bytes every cut of the lower bound must carry, from one pass over the pieces; each cut below
+// divides its own by its capacity.
+struct CutDemand {
+  std::vector<double> gpu_in, gpu_out;        // per GPU: bytes it must receive / only it holds
+  std::vector<double> domain_in, domain_out;  // per NVLink domain: bytes that must enter / only it holds
+  std::vector<double> group_in, group_out;    // per fabric group (Topology::fabric_groups)
+  double side_out = 0;                        // bytes that must leave the source side
+  std::vector<char> in_source_side;           // per domain: does it hold a source GPU?
+};
+
+CutDemand cut_demand(const TransferSet& ts, const ShardMap& src, const ShardMap& dst, const Topology& topo) {
+  const auto domains = static_cast<std::size_t>(topo.domain_count());
+  const auto gpus = static_cast<std::size_t>(topo.gpu_count());
+  // Fabric groups: those of one tier are consecutive and split the domains between them.
+  const auto& fabric = topo.fabric_groups();
+  std::vector<std::vector<std::int32_t>> groups_of_domain(domains);
+  for (std::size_t f = 0; f < fabric.size(); ++f)
+    for (auto d : fabric[f].domains)
+      groups_of_domain[static_cast<std::size_t>(d)].push_back(static_cast<std::int32_t>(f));
+  const auto hg = geometry(src, topo, groups_of_domain);
+  const auto ng = geometry(dst, topo, groups_of_domain);
+  // The tier of group f: a sorted group list holds a tier's groups next to each other.
+  auto tier_of = [&](std::int32_t f) { return fabric[static_cast<std::size_t>(f)].above; };
+
+  CutDemand c;
+  // The source side: the union of the domains holding source GPUs.
+  c.in_source_side.assign(domains, 0);
+  for (auto g : src.gpus()) c.in_source_side[static_cast<std::size_t>(topo.domain_of(g))] = 1;
+
+  c.gpu_in.assign(gpus, 0);
+  c.domain_in.assign(domains, 0);
+  c.domain_out.assign(domains, 0);
+  c.gpu_out.assign(gpus, 0);
+  c.group_in.assign(fabric.size(), 0);
+  c.group_out.assign(fabric.size(), 0);
+  // Per needer set: does it reach outside the source side?
+  std::vector<int> leaves_side(ng.size(), -1);
+  // Per (holders, needers): bytes for each needer GPU that is not a holder GPU.
+  std::map<std::pair<RankSetId, RankSetId>, double> per_pair;
+  for (const auto& p : ts.pieces) {
+    const auto& h = hg[static_cast<std::size_t>(p.holders)];
+    const auto& n = ng[static_cast<std::size_t>(p.needers)];
+    const double b = p.bytes.as_double();
+    per_pair[{p.holders, p.needers}] += b;
+    for (auto d : n.domains)
+      if (!std::binary_search(h.domains.begin(), h.domains.end(), d)) c.domain_in[static_cast<std::size_t>(d)] += b;
+    auto& leaves = leaves_side[static_cast<std::size_t>(p.needers)];
+    if (leaves < 0) {
+      leaves = 0;
+      for (auto d : n.domains)
+        if (!c.in_source_side[static_cast<std::size_t>(d)]) leaves = 1;
+    }
+    if (leaves) c.side_out += b;
+    if (h.domains.size() == 1 && (n.domains.size() > 1 || n.domains[0] != h.domains[0]))
+      c.domain_out[static_cast<std::size_t>(h.domains[0])] += b;
+    if (h.gpus.size() == 1 && (n.gpus.size() > 1 || n.gpus[0] != h.gpus[0]))
+      c.gpu_out[static_cast<std::size_t>(h.gpus[0])] += b;
+  }
+  for (const auto& [key, b] : per_pair) {
+    const auto& h = hg[static_cast<std::size_t>(key.first)];
+    const auto& n = ng[static_cast<std::size_t>(key.second)];
+    for (auto g : n.gpus)
+      if (!std::binary_search(h.gpus.begin(), h.gpus.end(), g)) c.gpu_in[static_cast<std::size_t>(g)] += b;
+    // Fabric groups: needed inside a group that holds none of it (enters it once); held only
+    // inside one group of a tier and needed in another group of that tier (leaves it once).
+    for (auto f : n.groups)
+      if (!std::binary_search(h.groups.begin(), h.groups.end(), f)) c.group_in[static_cast<std::size_t>(f)] += b;
+    for (std::size_t i = 0; i < h.groups.size(); ++i) {
+      const auto f = h.groups[i];
+      const bool alone = (i == 0 || tier_of(h.groups[i - 1]) != tier_of(f)) &&
+                         (i + 1 == h.groups.size() || tier_of(h.groups[i + 1]) != tier_of(f));
+      if (alone && std::any_of(n.groups.begin(), n.groups.end(),
+                               [&](std::int32_t o) { return o != f && tier_of(o) == tier_of(f); }))
+        c.group_out[static_cast<std::size_t>(f)] += b;
+    }
+  }
+  return c;
+}
+
+// The worst instance i of a cut kind (the largest bytes[i] / cap[i]), named by where(i); none when
+// no instance carries bytes.
+template <typename Where>
+std::optional<CutBound> worst_instance(const char* cut, const std::vector<double>& bytes, const std::vector<double>& cap,
+                                       Where&& where) {
+  double worst = -1;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] <= 0) continue;
+    const double t = cap[i] > 0 ? bytes[i] / cap[i] : std::numeric_limits<double>::infinity();
+    if (t > worst) {
+      worst = t;
+      at = i;
+    }
+  }
+  if (worst < 0) return std::nullopt;
+  return CutBound{cut, where(at), Bytes{static_cast<std::int64_t>(bytes[at])}, BytesPerSecond{cap[at]}};
+}
+
+// GPU cuts: every link into (ingress) or out of the GPU, per GPU.
+std::vector<double> gpu_cut_capacity(const Topology& topo, bool ingress) {
+  std::vector<double> cap(static_cast<std::size_t>(topo.gpu_count()), 0);
+  for (const auto& l : topo.links()) {
+    const auto& end = topo.device(ingress ? l.to : l.from);
+    if (end.kind == DeviceKind::GPU) cap[static_cast<std::size_t>(end.gpu)] += l.bandwidth.value;
+  }
+  return cap;
+}
+
+// A GPU cut named with its links by kind, "gpu 4: NVLink 450 GB/s + PCIe 64.0 GB/s", so its
+// capacity reads as the sum it is.
+std::string gpu_cut_name(const Topology& topo, std::size_t g, bool ingress) {
+  std::map<LinkKind, double> by_kind;
+  for (const auto& l : topo.links()) {
+    const auto& end = topo.device(ingress ? l.to : l.from);
+    if (end.kind == DeviceKind::GPU && static_cast<std::size_t>(end.gpu) == g) by_kind[l.kind] += l.bandwidth.value;
+  }
+  std::string links;
+  for (const auto& [kind, bw] : by_kind)
+    links += (links.empty() ? ": " : " + ") + std::string(to_string(kind)) + " " + format(BytesPerSecond{bw});
+  return "gpu " + std::to_string(g) + links;
+}
+
+// Domain cuts: the domain's network cut (Topology::domain_network_capacity: per GPU the narrower of
+// its NIC link and its host link, or the minimum cut around the domain's host side in an explicit
+// topology), per domain.
+std::vector<double> domain_cut_capacity(const Topology& topo, CutDirection dir) {
+  std::vector<double> cap(static_cast<std::size_t>(topo.domain_count()), 0);
+  for (std::size_t d = 0; d < cap.size(); ++d) cap[d] = topo.domain_network_capacity(static_cast<std::int32_t>(d), dir).value;
+  return cap;
+}
+
+// "domain 9", with the links of its cut when they are not NIC links alone.
+std::string domain_cut_name(const Topology& topo, std::size_t d, CutDirection dir) {
+  const auto k = static_cast<std::int32_t>(d);
+  return "domain " + std::to_string(d) + cut_links(topo, topo.domain_network_cut(k, dir).links, topo.gpus_in_domain(k).size());
+}
+
+// The cuts of planner.hpp, one function each.
+using CutFunction = std::optional<CutBound> (*)(const CutDemand&, const Topology&);
+
+std::optional<CutBound> dest_gpu_ingress(const CutDemand& c, const Topology& topo) {
+  return worst_instance("dest_gpu_ingress", c.gpu_in, gpu_cut_capacity(topo, true),
+                        [&](std::size_t g) { return gpu_cut_name(topo, g, true); });
+}
+
+std::optional<CutBound> dest_domain_ingress(const CutDemand& c, const Topology& topo) {
+  return worst_instance("dest_domain_ingress", c.domain_in, domain_cut_capacity(topo, CutDirection::Ingress),
+                        [&](std::size_t d) { return domain_cut_name(topo, d, CutDirection::Ingress); });
+}
+
+// The source side: the sum of its domains' egress cuts, whose union is a cut around the side.
+std::optional<CutBound> source_egress(const CutDemand& c, const Topology& topo) {
+  if (c.side_out <= 0) return std::nullopt;
+  double side_net_out = 0;
+  std::vector<LinkId> side_cut;
+  std::size_t side_gpus = 0;
+  for (std::size_t d = 0; d < c.in_source_side.size(); ++d) {
+    if (!c.in_source_side[d]) continue;
+    const auto k = static_cast<std::int32_t>(d);
+    side_net_out += topo.domain_network_capacity(k, CutDirection::Egress).value;
+    const auto cut = topo.domain_network_cut(k, CutDirection::Egress);
+    side_cut.insert(side_cut.end(), cut.links.begin(), cut.links.end());
+    side_gpus += topo.gpus_in_domain(k).size();
+  }
+  return CutBound{"source_egress", "source side" + cut_links(topo, side_cut, side_gpus),
+                  Bytes{static_cast<std::int64_t>(c.side_out)}, BytesPerSecond{side_net_out}};
+}
+
+std::optional<CutBound> source_domain_egress(const CutDemand& c, const Topology& topo) {
+  return worst_instance("source_domain_egress", c.domain_out, domain_cut_capacity(topo, CutDirection::Egress),
+                        [&](std::size_t d) { return domain_cut_name(topo, d, CutDirection::Egress); });
+}
+
+std::optional<CutBound> source_gpu_egress(const CutDemand& c, const Topology& topo) {
+  return worst_instance("source_gpu_egress", c.gpu_out, gpu_cut_capacity(topo, false),
+                        [&](std::size_t g) { return gpu_cut_name(topo, g, false); });
+}
+
+// Fabric groups: the links between the group and the switch tier above it.
+std::optional<CutBound> dest_fabric_ingress(const CutDemand& c, const Topology& topo) {
+  const auto& fabric = topo.fabric_groups();
+  std::vector<double> cap;
+  for (const auto& f : fabric) cap.push_back(f.ingress.value);
+  return worst_instance("dest_fabric_ingress", c.group_in, cap, [&](std::size_t f) { return to_string(fabric[f]); });
+}
+
+std::optional<CutBound> source_fabric_egress(const CutDemand& c, const Topology& topo) {
+  const auto& fabric = topo.fabric_groups();
+  std::vector<double> cap;
+  for (const auto& f : fabric) cap.push_back(f.egress.value);
+  return worst_instance("source_fabric_egress", c.group_out, cap, [&](std::size_t f) { return to_string(fabric[f]); });
+}
+
 }  // namespace
 
 TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst, int threads) {
@@ -187,154 +382,15 @@ GpuTraffic gpu_traffic(const TransferSet& ts, const ShardMap& src, const ShardMa
 }
 
 LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMap& dst, const Topology& topo) {
-  const auto domains = static_cast<std::size_t>(topo.domain_count());
-  const auto gpus = static_cast<std::size_t>(topo.gpu_count());
-  // Fabric groups: those of one tier are consecutive and split the domains between them.
-  const auto& fabric = topo.fabric_groups();
-  std::vector<std::vector<std::int32_t>> groups_of_domain(domains);
-  for (std::size_t f = 0; f < fabric.size(); ++f)
-    for (auto d : fabric[f].domains)
-      groups_of_domain[static_cast<std::size_t>(d)].push_back(static_cast<std::int32_t>(f));
-  const auto hg = geometry(src, topo, groups_of_domain);
-  const auto ng = geometry(dst, topo, groups_of_domain);
-  // The tier of group f: a sorted group list holds a tier's groups next to each other.
-  auto tier_of = [&](std::int32_t f) { return fabric[static_cast<std::size_t>(f)].above; };
-
-  // The source side: the union of the domains holding source GPUs.
-  std::vector<char> in_source_side(domains, 0);
-  for (auto g : src.gpus()) in_source_side[static_cast<std::size_t>(topo.domain_of(g))] = 1;
-
-  std::vector<double> gpu_in(gpus, 0), domain_in(domains, 0), domain_out(domains, 0), gpu_out(gpus, 0);
-  std::vector<double> group_in(fabric.size(), 0), group_out(fabric.size(), 0);
-  double side_out = 0;
-  // Per needer set: does it reach outside the source side?
-  std::vector<int> leaves_side(ng.size(), -1);
-  // Per (holders, needers): bytes for each needer GPU that is not a holder GPU.
-  std::map<std::pair<RankSetId, RankSetId>, double> per_pair;
-  for (const auto& p : ts.pieces) {
-    const auto& h = hg[static_cast<std::size_t>(p.holders)];
-    const auto& n = ng[static_cast<std::size_t>(p.needers)];
-    const double b = p.bytes.as_double();
-    per_pair[{p.holders, p.needers}] += b;
-    for (auto d : n.domains)
-      if (!std::binary_search(h.domains.begin(), h.domains.end(), d)) domain_in[static_cast<std::size_t>(d)] += b;
-    auto& leaves = leaves_side[static_cast<std::size_t>(p.needers)];
-    if (leaves < 0) {
-      leaves = 0;
-      for (auto d : n.domains)
-        if (!in_source_side[static_cast<std::size_t>(d)]) leaves = 1;
-    }
-    if (leaves) side_out += b;
-    if (h.domains.size() == 1 && (n.domains.size() > 1 || n.domains[0] != h.domains[0]))
-      domain_out[static_cast<std::size_t>(h.domains[0])] += b;
-    if (h.gpus.size() == 1 && (n.gpus.size() > 1 || n.gpus[0] != h.gpus[0]))
-      gpu_out[static_cast<std::size_t>(h.gpus[0])] += b;
-  }
-  for (const auto& [key, b] : per_pair) {
-    const auto& h = hg[static_cast<std::size_t>(key.first)];
-    const auto& n = ng[static_cast<std::size_t>(key.second)];
-    for (auto g : n.gpus)
-      if (!std::binary_search(h.gpus.begin(), h.gpus.end(), g)) gpu_in[static_cast<std::size_t>(g)] += b;
-    // Fabric groups: needed inside a group that holds none of it (enters it once); held only
-    // inside one group of a tier and needed in another group of that tier (leaves it once).
-    for (auto f : n.groups)
-      if (!std::binary_search(h.groups.begin(), h.groups.end(), f)) group_in[static_cast<std::size_t>(f)] += b;
-    for (std::size_t i = 0; i < h.groups.size(); ++i) {
-      const auto f = h.groups[i];
-      const bool alone = (i == 0 || tier_of(h.groups[i - 1]) != tier_of(f)) &&
-                         (i + 1 == h.groups.size() || tier_of(h.groups[i + 1]) != tier_of(f));
-      if (alone && std::any_of(n.groups.begin(), n.groups.end(),
-                               [&](std::int32_t o) { return o != f && tier_of(o) == tier_of(f); }))
-        group_out[static_cast<std::size_t>(f)] += b;
-    }
-  }
-
-  // Capacities. GPU cuts: every link into / out of the GPU. Domain cuts: the domain's network cut
-  // (Topology::domain_network_capacity: per GPU the narrower of its NIC link and its host link, or
-  // the minimum cut around the domain's host side in an explicit topology). The source side: the
-  // sum of its domains' egress cuts, whose union is a cut around the side. Fabric groups: the links
-  // between the group and the switch tier above it (Topology::fabric_groups).
-  std::vector<double> gpu_ingress(gpus, 0), gpu_egress(gpus, 0), dom_net_in(domains, 0), dom_net_out(domains, 0);
-  for (const auto& l : topo.links()) {
-    const auto& to = topo.device(l.to);
-    const auto& from = topo.device(l.from);
-    if (to.kind == DeviceKind::GPU) gpu_ingress[static_cast<std::size_t>(to.gpu)] += l.bandwidth.value;
-    if (from.kind == DeviceKind::GPU) gpu_egress[static_cast<std::size_t>(from.gpu)] += l.bandwidth.value;
-  }
-  double side_net_out = 0;
-  for (std::size_t d = 0; d < domains; ++d) {
-    const auto k = static_cast<std::int32_t>(d);
-    dom_net_in[d] = topo.domain_network_capacity(k, CutDirection::Ingress).value;
-    dom_net_out[d] = topo.domain_network_capacity(k, CutDirection::Egress).value;
-    if (in_source_side[d]) side_net_out += dom_net_out[d];
-  }
-  // The links of a domain's cut, named in `where` when they are not NIC links alone.
-  auto domain_links = [&](std::size_t d, CutDirection dir) {
-    const auto k = static_cast<std::int32_t>(d);
-    return cut_links(topo, topo.domain_network_cut(k, dir).links, topo.gpus_in_domain(k).size());
-  };
-
-  LowerBound lb;
-  // The worst instance i of a cut kind, named by where(i).
-  auto consider = [&](const char* cut, const std::vector<double>& bytes, const std::vector<double>& cap, auto&& where) {
-    double worst = -1;
-    std::size_t at = 0;
-    for (std::size_t i = 0; i < bytes.size(); ++i) {
-      if (bytes[i] <= 0) continue;
-      const double t = cap[i] > 0 ? bytes[i] / cap[i] : std::numeric_limits<double>::infinity();
-      if (t > worst) {
-        worst = t;
-        at = i;
-      }
-    }
-    if (worst < 0) return;
-    lb.cuts.push_back({cut, where(at), Bytes{static_cast<std::int64_t>(bytes[at])}, BytesPerSecond{cap[at]}});
-  };
-  // A GPU cut is every link into (out of) the GPU: named with its links by kind, "gpu 4: NVLink
-  // 450 GB/s + PCIe 64.0 GB/s", so its capacity reads as the sum it is.
-  auto gpu_cut = [&](bool ingress) {
-    return [&, ingress](std::size_t g) {
-      std::map<LinkKind, double> by_kind;
-      for (const auto& l : topo.links()) {
-        const auto& end = topo.device(ingress ? l.to : l.from);
-        if (end.kind == DeviceKind::GPU && static_cast<std::size_t>(end.gpu) == g) by_kind[l.kind] += l.bandwidth.value;
-      }
-      std::string links;
-      for (const auto& [kind, bw] : by_kind)
-        links += (links.empty() ? ": " : " + ") + std::string(to_string(kind)) + " " + format(BytesPerSecond{bw});
-      return "gpu " + std::to_string(g) + links;
-    };
-  };
-  auto domain = [&](CutDirection dir) {
-    return [&, dir](std::size_t d) { return "domain " + std::to_string(d) + domain_links(d, dir); };
-  };
-  consider("dest_gpu_ingress", gpu_in, gpu_ingress, gpu_cut(true));
-  consider("dest_domain_ingress", domain_in, dom_net_in, domain(CutDirection::Ingress));
-  if (side_out > 0) {
-    std::vector<LinkId> side_cut;
-    std::size_t side_gpus = 0;
-    for (std::size_t d = 0; d < domains; ++d) {
-      if (!in_source_side[d]) continue;
-      const auto k = static_cast<std::int32_t>(d);
-      const auto c = topo.domain_network_cut(k, CutDirection::Egress);
-      side_cut.insert(side_cut.end(), c.links.begin(), c.links.end());
-      side_gpus += topo.gpus_in_domain(k).size();
-    }
-    lb.cuts.push_back({"source_egress", "source side" + cut_links(topo, side_cut, side_gpus),
-                       Bytes{static_cast<std::int64_t>(side_out)}, BytesPerSecond{side_net_out}});
-  }
-  consider("source_domain_egress", domain_out, dom_net_out, domain(CutDirection::Egress));
-  consider("source_gpu_egress", gpu_out, gpu_egress, gpu_cut(false));
+  const CutDemand demand = cut_demand(ts, src, dst, topo);
   // Fabric cuts last: where one ties with an earlier cut, the earlier one binds (it names the
   // links that bind, host links included).
-  std::vector<double> group_net_in, group_net_out;
-  for (const auto& f : fabric) {
-    group_net_in.push_back(f.ingress.value);
-    group_net_out.push_back(f.egress.value);
-  }
-  auto group = [&](std::size_t f) { return to_string(fabric[f]); };
-  consider("dest_fabric_ingress", group_in, group_net_in, group);
-  consider("source_fabric_egress", group_out, group_net_out, group);
+  constexpr std::array<CutFunction, 7> kCuts{dest_gpu_ingress,     dest_domain_ingress, source_egress,
+                                             source_domain_egress, source_gpu_egress,   dest_fabric_ingress,
+                                             source_fabric_egress};
+  LowerBound lb;
+  for (CutFunction cut : kCuts)
+    if (auto c = cut(demand, topo)) lb.cuts.push_back(std::move(*c));
   for (const auto& c : lb.cuts) {
     const Seconds t = c.capacity.value > 0 ? c.time() : Seconds{std::numeric_limits<double>::infinity()};
     if (t > lb.time) {

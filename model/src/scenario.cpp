@@ -14,6 +14,7 @@
 #include "reshard/model/json_file.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario_keys.hpp"
+#include "layout_yaml.hpp"
 #include "yaml_reader.hpp"
 
 namespace reshard::model {
@@ -87,29 +88,6 @@ std::vector<GpuId> shared_gpus(const Scenario& s) {
 
 namespace {
 
-std::int32_t small_int(const yaml::Node& n) {
-  const auto v = n.positive_integer();
-  if (v > 1'000'000) n.fail("parallel size " + std::to_string(v) + " is implausibly large");
-  return static_cast<std::int32_t>(v);
-}
-
-Placement parse_placement(const yaml::Node& n) {
-  const std::string s = n.str();
-  if (s == "Replicate" || s == "Replicate()") return {};
-  if (s.rfind("Shard(", 0) == 0 && s.back() == ')') {
-    const std::string d = s.substr(6, s.size() - 7);
-    std::size_t pos = 0;
-    int v = -1;
-    try {
-      v = std::stoi(d, &pos);
-    } catch (const std::exception&) {
-      pos = 0;
-    }
-    if (pos == d.size() && !d.empty() && v >= 0) return {Placement::Kind::Shard, v};
-  }
-  n.fail("expected Replicate or Shard(d), got '" + s + "'");
-}
-
 LayoutSpec parse_layout(const yaml::Node& n) {
   LayoutSpec spec;
   const std::string fw = n.at("framework").str();
@@ -127,157 +105,11 @@ LayoutSpec parse_layout(const yaml::Node& n) {
       if (!seen.insert(g).second) gpus_node.fail("GPU " + std::to_string(g) + " is listed twice");
   }
   const auto count = static_cast<std::int64_t>(spec.gpus.size());
-  auto world_check = [&](std::int64_t world, const std::string& what) {
-    if (world != count)
-      n.fail(what + " needs " + std::to_string(world) + " GPUs, but gpus lists " + std::to_string(count));
-  };
-  if (fw == "megatron") {
-    n.allow_only(scenario_keys("megatron"));
-    MegatronSpec m;
-    if (auto v = n.get("tp")) m.tp = small_int(*v);
-    if (auto v = n.get("pp")) m.pp = small_int(*v);
-    if (auto v = n.get("cp")) m.cp = small_int(*v);
-    if (auto v = n.get("ep")) m.ep = small_int(*v);
-    if (auto v = n.get("etp")) m.etp = small_int(*v);
-    if (auto v = n.get("vpp")) m.vpp = small_int(*v);
-    if (auto v = n.get("layers_per_stage"))
-      for (auto x : v->items()) m.layers_per_stage.push_back(static_cast<std::int32_t>(x.integer_in(0, kMaxDimension)));
-    if (auto v = n.get("first_stage_layers")) m.first_stage_layers = static_cast<std::int32_t>(v->integer_in(0, kMaxDimension));
-    if (auto v = n.get("last_stage_layers")) m.last_stage_layers = static_cast<std::int32_t>(v->integer_in(0, kMaxDimension));
-    if (!m.layers_per_stage.empty() && (m.first_stage_layers || m.last_stage_layers))
-      n.at("layers_per_stage").fail("give either layers_per_stage or first_stage_layers / last_stage_layers");
-    const std::int64_t tcp = static_cast<std::int64_t>(m.tp) * m.cp * m.pp;
-    if (auto v = n.get("dp")) {
-      m.dp = small_int(*v);
-    } else {
-      if (count % tcp != 0)
-        n.fail(std::to_string(count) + " GPUs are not divisible by TP*CP*PP = " + std::to_string(tcp) +
-               " (dp is derived from the GPU count)");
-      m.dp = static_cast<std::int32_t>(count / tcp);
-    }
-    world_check(tcp * m.dp, "megatron TP*CP*PP*DP");
-    spec.spec = m;
-  } else if (fw == "vllm") {
-    n.allow_only(scenario_keys("vllm"));
-    VllmSpec v;
-    if (auto x = n.get("tp")) v.tp = small_int(*x);
-    if (auto x = n.get("pp")) v.pp = small_int(*x);
-    if (auto x = n.get("dp")) v.dp = small_int(*x);
-    if (auto x = n.get("dp_mode")) {
-      const std::string m = x->str();
-      if (m == "data_parallel") v.dp_mode = VllmDpMode::DataParallel;
-      else if (m != "engines") x->fail("expected engines or data_parallel, got " + checked::quote(m));
-    }
-    const auto enable = n.get("enable_expert_parallel");
-    if (enable) v.enable_expert_parallel = enable->boolean();
-    if (auto x = n.get("ep")) {
-      v.ep = small_int(*x);
-      if (enable && !v.enable_expert_parallel)
-        x->fail("ep " + std::to_string(v.ep) + " turns expert parallelism on, but enable_expert_parallel is false");
-      if (v.dp_mode == VllmDpMode::DataParallel && v.ep != v.tp * v.dp)
-        x->fail("with dp_mode data_parallel vLLM's EP size is TP*DP = " + std::to_string(v.tp * v.dp) +
-                "; leave ep out and set enable_expert_parallel: true");
-      v.enable_expert_parallel = true;
-    }
-    if (auto x = n.get("expert_placement")) {
-      const std::string p = x->str();
-      if (p == "round_robin") v.expert_placement = ExpertPlacement::RoundRobin;
-      else if (p != "linear") x->fail("expected linear or round_robin, got " + checked::quote(p));
-      if (v.expert_parallel_size() == 0) x->fail("expert_placement needs expert parallelism (enable_expert_parallel or ep)");
-    }
-    if (auto x = n.get("redundant_experts")) {
-      v.redundant_experts = static_cast<std::int32_t>(x->integer_in(0, 1'000'000));
-      if (v.redundant_experts > 0 && v.expert_parallel_size() == 0)
-        x->fail("redundant experts (EPLB) need expert parallelism (enable_expert_parallel or ep)");
-    }
-    if (auto x = n.get("all2all_backend")) {
-      const auto b = vllm_all2all_named(x->str());
-      if (!b) {
-        std::string known;
-        for (const auto& k : vllm_all2all_names()) known += (known.empty() ? "" : ", ") + k;
-        x->fail("unknown all-to-all backend " + checked::quote(x->str()) + "; vLLM's --all2all-backend takes: " + known);
-      }
-      v.all2all_backend = *b;
-    }
-    world_check(static_cast<std::int64_t>(v.tp) * v.pp * v.dp, "vllm TP*PP*DP");
-    spec.spec = v;
-  } else if (fw == "sglang") {
-    n.allow_only(scenario_keys("sglang"));
-    SglangSpec g;
-    if (auto x = n.get("tp_size")) g.tp = small_int(*x);
-    if (auto x = n.get("dp_size")) g.dp = small_int(*x);
-    if (auto x = n.get("enable_dp_attention")) {
-      g.enable_dp_attention = x->boolean();
-      if (g.enable_dp_attention && g.tp % g.dp != 0)
-        x->fail("DP attention splits the tp_size " + std::to_string(g.tp) + " GPUs into dp_size " +
-                std::to_string(g.dp) + " attention groups; dp_size must divide tp_size");
-    }
-    if (auto x = n.get("moe_a2a_backend")) {
-      const std::string b = x->str();
-      if (b == "deepep" || b == "mooncake") g.a2a_moe = true;
-      else if (b != "none") x->fail("expected none, deepep or mooncake, got " + checked::quote(b));
-    }
-    if (auto x = n.get("ep_size")) {
-      g.ep = small_int(*x);
-      if (g.tp % g.ep != 0)
-        x->fail("ep_size " + std::to_string(g.ep) + " must divide tp_size " + std::to_string(g.tp) +
-                " (MoE TP = tp_size / ep_size)");
-      if (g.a2a_moe && g.ep != g.tp)
-        x->fail("an all-to-all MoE backend runs ep_size = tp_size = " + std::to_string(g.tp));
-    } else if (g.a2a_moe) {
-      g.ep = g.tp;  // SGLang sets ep_size to tp_size for an all-to-all backend
-    }
-    if (auto x = n.get("moe_dense_tp_size")) {
-      const auto d = small_int(*x);
-      if (d != 1 && d != g.tp)
-        x->fail("SGLang accepts moe_dense_tp_size 1 or tp_size (" + std::to_string(g.tp) + "), got " + std::to_string(d));
-      g.moe_dense_tp = d == 1 ? 1 : 0;
-    }
-    if (auto x = n.get("enable_dp_lm_head")) {
-      g.enable_dp_lm_head = x->boolean();
-      if (g.enable_dp_lm_head && !g.enable_dp_attention) x->fail("enable_dp_lm_head needs enable_dp_attention: true");
-    }
-    if (auto x = n.get("ep_num_redundant_experts")) {
-      g.redundant_experts = static_cast<std::int32_t>(x->integer_in(0, 1'000'000));
-      if (g.redundant_experts > 0 && g.ep < 2) x->fail("redundant experts need expert parallelism (ep_size > 1)");
-    }
-    if (auto x = n.get("servers")) g.servers = small_int(*x);
-    world_check(g.world(), g.enable_dp_attention
-                               ? (g.servers > 1 ? "sglang with DP attention (world = tp_size x servers)"
-                                                : "sglang with DP attention (world = tp_size)")
-                               : (g.servers > 1 ? "sglang TP*DP x servers" : "sglang TP*DP"));
-    spec.spec = g;
-  } else if (fw == "dtensor") {
-    n.allow_only(scenario_keys("dtensor"));
-    DTensorSpec d;
-    const auto mesh = n.at("mesh");
-    mesh.allow_only(scenario_keys("dtensor.mesh"));
-    std::int64_t world = 1;
-    for (const auto& x : mesh.at("shape").items()) {
-      d.mesh_shape.push_back(small_int(x));
-      world *= d.mesh_shape.back();
-    }
-    if (auto names = mesh.get("names")) {
-      for (const auto& x : names->items()) d.mesh_names.push_back(x.str());
-      if (d.mesh_names.size() != d.mesh_shape.size())
-        names->fail("names " + std::to_string(d.mesh_names.size()) + " mesh dimensions, shape has " +
-                    std::to_string(d.mesh_shape.size()));
-    }
-    world_check(world, "the mesh");
-    if (auto pl = n.get("placements")) {
-      for (const auto& [glob, list] : pl->entries()) {
-        std::vector<Placement> p;
-        for (const auto& x : list.items()) p.push_back(parse_placement(x));
-        if (p.size() != d.mesh_shape.size())
-          list.fail("lists " + std::to_string(p.size()) + " placements, the mesh has " +
-                    std::to_string(d.mesh_shape.size()) + " dimensions");
-        d.placements.emplace_back(glob, std::move(p));
-      }
-    }
-    spec.spec = d;
-  } else {
-    n.at("framework").fail("unknown framework '" + fw + "'; expected megatron, vllm, sglang or dtensor");
-  }
+  if (fw == "megatron") spec.spec = layouts::read_megatron(n, count);
+  else if (fw == "vllm") spec.spec = layouts::read_vllm(n, count);
+  else if (fw == "sglang") spec.spec = layouts::read_sglang(n, count);
+  else if (fw == "dtensor") spec.spec = layouts::read_dtensor(n, count);
+  else n.at("framework").fail("unknown framework '" + fw + "'; expected megatron, vllm, sglang or dtensor");
   return spec;
 }
 

@@ -450,6 +450,8 @@ nlohmann::json to_json(const Schedule& s) {
 // bool or float taken for an integer, and every index checked against what it indexes in the
 // document itself (pieces, buffers, chains, earlier operations), so nothing downstream indexes out
 // of range. Whether the pieces match a plan is validate()'s business.
+// Stays whole: one reader of the document's sections in order, each checked against the ones
+// before it (an op's buffer, chain and after ids), as the schedule-format table lists them.
 Schedule schedule_from_json(const nlohmann::json& j, const std::string& file, const std::string& path) {
   using namespace checked;
   const JsonWhere root{file, path};

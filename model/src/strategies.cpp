@@ -568,8 +568,6 @@ class Builder {
   // either side. Never below kMinStripe (4 KiB). Set once, before reshard(), over every piece the
   // schedule routes through domains: one target however the strategy splits them between calls.
   void set_stripe_target(Basis::List list) {
-    constexpr std::int64_t kMinStripe = 4 << 10;
-    constexpr double kStripesPerShare = 32;
     double remote_bytes = 0;
     std::vector<char> candidate(static_cast<std::size_t>(topo_.gpu_count()), 0);
     for (const auto& cls : b_.classes[list])
@@ -661,7 +659,6 @@ class Builder {
     const std::int32_t channels = p_.channels > 0 ? p_.channels : rings;
     // A ring broadcast is buckets x channels chain ops. Past kMaxBroadcastOps the buckets grow until
     // the schedule fits; the schedule records the bucket size it really uses.
-    constexpr double kMaxBroadcastOps = 4e6;
     double total = 0;
     for (auto i : pieces) total += ts_.pieces[static_cast<std::size_t>(i)].bytes.as_double();
     // The bucket: what the budget of every head holds twice beside the rings it roots (one ring of

@@ -44,6 +44,7 @@ ProfileConstant fitted_python_per_tensor(const char* meaning) {
           "fitted with per_tensor and copy_passes on the calibration subset: NeMo RL's four DGX H100 refit times (nrl-anchor-*)", true};
 }
 
+// Stays whole: a table, one block per system profile, each with its sources; nothing to split.
 std::vector<SystemProfile> make_profiles() {
   std::vector<SystemProfile> v;
   {

@@ -151,50 +151,75 @@ std::vector<std::int32_t> bfs_distances(const TopologyData& d, DeviceId source, 
 
 }  // namespace
 
-void TopologyData::finish() {
-  const std::size_t n = devices.size();
-  // GPU numbering: GPU vertices in device order.
+void TopologyData::derive_structure() {
+  number_gpus();
+  build_graph();
+  find_nvlink_domains();
+  find_gpu_nvlink_links();
+  pair_gpus_with_nics();
+  find_nic_network_links();
+  if (generated) {
+    index_route_ends();
+    compute_cuts();
+    return;
+  }
+
+  // Explicit form: every GPU must reach every other. GPU 0 reaching all and all reaching GPU 0
+  // (a forward and a backward search) is equivalent to that.
+  if (gpu_devices.size() >= 2) check_reachability();
+  compute_cuts();
+}
+
+// GPU numbering: GPU vertices in device order.
+void TopologyData::number_gpus() {
   gpu_devices.clear();
   for (auto& dev : devices)
     if (dev.kind == DeviceKind::GPU) {
       dev.gpu = static_cast<GpuId>(gpu_devices.size());
       gpu_devices.push_back(dev.id);
     }
-  const std::size_t gpus = gpu_devices.size();
+}
 
-  // The Boost graph: vertex i = device i, one edge per directed link.
+// The Boost graph: vertex i = device i, one edge per directed link.
+void TopologyData::build_graph() {
+  const std::size_t n = devices.size();
   graph = Graph(n);
   for (const auto& l : links)
     boost::add_edge(static_cast<Graph::vertex_descriptor>(l.from), static_cast<Graph::vertex_descriptor>(l.to),
                     EdgeData{l.id}, graph);
+}
 
-  // NVLink domains: connected components of the undirected NVLink subgraph.
-  {
-    using Undirected = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
-    Undirected ug(n);
-    for (const auto& l : links)
-      if (l.kind == LinkKind::NVLink) boost::add_edge(static_cast<std::size_t>(l.from), static_cast<std::size_t>(l.to), ug);
-    std::vector<int> component(n, -1);
-    if (n > 0) boost::connected_components(ug, component.data());
-    std::vector<std::int32_t> domain_of_component(n, -1);
-    domain_gpus.clear();
-    for (std::size_t g = 0; g < gpus; ++g) {
-      const auto c = static_cast<std::size_t>(component[static_cast<std::size_t>(gpu_devices[g])]);
-      if (domain_of_component[c] < 0) {
-        domain_of_component[c] = static_cast<std::int32_t>(domain_gpus.size());
-        domain_gpus.emplace_back();
-      }
-      domain_gpus[static_cast<std::size_t>(domain_of_component[c])].push_back(static_cast<GpuId>(g));
+// NVLink domains: connected components of the undirected NVLink subgraph.
+void TopologyData::find_nvlink_domains() {
+  const std::size_t n = devices.size();
+  const std::size_t gpus = gpu_devices.size();
+  using Undirected = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
+  Undirected ug(n);
+  for (const auto& l : links)
+    if (l.kind == LinkKind::NVLink) boost::add_edge(static_cast<std::size_t>(l.from), static_cast<std::size_t>(l.to), ug);
+  std::vector<int> component(n, -1);
+  if (n > 0) boost::connected_components(ug, component.data());
+  std::vector<std::int32_t> domain_of_component(n, -1);
+  domain_gpus.clear();
+  for (std::size_t g = 0; g < gpus; ++g) {
+    const auto c = static_cast<std::size_t>(component[static_cast<std::size_t>(gpu_devices[g])]);
+    if (domain_of_component[c] < 0) {
+      domain_of_component[c] = static_cast<std::int32_t>(domain_gpus.size());
+      domain_gpus.emplace_back();
     }
-    for (std::size_t v = 0; v < n; ++v) {
-      auto& dev = devices[v];
-      dev.domain = (dev.kind == DeviceKind::GPU || dev.kind == DeviceKind::NVSwitch)
-                       ? domain_of_component[static_cast<std::size_t>(component[v])]
-                       : -1;
-    }
+    domain_gpus[static_cast<std::size_t>(domain_of_component[c])].push_back(static_cast<GpuId>(g));
   }
+  for (std::size_t v = 0; v < n; ++v) {
+    auto& dev = devices[v];
+    dev.domain = (dev.kind == DeviceKind::GPU || dev.kind == DeviceKind::NVSwitch)
+                     ? domain_of_component[static_cast<std::size_t>(component[v])]
+                     : -1;
+  }
+}
 
-  // Each GPU's own NVLink links (first NVLink link out of / into the GPU).
+// Each GPU's own NVLink links (first NVLink link out of / into the GPU).
+void TopologyData::find_gpu_nvlink_links() {
+  const std::size_t gpus = gpu_devices.size();
   nvl_out.assign(gpus, -1);
   nvl_in.assign(gpus, -1);
   for (std::size_t g = 0; g < gpus; ++g) {
@@ -208,9 +233,13 @@ void TopologyData::finish() {
       if (l.kind == LinkKind::NVLink && nvl_in[g] < 0) nvl_in[g] = l.id;
     }
   }
+}
 
-  // NIC pairing: generated clusters know it; explicit ones take the nearest NIC over host links
-  // (PCIe or C2C) without passing through another GPU.
+// NIC pairing: generated clusters know it; explicit ones take the nearest NIC over host links
+// (PCIe or C2C) without passing through another GPU.
+void TopologyData::pair_gpus_with_nics() {
+  const std::size_t n = devices.size();
+  const std::size_t gpus = gpu_devices.size();
   gpu_nic.assign(gpus, -1);
   if (generated) {
     for (std::size_t g = 0; g < gpus; ++g) gpu_nic[g] = links[static_cast<std::size_t>(fabric.gpu_to_nic[g])].to;
@@ -241,6 +270,11 @@ void TopologyData::finish() {
       if (gpu_dev.rail < 0 && gpu_nic[g] >= 0) gpu_dev.rail = devices[static_cast<std::size_t>(gpu_nic[g])].rail;
     }
   }
+}
+
+// Each GPU's NIC's network links (first network link out of / into the NIC).
+void TopologyData::find_nic_network_links() {
+  const std::size_t gpus = gpu_devices.size();
   nic_out.assign(gpus, -1);
   nic_in.assign(gpus, -1);
   for (std::size_t g = 0; g < gpus; ++g) {
@@ -255,16 +289,6 @@ void TopologyData::finish() {
       if (l.kind == LinkKind::Network && nic_in[g] < 0) nic_in[g] = l.id;
     }
   }
-  if (generated) {
-    index_route_ends();
-    compute_cuts();
-    return;
-  }
-
-  // Explicit form: every GPU must reach every other. GPU 0 reaching all and all reaching GPU 0
-  // (a forward and a backward search) is equivalent to that.
-  if (gpus >= 2) check_reachability();
-  compute_cuts();
 }
 
 void TopologyData::check_reachability() const {

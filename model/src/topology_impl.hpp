@@ -5,7 +5,7 @@
 //      templates of topology_templates.cpp, and build_explicit for the explicit form) adds devices
 //      and links to a TopologyData (add_device, add_link, add_duplex) and, for generated
 //      clusters, records the fabric structure (leaves, spines, cores and their link ids);
-//   2. finish() builds the Boost.Graph graph, finds the NVLink domains (connected components over
+//   2. derive_structure() builds the Boost.Graph graph, finds the NVLink domains (connected components over
 //      NVLink links), pairs every GPU with its NIC, and checks that every GPU reaches every other.
 //
 // Routing is structural for generated clusters (a route's links are computed from the fabric's
@@ -116,13 +116,13 @@ struct TopologyData {
   bool generated = false;
   Fabric fabric;  // generated form only
 
-  // Filled by finish().
+  // Filled by derive_structure().
   Graph graph;
   std::vector<DeviceId> gpu_devices;  // GpuId -> DeviceId
   std::vector<std::vector<GpuId>> domain_gpus;
   std::vector<LinkId> nvl_out, nvl_in, nic_out, nic_in;  // per GPU; -1 when absent
   std::vector<DeviceId> gpu_nic;                         // per GPU; -1 when it has none
-  // Host links and network cuts (topology_cuts.cpp), filled by finish() through compute_cuts().
+  // Host links and network cuts (topology_cuts.cpp), filled by derive_structure() through compute_cuts().
   std::vector<double> host_bw;                           // per GPU, GPU -> NIC; 0 without a NIC
   std::vector<LinkKind> host_kind;                       // per GPU
   std::vector<double> domain_in_cap, domain_out_cap;     // per domain, see Topology::domain_network_cut
@@ -154,15 +154,22 @@ struct TopologyData {
   // Two directed links, one per direction; returns the id of from -> to (the other is id + 1).
   LinkId add_duplex(DeviceId a, DeviceId b, BytesPerSecond bw, Seconds latency, LinkKind kind);
 
-  // Builds the graph, domains, GPU numbering and NIC pairing; checks reachability (explicit form).
-  // Throws ConfigError naming the file, the device's line and the two devices when a GPU cannot
-  // reach another.
-  void finish();
-  // Explicit form: every GPU reaches every other (ConfigError otherwise, as finish() says).
+  // Derives from the devices and links what the queries read: the GPU numbering, the graph, the
+  // NVLink domains, each GPU's NVLink and NIC links, the NIC pairing and the cuts (compute_cuts);
+  // checks reachability (explicit form). Throws ConfigError naming the file, the device's line and
+  // the two devices when a GPU cannot reach another. Its steps, in order:
+  void derive_structure();
+  void number_gpus();             // GpuId i = the i-th GPU device, in device order (gpu_devices)
+  void build_graph();             // the Boost graph: vertex i = device i, one edge per directed link
+  void find_nvlink_domains();     // domain_gpus and Device::domain
+  void find_gpu_nvlink_links();   // nvl_out, nvl_in
+  void pair_gpus_with_nics();     // gpu_nic (and an explicit GPU's rail from its NIC)
+  void find_nic_network_links();  // nic_out, nic_in
+  // Explicit form: every GPU reaches every other (ConfigError otherwise, as derive_structure() says).
   void check_reachability() const;
 
   // Host links, domain network cuts, fabric groups and, for the explicit form, the warnings about
-  // NICs faster than their host links (topology_cuts.cpp). Called by finish().
+  // NICs faster than their host links (topology_cuts.cpp). Called by derive_structure().
   void compute_cuts();
   // The domain's network cut: closed form for generated clusters, maximum flow otherwise
   // (`search` forces the maximum flow).

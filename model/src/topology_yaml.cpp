@@ -467,7 +467,7 @@ TopologyData generated_topology(const yaml::Node& root, std::vector<ClusterPart>
     max_rails = std::max(max_rails, p.gpus_per_node());  // one NIC per GPU: rail r = the r-th GPU/NIC of a node
   }
   d.rail_count = fs.rail_optimized ? max_rails : 1;
-  d.finish();
+  d.derive_structure();
   GpuId first = 0;
   for (const auto& p : parts) {
     const std::int32_t gpus = p.nodes * p.gpus_per_node();
@@ -635,7 +635,7 @@ TopologyData build_explicit(const yaml::Node& root) {
     if (duplex) d.add_duplex(from, to, bw, latency, kind);
     else d.add_link(from, to, bw, latency, kind);
   }
-  d.finish();
+  d.derive_structure();
   std::set<std::int32_t> rails;  // an explicit cluster has the rails its NICs name (none: 0)
   for (const auto& dev : d.devices)
     if (dev.kind == DeviceKind::NIC && dev.rail >= 0) rails.insert(dev.rail);

@@ -169,6 +169,8 @@ struct FlowOps {
 // one per chain (one path listing each link as often as the chain's hops cross it), and one
 // route of one empty path for every tail.
 // The memory resources and chain slot links it needs join out.network (and out.link_kind).
+// Stays whole: one pass over the ops in step order whose route, chain and per-GPU-part tables each
+// op's flows both read and extend (a flow op refers to routes and joins made for earlier ops).
 FlowOps build_flow_ops(const model::Schedule& schedule, const model::Topology& topology, const model::CostParams& params,
                        ScheduleSimulation& out) {
   const std::size_t n_ops = schedule.ops.size();

@@ -219,7 +219,7 @@ SweepSpec SweepSpec::parse(const std::string& text, const std::string& name, con
     }
     if (spec.profiles.empty()) p->fail("list at least one profile");
   } else {
-    spec.profiles = {"reshard"};
+    spec.profiles = {model::kDefaultProfile};
   }
   if (auto s = root.get("simulate")) spec.simulate = s->boolean();
   return spec;

@@ -27,6 +27,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/host_cost.hpp"
 #include "reshard/model/memory.hpp"
@@ -99,7 +100,7 @@ struct Measurement {
   std::string scenario_path;   // absolute
   std::vector<std::string> scenario_sets;  // `--set KEY=VALUE` overrides of the scenario (paths absolute)
   std::string backend;
-  std::string profile = "reshard";
+  std::string profile = model::kDefaultProfile;
   std::string params_file;     // absolute; a cost parameters file (`--params`) that replaces the profile
   std::int32_t ranks = 0;      // processes
   model::Schedule schedule;    // embedded, so check/calibrate rebuild nothing by guesswork
@@ -167,7 +168,7 @@ struct ExecOptions {
   const MemoryBinding* binding = nullptr;
   double timeout_s = 30;
   std::vector<Fault> faults;
-  std::string profile = "reshard";
+  std::string profile = model::kDefaultProfile;
   std::string params_file;  // `--params`, absolute ("" for none)
   std::string scenario_path;
   std::vector<std::string> scenario_sets;

@@ -27,13 +27,14 @@
 #include <cstdint>
 #include <optional>
 
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/host_cost.hpp"
 
 namespace reshard::exec {
 
 struct HostBenchOptions {
   std::int64_t copy_bytes = 8 << 20;    // the buffer one process copies
-  std::int64_t chunk_bytes = 512 << 10; // a stream's chunk (the strategies' default)
+  std::int64_t chunk_bytes = model::kDefaultChunk.value;  // a stream's chunk (the strategies' default)
   double seconds_per_test = 0.2;        // the timed loops of one process stop after this (or their count)
   int passes = 1;                       // every test this many times, each constant the median (the
                                         // pair's first message: the first pass's)

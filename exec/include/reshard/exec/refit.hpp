@@ -51,7 +51,7 @@ class Refit {
     std::string strategy = model::kDefaultStrategy;  // as `reshard plan --strategy` takes it
     std::optional<model::Bytes> max_staging;   // every GPU's staging budget at most this
     std::vector<std::string> sets;             // `--set KEY=VALUE` overrides of the scenario
-    std::string profile = "reshard";           // what auto is tuned for
+    std::string profile = model::kDefaultProfile;  // what auto is tuned for
     std::string transport = "host";            // host (MPI; host buffers), cuda (one process, every GPU's device
                                                // buffers), nccl (one process per GPU; device buffers)
     double timeout_s = 30;

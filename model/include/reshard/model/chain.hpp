@@ -1,5 +1,8 @@
-// The pipelined chain (model::Chain, schedule.hpp) on a topology: the one definition of its cost
-// that the estimate (cost.hpp), the simulator (sim/schedule_sim.hpp) and `reshard check` share.
+// The pipelined chain (model::Chain, schedule.hpp) on a topology: the one statement of a chain op's
+// semantics (route, rate, time, order) and of its cost. The estimate (cost.hpp) and the simulator
+// (sim/schedule_sim.hpp) compute the cost with the functions below; the validator (validate,
+// schedule.hpp) and the executors (exec/program.hpp) call chain_depths only, to check the shape
+// and place each GPU in the tree. Every other document links here instead of restating it.
 //
 // Route. Hop (a, b) follows Topology::route(a, b). Where that route has k equal-cost paths the hop
 // is pinned to one of them: a hop is one connection, and ECMP places a connection on one path
@@ -39,7 +42,8 @@
 //
 // A plain transfer streams the same way, as a chain of one hop (H = 1: no pipeline fill) in
 // chunks of the schedule's params.chunk: T = per_op + L + B / r + 2 c' / m, its r also at most
-// r_slots over its route's latency.
+// r_slots over its route's latency. Unlike a chain hop it is not pinned: its bytes are split evenly
+// over the route's k equal-cost paths (1/k on each), so r = min over its links of C_l / share_l.
 #pragma once
 
 #include <array>

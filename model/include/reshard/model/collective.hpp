@@ -37,7 +37,7 @@ struct CollectiveSpec {
   std::vector<GpuId> gpus;  // the ranks, in rank order; gpus[0] is the broadcast root
   Bytes size;               // S as nccl-tests counts it
   std::int32_t channels = 8;
-  Bytes chunk{512 << 10};
+  Bytes chunk = kDefaultChunk;
 };
 
 // The schedule (no pieces: each op's buffer is bytes only). Throws PlanError for fewer than two

@@ -10,20 +10,13 @@
 //                  chain crossing l (model/chain.hpp)
 //   C_l          = bandwidth(l) * efficiency(kind(l))
 //   T_bandwidth  = max over links l of load(l) / C_l
-//   r(o)         = o's rate alone: min over its links of C_l / share(o, l); for a chain op also
-//                  at most its slot rate (model/chain.hpp)
-//   t(o)         = per_op + latency(o) + bytes(o) / r(o) + fill(o) / r(o)     (o alone)
-//                  latency(o): its route's, or its chain's slowest root-to-leaf path; fill(o):
-//                  a chain op's pipeline fill, (H - 1) min(chunk, bytes), 0 for a transfer
-//   t(o)           also pays copy_fill, the pack of its first chunk and the unpack of its last
-//                  (model/chain.hpp); a transfer's r is at most its slot rate too
+//   r(o), t(o)   = o's rate and time alone, latency(o) its latency and fill(o) its pipeline fill
+//                  (0 for a transfer): model/chain.hpp
 //   T_critical   = longest path through the DAG with these t(o) (dependencies), ops taken in
 //                  the executors' steps (model/memory.hpp), where an op starts once released, once
 //                  its sender (and a plain transfer's receiver) has finished its part in the ops
 //                  of the earlier steps (a chain root's part ends when it has sent), and a chain op
-//                  once the previous op on the same chain has left its root; it pays per_op, sends
-//                  bytes / r, and ends latency + fill / r after its last byte left (chain ops on
-//                  one chain run in order, model/chain.hpp)
+//                  in its chain's order (model/chain.hpp)
 //   T_steps      = sum over steps k of max over network links l of load_k(l) / C_l: the steps one
 //                  after another, each as long as its most loaded network link (NVLink inside a
 //                  step is left to T_bandwidth; 0 for a schedule of one step, or for a profile
@@ -76,7 +69,7 @@ struct CostParams {
   // the route's own latency (model/chain.hpp).
   std::array<Seconds, kLinkKinds> chain_hop_latency{};
   // Implementation profile.
-  std::string profile = "reshard";
+  std::string profile = kDefaultProfile;
   // Per transfer operation: a small-message send/recv between two GPUs over NVLink takes about 3 us
   // (measured in nccl-tests reports), of which the NVLink route accounts for about 0.6 us.
   Seconds per_op{2.4e-6};

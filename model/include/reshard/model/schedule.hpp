@@ -48,6 +48,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/planner.hpp"
 
 namespace reshard::model {
@@ -107,22 +108,13 @@ struct ChainHop {
 //   `chunk`. A GPU forwards chunk k to its children once it has received it, with at most
 //   Schedule::slots chunks in flight on a hop (its ring, model/memory.hpp); every `to` ends up
 //   with all B bytes.
-//   Time (model/chain.hpp, the one definition the estimate, the simulator and the executors
-//   share): with r the rate of the tree's most loaded hop and c' = min(c, B),
-//       T = per_op + latency of its slowest root-to-leaf path + (B + (H - 1) c') / r,
-//   the last chunk leaving the root after B / r and crossing H - 1 more hops at c' / r each.
+//   Route, rate, time and order: model/chain.hpp.
 struct Chain {
   std::vector<ChainHop> hops;
-  Bytes chunk{512 << 10};
+  Bytes chunk = kDefaultChunk;
   bool operator==(const Chain&) const = default;
 };
-// NCCL's in-flight slots per connection (NCCL_STEPS): by default a hop keeps this many chunks in
-// flight (Schedule::slots), so a chunk's latency is hidden behind the transfer of the others
-// (model/chain.hpp). kMinSlots: the fewest an executor works with (a GPU inside a chain forwards
-// chunk k from one slot while chunk k + 1 arrives in the other).
-inline constexpr std::int32_t kChainSlots = 8;
-inline constexpr std::int32_t kMinSlots = 2;
-inline constexpr std::int32_t kMaxSlots = 1 << 10;  // the most a schedule file may name
+// kChainSlots, kMinSlots, kMaxSlots: model/defaults.hpp.
 const char* to_string(OpPhase p);
 
 // Moves part `part` of `parts` equal parts (by element, in slice order) of buffer `buffer` from GPU
@@ -179,14 +171,9 @@ std::optional<Strategy> strategy_with_id(std::uint8_t id);
 // (channels=N, max_chain=N): gather_broadcast cuts a bucket into one part per channel.
 inline constexpr std::int32_t kMaxParts = 1 << 20;
 
-// gather_broadcast's bucket without a staging budget: NeMo RL's min(2 % of GPU memory, 5 GiB) on an
-// 80 GB H100.
-inline constexpr Bytes kDefaultBucket{1'600'000'000};
-
 struct StrategyParams {
   Strategy strategy = Strategy::DomainChain;
-  Bytes chunk{512 << 10};            // the chunk chain ops pipeline in (NCCL's Simple protocol: a
-                                     // 4 MiB buffer in 8 steps of 512 KiB)
+  Bytes chunk = kDefaultChunk;       // the chunk chain ops pipeline in (model/defaults.hpp)
   std::int32_t channels = 0;         // broadcast rings per bucket (gather_broadcast, nemo_rl_reshard);
                                      // 0: one per GPU of a destination domain (a ring per rail, as
                                      // NCCL's channels)

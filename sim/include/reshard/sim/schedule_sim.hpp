@@ -15,8 +15,8 @@
 //   chain op (model::Chain, the math on model/chain.hpp): its *data flow*, carrying its bytes over
 //       every link of its hops' (pinned) paths, each link listed as often as hops cross it, with
 //       latency per_op; then its *tail*, a flow without bytes or links that waits for the data
-//       flow, with latency L + (H - 1) min(chunk, bytes) / r_alone (the chain's latency and its
-//       pipeline fill at its rate alone). The op starts with its data flow and finishes with its
+//       flow, with the chain's latency and its pipeline and copy fill at its rate alone
+//       (model/chain.hpp). The op starts with its data flow and finishes with its
 //       tail. The data flow of the next op on the same chain waits for this data flow (chain ops
 //       on one chain run in order), not for the tail.
 //   after: for each op in Op::after, the flow that finishes it: its sub-flow or tail when it has

@@ -17,6 +17,7 @@
 
 #include "reshard/model/cost.hpp"
 #include "reshard/model/parallel.hpp"
+#include "reshard/model/defaults.hpp"
 #include "reshard/model/planner.hpp"
 #include "reshard/model/progress.hpp"
 #include "reshard/model/scenario.hpp"
@@ -25,7 +26,7 @@
 namespace reshard::study {
 
 struct CompareOptions {
-  std::string profile = "reshard";        // implementation profile (model::CostParams::profile_named)
+  std::string profile = model::kDefaultProfile;  // implementation profile (model::CostParams::profile_named)
   std::string params_file;                // cost parameters file; replaces the profile when set
   bool simulate = false;                  // simulate every schedule; auto confirms its best by simulation
   bool tune = true;                       // add the tuner's choice as a last row named "auto"
