@@ -161,6 +161,118 @@ Column chain_column(const Topology& topo, const std::vector<double>& cap, const 
   return c;
 }
 
+// The routing matrix R (links x columns: a column per ordered GPU pair, share 1/k on each of k
+// ECMP paths, and one per chain, weight w_l on its links) and the bytes of each column, in one pass
+// over the operations in id order; the bytes on the network and on NVLink into pr.
+struct Routing {
+  std::vector<Column> columns;
+  std::vector<std::int32_t> column_of;  // per op; -1: a local copy (not estimated)
+  std::vector<double> column_bytes;
+  Middles middles;
+};
+
+Routing routing_matrix(const Schedule& s, const Topology& topo, const std::vector<double>& cap, const CostParams& params,
+                       Prediction& pr) {
+  Routing out;
+  auto& [columns, column_of, column_bytes, middles] = out;
+  column_of.assign(s.ops.size(), -1);
+  std::unordered_map<GpuPair, std::int32_t> pair_columns;
+  std::vector<std::int32_t> chain_column_of(s.chains.size(), -1);
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const auto& op = s.ops[i];
+    if (const std::string problem = op_problem(s, i, topo.gpu_count(), false); !problem.empty())
+      throw ScheduleError("operation " + std::to_string(i) + ": " + problem);
+    if (op.src == op.dst && op.chain < 0) continue;
+    std::size_t column = 0;
+    if (op.chain >= 0) {
+      auto& cc = chain_column_of[static_cast<std::size_t>(op.chain)];
+      if (cc < 0) {
+        cc = static_cast<std::int32_t>(columns.size());
+        columns.push_back(chain_column(topo, cap, params, s.chains[static_cast<std::size_t>(op.chain)], s.slots, op.src, op.id));
+        column_bytes.push_back(0);
+      }
+      column = static_cast<std::size_t>(cc);
+    } else {
+      const auto [it, added] = pair_columns.try_emplace({op.src, op.dst}, static_cast<std::int32_t>(columns.size()));
+      column = static_cast<std::size_t>(it->second);
+      if (added) {
+        columns.push_back(pair_column(topo, cap, middles, op.src, op.dst, s.params.chunk, s.slots));
+        column_bytes.push_back(0);
+      }
+    }
+    column_of[i] = static_cast<std::int32_t>(column);
+    const Column& c = columns[column];
+    column_bytes[column] += op.bytes.as_double();
+    pr.network_bytes += op.bytes * c.network_hops;
+    pr.nvlink_bytes += op.bytes * c.local_hops;
+  }
+  for (std::size_t c = 0; c < columns.size(); ++c)
+    if (columns[c].middle >= 0) middles.bytes[static_cast<std::size_t>(columns[c].middle)] += column_bytes[c];
+  return out;
+}
+
+// T_steps: each step's most loaded network link, the steps one after another (ops taken in
+// `order`, by step; cost.hpp).
+Seconds steps_bound(const Schedule& s, const Routing& routing, const std::vector<std::size_t>& order,
+                    const std::vector<std::int32_t>& step, const std::vector<Link>& links, const std::vector<double>& cap) {
+  const auto& columns = routing.columns;
+  const auto& column_of = routing.column_of;
+  const auto& middles = routing.middles;
+  auto network = [&](const std::vector<std::pair<LinkId, double>>& shares) {
+    std::vector<std::pair<LinkId, double>> out;
+    for (const auto& sh : shares)
+      if (links[static_cast<std::size_t>(sh.first)].kind == LinkKind::Network) out.push_back(sh);
+    return out;
+  };
+  std::vector<std::vector<std::pair<LinkId, double>>> network_shares, middle_network_shares;  // per column, per middle
+  for (const auto& c : columns) network_shares.push_back(network(c.shares));
+  for (const auto& m : middles.shares) middle_network_shares.push_back(network(m));
+  std::vector<double> load(cap.size(), 0);
+  std::vector<LinkId> touched;
+  auto add_load = [&](const std::vector<std::pair<LinkId, double>>& shares, double bytes) {
+    for (const auto& [l, share] : shares) {
+      auto& x = load[static_cast<std::size_t>(l)];
+      if (x == 0) touched.push_back(l);
+      x += share * bytes;
+    }
+  };
+  // A step's bytes through each middle, added to its links when the step closes.
+  std::vector<double> middle_bytes(middles.shares.size(), 0);
+  std::vector<std::int32_t> touched_middles;
+  double step_bound = 0;
+  auto close_step = [&] {
+    for (std::int32_t m : touched_middles) {
+      add_load(middle_network_shares[static_cast<std::size_t>(m)], middle_bytes[static_cast<std::size_t>(m)]);
+      middle_bytes[static_cast<std::size_t>(m)] = 0;
+    }
+    touched_middles.clear();
+    double worst = 0;
+    for (LinkId l : touched) {
+      worst = std::max(worst, load[static_cast<std::size_t>(l)] / cap[static_cast<std::size_t>(l)]);
+      load[static_cast<std::size_t>(l)] = 0;
+    }
+    touched.clear();
+    step_bound += worst;
+  };
+  std::int32_t current = 0;
+  for (std::size_t i : order) {
+    if (column_of[i] < 0) continue;
+    if (step[i] != current) {
+      close_step();
+      current = step[i];
+    }
+    const auto c = static_cast<std::size_t>(column_of[i]);
+    add_load(network_shares[c], s.ops[i].bytes.as_double());
+    if (const std::int32_t m = columns[c].middle; m >= 0) {
+      auto& x = middle_bytes[static_cast<std::size_t>(m)];
+      if (x == 0) touched_middles.push_back(m);
+      x += s.ops[i].bytes.as_double();
+    }
+  }
+  close_step();
+  return Seconds{step_bound};
+}
+
 // Link loads = R * b, with R the routing matrix (links x columns) and b the bytes of each column;
 // the link that takes longest to carry its load sets pr.bandwidth_bound and pr.bottleneck. The
 // middles are columns of their own (R's columns: the op columns without their middles, then one per
@@ -309,45 +421,8 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   for (std::size_t l = 0; l < links.size(); ++l)
     cap[l] = links[l].bandwidth.value * params.efficiency[static_cast<int>(links[l].kind)];
 
-  // The routing matrix R (links x columns: a column per ordered GPU pair, share 1/k on each of k
-  // ECMP paths, and one per chain, weight w_l on its links) and the bytes of each column, in one
-  // pass over the operations in id order.
-  std::unordered_map<GpuPair, std::int32_t> pair_columns;
-  std::vector<Column> columns;
-  std::vector<std::int32_t> chain_column_of(s.chains.size(), -1);
-  std::vector<std::int32_t> column_of(s.ops.size(), -1);  // -1: a local copy (not estimated)
-  std::vector<double> column_bytes;
-  Middles middles;
-  for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    const auto& op = s.ops[i];
-    if (const std::string problem = op_problem(s, i, topo.gpu_count(), false); !problem.empty())
-      throw ScheduleError("operation " + std::to_string(i) + ": " + problem);
-    if (op.src == op.dst && op.chain < 0) continue;
-    std::size_t column = 0;
-    if (op.chain >= 0) {
-      auto& cc = chain_column_of[static_cast<std::size_t>(op.chain)];
-      if (cc < 0) {
-        cc = static_cast<std::int32_t>(columns.size());
-        columns.push_back(chain_column(topo, cap, params, s.chains[static_cast<std::size_t>(op.chain)], s.slots, op.src, op.id));
-        column_bytes.push_back(0);
-      }
-      column = static_cast<std::size_t>(cc);
-    } else {
-      const auto [it, added] = pair_columns.try_emplace({op.src, op.dst}, static_cast<std::int32_t>(columns.size()));
-      column = static_cast<std::size_t>(it->second);
-      if (added) {
-        columns.push_back(pair_column(topo, cap, middles, op.src, op.dst, s.params.chunk, s.slots));
-        column_bytes.push_back(0);
-      }
-    }
-    column_of[i] = static_cast<std::int32_t>(column);
-    const Column& c = columns[column];
-    column_bytes[column] += op.bytes.as_double();
-    pr.network_bytes += op.bytes * c.network_hops;
-    pr.nvlink_bytes += op.bytes * c.local_hops;
-  }
-  for (std::size_t c = 0; c < columns.size(); ++c)
-    if (columns[c].middle >= 0) middles.bytes[static_cast<std::size_t>(columns[c].middle)] += column_bytes[c];
+  const Routing routing = routing_matrix(s, topo, cap, params, pr);
+  const auto& [columns, column_of, column_bytes, middles] = routing;
 
   // The steps the executors run the ops in (model/memory.hpp) and the critical path through them,
   // ops taken by (step, id): an op starts once released (its `after`), once the previous op on its
@@ -419,62 +494,8 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
     pr.latency_path = Seconds{std::max(pr.latency_path.value, latency_path[i])};
   }
   // T_steps: each step's most loaded network link, the steps one after another.
-  if (pr.steps > 1 && params.step_barriers) {
-    auto network = [&](const std::vector<std::pair<LinkId, double>>& shares) {
-      std::vector<std::pair<LinkId, double>> out;
-      for (const auto& sh : shares)
-        if (links[static_cast<std::size_t>(sh.first)].kind == LinkKind::Network) out.push_back(sh);
-      return out;
-    };
-    std::vector<std::vector<std::pair<LinkId, double>>> network_shares, middle_network_shares;  // per column, per middle
-    for (const auto& c : columns) network_shares.push_back(network(c.shares));
-    for (const auto& m : middles.shares) middle_network_shares.push_back(network(m));
-    std::vector<double> load(cap.size(), 0);
-    std::vector<LinkId> touched;
-    auto add_load = [&](const std::vector<std::pair<LinkId, double>>& shares, double bytes) {
-      for (const auto& [l, share] : shares) {
-        auto& x = load[static_cast<std::size_t>(l)];
-        if (x == 0) touched.push_back(l);
-        x += share * bytes;
-      }
-    };
-    // A step's bytes through each middle, added to its links when the step closes.
-    std::vector<double> middle_bytes(middles.shares.size(), 0);
-    std::vector<std::int32_t> touched_middles;
-    double step_bound = 0;
-    auto close_step = [&] {
-      for (std::int32_t m : touched_middles) {
-        add_load(middle_network_shares[static_cast<std::size_t>(m)], middle_bytes[static_cast<std::size_t>(m)]);
-        middle_bytes[static_cast<std::size_t>(m)] = 0;
-      }
-      touched_middles.clear();
-      double worst = 0;
-      for (LinkId l : touched) {
-        worst = std::max(worst, load[static_cast<std::size_t>(l)] / cap[static_cast<std::size_t>(l)]);
-        load[static_cast<std::size_t>(l)] = 0;
-      }
-      touched.clear();
-      step_bound += worst;
-    };
-    std::int32_t current = 0;
-    for (std::size_t i : order) {
-      if (column_of[i] < 0) continue;
-      if (step[i] != current) {
-        close_step();
-        current = step[i];
-      }
-      const auto c = static_cast<std::size_t>(column_of[i]);
-      add_load(network_shares[c], s.ops[i].bytes.as_double());
-      if (const std::int32_t m = columns[c].middle; m >= 0) {
-        auto& x = middle_bytes[static_cast<std::size_t>(m)];
-        if (x == 0) touched_middles.push_back(m);
-        x += s.ops[i].bytes.as_double();
-      }
-    }
-    close_step();
-    pr.steps_bound = Seconds{step_bound};
-  }
-  add_bandwidth_bound(columns, std::move(column_bytes), middles, cap, pr);
+  if (pr.steps > 1 && params.step_barriers) pr.steps_bound = steps_bound(s, routing, order, step, topo.links(), cap);
+  add_bandwidth_bound(columns, column_bytes, middles, cap, pr);
   add_overheads(s, ts, inv, topo, params, pr);
   pr.pipeline = pr.bandwidth_bound + pr.fill + pr.latency_path;
   pr.convert_source = conversion_time(ts.conversion.source, topo);

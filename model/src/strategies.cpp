@@ -628,6 +628,30 @@ class Builder {
     return out;
   }
 
+  // The bucket a ring broadcast of `total` bytes over `channels` rings from `heads` takes: what the
+  // budget of every head holds twice beside the rings it roots (one ring of slots x chunk per
+  // channel: NeMo RL's two buffers), at most bucket=SIZE when given; without a budget, bucket=SIZE
+  // or kDefaultBucket. With b the bucket, a channel's ring holds min(b / channels, S c), so a head
+  // holds 2 b + channels min(b / channels, S c) <= M: b = (M - channels S c) / 2 where that leaves
+  // a part of at least S c per channel, else b = M / 3. A ring broadcast is buckets x channels
+  // chain ops: past kMaxBroadcastOps the buckets grow until the schedule fits (the schedule records
+  // the bucket size it really uses).
+  Bytes broadcast_bucket(const std::vector<GpuId>& heads, std::int32_t channels, double total) const {
+    std::int64_t from_budget = 0;
+    const std::int64_t ring = static_cast<std::int64_t>(s_.slots) * p_.chunk.value;
+    for (GpuId head : heads) {
+      const std::int64_t m = g_budget(head);
+      if (m <= 0) continue;
+      std::int64_t fits = (m - channels * ring) / 2;
+      if (fits < channels * ring) fits = m / 3;
+      fits = std::max<std::int64_t>(fits, 1);
+      from_budget = from_budget == 0 ? fits : std::min(from_budget, fits);
+    }
+    std::int64_t want = from_budget > 0 ? from_budget : kDefaultBucket.value;
+    if (p_.bucket.value > 0) want = std::min(want, p_.bucket.value);
+    return Bytes{std::max(want, static_cast<std::int64_t>(total * channels / kMaxBroadcastOps))};
+  }
+
   // The baseline: per source stage a head GPU gathers whole tensors, then broadcasts them in buckets
   // along a ring over every destination GPU.
   void gather_broadcast(Basis::List which) {
@@ -657,29 +681,11 @@ class Builder {
     std::int32_t rings = 1;
     for (const auto& [d, v] : dest_domains) rings = std::max(rings, static_cast<std::int32_t>(v.size()));
     const std::int32_t channels = p_.channels > 0 ? p_.channels : rings;
-    // A ring broadcast is buckets x channels chain ops. Past kMaxBroadcastOps the buckets grow until
-    // the schedule fits; the schedule records the bucket size it really uses.
     double total = 0;
     for (auto i : pieces) total += ts_.pieces[static_cast<std::size_t>(i)].bytes.as_double();
-    // The bucket: what the budget of every head holds twice beside the rings it roots (one ring of
-    // slots x chunk per channel: NeMo RL's two buffers), at most bucket=SIZE when given; without a
-    // budget, bucket=SIZE or kDefaultBucket.
-    // With b the bucket, a channel's ring holds min(b / channels, S c), so a head holds
-    // 2 b + channels min(b / channels, S c) <= M: b = (M - channels S c) / 2 where that leaves a
-    // part of at least S c per channel, else b = M / 3.
-    std::int64_t from_budget = 0;
-    const std::int64_t ring = static_cast<std::int64_t>(s_.slots) * p_.chunk.value;
-    for (const auto& [head, list] : by_head) {
-      const std::int64_t m = g_budget(head);
-      if (m <= 0) continue;
-      std::int64_t fits = (m - channels * ring) / 2;
-      if (fits < channels * ring) fits = m / 3;
-      fits = std::max<std::int64_t>(fits, 1);
-      from_budget = from_budget == 0 ? fits : std::min(from_budget, fits);
-    }
-    std::int64_t want = from_budget > 0 ? from_budget : kDefaultBucket.value;
-    if (p_.bucket.value > 0) want = std::min(want, p_.bucket.value);
-    const Bytes bucket{std::max(want, static_cast<std::int64_t>(total * channels / kMaxBroadcastOps))};
+    std::vector<GpuId> heads;
+    for (const auto& [head, list] : by_head) heads.push_back(head);
+    const Bytes bucket = broadcast_bucket(heads, channels, total);
     auto ring_for = [&](std::int32_t c, GpuId head) {
       std::vector<GpuId> ring;
       std::int32_t k = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -94,6 +95,67 @@ CompareRow row_from_json(const nlohmann::json& j) {
   return r;
 }
 
+// The smallest and largest staging budget of `gpus`.
+CompareResult::SideBudget side_budget(const CompareResult& r, const std::vector<GpuId>& gpus) {
+  CompareResult::SideBudget b;
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const Bytes x = r.budget_of(gpus[i]);
+    b.min = i == 0 ? x : std::min(b.min, x);
+    b.max = i == 0 ? x : std::max(b.max, x);
+  }
+  return b;
+}
+
+// The profiles CompareOptions::systems names ("all": every one); ConfigError for an unknown name.
+std::vector<const SystemProfile*> systems_named(const std::vector<std::string>& names) {
+  std::vector<const SystemProfile*> systems;
+  for (const auto& name : names) {
+    if (name == "all") {
+      for (const auto& sp : system_profiles()) systems.push_back(&sp);
+      continue;
+    }
+    const SystemProfile* sp = find_system_profile(name);
+    if (!sp) throw ConfigError("", 0, "systems", "unknown system '" + name + "'; known: " + system_profile_names());
+    systems.push_back(sp);
+  }
+  return systems;
+}
+
+// Progress of rows evaluated at once, in row order: row i's steps are said as they come once
+// every row before it is done, held until then; a row counts as done with its last step. say(done
+// rows, item) is called under a lock.
+class RowProgress {
+ public:
+  explicit RowProgress(std::function<void(std::int64_t, const std::string&)> say) : say_(std::move(say)) {}
+  void resize(std::size_t rows) { steps_.resize(rows); }
+  void note(std::size_t row, std::string item, bool last) {
+    std::lock_guard lock(mutex_);
+    steps_[row].push_back({std::move(item), last});
+    while (said_rows_ < steps_.size()) {
+      const auto& steps = steps_[said_rows_];
+      bool done = false;
+      for (; said_steps_ < steps.size(); ++said_steps_) {
+        done = steps[said_steps_].last;
+        const auto n = static_cast<std::int64_t>(said_rows_);
+        say_(done ? n + 1 : n, steps[said_steps_].item);
+      }
+      if (!done) break;
+      ++said_rows_;
+      said_steps_ = 0;
+    }
+  }
+
+ private:
+  struct Step {
+    std::string item;
+    bool last = false;
+  };
+  std::function<void(std::int64_t, const std::string&)> say_;
+  std::vector<std::vector<Step>> steps_;
+  std::size_t said_rows_ = 0, said_steps_ = 0;
+  std::mutex mutex_;
+};
+
 }  // namespace
 
 namespace detail {
@@ -120,60 +182,16 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   out.profile = cost.profile;  // a parameters file names its own
   // The budgets every schedule is built within: the scenario's, at most --max-staging.
   out.budget = options.max_staging ? cap_budgets(sc.budget, *options.max_staging, sc.topology.gpu_count()) : sc.budget;
-  auto side_budget = [&](const std::vector<GpuId>& gpus) {
-    CompareResult::SideBudget b;
-    for (std::size_t i = 0; i < gpus.size(); ++i) {
-      const Bytes x = out.budget_of(gpus[i]);
-      b.min = i == 0 ? x : std::min(b.min, x);
-      b.max = i == 0 ? x : std::max(b.max, x);
-    }
-    return b;
-  };
-  out.source_budget = side_budget(sc.scenario.source.gpus);
-  out.destination_budget = side_budget(sc.scenario.destination.gpus);
+  out.source_budget = side_budget(out, sc.scenario.source.gpus);
+  out.destination_budget = side_budget(out, sc.scenario.destination.gpus);
   // The systems' profiles, found before anything is built (an unknown name is one error).
-  std::vector<const SystemProfile*> systems;
-  for (const auto& name : options.systems) {
-    if (name == "all") {
-      for (const auto& sp : system_profiles()) systems.push_back(&sp);
-      continue;
-    }
-    const SystemProfile* sp = find_system_profile(name);
-    if (!sp) throw ConfigError("", 0, "systems", "unknown system '" + name + "'; known: " + system_profile_names());
-    systems.push_back(sp);
-  }
+  const std::vector<const SystemProfile*> systems = systems_named(options.systems);
   std::optional<ScheduleBasis> basis;  // what the schedules built here share
   if (!sc.schedule || options.tune || !systems.empty()) basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology, out.budget);
   out.wall.basis = lap(clock);
   const int threads = thread_count(options.threads);
-  // Progress of rows evaluated at once, in row order: row i's steps are said as they come once
-  // every row before it is done, held until then; a row counts as done with its last step.
-  struct Step {
-    std::string item;
-    bool last = false;
-  };
-  std::vector<std::vector<Step>> steps;
-  std::size_t said_rows = 0, said_steps = 0;
-  std::mutex progress_mutex;
-  auto flush = [&] {
-    while (said_rows < steps.size()) {
-      const auto& row = steps[said_rows];
-      bool done = false;
-      for (; said_steps < row.size(); ++said_steps) {
-        done = row[said_steps].last;
-        const auto n = static_cast<std::int64_t>(said_rows);
-        say("strategies", done ? n + 1 : n, strategy_rows, row[said_steps].item);
-      }
-      if (!done) break;
-      ++said_rows;
-      said_steps = 0;
-    }
-  };
-  auto note = [&](std::size_t row, std::string item, bool last) {
-    std::lock_guard lock(progress_mutex);
-    steps[row].push_back({std::move(item), last});
-    flush();
-  };
+  RowProgress rows_said([&](std::int64_t done, const std::string& item) { say("strategies", done, strategy_rows, item); });
+  auto note = [&](std::size_t row, std::string item, bool last) { rows_said.note(row, std::move(item), last); };
   // Row `row`'s schedule, estimated (and simulated); `described`: named by its full description (a
   // configured strategy).
   auto evaluate = [&](const StrategyParams& p, bool described, std::size_t row) {
@@ -199,7 +217,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   }
   for (const auto& spec : options.configured) wanted.push_back({parse_strategy(spec), true});
   out.rows.resize(wanted.size());
-  steps.resize(wanted.size());
+  rows_said.resize(wanted.size());
   const Processes& processes = options.processes ? *options.processes : one_process();
   parallel_for(
       processes, wanted.size(), threads, [&](std::size_t i) { out.rows[i] = evaluate(wanted[i].first, wanted[i].second, i); },
