@@ -141,6 +141,10 @@ TEST(JsonSchema, EverySubcommand) {
   expect_valid(plan, "reshard-plan-1", "plan --strategy auto -o");
   EXPECT_EQ(plan.value("schedule_file", ""), sched);
   expect_valid(reshard_json("compare " + kSmall + " --json"), "reshard-compare-1", "compare");
+  const json timed = reshard_json("compare " + kSmall + " --timings --json");
+  expect_valid(timed, "reshard-compare-1", "compare --timings");
+  EXPECT_TRUE(timed.contains("timings"));
+  EXPECT_FALSE(reshard_json("compare " + kSmall + " --json").contains("timings"));  // not part of the answer
   const json with_systems = reshard_json("compare " + kSmall + " --systems all --json");
   expect_valid(with_systems, "reshard-compare-1", "compare --systems all");
   EXPECT_EQ(with_systems["systems"].size(), reshard_json("systems --json")["systems"].size());
