@@ -467,27 +467,35 @@ class Builder {
     return out;
   }
 
-  // direct / domain_grouped (max_chain 1) / domain_chain over the classes of a piece list; chain
-  // ops pipeline in chunks of `chunk`.
-  void reshard(Basis::List list, bool direct, std::int32_t max_chain, Bytes chunk) {
+  // direct over the classes of a piece list: each needer of a class gets it from the least-loaded
+  // holder, one of its own domain where there is one (as least_loaded() preferring the needer's
+  // domain), in one operation.
+  void direct(Basis::List list) {
     for (const auto& cls : b_.classes[list]) {
       const auto& H = holder_gpus(cls.holders);
       const std::vector<GpuId>& N = cls.receivers;
       if (N.empty()) continue;
       const std::int32_t buffer = add_buffer(cls.buffer);
-      if (direct) {
-        // Each needer's least-loaded holder, one of its own domain where there is one (as
-        // least_loaded() preferring the needer's domain).
-        const auto holders_by_domain = by_domain(H);
-        std::unordered_map<std::int32_t, LeastLoadedQueue> local;
-        for (const auto& [d, gpus] : holders_by_domain) local.emplace(d, LeastLoadedQueue(gpus, egress_));
-        LeastLoadedQueue any(H, egress_);
-        for (auto n : N) {
-          const auto it = local.find(domain_of(n));
-          add_op(it != local.end() ? it->second.pick() : any.pick(), n, buffer, 0, 1, OpPhase::Direct, {});
-        }
-        continue;
+      const auto holders_by_domain = by_domain(H);
+      std::unordered_map<std::int32_t, LeastLoadedQueue> local;
+      for (const auto& [d, gpus] : holders_by_domain) local.emplace(d, LeastLoadedQueue(gpus, egress_));
+      LeastLoadedQueue any(H, egress_);
+      for (auto n : N) {
+        const auto it = local.find(domain_of(n));
+        add_op(it != local.end() ? it->second.pick() : any.pick(), n, buffer, 0, 1, OpPhase::Direct, {});
       }
+    }
+  }
+
+  // domain_grouped (max_chain 1) / domain_chain over the classes of a piece list: a class enters
+  // each NVLink domain that needs it once and fans out there; chain ops pipeline in chunks of
+  // `chunk` through up to max_chain domains.
+  void through_domains(Basis::List list, std::int32_t max_chain, Bytes chunk) {
+    for (const auto& cls : b_.classes[list]) {
+      const auto& H = holder_gpus(cls.holders);
+      const std::vector<GpuId>& N = cls.receivers;
+      if (N.empty()) continue;
+      const std::int32_t buffer = add_buffer(cls.buffer);
       std::vector<const Basis::DomainNeed*> remote;
       for (const auto& need : cls.domains) {
         // A holder inside the domain serves it over NVLink.
@@ -565,7 +573,7 @@ class Builder {
   // The stripe size that balances NIC loads: a GPU's fair share of network ingress, A = (sum over
   // classes of bytes x remote domains) / (ingress candidate GPUs), cut into kStripesPerShare
   // stripes, so the greedy least-loaded choice ends within about A / kStripesPerShare of even on
-  // either side. Never below kMinStripe (4 KiB). Set once, before reshard(), over every piece the
+  // either side. Never below kMinStripe (4 KiB). Set once, before through_domains(), over every piece the
   // schedule routes through domains: one target however the strategy splits them between calls.
   void set_stripe_target(Basis::List list) {
     double remote_bytes = 0;
@@ -806,18 +814,18 @@ Schedule build_schedule(const ScheduleBasis& basis, const StrategyParams& reques
   b.set_stripe_target(params.strategy == Strategy::NemoRlReshard ? Basis::kFfn : Basis::kAll);
   const std::int32_t max_chain = std::max(1, params.max_chain);
   switch (params.strategy) {
-    case Strategy::Direct: b.reshard(Basis::kAll, true, 1, params.chunk); break;
-    case Strategy::DomainGrouped: b.reshard(Basis::kAll, false, 1, params.chunk); break;
-    case Strategy::DomainChain: b.reshard(Basis::kAll, false, max_chain, params.chunk); break;
+    case Strategy::Direct: b.direct(Basis::kAll); break;
+    case Strategy::DomainGrouped: b.through_domains(Basis::kAll, 1, params.chunk); break;
+    case Strategy::DomainChain: b.through_domains(Basis::kAll, max_chain, params.chunk); break;
     case Strategy::GatherBroadcast: b.gather_broadcast(Basis::kAll); break;
     case Strategy::Hybrid:
       // FFN by the chain, the rest (small, replicated or fused) by grouped reshard.
-      b.reshard(Basis::kFfn, false, max_chain, params.chunk);
-      b.reshard(Basis::kRest, false, 1, params.chunk);
+      b.through_domains(Basis::kFfn, max_chain, params.chunk);
+      b.through_domains(Basis::kRest, 1, params.chunk);
       break;
     case Strategy::NemoRlReshard:
       // NeMo RL: FFN through M2N's hierarchical ring over all destination domains, the rest broadcast.
-      b.reshard(Basis::kFfn, false, std::numeric_limits<std::int32_t>::max(), std::min(kM2NRingChunk, largest_chunk));
+      b.through_domains(Basis::kFfn, std::numeric_limits<std::int32_t>::max(), std::min(kM2NRingChunk, largest_chunk));
       b.gather_broadcast(Basis::kRest);
       break;
   }
