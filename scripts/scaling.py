@@ -28,8 +28,8 @@ K3_RACKS, K3_GPUS_PER_SIDE, K3_DEST_DP, K3_CORES = 128, 4608, 576, 32
 
 
 def k3_sets(factor):
-    """--set values for K3 grown `factor` times: racks, both GPU ranges, destination DP; the core
-    layer grows with the pods from 4x (32 core switches hold 4 x 4 pods' spines, not 16 x 4)."""
+    """--set values for K3 grown `factor` times: racks, both GPU ranges, destination DP; from 4x the
+    core layer too (32 x factor switches: more equal paths between pods as the pods grow)."""
     side = K3_GPUS_PER_SIDE * factor
     sets = [f"topology.cluster.racks={K3_RACKS * factor}", f"source.gpus=0-{side - 1}",
             f"destination.gpus={side}-{2 * side - 1}", f"destination.dp={K3_DEST_DP * factor}"]
