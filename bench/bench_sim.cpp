@@ -12,6 +12,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -37,6 +38,7 @@ void run_flow_sim(benchmark::State& state, bool symmetry_quotient) {
   const auto& b = burst(static_cast<int>(state.range(0)));
   sim::SimOptions options;
   options.symmetry_quotient = symmetry_quotient;
+  options.solver = std::array{sim::RateSolver::Auto, sim::RateSolver::Classes, sim::RateSolver::Groups}[state.range(1)];
   sim::FlowSimResult r;
   for (auto _ : state) {
     r = sim::simulate(b.network, b.flows, options);
@@ -46,6 +48,7 @@ void run_flow_sim(benchmark::State& state, bool symmetry_quotient) {
   state.counters["simulated_flows"] = static_cast<double>(r.simulated_flows);
   state.counters["events"] = static_cast<double>(r.events);
   state.counters["makespan_s"] = r.makespan.value;
+  state.counters["groups"] = r.solver == sim::RateSolver::Groups;  // the engine that ran
 }
 
 void BM_FlowSim(benchmark::State& state) { run_flow_sim(state, true); }
@@ -68,8 +71,9 @@ void BM_SimGrid(benchmark::State& state) {
   state.counters["setup_s"] = setup;
 }
 
-BENCHMARK(BM_FlowSim)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_FlowSimNoSymmetry)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+// The second argument picks the rate engine: 0 auto, 1 classes, 2 groups.
+BENCHMARK(BM_FlowSim)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FlowSimNoSymmetry)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SimGrid)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(2);
 
 }  // namespace

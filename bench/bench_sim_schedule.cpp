@@ -8,6 +8,7 @@
 //   BM_SimulateSchedule/3   Kimi-K3, gather_broadcast (264 678 ops, rings of 4 608 GPUs in 72
 //                           channels): target < 30 s
 //   BM_SimulateSchedule/4   Kimi-K3, the best schedule (hybrid max_chain=2 relay_ingress rail_blind)
+// The second argument picks the rate engine (sim::RateSolver): 0 auto, 1 classes, 2 groups.
 // Loading the scenario, planning and building the schedule happen once, outside the timed loop.
 // The heap keeps freed memory for reuse, as the `reshard` command sets it (cli/main.cpp): with
 // glibc's defaults each run maps its arrays afresh and pays a page fault per 4 KiB.
@@ -16,6 +17,7 @@
 #include <malloc.h>
 #endif
 
+#include <array>
 #include <map>
 #include <memory>
 
@@ -54,6 +56,8 @@ void BM_SimulateSchedule(benchmark::State& state) {
   const Case& c = get_case(static_cast<int>(state.range(0)));
   const auto cost = model::CostParams::profile_named("reshard");
   sim::ScheduleSimOptions options;
+  options.rate_solver = std::array{sim::RateSolver::Auto, sim::RateSolver::Classes,
+                                   sim::RateSolver::Groups}[state.range(1)];
   double makespan = 0, engine = 0, total = 0;
   std::size_t flows = 0;
   std::int64_t simulated = 0;
@@ -78,11 +82,11 @@ void BM_SimulateSchedule(benchmark::State& state) {
   state.counters["total_wall_s"] = total / static_cast<double>(state.iterations());
 }
 
-BENCHMARK(BM_SimulateSchedule)->Arg(0)->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK(BM_SimulateSchedule)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK(BM_SimulateSchedule)->Arg(2)->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK(BM_SimulateSchedule)->Arg(3)->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK(BM_SimulateSchedule)->Arg(4)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_SimulateSchedule)->Args({0, 0})->Args({0, 1})->Args({0, 2})->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_SimulateSchedule)->Args({1, 0})->Args({1, 1})->Args({1, 2})->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_SimulateSchedule)->Args({2, 0})->Args({2, 1})->Args({2, 2})->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_SimulateSchedule)->Args({3, 0})->Args({3, 1})->Args({3, 2})->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_SimulateSchedule)->Args({4, 0})->Args({4, 1})->Args({4, 2})->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 

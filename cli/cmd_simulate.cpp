@@ -65,9 +65,16 @@ struct SimulateOptions {
   std::string dump_flows;
   bool json = false;
   bool no_symmetry = false;
+  std::string rate_solver = "auto";  // a name of sim::kRateSolvers (checked by the option)
   double jitter = 0;
   std::uint64_t seed = 1;
 };
+
+sim::RateSolver rate_solver(const SimulateOptions& o) {
+  for (const auto& s : sim::kRateSolvers)
+    if (s.name == o.rate_solver) return s.solver;
+  throw model::ConfigError("", 0, "--rate-solver", "unknown engine '" + o.rate_solver + "'");
+}
 
 void add_jitter(nlohmann::json& j, const SimulateOptions& o) {
   j["capacity_jitter"] = o.jitter;
@@ -90,6 +97,7 @@ void run_traffic(const SimulateOptions& o) {
   sim::jitter_capacities(traffic.network, o.jitter, o.seed);
   sim::SimOptions options;
   options.symmetry_quotient = !o.no_symmetry;
+  options.solver = rate_solver(o);
   if (!o.trace.empty()) options.link_group = traffic.link_group;
   const auto result = sim::simulate(traffic.network, traffic.flows, options);
   if (!o.dump_flows.empty()) sim::write_flow_dump(o.dump_flows, traffic.network, traffic.flows, result);
@@ -130,6 +138,7 @@ void run_collective(const SimulateOptions& o) {
   const model::Prediction prediction = model::estimate(schedule, model::TransferSet{}, model::Inventory{}, topology, cost);
   sim::ScheduleSimOptions options;
   options.symmetry_quotient = !o.no_symmetry;
+  options.rate_solver = rate_solver(o);
   options.capacity_jitter = o.jitter;
   options.jitter_seed = o.seed;
   const auto sim = sim::simulate_schedule(schedule, topology, cost, options);
@@ -211,6 +220,7 @@ void run_schedule(const SimulateOptions& o) {
   sim::ScheduleSimOptions options = sim::closing_terms(prediction);
   options.link_kind_timeline = !o.trace.empty();
   options.symmetry_quotient = !o.no_symmetry;
+  options.rate_solver = rate_solver(o);
   options.capacity_jitter = o.jitter;
   options.jitter_seed = o.seed;
   options.keep_flows = !o.dump_flows.empty() || !o.trace.empty();
@@ -299,6 +309,12 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Seed of --jitter (default 1)");
   cmd->add_flag("--no-symmetry", o->no_symmetry,
                 "Simulate every flow, not one per class of alike flows (same answer, slower; a cross-check)");
+  std::vector<std::string> solvers;
+  for (const auto& s : sim::kRateSolvers) solvers.emplace_back(s.name);
+  cmd->add_option("--rate-solver", o->rate_solver,
+                  "Engine of the max-min rates: auto, classes (per class of flows) or groups (per bottleneck link); "
+                  "the same answer, at different cost (a cross-check; docs/simulator.md)")
+      ->check(CLI::IsMember(solvers));
   cmd->callback([o] { run_simulate(*o); });
 }
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """The planning cost's scaling curve: `reshard compare` on Kimi-K3 (scenarios/kimi-k3-gb200.yaml)
 grown by --set to F times the racks, GPUs and destination data parallelism, and `reshard simulate
---flows` on random bursts of N transfers on topologies/dgx-h100-64n.yaml.
+--flows` on random bursts of N transfers on topologies/dgx-h100-64n.yaml, by each rate engine
+(--rate-solver: the default `auto`, the group engine, and the class engine up to --classes-up-to
+transfers).
 
-  scripts/scaling.py [--binary build/cli/reshard] [--factors 1,2,4,8] [--flows 3000,10000,30000]
-                     [--jobs 2] [--json]
+  scripts/scaling.py [--binary build/cli/reshard] [--factors 1,2,4,8] [--flows 3000,10000,30000,100000]
+                     [--classes-up-to 30000] [--jobs 2] [--json]
 
 Per point: the wall time and peak memory of the whole process (os.wait4), compare's phases
 (--timings), auto's choice and the lower bound. Each compare point runs once: on a busy machine
@@ -72,7 +74,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "cli", "reshard"))
     ap.add_argument("--factors", default="1,2,4,8", help="K3 sizes, comma-separated (empty: none)")
-    ap.add_argument("--flows", default="3000,10000,30000", help="burst sizes in transfers, comma-separated (empty: none)")
+    ap.add_argument("--flows", default="3000,10000,30000,100000",
+                    help="burst sizes in transfers, comma-separated (empty: none)")
+    ap.add_argument("--classes-up-to", type=int, default=30000,
+                    help="also run the class engine (--rate-solver classes) on bursts up to this size")
     ap.add_argument("--jobs", type=int, default=2, help="compare -j")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -98,14 +103,20 @@ def main():
         for n in [int(x) for x in a.flows.split(",") if x]:
             csv = os.path.join(tmp, f"burst{n}.csv")
             burst_csv(csv, n)
-            out, wall, peak, cpu = measured([a.binary, "simulate", "--topology", BURST_TOPOLOGY, "--flows", csv, "--json"])
-            j = json.loads(out)
-            flow_rows.append({"transfers": n, "flows": j["flows"], "wall_s": wall, "cpu_s": cpu, "peak_bytes": peak,
-                              "simulated_s": j["simulated_s"], "rate_updates": j["rate_updates"],
-                              "rate_changes": j["rate_changes"]})
-            if not a.json:
-                print(f"simulate {n} transfers: {wall:.1f} s", file=sys.stderr)
-    exponent(flow_rows, "transfers")
+            first = None
+            for solver in ["auto", "groups"] + (["classes"] if n <= a.classes_up_to else []):
+                out, wall, peak, cpu = measured([a.binary, "simulate", "--topology", BURST_TOPOLOGY, "--flows", csv,
+                                                 "--rate-solver", solver, "--json"])
+                j = json.loads(out)
+                first = first or j
+                flow_rows.append({"transfers": n, "asked": solver, "engine": j["rate_solver"], "flows": j["flows"],
+                                  "wall_s": wall, "cpu_s": cpu, "peak_bytes": peak, "simulated_s": j["simulated_s"],
+                                  "rate_updates": j["rate_updates"], "rate_changes": j["rate_changes"],
+                                  "vs_auto": abs(j["simulated_s"] - first["simulated_s"]) / first["simulated_s"]})
+                if not a.json:
+                    print(f"simulate {n} transfers ({j['rate_solver']}): {wall:.1f} s", file=sys.stderr)
+    for solver in ("auto", "groups", "classes"):
+        exponent([r for r in flow_rows if r["asked"] == solver], "transfers")
 
     if a.json:
         print(json.dumps({"compare": compare_rows, "flows": flow_rows}, indent=2))
@@ -126,13 +137,15 @@ def main():
                                                      ("load_s", "plan_s", "bound_s", "basis_s", "strategies_s", "tune_s")) + " |")
         print()
     if flow_rows:
-        print("| transfers | flows | wall | peak memory | rate updates | rates changed | changes per update | time ~ n^k |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("| transfers | flows | --rate-solver | engine | wall | peak memory | rate updates | rates changed "
+              "| changes per update | simulated time | against auto | time ~ n^k |")
+        print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in flow_rows:
             k = f"{r['exponent']:.2f}" if "exponent" in r else "-"
             per = r["rate_changes"] / max(1, r["rate_updates"])
-            print(f"| {r['transfers']:,} | {r['flows']:,} | {r['wall_s']:.1f} s | {r['peak_bytes'] / 1e6:.0f} MB "
-                  f"| {r['rate_updates']:,} | {r['rate_changes']:,} | {per:,.0f} | {k} |")
+            print(f"| {r['transfers']:,} | {r['flows']:,} | {r['asked']} | {r['engine']} | {r['wall_s']:.1f} s "
+                  f"| {r['peak_bytes'] / 1e6:.0f} MB | {r['rate_updates']:,} | {r['rate_changes']:,} | {per:,.0f} "
+                  f"| {r['simulated_s'] * 1e3:.6f} ms | {r['vs_auto']:.1e} | {k} |")
 
 
 if __name__ == "__main__":

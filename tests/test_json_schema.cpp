@@ -5,6 +5,7 @@
 // object with named keys, so a key the documentation does not list fails as surely as a missing one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -40,7 +41,7 @@ bool has_type(const json& v, const std::string& t) {
 // Appends one line per violation ("at $.strategies[2].estimate_s: expected number, got string").
 void validate(const json& v, const json& s, const std::string& at, std::vector<std::string>& errors) {
   for (const auto& [key, _] : s.items())
-    if (!std::set<std::string>{"$schema", "$id", "description", "type", "const", "properties", "required",
+    if (!std::set<std::string>{"$schema", "$id", "description", "type", "const", "enum", "properties", "required",
                                "additionalProperties", "items"}
              .count(key))
       errors.push_back("schema at " + at + " uses '" + key + "', which this validator does not implement");
@@ -55,6 +56,8 @@ void validate(const json& v, const json& s, const std::string& at, std::vector<s
   }
   if (s.contains("const") && v != s["const"])
     errors.push_back("at " + at + ": expected " + s["const"].dump() + ", got " + v.dump());
+  if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end())
+    errors.push_back("at " + at + ": expected one of " + s["enum"].dump() + ", got " + v.dump());
   if (v.is_object()) {
     for (const auto& k : s.value("required", json::array()))
       if (!v.contains(k.get<std::string>())) errors.push_back("at " + at + ": missing key '" + k.get<std::string>() + "'");

@@ -38,20 +38,41 @@ std::vector<double> reference_finish(const FlowNetwork& net, const std::vector<F
 // the level-cut component refill after the first failed pass.
 constexpr std::size_t kRefillLimits[] = {0, std::size_t{1} << 30};
 
+// Every way the rates are computed: the class engine with both refill paths, and the group engine.
+std::vector<SimOptions> every_engine() {
+  std::vector<SimOptions> out;
+  for (const std::size_t limit : kRefillLimits) {
+    SimOptions o;
+    o.solver = RateSolver::Classes;
+    o.local_refill_limit = limit;
+    out.push_back(o);
+  }
+  SimOptions groups;
+  groups.solver = RateSolver::Groups;
+  out.push_back(groups);
+  return out;
+}
+std::string engine_name(const SimOptions& o) {
+  return std::string(to_string(o.solver)) + (o.solver == RateSolver::Classes ? " limit " + std::to_string(o.local_refill_limit) : "");
+}
+
 TEST(FlowSim, TwoFlowsShareOneLink) {
   // One link of 100 B/s; A = 100 B and B = 300 B both start at 0.
   // Max-min: 100/2 = 50 B/s each. A finishes at 100/50 = 2 s, B has sent 100 B by then.
   // From 2 s B alone gets 100 B/s: 200 B left -> 2 s more -> 4 s (= 400 B / 100 B/s, work conserving).
   const auto net = network({100});
-  const auto r = simulate(net, {flow(1, 100, {0}), flow(2, 300, {0})});
-  EXPECT_NEAR(r.timing[0].finish.value, 2.0, kTol);
-  EXPECT_NEAR(r.timing[1].finish.value, 4.0, kTol);
-  EXPECT_NEAR(r.makespan.value, 4.0, kTol);
-  EXPECT_EQ(r.timing[0].bottleneck, 0);
-  EXPECT_EQ(r.links[0].bytes, Bytes{400});
-  EXPECT_NEAR(r.links[0].busy.value, 4.0, kTol);
-  EXPECT_NEAR(r.links[0].utilization, 1.0, kTol);  // 400 B / (100 B/s * 4 s)
-  EXPECT_EQ(r.events, 4);                          // two starts, two finishes
+  for (const SimOptions& o : every_engine()) {
+    SCOPED_TRACE(engine_name(o));
+    const auto r = simulate(net, {flow(1, 100, {0}), flow(2, 300, {0})}, o);
+    EXPECT_NEAR(r.timing[0].finish.value, 2.0, kTol);
+    EXPECT_NEAR(r.timing[1].finish.value, 4.0, kTol);
+    EXPECT_NEAR(r.makespan.value, 4.0, kTol);
+    EXPECT_EQ(r.timing[0].bottleneck, 0);
+    EXPECT_EQ(r.links[0].bytes, Bytes{400});
+    EXPECT_NEAR(r.links[0].busy.value, 4.0, kTol);
+    EXPECT_NEAR(r.links[0].utilization, 1.0, kTol);  // 400 B / (100 B/s * 4 s)
+    EXPECT_EQ(r.events, 4);                          // two starts, two finishes
+  }
 }
 
 TEST(FlowSim, ThreeFlowsTwoBottlenecks) {
@@ -63,12 +84,15 @@ TEST(FlowSim, ThreeFlowsTwoBottlenecks) {
   //   a: 40/6 = 6.667 s more -> 35/3 = 11.667 s.  b: 30/4 = 7.5 s more -> 12.5 s.
   // At 35/3 s a leaves; b stays at 4 (L1 still binds), so b still finishes at 12.5 s.
   const auto net = network({10, 4});
-  const auto r = simulate(net, {flow(1, 80, {0}), flow(2, 40, {0, 1}), flow(3, 10, {1})});
-  EXPECT_NEAR(r.timing[2].finish.value, 5.0, kTol);
-  EXPECT_NEAR(r.timing[0].finish.value, 35.0 / 3.0, kTol);
-  EXPECT_NEAR(r.timing[1].finish.value, 12.5, kTol);
-  EXPECT_EQ(r.timing[1].bottleneck, 1);
-  EXPECT_EQ(r.timing[0].bottleneck, 0);
+  for (const SimOptions& o : every_engine()) {
+    SCOPED_TRACE(engine_name(o));
+    const auto r = simulate(net, {flow(1, 80, {0}), flow(2, 40, {0, 1}), flow(3, 10, {1})}, o);
+    EXPECT_NEAR(r.timing[2].finish.value, 5.0, kTol);
+    EXPECT_NEAR(r.timing[0].finish.value, 35.0 / 3.0, kTol);
+    EXPECT_NEAR(r.timing[1].finish.value, 12.5, kTol);
+    EXPECT_EQ(r.timing[1].bottleneck, 1);
+    EXPECT_EQ(r.timing[0].bottleneck, 0);
+  }
 }
 
 TEST(FlowSim, ChainWithLatency) {
@@ -147,9 +171,10 @@ TEST(FlowSim, RepeatedLinkCountsAsWeight) {
   //    unfixed weight is 3, so the link saturates at level 90/3 = 30: a = b = 30 (load 2*30 + 30).
   //    a finishes at 60/30 = 2 s; b has sent 60 B, then alone at 90: 90/90 = 1 s more -> 3 s.
   //    Link bytes 2*60 + 150 = 270 = 90 B/s * 3 s: utilization 1.
-  {
+  for (const SimOptions& o : every_engine()) {
+    SCOPED_TRACE(engine_name(o));
     const auto net = network({90});
-    const auto r = simulate(net, {flow(1, 60, {0, 0}), flow(2, 150, {0})});
+    const auto r = simulate(net, {flow(1, 60, {0, 0}), flow(2, 150, {0})}, o);
     EXPECT_NEAR(r.timing[0].finish.value, 2.0, kTol);
     EXPECT_NEAR(r.timing[1].finish.value, 3.0, kTol);
     EXPECT_EQ(r.timing[0].bottleneck, 0);
@@ -160,9 +185,10 @@ TEST(FlowSim, RepeatedLinkCountsAsWeight) {
   //    Shares: link 0 90/3 = 30, link 1 20/1 = 20 -> link 1 first: a = 20, which takes 2*20 = 40
   //    of link 0; b gets the remaining 90 - 40 = 50 (weight 1).
   //    a finishes at 100/20 = 5 s; b has sent 250 B, then 150/90 s more -> 5 + 5/3 s.
-  {
+  for (const SimOptions& o : every_engine()) {
+    SCOPED_TRACE(engine_name(o));
     const auto net = network({90, 20});
-    const auto r = simulate(net, {flow(1, 100, {0, 1, 0}), flow(2, 400, {0})});
+    const auto r = simulate(net, {flow(1, 100, {0, 1, 0}), flow(2, 400, {0})}, o);
     EXPECT_NEAR(r.timing[0].finish.value, 5.0, kTol);
     EXPECT_EQ(r.timing[0].bottleneck, 1);
     EXPECT_NEAR(r.timing[1].finish.value, 5.0 + 5.0 / 3.0, kTol);
@@ -346,15 +372,14 @@ std::vector<double> reference_finish(const FlowNetwork& net, const std::vector<F
 // reference's, to 1e-9 relative.
 void expect_matches_reference(const FlowNetwork& net, const std::vector<FlowSpec>& flows, int trial) {
   const auto ref = reference_finish(net, flows);
-  for (const std::size_t limit : kRefillLimits)
+  for (SimOptions options : every_engine())
     for (const bool quotient : {false, true}) {
-      SimOptions options;
-      options.local_refill_limit = limit;
       options.symmetry_quotient = quotient;
       const auto r = simulate(net, flows, options);
+      EXPECT_EQ(r.solver, options.solver);
       for (std::size_t i = 0; i < flows.size(); ++i)
         ASSERT_NEAR(r.timing[i].finish.value, ref[i], 1e-9 * std::max(1.0, ref[i]))
-            << "trial " << trial << " flow " << i << " limit " << limit << " quotient " << quotient;
+            << "trial " << trial << " flow " << i << " " << engine_name(options) << " quotient " << quotient;
     }
 }
 
@@ -476,9 +501,8 @@ TEST(FlowSim, FinishMovesARateTwoLinksAway) {
   // t = 19.6: a2 has 97 - 5 * 18.6 = 4 B left, alone on A (6) and B (10): 4/6 -> 20.2667 s.
   const auto net = network({6, 10, 14});
   const std::vector<FlowSpec> flows{flow(1, 3, {0}), flow(2, 100, {0, 1}), flow(3, 100, {1, 2}), flow(4, 100, {2})};
-  for (const std::size_t limit : kRefillLimits) {
-    SimOptions options;
-    options.local_refill_limit = limit;
+  for (const SimOptions& options : every_engine()) {
+    SCOPED_TRACE(engine_name(options));
     const auto r = simulate(net, flows, options);
     EXPECT_NEAR(r.timing[0].finish.value, 1.0, kTol);
     EXPECT_NEAR(r.timing[3].finish.value, 1.0 + 93.0 / 9.0, kTol);
@@ -517,6 +541,109 @@ TEST(FlowSim, LocalRefillMatchesNaiveReferenceOnFatTrees) {
     }
     expect_matches_reference(net, flows, trial);
   }
+}
+
+TEST(FlowSim, GroupEngineLeavesDominatedLinksOutAndTracksThem) {
+  // Link 0 (64 B/s, a GPU's PCIe link) is crossed only by a, which also crosses link 1 (50 B/s,
+  // its NIC): 64 > 1 x 50, so link 0 never saturates and the group engine leaves it out of the
+  // filling. Link 1 also carries b. Max-min: a = b = 25 on link 1.
+  //   a (50 B) finishes at 50/25 = 2 s; b (150 B) has 100 B left, alone at 50: 2 + 2 = 4 s.
+  // Link 0 is still busy while a runs (0-2 s), and its bytes count.
+  // Then the same with link 0 at exactly 50 B/s: not dominated (a tie, 50 > 50 fails), it stays
+  // in and both links saturate at 25 together; the times are the same.
+  for (const double pcie : {64.0, 50.0})
+    for (const SimOptions& o : every_engine()) {
+      SCOPED_TRACE(engine_name(o) + " pcie " + std::to_string(pcie));
+      const auto net = network({pcie, 50});
+      const auto r = simulate(net, {flow(1, 50, {0, 1}), flow(2, 150, {1})}, o);
+      EXPECT_NEAR(r.timing[0].finish.value, 2.0, kTol);
+      EXPECT_NEAR(r.timing[1].finish.value, 4.0, kTol);
+      EXPECT_EQ(r.timing[1].bottleneck, 1);
+      if (pcie > 50) EXPECT_EQ(r.timing[0].bottleneck, 1);
+      EXPECT_NEAR(r.links[0].busy.value, 2.0, kTol);
+      EXPECT_NEAR(r.links[1].busy.value, 4.0, kTol);
+      EXPECT_EQ(r.links[0].bytes, Bytes{50});
+    }
+}
+
+TEST(FlowSim, GroupEngineSplitsAGroupWhenALinkBindsPartOfIt) {
+  // A class changes its bottleneck twice. Links 0 = 12 B/s, 1 = 6 B/s; a (10 B) crosses {0, 1},
+  // b (20 B) and c (40 B) cross {0}, e (3 B, starts at 1 s) crosses {1}.
+  // t = 0: shares 0: 12/3 = 4, 1: 6/1 = 6 -> link 0 binds a, b, c at 4 (one group).
+  // t = 1: e joins: link 1 6/2 = 3 < link 0 12/3 = 4 -> link 1 binds e and a at 3 (a leaves link
+  //   0's group for link 1's: a split); link 0 gives b and c (12 - 3)/2 = 4.5.
+  // t = 2: e is done (3 B at 3 B/s). a has 3 B left, b 11.5 B, c 31.5 B. Link 1 would give a 6,
+  //   link 0 12/3 = 4 -> a moves back to link 0: all three at 4. a done at 2 + 3/4 = 2.75 s.
+  // t = 2.75: b 8.5 B, c 28.5 B left, 6 each: b done at 2.75 + 8.5/6 = 25/6 s; c then alone at 12
+  //   with 20 B left: 25/6 + 20/12 = 35/6 s.
+  for (const SimOptions& o : every_engine()) {
+    SCOPED_TRACE(engine_name(o));
+    const auto net = network({12, 6});
+    const auto r = simulate(net, {flow(1, 10, {0, 1}), flow(2, 20, {0}), flow(3, 40, {0}), flow(4, 3, {1}, 1.0)}, o);
+    EXPECT_NEAR(r.timing[3].finish.value, 2.0, kTol);
+    EXPECT_NEAR(r.timing[0].finish.value, 2.75, kTol);
+    EXPECT_NEAR(r.timing[1].finish.value, 25.0 / 6.0, kTol);
+    EXPECT_NEAR(r.timing[2].finish.value, 35.0 / 6.0, kTol);
+    EXPECT_EQ(r.timing[0].bottleneck, 0);
+    EXPECT_EQ(r.timing[3].bottleneck, 1);
+  }
+}
+
+TEST(FlowSim, BurstsOnSharedNicsMatchNaiveReference) {
+  // Property for bursts where many classes share each link, as random transfers between GPUs do:
+  // each source GPU has a NIC (egress link) and lanes to it (faster links crossed only by its own
+  // flows, so dominated), each destination a NIC (ingress); a flow crosses a lane, its source NIC
+  // and its destination NIC. Everything starts at once (a few staggered), so a finish moves rates
+  // through every NIC. Every engine equals the naive recomputation, and `auto` picks the groups
+  // (classes = lanes x destinations, at least 8 per NIC that can saturate).
+  std::mt19937_64 rng(2027);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int sources = 3 + static_cast<int>(rng() % 3), destinations = 3 + static_cast<int>(rng() % 3);
+    const int lanes = 6;
+    std::vector<double> caps;
+    for (int s = 0; s < sources; ++s) caps.push_back(20.0 + static_cast<double>(rng() % 30));       // egress NICs
+    for (int d = 0; d < destinations; ++d) caps.push_back(20.0 + static_cast<double>(rng() % 30));  // ingress NICs
+    for (int s = 0; s < sources; ++s)
+      for (int k = 0; k < lanes; ++k) caps.push_back(caps[s] * 1.5);  // lanes: faster than their NIC
+    const auto net = network(caps);
+    std::vector<FlowSpec> flows;
+    for (int s = 0; s < sources; ++s)
+      for (int k = 0; k < lanes; ++k)
+        for (int d = 0; d < destinations; ++d) {
+          const auto lane = static_cast<std::int32_t>(sources + destinations + s * lanes + k);
+          const double latency = rng() % 5 == 0 ? static_cast<double>(rng() % 4) : 0.0;
+          flows.push_back(flow(static_cast<std::int64_t>(flows.size()), 1 + static_cast<std::int64_t>(rng() % 300),
+                               {lane, s, static_cast<std::int32_t>(sources + d)}, latency));
+        }
+    expect_matches_reference(net, flows, trial);
+  }
+}
+
+TEST(FlowSim, AutoHandsAWideningBurstToTheGroupEngine) {
+  // 6 000 random transfers between 96 source and 96 destination NICs, all at once: each finish
+  // moves the rates of a growing share of the others, so the watched class engine gives way
+  // (run_engine) and the answer is the group engine's, equal to the class engine's to 1e-9. A
+  // permutation (each NIC sends once) moves few rates per finish: `auto` keeps the classes.
+  std::mt19937_64 rng(99);
+  const int nics = 96;
+  const auto net = network(std::vector<double>(2 * nics, 50.0));
+  std::vector<FlowSpec> burst, permutation;
+  for (int i = 0; i < 6000; ++i)
+    burst.push_back(flow(i, 1000 + static_cast<std::int64_t>(rng() % 64000),
+                         {static_cast<std::int32_t>(rng() % nics), static_cast<std::int32_t>(nics + rng() % nics)}));
+  for (int i = 0; i < nics; ++i)
+    permutation.push_back(flow(i, 1000 + static_cast<std::int64_t>(rng() % 64000),
+                               {i, static_cast<std::int32_t>(nics + (i * 7 + 3) % nics)}));
+  SimOptions automatic, classes;
+  automatic.symmetry_quotient = classes.symmetry_quotient = false;
+  classes.solver = RateSolver::Classes;
+  const auto a = simulate(net, burst, automatic);
+  const auto c = simulate(net, burst, classes);
+  EXPECT_EQ(a.solver, RateSolver::Groups);
+  EXPECT_EQ(c.solver, RateSolver::Classes);
+  for (std::size_t i = 0; i < burst.size(); ++i)
+    ASSERT_NEAR(a.timing[i].finish.value, c.timing[i].finish.value, 1e-9 * c.timing[i].finish.value) << "flow " << i;
+  EXPECT_EQ(simulate(net, permutation, automatic).solver, RateSolver::Classes);
 }
 
 TEST(FlowSim, SymmetricFlowsRunAsOneFlowPerClass) {

@@ -3,6 +3,7 @@
 // the types in flow_sim.hpp.
 #include "reshard/sim/flow_sim.hpp"
 
+#include "event_loop.hpp"
 #include "flow_quotient.hpp"
 #include "maxmin.hpp"
 #include "quotient_sim.hpp"
@@ -13,7 +14,6 @@
 #include <cmath>
 #include <cstddef>
 #include <functional>
-#include <queue>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -27,95 +27,6 @@ std::string FlowNetwork::link_name(std::int32_t link) const {
 }
 
 namespace {
-
-struct VectorHash {
-  std::size_t operator()(const std::vector<std::int32_t>& v) const noexcept {
-    std::size_t h = 0xcbf29ce484222325ull;
-    for (auto x : v) h = (h ^ static_cast<std::uint32_t>(x)) * 0x100000001b3ull;
-    return h;
-  }
-};
-
-// Min-heap entry of a flow's start.
-struct StartEvent {
-  double time;
-  std::int32_t flow;
-  bool operator>(const StartEvent& o) const { return time > o.time; }
-};
-
-// The next finish time of every class with active flows: a binary min-heap indexed by class, so a
-// rate change moves the class's one entry (no stale entries pile up: a refill changes thousands of
-// rates at once, and a lazy queue would grow by all of them every time).
-class FinishQueue {
- public:
-  void resize(std::size_t classes) { pos_.assign(classes, -1); }
-  bool empty() const { return heap_.empty(); }
-  double top_time() const { return heap_.front().time; }
-  std::int32_t top_class() const { return heap_.front().cls; }
-  void set(std::int32_t c, double time) {
-    std::int32_t i = pos_[c];
-    if (i < 0) {
-      i = static_cast<std::int32_t>(heap_.size());
-      heap_.push_back({time, c});
-      pos_[c] = i;
-      up(i);
-      return;
-    }
-    const double old = heap_[i].time;
-    heap_[i].time = time;
-    if (time < old) up(i);
-    else down(i);
-  }
-  void erase(std::int32_t c) {
-    const std::int32_t i = pos_[c];
-    if (i < 0) return;
-    pos_[c] = -1;
-    const Entry last = heap_.back();
-    heap_.pop_back();
-    if (i == static_cast<std::int32_t>(heap_.size())) return;
-    heap_[i] = last;
-    pos_[last.cls] = i;
-    up(i);
-    down(pos_[last.cls]);
-  }
-
- private:
-  struct Entry {
-    double time;
-    std::int32_t cls;
-  };
-  // Ties go to the lower class index, so the order of simultaneous finishes is deterministic.
-  bool less(const Entry& a, const Entry& b) const { return a.time < b.time || (a.time == b.time && a.cls < b.cls); }
-  void place(std::int32_t i, const Entry& e) {
-    heap_[i] = e;
-    pos_[e.cls] = i;
-  }
-  void up(std::int32_t i) {
-    const Entry e = heap_[i];
-    while (i > 0) {
-      const std::int32_t p = (i - 1) / 2;
-      if (!less(e, heap_[p])) break;
-      place(i, heap_[p]);
-      i = p;
-    }
-    place(i, e);
-  }
-  void down(std::int32_t i) {
-    const Entry e = heap_[i];
-    const auto n = static_cast<std::int32_t>(heap_.size());
-    while (true) {
-      std::int32_t c = 2 * i + 1;
-      if (c >= n) break;
-      if (c + 1 < n && less(heap_[c + 1], heap_[c])) ++c;
-      if (!less(heap_[c], e)) break;
-      place(i, heap_[c]);
-      i = c;
-    }
-    place(i, e);
-  }
-  std::vector<Entry> heap_;
-  std::vector<std::int32_t> pos_;
-};
 
 // What the event loop keeps per class of flows (flows with identical link lists and weights, one
 // class of the solver, whose rate it is served at): the bytes served per flow so far, and its
@@ -134,58 +45,54 @@ std::vector<double> capacities(const FlowNetwork& net) {
   return c;
 }
 
-// The event loop: releases, starts and finishes, in batches of equal time; the rates come from the
-// max-min solver (maxmin.hpp), refilled once per batch.
-class Engine {
+// The class engine: the rates come from the max-min solver over classes (maxmin.hpp), refilled
+// once per batch; each class keeps the bytes served per flow and its flows' finish levels.
+class Engine : public EventLoop {
  public:
-  // `weights`: per flow and link (aligned with FlowTable::links), how many flows of the whole
-  // problem one flow here stands for on that link, and per link how many links it stands for
-  // (the symmetry quotient, flow_quotient.hpp); nullptr: every weight is 1.
+  // `watch`: give up (run() returns nullopt) once the refills so far cost more than the group
+  // engine's would have (run_engine says how that is counted and why).
   Engine(const FlowNetwork& net, const FlowTable& flows, FlowGraph graph, const SimOptions& opt,
-         const QuotientWeights* weights)
-      : net_(net), flows_(flows), weights_(weights), opt_(opt), succ_begin_(std::move(graph.succ_begin)),
-        succ_(std::move(graph.succ)), waiting_(std::move(graph.waiting)),
-        solver_(capacities(net), opt.local_refill_limit) {}
+         const QuotientWeights* weights, FlowClasses classes, bool watch = false)
+      : EventLoop(net, flows, std::move(graph), opt, weights, std::move(classes)),
+        solver_(capacities(net), opt.local_refill_limit), watch_(watch) {}
 
-  FlowSimResult run();
+  // One step of the class solver's work (MaxMinSolver::work) costs as much as this many steps of
+  // the group engine's (a loaded link in its heap, a column entry): 12-17 ns against 6 ns per
+  // step, measured on whole runs of a 10 000-transfer burst and the tuned Kimi-K3 schedule on the
+  // 2-core VM (docs/performance.md, "Scaling to 100 000 GPUs").
+  static constexpr double kClassWorkCost = 2.3;
+  // The watch decides after this many refills and this much class work (about 0.15 s), so that
+  // small problems, where either engine is quick, never pay for a second start.
+  static constexpr std::int64_t kWatchRefills = 64;
+  static constexpr std::int64_t kWatchMinWork = 10'000'000;
 
  private:
-  void build_classes();
-  void release(std::int32_t f, double t);
-  void start(std::int32_t f, double t);
-  void finish(std::int32_t f, double t);
-  void class_finish_event(std::int32_t c, double t);
+  void prepare() override;
+  void start_active(std::int32_t f, double t) override;
+  void finish_event(std::int32_t c, double t) override;
+  bool pending() const override { return solver_.pending(); }
+  void refill(double t) override;
+  bool gave_up() const override { return gave_up_; }
   // Class c's bytes served per flow, brought up to t at `rate` (its rate since `updated`).
   void advance(ClassState& c, double rate, double t) {
     c.served += rate * (t - c.updated);
     c.updated = t;
   }
-  void refill(double t);
   // Class c's next finish event, at its rate with its flows (from the solver).
   void schedule_finish(std::int32_t c, double rate, std::int64_t flows, double t);
 
-  const FlowNetwork& net_;
-  const FlowTable& flows_;
-  const QuotientWeights* weights_;
-  const SimOptions& opt_;
-
-  std::vector<std::int32_t> succ_begin_, succ_;  // CSR successors
-  std::vector<std::int32_t> waiting_;            // unfinished predecessors
-  std::vector<std::int32_t> released_by_;        // predecessor that finished last, -1 when none
-  std::vector<std::int32_t> class_of_;
   MaxMinSolver solver_;
-  std::vector<ClassState> classes_;              // per solver class
-  std::vector<double> busy_since_, busy_;        // per link: busy time (an active class crosses it)
-
-  std::priority_queue<StartEvent, std::vector<StartEvent>, std::greater<>> starts_;
-  FinishQueue finishes_;
-  double batch_window_ = 0;  // events up to this long after the batch time join the batch
+  std::vector<ClassState> classes_;  // per solver class
+  bool watch_;
+  bool gave_up_ = false;
+  // The watch's counts: slots of the classes with active flows and links they load (now), and
+  // over the refills so far the class solver's work and the group engine's estimated work.
+  std::int64_t active_slots_ = 0, loaded_links_ = 0;
+  std::int64_t class_work_ = 0, group_work_ = 0, work_before_ = 0;
 
   std::vector<double> group_rate_;
   std::vector<std::uint32_t> group_stamp_;
   std::vector<std::int32_t> groups_changed_;
-
-  FlowSimResult result_;
 };
 
 }  // namespace
@@ -316,85 +223,44 @@ FlowGraph validate_and_index(const FlowNetwork& net, const FlowTable& flows) {
 
 namespace {
 
-void Engine::build_classes() {
-  std::unordered_map<std::vector<std::int32_t>, std::int32_t, VectorHash> by_links;
-  class_of_.assign(flows_.size(), -1);
-  // The key: the sorted links, each followed by minus the flow's weight there where it is not 1
-  // (links are >= 0, so the encoding is unambiguous). A link listed k times is one slot of weight
-  // k (times the quotient's weight, which counts flows of the whole problem).
-  std::vector<std::pair<std::int32_t, std::int64_t>> slots;
-  std::vector<std::int32_t> key;
-  std::vector<MaxMinSolver::Slot> class_slots;
-  for (std::size_t i = 0; i < flows_.size(); ++i) {
-    const auto first = flows_.link_begin[i], last = flows_.link_begin[i + 1];
-    if (first == last || flows_.bytes[i].value == 0) continue;  // finishes at its start, never active
+void Engine::prepare() {
+  const FlowClasses& fc = classes_of_flows_;
+  std::vector<MaxMinSolver::Slot> slots;
+  for (std::size_t c = 0; c < fc.size(); ++c) {
     slots.clear();
-    // A weight counts entries of the whole problem's link lists on one link: flows (fewer than
-    // INT32_MAX, validate_and_index and simulate_op_quotient refuse more) times their repeats of
-    // it, which would need link lists of gigabytes to pass INT32_MAX; so it fits a Slot's int32.
-    for (auto k = first; k < last; ++k) slots.emplace_back(flows_.links[k], weights_ ? weights_->flow_link[k] : 1);
-    std::sort(slots.begin(), slots.end());
-    key.clear();
-    class_slots.clear();
-    for (std::size_t k = 0; k < slots.size();) {  // equal links merged: their weights add up
-      const std::int32_t l = slots[k].first;
-      std::int64_t w = slots[k].second;
-      while (++k < slots.size() && slots[k].first == l) w += slots[k].second;
-      key.push_back(l);
-      if (w != 1) key.push_back(static_cast<std::int32_t>(-w));
-      class_slots.push_back({l, static_cast<std::int32_t>(w)});
-    }
-    auto it = by_links.find(key);
-    if (it == by_links.end()) it = by_links.emplace(key, solver_.add_class(class_slots)).first;
-    class_of_[i] = it->second;
+    for (auto k = fc.begin[c]; k < fc.begin[c + 1]; ++k) slots.push_back({fc.links[k], fc.weight[k]});
+    solver_.add_class(slots);
   }
   classes_.resize(solver_.class_count());
-  busy_since_.assign(net_.capacity.size(), 0.0);
-  busy_.assign(net_.capacity.size(), 0.0);
-}
-
-void Engine::release(std::int32_t f, double t) {
-  FlowTiming& ft = result_.timing[f];
-  ft.release = Seconds{t};
-  ft.start = Seconds{t + flows_.latency[f].value};
-  starts_.push({ft.start.value, f});
-}
-
-void Engine::start(std::int32_t f, double t) {
-  ++result_.events;
-  const std::int32_t c = class_of_[f];
-  if (c < 0) {
-    finish(f, t);
-    return;
+  finishes_.resize(classes_.size());
+  if (!opt_.link_group.empty()) {
+    std::int32_t groups = 0;
+    for (auto g : opt_.link_group) groups = std::max(groups, g + 1);
+    group_rate_.assign(groups, 0.0);
+    group_stamp_.assign(groups, 0);
   }
+}
+
+void Engine::start_active(std::int32_t f, double t) {
+  const std::int32_t c = classes_of_flows_.class_of[f];
   ClassState& rc = classes_[c];
   if (solver_.flows(c) == 0) {
     rc.served = 0;
     rc.updated = t;
+    active_slots_ += static_cast<std::int64_t>(solver_.slots(c).size());
   } else {
     advance(rc, solver_.rate(c), t);
   }
   rc.finish_heap.emplace_back(rc.served + flows_.bytes[f].as_double(), f);
   std::push_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
   rc.next_level = rc.finish_heap.front().first;
-  solver_.add_flow(c, [&](std::int32_t l) { busy_since_[l] = t; });
+  solver_.add_flow(c, [&](std::int32_t l) {
+    became_busy(l, t);
+    ++loaded_links_;
+  });
 }
 
-void Engine::finish(std::int32_t f, double t) {
-  ++result_.events;
-  FlowTiming& ft = result_.timing[f];
-  ft.finish = Seconds{t};
-  result_.makespan = std::max(result_.makespan, ft.finish);
-  for (auto s = succ_begin_[f]; s < succ_begin_[f + 1]; ++s) {
-    const std::int32_t g = succ_[s];
-    if (--waiting_[g] == 0) {
-      released_by_[g] = f;
-      release(g, t);
-    }
-  }
-}
-
-void Engine::class_finish_event(std::int32_t c, double t) {
+void Engine::finish_event(std::int32_t c, double t) {
   ClassState& rc = classes_[c];
   const double rate = solver_.rate(c);
   advance(rc, rate, t);
@@ -403,13 +269,16 @@ void Engine::class_finish_event(std::int32_t c, double t) {
   // as finished, and so do the flows that finish within the batch window (run()).
   while (!rc.finish_heap.empty()) {
     auto [level, f] = rc.finish_heap.front();
-    const double slack = std::max(tolerance::kFinishRelative * flows_.bytes[f].as_double() + tolerance::kFinishBytes,
-                                  rate * batch_window_);
+    const double slack = finish_slack(f, rate);
     if (level > rc.served + slack) break;
     std::pop_heap(rc.finish_heap.begin(), rc.finish_heap.end(), std::greater<>());
     rc.finish_heap.pop_back();
     if (level > rc.served) rc.served = level;
-    solver_.remove_flow(c, [&](std::int32_t l) { busy_[l] += t - busy_since_[l]; });
+    solver_.remove_flow(c, [&](std::int32_t l) {
+      became_idle(l, t);
+      --loaded_links_;
+    });
+    if (solver_.flows(c) == 0) active_slots_ -= static_cast<std::int64_t>(solver_.slots(c).size());
     result_.timing[f].bottleneck = solver_.bottleneck(c);  // the link that set its last rate
     finish(f, t);
   }
@@ -432,11 +301,21 @@ void Engine::schedule_finish(std::int32_t c, double rate, std::int64_t flows, do
 // changed get a new finish event.
 void Engine::refill(double t) {
   ++result_.rate_updates;
+  work_before_ = solver_.work();
   const auto& refilled = solver_.solve([this, t](const MaxMinSolver::Refilled& r) {
     advance(classes_[r.cls], r.previous_rate, t);
     result_.rate_changes += r.rate != r.previous_rate;
     if (r.rate != r.previous_rate || r.flows_changed) schedule_finish(r.cls, r.rate, r.flows, t);
   });
+  if (watch_) {
+    // What this refill cost, and what the group engine's refill would have: its heap holds the
+    // loaded links and its filling reads the groups' columns (at most the active classes' slots).
+    class_work_ += solver_.work() - work_before_;
+    group_work_ += loaded_links_ + active_slots_;
+    gave_up_ = result_.rate_updates >= kWatchRefills && class_work_ >= kWatchMinWork &&
+               static_cast<double>(class_work_) * kClassWorkCost >= static_cast<double>(group_work_);
+  }
+
 
   if (!opt_.link_group.empty()) {
     const auto stamp = static_cast<std::uint32_t>(result_.rate_updates);
@@ -463,72 +342,32 @@ void Engine::refill(double t) {
   }
 }
 
-FlowSimResult Engine::run() {
-  const auto loop_start = std::chrono::steady_clock::now();
-  build_classes();
-  finishes_.resize(classes_.size());
-  if (!opt_.link_group.empty()) {
-    std::int32_t groups = 0;
-    for (auto g : opt_.link_group) groups = std::max(groups, g + 1);
-    group_rate_.assign(groups, 0.0);
-    group_stamp_.assign(groups, 0);
+// The engine SimOptions::solver names. Auto: the class engine, watched; once its refills have cost
+// more than the group engine's would have (and enough to matter), it gives way and the group
+// engine runs afresh. A link-group timeline keeps the class engine (only it records one).
+//
+// Why: a class refill costs the classes whose rate moves (the local refill's passes and checks:
+// MaxMinSolver::work counts them); a group refill costs every loaded link and every group's
+// column, however few rates move. Which is cheaper shows only as the run goes: in a burst of
+// random transfers the refills widen as it runs (over the first 64 refills the class engine costs
+// a ninth of what the groups would, over the whole run 2.6 times as much, at 10 000 transfers),
+// while the tuned Kimi-K3 schedule stays at a tenth. Restarting only when the class engine has already spent as much as
+// the whole group run up to then would have (rent, then buy) costs at most that much again. The
+// counts are steps, not clocks, so the same input always gets the same engine.
+FlowSimResult run_engine(const FlowNetwork& net, const FlowTable& flows, FlowGraph graph, const SimOptions& options,
+                         const QuotientWeights* weights) {
+  FlowClasses classes = flow_classes(flows, weights);
+  if (options.solver == RateSolver::Classes || !options.link_group.empty()) {
+    if (options.solver == RateSolver::Groups)
+      throw FlowError("the group engine records no link-group timeline: use the class engine for it");
+    return *Engine(net, flows, std::move(graph), options, weights, std::move(classes)).run();
   }
-  const std::size_t n = flows_.size();
-  result_.timing.assign(n, FlowTiming{});
-  released_by_.assign(n, -1);
-  for (std::size_t i = 0; i < n; ++i)
-    if (waiting_[i] == 0) release(static_cast<std::int32_t>(i), 0.0);
-
-  // One batch per time: every start and finish at that time, then one refill. Starts of equal
-  // time come before finishes, as a flow that starts and one that ends at the same instant never
-  // share a rate. "Equal" is to tolerance::kBatchWindow relative (tolerances.hpp says why).
-  constexpr double kBatchWindow = tolerance::kBatchWindow;
-  const auto total_events = static_cast<std::int64_t>(2 * n);
-  std::int64_t reported = 0;  // events at the last progress report
-  while (!starts_.empty() || !finishes_.empty()) {
-    if (opt_.progress && result_.events - reported >= 65536) {
-      reported = result_.events;
-      opt_.progress({"simulate", reported, total_events, ""});
-    }
-    const double t = std::min(starts_.empty() ? INFINITY : starts_.top().time,
-                              finishes_.empty() ? INFINITY : finishes_.top_time());
-    const double horizon = t * (1 + kBatchWindow);
-    batch_window_ = horizon - t;
-    while (true) {
-      if (!starts_.empty() && starts_.top().time <= horizon) {
-        const std::int32_t f = starts_.top().flow;
-        starts_.pop();
-        start(f, t);
-      } else if (!finishes_.empty() && finishes_.top_time() <= horizon) {
-        const std::int32_t c = finishes_.top_class();
-        finishes_.erase(c);
-        class_finish_event(c, t);
-      } else {
-        break;
-      }
-    }
-    if (solver_.pending()) refill(t);
+  if (options.solver == RateSolver::Auto) {
+    auto watched = Engine(net, flows, graph, options, weights, classes, true).run();
+    if (watched) return std::move(*watched);
   }
-  if (opt_.progress) opt_.progress({"simulate", result_.events, total_events, ""});
-
-  result_.event_loop_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count()};
-  // Busy time per link; bytes and utilization come from the caller's flows (add_link_traffic).
-  result_.links.assign(busy_.size(), LinkStats{});
-  for (std::size_t l = 0; l < busy_.size(); ++l) result_.links[l].busy = Seconds{busy_[l]};
-
-  // Critical path: from the flow that finished last back through the predecessors that released it.
-  if (n > 0) {
-    std::size_t last = 0;
-    for (std::size_t i = 1; i < n; ++i)
-      if (result_.timing[i].finish > result_.timing[last].finish) last = i;
-    for (std::int32_t f = static_cast<std::int32_t>(last); f >= 0; f = released_by_[f]) {
-      const FlowTiming& ft = result_.timing[f];
-      result_.critical_path.push_back(
-          {flows_.id_of(static_cast<std::size_t>(f)), static_cast<std::size_t>(f), ft.release, ft.start, ft.finish, ft.bottleneck});
-    }
-  }
-  result_.simulated_flows = static_cast<std::int64_t>(n);
-  return std::move(result_);
+  FlowClasses binding = binding_classes(classes, net);
+  return run_group_engine(net, flows, std::move(graph), options, weights, std::move(classes), std::move(binding));
 }
 
 // A flow table as the quotient's reduction and expansion read it (quotient_sim.hpp).
@@ -600,7 +439,7 @@ FlowSimResult simulate_quotient(const FlowNetwork& net, const FlowTable& flows, 
 }  // namespace
 
 FlowSimResult QuotientProblem::run() const {
-  return Engine(net, flows, validate_and_index(net, flows), options, &weights).run();
+  return run_engine(net, flows, validate_and_index(net, flows), options, &weights);
 }
 
 namespace {
@@ -637,7 +476,7 @@ FlowSimResult simulate_table(const FlowNetwork& network, const FlowTable& flows,
       classes_wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - classes_start).count()};
       if (q.flow_cells >= 0) return simulate_quotient(network, flows, graph, q, options, row_of_flow);
     }
-    return Engine(network, flows, std::move(graph), options, nullptr).run();
+    return run_engine(network, flows, std::move(graph), options, nullptr);
   }();
   result.classes_wall = classes_wall;
   add_link_traffic(result, network, flows);

@@ -49,6 +49,7 @@ void MaxMinSolver::progressive_fill(std::size_t to_fix, ForEachMember&& for_each
       --to_fix;
       rc.new_rate = share;
       rc.new_bottleneck = link;
+      work_ += rc.slot_end - rc.slot_begin;
       for (auto k = rc.slot_begin; k < rc.slot_end; ++k) {
         LinkState& other = links_[slots_[k].link];
         const std::int64_t flows = rc.multiplicity * slots_[k].weight;
@@ -63,6 +64,7 @@ void MaxMinSolver::progressive_fill(std::size_t to_fix, ForEachMember&& for_each
     while (to_fix > 0 && !fill_links_.empty()) {
       std::size_t best = 0;
       double best_share = INFINITY;
+      work_ += static_cast<std::int64_t>(fill_links_.size());
       for (std::size_t i = 0; i < fill_links_.size();) {
         const LinkState& ls = links_[fill_links_[i].link];
         if (ls.unfixed == 0) {
@@ -91,6 +93,7 @@ void MaxMinSolver::progressive_fill(std::size_t to_fix, ForEachMember&& for_each
     std::pop_heap(fill_links_.begin(), fill_links_.end(), std::greater<>());
     fill_links_.pop_back();
     LinkState& ls = links_[top.link];
+    ++work_;
     if (ls.unfixed == 0) continue;
     const double share = std::max(0.0, ls.remaining) / static_cast<double>(ls.unfixed);
     if (share > top.share) {
@@ -174,6 +177,7 @@ void MaxMinSolver::fill() {
       rc.new_rate = 0;
       rc.new_bottleneck = -1;
       if (rc.multiplicity > 0) ++active;
+      work_ += rc.slot_end - rc.slot_begin;
       for (auto k = rc.slot_begin; k < rc.slot_end; ++k) {
         const std::int32_t l = slots_[k].link;
         LinkState& ls = links_[l];
@@ -220,6 +224,7 @@ void MaxMinSolver::fill() {
         ls.level_kept = pass_stamp_;
       } else if (ok && ls.fill_share >= 0) {  // (c)
         const double high = ls.fill_share * (1 + kTolerance);
+        work_ += static_cast<std::int64_t>(ls.classes.size());
         for (auto c : ls.classes)
           if (classes_[c].in_refill != refill_stamp_ && classes_[c].rate > high) {
             ok = false;
@@ -236,6 +241,7 @@ void MaxMinSolver::fill() {
       const LinkState& ls = links_[l];
       const bool overloaded = ls.remaining < -kTolerance * ls.capacity;
       const double high = ls.fill_share * (1 + kTolerance);
+      work_ += static_cast<std::int64_t>(ls.classes.size());
       for (auto c : ls.classes) {
         const Class& rc = classes_[c];
         if (overloaded || rc.bottleneck == l || (ls.fill_share >= 0 && rc.rate > high)) add_to_refill(c);
@@ -299,6 +305,7 @@ void MaxMinSolver::fill_component() {
     const std::int32_t l = stack_.back();
     stack_.pop_back();
     LinkState& ls = links_[l];
+    work_ += static_cast<std::int64_t>(ls.classes.size());
     for (std::size_t i = 0; i < ls.classes.size(); ++i) {
       const std::int32_t c = ls.classes[i];
       const Class& rc = classes_[c];
@@ -322,6 +329,7 @@ void MaxMinSolver::fill_component() {
     if (classes_[c].multiplicity > 0) ++active;
   }
   progressive_fill(active, [&](const LinkState& ls, auto&& fix) {
+    work_ += static_cast<std::int64_t>(ls.classes.size());
     for (auto c : ls.classes)
       if (classes_[c].in_refill == refill_stamp_) fix(c);
   });

@@ -113,6 +113,10 @@ class MaxMinSolver {
   double capacity(std::int32_t l) const { return links_[l].capacity; }
   double load(std::int32_t l) const { return static_cast<double>(links_[l].allocated) * links_[l].from_fixed; }
 
+  // Work done so far, in steps of the refills' loops (a class's slots, a link's classes scanned, a
+  // heap pop): a count that does not depend on the clock, for the engine choice (flow_sim.cpp).
+  std::int64_t work() const { return work_; }
+
  private:
   // Classes: `rate`, `bottleneck` and `committed` are what the link totals (LinkState::allocated,
   // bottlenecked) hold for this class; `multiplicity` moves with add_flow / remove_flow before the
@@ -187,6 +191,7 @@ class MaxMinSolver {
   }
 
   std::size_t local_refill_limit_;
+  std::int64_t work_ = 0;
   std::vector<Slot> slots_;
   std::vector<std::int32_t> slot_link_pos_;  // per slot: the class's index in that link's list
   std::vector<Class> classes_;
@@ -219,6 +224,7 @@ const std::vector<std::int32_t>& MaxMinSolver::solve(OnRefilled&& on_refilled) {
       // Nothing moves on its links (about a third of the refilled classes on a tuned schedule).
       if (bottleneck >= 0 && links_[bottleneck].level_kept != pass_stamp_) links_[bottleneck].level = rate;
     } else {
+      work_ += rc.slot_end - rc.slot_begin;
       for (auto k = rc.slot_begin, end = rc.slot_end; k < end; ++k) {
         const std::int32_t l = slots_[k].link;
         const std::int64_t w = slots_[k].weight;

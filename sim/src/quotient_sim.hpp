@@ -81,6 +81,7 @@ FlowSimResult expand_quotient(const View& view, FlowSimResult&& qr, const std::v
   out.makespan = qr.makespan;
   out.rate_updates = qr.rate_updates;
   out.rate_changes = qr.rate_changes;
+  out.solver = qr.solver;
   out.event_loop_wall = qr.event_loop_wall;
   out.simulated_flows = cells;
   out.group_timeline = std::move(qr.group_timeline);

@@ -528,6 +528,7 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
 
   SimOptions sim_options;
   sim_options.symmetry_quotient = options.symmetry_quotient;
+  sim_options.solver = options.rate_solver;
   sim_options.progress = options.progress;
   if (options.link_kind_timeline) sim_options.link_group = out.link_kind;
 

@@ -46,7 +46,9 @@
 // (MaxMinSolver::fill_component). The event loop (sim/src/flow_sim.cpp) keeps the bytes served
 // per flow of a class as a function of time; its flows' finish points sit in a heap, so a class's
 // next finish is one subtraction and one division, and only classes whose rate changed get a new
-// finish event.
+// finish event. Where many classes share each link (bursts of transfers all active at once), a
+// second engine keeps one rate per bottleneck link instead and refills groups of classes
+// (sim/src/group_engine.cpp; SimOptions::solver picks one, the answer is the same).
 // Events of equal time (to 1e-12 relative, the batch window) are handled together with one refill
 // (the rounding tolerances are in sim/src/tolerances.hpp).
 // Before all this, flows the problem treats alike (same bytes, latency, kinds of links and of
@@ -55,8 +57,10 @@
 // sim/src/flow_quotient.hpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "reshard/model/errors.hpp"
@@ -120,6 +124,23 @@ struct GroupSample {
   BytesPerSecond rate;
 };
 
+// Which engine computes the rates (both give the max-min allocation; docs/simulator.md, "How it is fast"):
+// Classes refills the classes of flows a change reaches (maxmin.hpp); Groups keeps one rate per
+// bottleneck link and refills the groups (sim/src/group_engine.cpp); Auto picks Groups unless
+// SimOptions::link_group asks for a timeline.
+enum class RateSolver { Auto, Classes, Groups };
+struct RateSolverName {
+  RateSolver solver;
+  std::string_view name;
+};
+inline constexpr std::array<RateSolverName, 3> kRateSolvers{
+    {{RateSolver::Auto, "auto"}, {RateSolver::Classes, "classes"}, {RateSolver::Groups, "groups"}}};
+inline std::string_view to_string(RateSolver s) {
+  for (const auto& e : kRateSolvers)
+    if (e.solver == s) return e.name;
+  return "?";
+}
+
 struct SimOptions {
   // Optional: group index per link (size = number of links; -1 for "no group"), for the
   // utilization timeline in FlowSimResult::group_timeline. Empty: no timeline is recorded.
@@ -128,6 +149,7 @@ struct SimOptions {
   // widening; once more classes than this are in, it refills the whole reach of the change by
   // level cut in one pass instead (MaxMinSolver::fill_component). Both are exact; this only moves cost.
   std::size_t local_refill_limit = 16384;
+  RateSolver solver = RateSolver::Auto;
   // Simulate one flow per class of alike flows (the symmetry quotient, written on
   // sim/src/flow_quotient.hpp; simulate_schedule finds it on the ops, sim/src/op_quotient.hpp).
   // Exact: every flow gets the times of its class. Used when the classes are at most half the
@@ -146,10 +168,12 @@ struct FlowSimResult {
   std::vector<FlowTiming> timing;       // same order as the input flows
   std::int64_t events = 0;              // flow starts and finishes processed
   std::int64_t rate_updates = 0;        // refills of a component
-  // Over every rate update: the classes of flows (simulated flows) whose rate changed. Each costs
-  // the solver work, so this bounds the event loop from below (docs/simulator.md, "Cost").
+  // Over every rate update: the classes of flows (simulated flows) whose rate changed (the group
+  // engine: the classes of the groups whose rate changed). Each costs the class engine work, so
+  // this bounds its event loop from below; the group engine pays per group (docs/simulator.md).
   std::int64_t rate_changes = 0;
   std::int64_t simulated_flows = 0;     // flows the event loop ran: one per symmetry class, or all
+  RateSolver solver = RateSolver::Classes;  // the engine that ran (Classes or Groups)
   std::vector<LinkStats> links;         // one per link
   std::vector<CriticalStep> critical_path;  // last flow first
   std::vector<GroupSample> group_timeline;  // see SimOptions::link_group

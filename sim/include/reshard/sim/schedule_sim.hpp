@@ -65,6 +65,8 @@ struct ScheduleSimOptions {
   bool link_kind_timeline = false;
   // SimOptions::symmetry_quotient.
   bool symmetry_quotient = true;
+  // SimOptions::solver (which engine computes the rates; the same answer either way).
+  RateSolver rate_solver = RateSolver::Auto;
   // Every link capacity jittered by up to this fraction (jitter_capacities, flow_sim.hpp).
   double capacity_jitter = 0;
   std::uint64_t jitter_seed = 1;
