@@ -17,6 +17,12 @@ std::string percent(double x) {
   return buf;
 }
 
+// The engine that computed the rates (sim::RateSolver; --rate-solver).
+std::string engine_text(sim::RateSolver solver) {
+  return std::string(sim::to_string(solver)) +
+         (solver == sim::RateSolver::Groups ? " (one rate per bottleneck link)" : " (one rate per class of flows)");
+}
+
 }  // namespace
 
 void print_simulation_report(std::ostream& out, const sim::FlowNetwork& network, const std::vector<sim::FlowSpec>& flows,
@@ -32,6 +38,7 @@ void print_simulation_report(std::ostream& out, const sim::FlowNetwork& network,
                      {"rate updates", std::to_string(result.rate_updates) + " (" + std::to_string(result.rate_changes) +
                                           " rates changed)"},
                      {"simulated flows", std::to_string(result.simulated_flows) + " (one per class of alike flows)"},
+                     {"rate engine", engine_text(result.solver)},
                      {"simulation wall time", model::format(result.wall) + " (finding the classes " +
                                                   model::format(result.classes_wall) + ", event loop " +
                                                   model::format(result.event_loop_wall) + ")"}});
@@ -101,6 +108,7 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
                      {"events", std::to_string(sim.events)},
                      {"rate updates", std::to_string(sim.result.rate_updates)},
                      {"simulated flows", std::to_string(sim.result.simulated_flows) + " (one per class of alike flows)"},
+                     {"rate engine", engine_text(sim.result.solver)},
                      {"simulation wall time", model::format(sim.wall) + " (reading the ops " +
                                                   model::format(sim.build_wall) + ", finding the classes " +
                                                   model::format(sim.result.classes_wall) + ", event loop " +

@@ -56,11 +56,13 @@ class Engine : public EventLoop {
       : EventLoop(net, flows, std::move(graph), opt, weights, std::move(classes)),
         solver_(capacities(net), opt.local_refill_limit), watch_(watch) {}
 
-  // One step of the class solver's work (MaxMinSolver::work) costs as much as this many steps of
-  // the group engine's (a loaded link in its heap, a column entry): 12-17 ns against 6 ns per
-  // step, measured on whole runs of a 10 000-transfer burst and the tuned Kimi-K3 schedule on the
-  // 2-core VM (docs/performance.md, "Scaling to 100 000 GPUs").
-  static constexpr double kClassWorkCost = 2.3;
+  // One step of the class solver's work (MaxMinSolver::work) counts as this many steps of the
+  // group engine's (a loaded link in its queue, a column entry). Measured per step: 12-17 ns
+  // against 3 ns, on whole runs of a 10 000-transfer burst and the tuned Kimi-K3 schedule on the
+  // 2-core VM, which says 4-6; the tuned Kimi-K3 schedule would hand over (wrongly: 4x slower on
+  // groups) from about 4.5, while bursts hand over as early from 2.3 to 4 (the same time), so 3.
+  // (docs/performance.md, "Scaling to 100 000 GPUs").
+  static constexpr double kClassWorkCost = 3;
   // The watch decides after this many refills and this much class work (about 0.15 s), so that
   // small problems, where either engine is quick, never pay for a second start.
   static constexpr std::int64_t kWatchRefills = 64;
@@ -307,15 +309,15 @@ void Engine::refill(double t) {
     result_.rate_changes += r.rate != r.previous_rate;
     if (r.rate != r.previous_rate || r.flows_changed) schedule_finish(r.cls, r.rate, r.flows, t);
   });
-  if (watch_) {
-    // What this refill cost, and what the group engine's refill would have: its heap holds the
+  if (watch_ && result_.rate_updates > 1) {
+    // What this refill cost, and what the group engine's refill would have: its queue holds the
     // loaded links and its filling reads the groups' columns (at most the active classes' slots).
+    // The first refill, a whole filling in both engines, is left out.
     class_work_ += solver_.work() - work_before_;
     group_work_ += loaded_links_ + active_slots_;
     gave_up_ = result_.rate_updates >= kWatchRefills && class_work_ >= kWatchMinWork &&
                static_cast<double>(class_work_) * kClassWorkCost >= static_cast<double>(group_work_);
   }
-
 
   if (!opt_.link_group.empty()) {
     const auto stamp = static_cast<std::uint32_t>(result_.rate_updates);
@@ -349,11 +351,12 @@ void Engine::refill(double t) {
 // Why: a class refill costs the classes whose rate moves (the local refill's passes and checks:
 // MaxMinSolver::work counts them); a group refill costs every loaded link and every group's
 // column, however few rates move. Which is cheaper shows only as the run goes: in a burst of
-// random transfers the refills widen as it runs (over the first 64 refills the class engine costs
-// a ninth of what the groups would, over the whole run 2.6 times as much, at 10 000 transfers),
-// while the tuned Kimi-K3 schedule stays at a tenth. Restarting only when the class engine has already spent as much as
-// the whole group run up to then would have (rent, then buy) costs at most that much again. The
-// counts are steps, not clocks, so the same input always gets the same engine.
+// random transfers the refills widen as it runs (over the first 64 refills the class engine
+// costs a quarter of what the groups would, over the whole run 5.6 times as much, at 10 000
+// transfers), while the tuned Kimi-K3 schedule costs a fifth of it over the whole run (more
+// early on). Restarting only when the class engine has already spent as much as the whole group
+// run up to then would have (rent, then buy) costs at most that much again. The counts are
+// steps, not clocks, so the same input always gets the same engine.
 FlowSimResult run_engine(const FlowNetwork& net, const FlowTable& flows, FlowGraph graph, const SimOptions& options,
                          const QuotientWeights* weights) {
   FlowClasses classes = flow_classes(flows, weights);

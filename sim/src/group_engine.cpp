@@ -26,14 +26,70 @@
 // the same step (those unfixed crossing the saturated link: by induction every unfixed class of a
 // group is unfixed in both), so the levels are the max-min allocation, to the rounding of sums
 // taken per group instead of per class. The cost per refill is the columns of all loaded groups
-// and a heap over the loaded links, whatever the number of classes whose rate moved.
+// and a queue of the loaded links (ShareQueue), whatever the number of classes whose rate moved.
 #include "event_loop.hpp"
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <unordered_map>
 
 namespace reshard::sim {
 namespace {
+
+// The filling's links by share: a radix heap, for a monotone queue (no key pushed is below the
+// last one popped: the filling's shares only grow). A non-negative double's bits, read as an
+// unsigned integer, order as the double does; an entry sits in bucket b, the position of the
+// highest bit in which its key differs from the last key popped (0: equal). A pop takes bucket 0,
+// or else empties the first non-empty bucket into lower ones around its smallest key; an entry
+// moves down at most 64 times, so a pop costs O(1) amortized against the heap's log2(links)
+// sifts (which took most of a refill on the bursts). Equal keys come out in a fixed order.
+class ShareQueue {
+ public:
+  void clear() {
+    for (auto& b : buckets_) b.clear();
+    size_ = 0;
+    last_ = 0;
+  }
+  bool empty() const { return size_ == 0; }
+  void push(double share, std::int32_t link) {
+    const std::uint64_t k = bits(share);
+    buckets_[bucket(k)].push_back({k, link});
+    ++size_;
+  }
+  // The smallest share and its link.
+  std::pair<double, std::int32_t> pop() {
+    if (buckets_[0].empty()) {
+      std::size_t i = 1;
+      while (buckets_[i].empty()) ++i;
+      auto& from = buckets_[i];
+      last_ = std::min_element(from.begin(), from.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; })->key;
+      for (const Entry& e : from) buckets_[bucket(e.key)].push_back(e);
+      from.clear();
+    }
+    const Entry e = buckets_[0].back();
+    buckets_[0].pop_back();
+    --size_;
+    double share;
+    std::memcpy(&share, &e.key, sizeof share);
+    return {share, e.link};
+  }
+
+ private:
+  struct Entry {
+    std::uint64_t key;
+    std::int32_t link;
+  };
+  static std::uint64_t bits(double share) {  // share >= 0 and finite
+    std::uint64_t k;
+    std::memcpy(&k, &share, sizeof k);
+    return k;
+  }
+  std::size_t bucket(std::uint64_t k) const { return k == last_ ? 0 : 64 - static_cast<std::size_t>(__builtin_clzll(k ^ last_)); }
+  std::array<std::vector<Entry>, 65> buckets_;
+  std::uint64_t last_ = 0;
+  std::size_t size_ = 0;
+};
 
 class GroupEngine : public EventLoop {
  public:
@@ -66,11 +122,6 @@ class GroupEngine : public EventLoop {
     std::int32_t cls;
     std::uint32_t version;
     bool operator>(const KeyEntry& o) const { return key > o.key || (key == o.key && cls > o.cls); }
-  };
-  struct ShareEntry {
-    double share;
-    std::int32_t link;
-    bool operator>(const ShareEntry& o) const { return share > o.share || (share == o.share && link > o.link); }
   };
   struct Link {
     double capacity = 0;
@@ -137,7 +188,7 @@ class GroupEngine : public EventLoop {
   std::unordered_map<std::uint64_t, std::int32_t> column_pos_;  // (group, link) -> index in the group's column
   std::vector<std::int32_t> joined_;  // classes that started with no group, placed at the refill
   std::vector<std::int32_t> dirty_;
-  std::vector<ShareEntry> shares_;
+  ShareQueue shares_;
   std::vector<std::int32_t> split_groups_;
   std::size_t active_classes_ = 0;
   std::uint32_t stamp_ = 0;
@@ -388,7 +439,8 @@ void GroupEngine::refill(double t) {
 
 // Progressive filling over the groups (the header comment). The shares in `shares_` are lower
 // bounds: a link's share only grows during the filling, so a popped link whose share has grown is
-// pushed back, and a popped share equal to the current one is the minimum.
+// pushed back (at its share, above the one popped: the queue stays monotone), and a popped share
+// equal to the current one is the minimum.
 void GroupEngine::fill(double t) {
   ++stamp_;
   shares_.clear();
@@ -397,23 +449,19 @@ void GroupEngine::fill(double t) {
     link.remaining = link.capacity;
     link.unfixed = link.weight;
     link.new_level = link.level;
-    shares_.push_back({link.capacity / static_cast<double>(link.weight), l});
+    shares_.push(link.capacity / static_cast<double>(link.weight), l);
   }
-  std::make_heap(shares_.begin(), shares_.end(), std::greater<>());
   std::size_t to_fix = active_classes_;
   while (to_fix > 0 && !shares_.empty()) {
-    const ShareEntry top = shares_.front();
-    std::pop_heap(shares_.begin(), shares_.end(), std::greater<>());
-    shares_.pop_back();
-    const Link& link = links_[top.link];
+    const auto [key, l] = shares_.pop();
+    const Link& link = links_[l];
     if (link.unfixed == 0) continue;
     const double share = std::max(0.0, link.remaining) / static_cast<double>(link.unfixed);
-    if (share > top.share) {
-      shares_.push_back({share, top.link});
-      std::push_heap(shares_.begin(), shares_.end(), std::greater<>());
+    if (share > key) {
+      shares_.push(share, l);
       continue;
     }
-    fix_at(top.link, share, to_fix, t);
+    fix_at(l, share, to_fix, t);
   }
 }
 
