@@ -7,6 +7,7 @@
 #include "host_memory.hpp"
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/scenario.hpp"
+#include "reshard/model/strategies.hpp"
 
 namespace {
 

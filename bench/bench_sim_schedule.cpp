@@ -24,6 +24,7 @@
 #include "reshard/model/cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/sim/schedule_sim.hpp"
 
 namespace {

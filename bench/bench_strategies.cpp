@@ -7,7 +7,7 @@
 
 #include "reshard/model/cost.hpp"
 #include "reshard/model/scenario.hpp"
-#include "reshard/model/schedule_basis.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/model/tuner.hpp"
 
 using namespace reshard::model;

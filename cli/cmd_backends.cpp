@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "reshard/exec/transport.hpp"
+#include "reshard/exec/backend.hpp"
 #include "table.hpp"
 
 namespace reshard::cli {
@@ -12,7 +12,7 @@ void add_backends_command(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->callback([json] {
-    const auto& list = exec::transports();
+    const auto& list = exec::backends();
     if (*json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& b : list) j.push_back({{"name", b.name}, {"available", b.available}, {"detail", b.detail}});

@@ -5,13 +5,14 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "reshard/model/calibrate.hpp"
+#include "reshard/study/calibrate.hpp"
 #include "reshard/model/defaults.hpp"
 #include "table.hpp"
 
 namespace reshard::cli {
 
 using namespace reshard::model;
+using namespace reshard::study;
 
 void run_calibrate(const std::vector<std::string>& files, const std::string& profile, const std::vector<std::string>& fit,
                    const std::string& name, const std::string& out, bool json, bool accept_unverified) {

@@ -40,7 +40,7 @@ std::string budget_text(const study::CompareResult::SideBudget& b, const std::op
   std::string s = b.min == b.max ? format(b.min) : format(b.min) + " .. " + format(b.max);
   s += " per GPU (";
   if (cap && (!side_refit || *cap < *side_refit) && b.max == *cap) s += "--max-staging";
-  else s += side_refit ? "refit_memory" : "default: 2 x min(2 % of GPU memory, 5 GiB)";
+  else s += side_refit ? std::string("refit_memory") : std::string("default: ") + kDefaultBudgetRule;
   return s + ")";
 }
 // Other systems on the same cluster: each system's own schedule under its profile's cost terms.
@@ -63,7 +63,7 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
                  bool timings, const exec::ProcessGroup& processes) {
   const bool root = processes.rank() == 0;
   const auto start = std::chrono::steady_clock::now();
-  const LoadedScenario sc = load_scenario(std::filesystem::path(path), parse_sets(sets));
+  const LoadedScenario sc = load_scenario(std::filesystem::path(path), model::parse_overrides(sets));
   const Seconds loaded{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
   if (root) print_warnings(sc);
   // Rows, tuner candidates, confirmations: process 0's view.
@@ -116,7 +116,7 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
                                           format(*options.max_staging) + " of staging memory on one GPU"
                                     : std::string())
             << ")\n"
-            << "speedup is over gather_broadcast; x bound is the ratio of the estimate to the lower bound; staging/GPU is "
+            << "speedup is over " << r.rows.front().name << "; x bound is the ratio of the estimate to the lower bound; staging/GPU is "
                "the staging memory the GPU that needs the most holds at once besides its shards, of its budget"
             << (options.simulate ? "; auto confirmed its best candidates by simulation.\n"
                                  : ". Add --simulate to simulate every schedule (flow-level max-min; auto's best candidates too).\n");
@@ -144,7 +144,7 @@ void add_compare_command(CLI::App& app) {
   auto systems = std::make_shared<std::vector<std::string>>();
   auto timings = std::make_shared<bool>(false);
   cmd->add_flag("--simulate", *simulate, "Also simulate every schedule (and let auto confirm its best by simulation)");
-  cmd->add_option("scenario", *path, "Scenario YAML file (default: the embedded DeepSeek-V3 on DGX H100)");
+  cmd->add_option("scenario", *path, "Scenario YAML file (default: the source tree's scenarios/deepseek-v3-h100.yaml, DeepSeek-V3 on 2 x 256 DGX H100)");
   cmd->add_option("--profile", *profile, "Implementation profile: reshard or nemo_rl");
   cmd->add_option("--params", *params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_flag("--json", *json, "Print one JSON object");

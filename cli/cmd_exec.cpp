@@ -15,6 +15,7 @@
 
 #include "commands.hpp"
 #include "reshard/exec/executor.hpp"
+#include "reshard/exec/measurement.hpp"
 #include "reshard/model/defaults.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/host_cost.hpp"
@@ -56,13 +57,12 @@ bool first_process() {
 // one a schedule file names), its transfer set, and the schedule (built, read, or rebuilt from a
 // binary file's header) with what each process read of a schedule file.
 struct ExecInput {
-  LoadedScenario sc;
-  TransferSet ts;
+  PlannedScenario planned;
   RebuiltSchedule read;  // read.schedule: the schedule, however it was got
   bool from_schedule = false, binary = false;
 };
 
-ExecInput load_exec_input(const ExecArgs& a, const CostParams& cost, exec::ExecOptions& opt) {
+ExecInput load_exec_input(const ExecArgs& a, exec::ExecOptions& opt) {
   // Everything below up to execute() is checked before any process moves a byte.
   const bool from_schedule = is_schedule_file(a.input);
   const bool binary = from_schedule && is_binary_schedule_file(a.input);
@@ -75,24 +75,21 @@ ExecInput load_exec_input(const ExecArgs& a, const CostParams& cost, exec::ExecO
                                                     binary ? header.scenario_file : schedule.scenario_file, a.scenario) : a.input)
                                         .string();
   opt.scenario_path = scenario_path;
-  const std::vector<Override> overrides = parse_sets(a.sets);
+  const std::vector<Override> overrides = model::parse_overrides(a.sets);
   for (const auto& o : overrides) opt.scenario_sets.push_back(o.key + "=" + o.value);  // paths made absolute
   LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path), overrides);
   if (a.dry_run || first_process()) print_warnings(sc);  // once per run, not once per rank
-  TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  PlannedScenario planned(std::move(sc));
   RebuiltSchedule read;
   if (binary) {
-    read = rebuild_or_read(a.input, header, sc, ts);
+    read = rebuild_or_read(a.input, header, planned);
   } else if (!from_schedule) {
-    const auto max_staging = parse_max_staging(a.max_staging);
-    const StrategyParams p = strategy_params(a.strategy, sc, ts, cost, a.max_chain, {}, max_staging);
-    read.schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p, staging_budgets(sc, max_staging));
-    read.schedule.scenario = sc.scenario.name;
+    read.schedule = planned.schedule_for(schedule_request(a.strategy, a.profile, a.params, a.max_staging, a.max_chain));
   } else {
     read.schedule = std::move(schedule);
     read.file_bytes = read.bytes_read = static_cast<std::int64_t>(std::filesystem::file_size(a.input));
   }
-  return ExecInput{std::move(sc), std::move(ts), std::move(read), from_schedule, binary};
+  return ExecInput{std::move(planned), std::move(read), from_schedule, binary};
 }
 
 void run_exec(const ExecArgs& a) {
@@ -102,12 +99,12 @@ void run_exec(const ExecArgs& a) {
   opt.timeout_s = parse_duration(a.timeout).value;
   for (const auto& f : a.inject) opt.faults.push_back(exec::parse_fault(f));
   // An unknown profile or a bad parameters file is refused before anything runs.
-  const CostParams cost = CostParams::named_or_loaded(a.profile, a.params);
+  CostParams::named_or_loaded(a.profile, a.params);
   if (!a.params.empty()) opt.params_file = std::filesystem::absolute(a.params).string();
 
-  const ExecInput in = load_exec_input(a, cost, opt);
-  const LoadedScenario& sc = in.sc;
-  const TransferSet& ts = in.ts;
+  const ExecInput in = load_exec_input(a, opt);
+  const LoadedScenario& sc = in.planned.scenario();
+  const TransferSet& ts = in.planned.transfers();
   const Schedule& schedule = in.read.schedule;
   const RebuiltSchedule& read = in.read;
   const bool from_schedule = in.from_schedule, binary = in.binary;

@@ -174,7 +174,7 @@ std::string scenario_yaml(const std::string& name, const std::string& model_text
   y.line("  # layers_per_stage: [...]", "each virtual stage's layers; default an even split");
   y.line("  # first_stage_layers: 1", "the first stage's layers, the rest even; default even");
   y.line("  # last_stage_layers: 1", "the last stage's layers, the rest even; default even");
-  y.line("  # refit_memory: 4GiB", "staging per GPU; default 2 x min(2 % of its memory, 5 GiB)");
+  y.line("  # refit_memory: 4GiB", std::string("staging per GPU; default ") + model::kDefaultBudgetRule);
   y.line("destination:", "the generation side");
   y.line("  framework: vllm");
   y.line("  gpus: " + dst_gpus);
@@ -188,7 +188,7 @@ std::string scenario_yaml(const std::string& name, const std::string& model_text
   y.line("  # all2all_backend: allgather_reducescatter", "--all2all-backend; default allgather_reducescatter");
   y.line("  # redundant_experts: 0", "extra expert replicas (EPLB); default 0");
   y.line("  # gpu_memory_utilization: 0.9", "the engine's share of GPU memory; default 0.9");
-  y.line("  # refit_memory: 4GiB", "staging per GPU; default 2 x min(2 % of its memory, 5 GiB)");
+  y.line("  # refit_memory: 4GiB", std::string("staging per GPU; default ") + model::kDefaultBudgetRule);
   y.line("  # precision:", "serve in another precision; default: no change");
   y.line("  #   format: fp8_block", "bf16, fp8_block or mxfp8");
   y.line("  #   weight_block_size: [128, 128]", "fp8_block's block; default [128, 128]");

@@ -45,7 +45,7 @@ std::string memory_line(const LoadedScenario& sc, const study::SideMemory& m, bo
   auto budget = [](Bytes b) { return b.value == 0 ? std::string("unbounded") : format(b); };
   const bool given = destination ? s.destination_refit_memory.has_value() : s.source_refit_memory.has_value();
   std::string out = "staging " + budget(m.budget_min) + (m.budget_min == m.budget_max ? "" : " to " + budget(m.budget_max)) +
-                    " per GPU (" + (given ? "refit_memory" : "default: 2 x min(2 % of GPU memory, 5 GiB)") +
+                    " per GPU (" + (given ? std::string("refit_memory") : std::string("default: ") + kDefaultBudgetRule) +
                     (m.other_side ? "; the other side's on GPUs of both sides where smaller" : "") + "); ";
   const GpuMemoryUse& u = m.use;
   out += "weights + staging " + format(u.weights() + u.budget);
@@ -134,25 +134,25 @@ void print_plan(const LoadedScenario& sc, const TransferSet& ts, const LowerBoun
 
 void run_plan(const PlanArgs& a) {
   const std::string& output = a.output;
-  const auto max_staging = parse_max_staging(a.max_staging);
   auto progress = ProgressLine::for_stderr(a.json);
+  const ScheduleRequest request = schedule_request(a.strategy, a.profile, a.params, a.max_staging, 0, progress.callback());
   progress.stage("load scenario");
-  const LoadedScenario sc = load_scenario(std::filesystem::path(a.path), parse_sets(a.sets));
+  LoadedScenario loaded = load_scenario(std::filesystem::path(a.path), model::parse_overrides(a.sets));
   progress.clear();  // warnings on lines of their own
-  print_warnings(sc);
+  print_warnings(loaded);
   progress.stage("plan");
-  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  const PlannedScenario planned(std::move(loaded));
+  const LoadedScenario& sc = planned.scenario();
+  const TransferSet& ts = planned.transfers();
   progress.stage("lower bound");
   const LowerBound lb = lower_bound(ts, sc.source, sc.destination, sc.topology);
 
   // With --strategy: the schedule, validated, written for simulate / exec to replay unchanged.
   std::optional<Schedule> schedule;
   if (!a.strategy.empty()) {
-    const CostParams cost = CostParams::named_or_loaded(a.profile, a.params);  // what auto is tuned for
-    const StrategyParams params = strategy_params(a.strategy, sc, ts, cost, 0, progress.callback(), max_staging);
+    const StrategyParams params = planned.params_for(request);
     progress.stage("build schedule");
-    schedule = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params, staging_budgets(sc, max_staging));
-    schedule->scenario = sc.scenario.name;
+    schedule = planned.schedule_for(params, planned.budgets(request.max_staging));
     progress.stage("validate");
     validate(*schedule, ts, sc.inventory, sc.source, sc.destination);
     if (!output.empty()) {

@@ -183,8 +183,8 @@ void run_schedule(const SimulateOptions& o) {
     throw model::ConfigError(o.input, 0, "--scenario", "--scenario is for schedule files (.json or binary); the input is a scenario");
   if (!o.topology.empty())
     throw model::ConfigError(o.input, 0, "--topology", "--topology is for raw traffic (--flows); the scenario names its topology");
-  const auto max_staging = parse_max_staging(o.max_staging);
   auto progress = ProgressLine::for_stderr(o.json);
+  const model::ScheduleRequest request = schedule_request(o.strategy, o.profile, o.params, o.max_staging, o.max_chain, progress.callback());
   model::Schedule schedule;
   if (from_file) {
     progress.stage("read schedule");
@@ -192,10 +192,12 @@ void run_schedule(const SimulateOptions& o) {
   }
   const std::string scenario_file = from_file ? schedule_scenario_file(o.input, schedule.scenario, schedule.scenario_file, o.scenario) : o.input;
   progress.stage("plan");
-  const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(scenario_file), parse_sets(o.sets));
+  model::LoadedScenario loaded = model::load_scenario(std::filesystem::path(scenario_file), model::parse_overrides(o.sets));
   progress.clear();  // warnings on lines of their own
-  print_warnings(sc);
-  const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
+  print_warnings(loaded);
+  const model::PlannedScenario planned(std::move(loaded));
+  const model::LoadedScenario& sc = planned.scenario();
+  const model::TransferSet& ts = planned.transfers();
   const model::CostParams cost = model::CostParams::named_or_loaded(o.profile, o.params);
   if (from_file) {
     if (schedule.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
@@ -210,10 +212,9 @@ void run_schedule(const SimulateOptions& o) {
       throw model::ConfigError(o.input, 0, "ops", "not a valid schedule for " + scenario_file + ": " + e.what());
     }
   } else {
-    const model::StrategyParams params = strategy_params(o.strategy, sc, ts, cost, o.max_chain, progress.callback(), max_staging);
+    const model::StrategyParams params = planned.params_for(request);
     progress.stage("build schedule");
-    schedule = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params,
-                                      model::staging_budgets(sc, max_staging));
+    schedule = planned.schedule_for(params, planned.budgets(request.max_staging));
   }
   progress.stage("estimate");
   const model::Prediction prediction = model::estimate(schedule, ts, sc.inventory, sc.topology, cost);

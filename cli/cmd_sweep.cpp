@@ -78,7 +78,7 @@ void run_sweep(const SweepArgs& a) {
   study::SweepSpec spec = study::SweepSpec::load(a.spec);
   if (a.simulate) spec.simulate = true;
   if (!a.params.empty()) spec.use_params_file(a.params);
-  for (const auto& s : a.sets) spec.base.push_back(parse_override(s));
+  for (Override& o : parse_overrides(a.sets)) spec.base.push_back(std::move(o));
   const bool root = processes.rank() == 0;
   // Every point's inputs are read first: a value no reader takes stops the sweep before it runs.
   if (const auto problems = study::check_points(spec); !problems.empty()) {

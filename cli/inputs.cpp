@@ -5,29 +5,22 @@
 
 #include "reshard/model/errors.hpp"
 #include "reshard/model/schedule_file.hpp"
-#include "reshard/model/memory.hpp"
-#include "reshard/model/tuner.hpp"
 
 namespace reshard::cli {
 
 using namespace reshard::model;
 
-StrategyParams strategy_params(const std::string& spec, const LoadedScenario& sc, const TransferSet& ts,
-                               const CostParams& cost, int max_chain, const ProgressFn& progress,
-                               const std::optional<Bytes>& max_staging) {
-  StrategyParams p;
-  if (spec == "auto") {
-    TuneOptions options;
-    options.progress = progress;
-    options.max_staging = max_staging;
-    p = tune(ScheduleBasis(ts, sc.inventory, sc.source, sc.destination, sc.topology, staging_budgets(sc, max_staging)), cost,
-             options)
-            .best.params;
-  } else {
-    p = parse_strategy(spec);
-  }
-  if (max_chain > 0) p.max_chain = max_chain;
-  return p;
+ScheduleRequest schedule_request(const std::string& strategy, const std::string& profile, const std::string& params,
+                                 const std::string& max_staging, int max_chain, const ProgressFn& progress) {
+  ScheduleRequest r;
+  r.strategy = strategy;
+  r.profile = profile;
+  r.params_file = params;
+  r.max_staging = parse_max_staging(max_staging);
+  r.max_chain = max_chain;
+  r.progress = progress;
+  r.threads = 0;
+  return r;
 }
 
 void add_max_staging_option(CLI::App* cmd, std::string& text) {

@@ -7,20 +7,16 @@
 
 #include <CLI/CLI.hpp>
 
-#include "reshard/model/cost.hpp"
-#include "reshard/model/progress.hpp"
-#include "reshard/model/scenario.hpp"
-#include "reshard/model/schedule.hpp"
+#include "reshard/model/planned.hpp"
 
 namespace reshard::cli {
 
-// `--strategy`: "auto" (the tuner's choice under `cost`) or a strategy with its parameters as
-// describe() writes them; `max_chain` > 0 replaces the strategy's (`--max-chain`). The tuner
-// reports its candidates to `progress` (stage "tune", of at most its budget).
-model::StrategyParams strategy_params(const std::string& spec, const model::LoadedScenario& sc,
-                                      const model::TransferSet& ts, const model::CostParams& cost, int max_chain = 0,
-                                      const model::ProgressFn& progress = {},
-                                      const std::optional<model::Bytes>& max_staging = std::nullopt);
+// The schedule a command's flags ask for: `--strategy` (a line, or "auto": the tuner's choice under
+// `--profile` or `--params`), `--max-staging` (parse_max_staging), `--max-chain` (> 0 replaces the
+// strategy's), the tuner's candidates reported to `progress` (stage "tune").
+model::ScheduleRequest schedule_request(const std::string& strategy, const std::string& profile, const std::string& params,
+                                        const std::string& max_staging, int max_chain = 0,
+                                        const model::ProgressFn& progress = {});
 
 // `--max-staging SIZE` (compare, plan, simulate): the most staging memory one GPU may need in the
 // schedules auto considers (model::TuneOptions::max_staging). parse_max_staging reads its text

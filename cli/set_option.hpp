@@ -17,10 +17,4 @@ inline void add_set_option(CLI::App* cmd, std::vector<std::string>& sets) {
       ->allow_extra_args(false);
 }
 
-inline std::vector<model::Override> parse_sets(const std::vector<std::string>& sets) {
-  std::vector<model::Override> out;
-  for (const auto& s : sets) out.push_back(model::parse_override(s));
-  return out;
-}
-
 }  // namespace reshard::cli

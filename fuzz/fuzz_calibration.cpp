@@ -6,7 +6,7 @@
 // written to scratch/params/ next to links to the shipped scenarios, models and topologies, so
 // "../scenarios/small-moe-ep.yaml" names a shipped scenario.
 #include "fuzz_common.hpp"
-#include "reshard/model/calibrate.hpp"
+#include "reshard/study/calibrate.hpp"
 #include "reshard/model/errors.hpp"
 
 using namespace reshard;
@@ -22,9 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)linked;
   try {
     const auto csv = fuzz::write_scratch("params/fuzz.csv", fuzz::text_of(data, size));
-    auto runs = model::read_measured_runs(csv);
+    auto runs = study::read_measured_runs(csv);
     if (runs.size() > 1) runs.resize(1);
-    model::observe_runs(csv, runs, model::CostParams{});
+    study::observe_runs(csv, runs, model::CostParams{});
   } catch (const model::Error&) {
   }
   return 0;

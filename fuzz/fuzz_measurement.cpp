@@ -4,10 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_common.hpp"
-#include "reshard/model/calibrate.hpp"
+#include "reshard/study/calibrate.hpp"
 #include "reshard/model/errors.hpp"
 
 using namespace reshard::model;
+using namespace reshard::study;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, false);

@@ -25,7 +25,7 @@
 #include "reshard/model/planner.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
-#include "reshard/model/tuner.hpp"
+#include "reshard/model/planned.hpp"
 #include "reshard/sim/schedule_sim.hpp"
 #include "reshard/sim/simulate_json.hpp"
 #include "reshard/study/compare.hpp"
@@ -124,8 +124,7 @@ Loaded load(const py::object& scenario, const py::object& overrides, const py::o
     return std::make_shared<const LoadedScenario>(
         study::load_scenario_with_overrides(std::filesystem::path(path_string(scenario)), override_texts(overrides), base));
   if (py::isinstance<py::dict>(scenario)) {
-    std::vector<Override> parsed;
-    for (const auto& text : override_texts(overrides)) parsed.push_back(parse_override(text, base));
+    const std::vector<Override> parsed = parse_overrides(override_texts(overrides), base);
     return std::make_shared<const LoadedScenario>(
         load_scenario(Scenario::parse(yaml_text(scenario, false), "<dict>", base, parsed)));
   }
@@ -144,33 +143,23 @@ std::string link_name(const Topology& topo, LinkId l) {
 }
 
 nlohmann::json prediction_json(const Prediction& p, const Topology& topo) {
-  return {{"estimate_s", p.time.value},
-          {"bandwidth_bound_s", p.bandwidth_bound.value},
-          {"pipeline_s", p.pipeline.value},
-          {"latency_path_s", p.latency_path.value},
-          {"critical_path_s", p.critical_path.value},
-          {"overheads_s", p.overheads.value},
-          {"convert_source_s", p.convert_source.value},
-          {"convert_destination_s", p.convert_destination.value},
-          {"bottleneck", link_name(topo, p.bottleneck)},
-          {"network_bytes", p.network_bytes.value},
-          {"nvlink_bytes", p.nvlink_bytes.value},
-          {"operations", p.operations},
-          {"peak_staging_bytes", p.staging_peak.value},
-          {"peak_staging_gpu", p.staging_gpu}};
+  nlohmann::json j = prediction_fields(p, {"estimate_s", "bandwidth_bound_s", "pipeline_s", "latency_path_s", "critical_path_s",
+                                           "overheads_s", "convert_source_s", "convert_destination_s", "network_bytes",
+                                           "nvlink_bytes", "operations", "peak_staging_bytes", "peak_staging_gpu"});
+  j["bottleneck"] = link_name(topo, p.bottleneck);
+  return j;
 }
 
-// The schedule of `strategy` ("auto": the tuner's choice under `cost`) within the scenario's staging
-// budgets, each at most `max_staging` when given.
-Schedule schedule_for(const LoadedScenario& sc, const TransferSet& ts, const std::string& strategy,
-                      const CostParams& cost, const std::optional<Bytes>& max_staging = std::nullopt) {
-  const std::vector<Bytes> budget = staging_budgets(sc, max_staging);
-  const StrategyParams params = strategy == "auto"
-                                    ? tune(ScheduleBasis(ts, sc.inventory, sc.source, sc.destination, sc.topology, budget), cost).best.params
-                                    : parse_strategy(strategy);
-  Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, params, budget);
-  s.scenario = sc.scenario.name;
-  return s;
+// The module's way to a schedule: `strategy` (a line or "auto") under `profile` or the parameters
+// file `params`, within the scenario's staging budgets, each at most `max_staging` when given.
+ScheduleRequest request(const std::string& strategy, const std::string& profile, const py::object& params,
+                        const std::optional<Bytes>& max_staging = std::nullopt) {
+  ScheduleRequest r;
+  r.strategy = strategy;
+  r.profile = profile;
+  r.params_file = params.is_none() ? std::string() : path_string(params);
+  r.max_staging = max_staging;
+  return r;
 }
 
 nlohmann::json scenario_json(const LoadedScenario& sc) {
@@ -191,13 +180,14 @@ nlohmann::json scenario_json(const LoadedScenario& sc) {
 py::object plan_py(const py::object& scenario, const std::optional<std::string>& strategy, const std::string& profile,
                    const py::object& params, const py::object& overrides, const py::object& base_dir) {
   const Loaded sc = load(scenario, overrides, base_dir);
-  const TransferSet ts = plan(sc->inventory, sc->source, sc->destination);
+  const PlannedScenario planned(sc);
+  const TransferSet& ts = planned.transfers();
   const LowerBound lb = lower_bound(ts, sc->source, sc->destination, sc->topology);
   nlohmann::json j = scenario_json(*sc);
   j.update(study::plan_json(ts, lb));
   if (strategy) {
     const CostParams cost = cost_params(profile, params);
-    const Schedule s = schedule_for(*sc, ts, *strategy, cost);
+    const Schedule s = planned.schedule_for(request(*strategy, profile, params));
     validate(s, ts, sc->inventory, sc->source, sc->destination);
     j["strategy"] = to_string(s.params.strategy);
     j["params"] = describe(s.params);
@@ -213,9 +203,10 @@ py::object simulate_py(const py::object& scenario, const std::string& strategy, 
                        const py::object& params, bool timeline, const py::object& overrides, const py::object& base_dir) {
   const Loaded sc = load(scenario, overrides, base_dir);
   const CostParams cost = cost_params(profile, params);
-  const TransferSet ts = plan(sc->inventory, sc->source, sc->destination);
+  const PlannedScenario planned(sc);
+  const TransferSet& ts = planned.transfers();
   const LowerBound lb = lower_bound(ts, sc->source, sc->destination, sc->topology);
-  const Schedule s = schedule_for(*sc, ts, strategy, cost);
+  const Schedule s = planned.schedule_for(request(strategy, profile, params));
   const Prediction pred = estimate(s, ts, sc->inventory, sc->topology, cost);
   sim::ScheduleSimOptions options = sim::closing_terms(pred);
   options.link_kind_timeline = timeline;
@@ -304,7 +295,7 @@ py::object sweep_py(const py::object& scenario, const std::vector<std::string>& 
   spec.file = "<sweep>";
   spec.base_dir = base_dir.is_none() ? std::filesystem::current_path() : std::filesystem::path(path_string(base_dir));
   spec.scenario = std::filesystem::absolute(path_string(scenario));
-  for (const auto& text : override_texts(overrides)) spec.base.push_back(parse_override(text, spec.base_dir));
+  for (Override& o : parse_overrides(override_texts(overrides), spec.base_dir)) spec.base.push_back(std::move(o));
   spec.keys = keys;
   for (const auto& point : points) {
     std::vector<std::string> values;
@@ -338,9 +329,9 @@ std::string refit_plan_py(const py::object& scenario, const std::string& strateg
                           const std::string& profile, const py::object& params, const py::object& overrides,
                           const py::object& base_dir) {
   const Loaded sc = load(scenario, overrides, base_dir);
-  const TransferSet ts = plan(sc->inventory, sc->source, sc->destination);
-  const Schedule s = schedule_for(*sc, ts, strategy, cost_params(profile, params), staging_cap(staging));
-  const exec::RunPlan rp = exec::make_run_plan(*sc, ts, s);
+  const PlannedScenario planned(sc);
+  const Schedule s = planned.schedule_for(request(strategy, profile, params, staging_cap(staging)));
+  const exec::RunPlan rp = exec::make_run_plan(*sc, planned.transfers(), s);
   return exec::refit_plan_json(rp);
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check (docs/execution.md, "The GPU check"), from the GPU bundle (scripts/gpu-bundle.sh):
 # on a machine with one GPU, a driver, and PyTorch (which brings NCCL), nothing else installed.
-#   gpu-check.sh [BUNDLE]              every step, results in $OUT (default BUNDLE/out), a summary last
+#   gpu-check.sh [BUNDLE]              every step, results in $OUT (default BUNDLE/out), a summary last;
+#                                      PYTHON names the interpreter with torch (default /usr/bin/python3)
 #   gpu-check.sh --dry-run [BUNDLE]    here, without a GPU: the bundle's checks and reshard.torch on
 #                                      gloo; lists the GPU steps and the size of what they carry
 # Steps on the GPU, each timed, each under a deadline (the whole check stops starting steps after
@@ -21,10 +22,14 @@ set -uo pipefail
 dry=false
 [[ ${1:-} == --dry-run ]] && { dry=true; shift; }
 B=$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")}" && pwd)
-OUT=${OUT:-$B/out}
+# Results beside the bundle's binaries; run from the source tree's scripts/ (no bin/ there), under
+# the build folder, never into the source tree.
+if [[ -x $B/bin/reshard ]]; then OUT=${OUT:-$B/out}; else OUT=${OUT:-${RESHARD_BUILD_DIR:-$B/../build}/gpu-check-out}; fi
 mkdir -p "$OUT"
 BIN=$B/bin/reshard
-PY=${PYTHON:-python3}
+# Debian's interpreter where there is one, as the build uses (a python3 earlier on PATH, such as a
+# pyenv shim, may lack torch); PYTHON=... names another (a GPU machine's own, with torch).
+if [[ -z ${PYTHON:-} && -x /usr/bin/python3 ]]; then PY=/usr/bin/python3; else PY=${PYTHON:-python3}; fi
 DEADLINE=$((SECONDS + ${RESHARD_GPU_CHECK_SECONDS:-420}))
 STEP_SECONDS=${RESHARD_GPU_STEP_SECONDS:-150}  # one step's limit (a hang costs this, not the whole check)
 SUMMARY=$OUT/summary.tsv

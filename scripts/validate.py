@@ -72,7 +72,7 @@ EXPLAINED_MISSES = {
                             "fallback path, and per-tensor scale handling the profile does not model",
 }
 
-# What misses by more than this counts as "beyond" (the acceptance line of issue 34).
+# What misses by more than this counts as "beyond" (the tolerance docs/validation.md states).
 BEYOND = 0.35
 
 GENERATIONS = {

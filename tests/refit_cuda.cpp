@@ -1,4 +1,4 @@
-// The C++ refit engine on CUDA buffers (reshard/exec/refit.hpp, transport cuda): one process holds
+// The C++ refit engine on CUDA buffers (reshard/exec/refit.hpp, backend cuda): one process holds
 // every GPU of the scenario as a virtual rank on device 0; each shard is a cudaMalloc'd buffer of
 // the caller's, filled from the host with values of this program's own making (a hash of the
 // tensor's name, the element's coordinates and the run), bound with MemoryKind::Device, refitted
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   try {
     reshard::exec::Refit::Options o;
     o.strategy = argv[2];
-    o.transport = "cuda";
+    o.backend = "cuda";
     o.timeout_s = 120;
     o.verification = reshard::exec::Verification::Digest;
     for (int a = 4; a < argc; ++a) {

@@ -9,6 +9,7 @@
 
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/scenario.hpp"
+#include "reshard/model/strategies.hpp"
 
 namespace reshard::test {
 

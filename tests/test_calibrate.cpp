@@ -8,13 +8,14 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "reshard/model/calibrate.hpp"
+#include "reshard/study/calibrate.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/systems.hpp"
 #include "run_command.hpp"
 
 using namespace reshard::model;
+using namespace reshard::study;
 
 TEST(Calibrate, RecoversKnownOverheads) {
   // Three observations generated with per_bucket = 10 ms and per_stage = 50 ms:

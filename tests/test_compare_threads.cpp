@@ -23,7 +23,7 @@
 
 #include "reshard/model/parallel.hpp"
 #include "reshard/model/scenario.hpp"
-#include "reshard/model/schedule_basis.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/model/tuner.hpp"
 #include "reshard/study/compare.hpp"
 

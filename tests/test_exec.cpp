@@ -15,9 +15,11 @@
 #include "chain_fixtures.hpp"
 #include "host_memory.hpp"
 #include "reshard/exec/executor.hpp"
-#include "reshard/exec/transport.hpp"
-#include "staging.hpp"
-#include "reshard/model/calibrate.hpp"
+#include "reshard/exec/measurement.hpp"
+#include "reshard/model/planned.hpp"
+#include "reshard/exec/backend.hpp"
+#include "reshard/exec/staging.hpp"
+#include "reshard/study/calibrate.hpp"
 #include "reshard/model/digest.hpp"
 #include "reshard/model/scenario.hpp"
 #include "small_runs.hpp"
@@ -25,6 +27,7 @@
 namespace {
 
 using namespace reshard::model;
+using namespace reshard::study;
 using namespace reshard::exec;
 
 using reshard::test::scenario_path;
@@ -537,13 +540,13 @@ TEST(RunPlan, PlainOpFromAGpuToItselfIsRefused) {
   }
 }
 
-// The nccl transport's library, loaded as a run loads it, answers through its entry points: the
+// The nccl backend's library, loaded as a run loads it, answers through its entry points: the
 // version read through ncclGetVersion (a binding left null or bound to the wrong symbol fails here,
 // not first on a GPU machine).
-TEST(Transports, NcclLibraryAnswersThroughItsEntryPoints) {
-  const Transport& t = transport_named("nccl");
+TEST(Backends, NcclLibraryAnswersThroughItsEntryPoints) {
+  const Backend& t = backend_named("nccl");
   const std::string got = nccl_library();
-  if (!t.available) GTEST_SKIP() << "the nccl transport is not built: " << got;
+  if (!t.available) GTEST_SKIP() << "the nccl backend is not built: " << got;
   if (got.find("not found") != std::string::npos) GTEST_SKIP() << "no NCCL library on this machine: " << got;
   EXPECT_EQ(got.rfind("NCCL 2.", 0), 0u) << got;
   EXPECT_NE(got.find("(libnccl.so"), std::string::npos) << got;
@@ -847,6 +850,50 @@ std::string measurement_error(const nlohmann::json& j, bool accept) {
     return std::string("schedule: ") + e.what();
   }
   return "";
+}
+
+// A Measurement of a run with `--set` overrides: calibrate reads it as check does, through
+// load_measurement, so its observation is estimated on the scenario as the run had it. With the
+// override topology.cluster.nic_speed=10Gbps the network is 40x slower than the file's 400 Gb/s,
+// so the hardware time must be the estimate on the overridden scenario and differ from the one on
+// the file as written (the wrong fit this bug gave: the same observation either way).
+TEST(MeasurementFile, CalibrateReadsTheRunsOverridesAsCheckDoes) {
+  const std::string path = scenario_path("small-moe-ep.yaml");
+  const std::vector<std::string> sets{"topology.cluster.nic_speed=10Gbps"};
+  const PlannedScenario slow(load_scenario(std::filesystem::path(path), parse_overrides(sets)));
+  const PlannedScenario fast(load_scenario(std::filesystem::path(path)));
+  StrategyParams p;
+  p.strategy = Strategy::Direct;
+  const Schedule s = slow.schedule_for(p, slow.budgets());
+  const RunPlan rp = make_run_plan(slow.scenario(), slow.transfers(), s);
+  Measurement m;
+  m.scenario_path = path;
+  m.scenario_sets = sets;
+  m.backend = "host";
+  m.ranks = 16;
+  m.schedule = s;
+  m.ops.assign(s.ops.size(), MeasuredOpTiming{0.0, 1e-3});
+  m.elapsed_s = 1e-3;
+  m.bytes_verified = slow.transfers().bytes_needed.value;
+  m.verified = true;
+  const auto file = std::filesystem::temp_directory_path() / "reshard_test_calibrate_overrides.json";
+  std::ofstream(file) << to_json(m, rp).dump();
+  // The hardware time calibrate uses: the estimate with every fitted constant 0 and one copy pass.
+  CostParams hw = CostParams::profile_named("reshard");
+  hw.per_tensor = hw.per_broadcast_tensor = hw.per_bucket = hw.per_stage = Seconds{0};
+  hw.copy_passes = 1;
+  auto hardware = [&](const PlannedScenario& on) {
+    const Prediction pr = estimate(s, on.transfers(), on.scenario().inventory, on.scenario().topology, hw);
+    return (pr.time - pr.copies).value;
+  };
+  const auto obs = observations_from_csv(file, CostParams::profile_named("reshard"));
+  ASSERT_EQ(obs.size(), 1u);
+  EXPECT_NEAR(obs[0].hardware.value, hardware(slow), 1e-12 * hardware(slow));
+  EXPECT_GT(hardware(slow), 5 * hardware(fast)) << "the override does not slow this schedule: the test would not see the bug";
+  // check reads the same scenario: its whole-run prediction is the estimate on the slow network.
+  const auto rows = compare_with_prediction(load_measurement(file));
+  EXPECT_NEAR(rows.back().predicted_s, estimate(s, slow.transfers(), slow.scenario().inventory, slow.scenario().topology,
+                                                CostParams::profile_named("reshard")).time.value, 1e-12);
 }
 
 // Edited Measurements were accepted by check (20 of 23 edits) and calibrate: each is refused now,

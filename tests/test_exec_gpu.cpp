@@ -20,6 +20,7 @@
 #include "chain_fixtures.hpp"
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/scenario.hpp"
+#include "reshard/model/strategies.hpp"
 #include "small_runs.hpp"
 
 namespace {

@@ -27,6 +27,7 @@
 #include "reshard/model/host_cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/model/schedule_file.hpp"
 #include "run_command.hpp"
 

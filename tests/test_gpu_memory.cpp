@@ -82,7 +82,7 @@ std::string tiny_on_irregular(const std::string& src = "", const std::string& ds
 // ---- The topology -----------------------------------------------------------------------------
 
 TEST(GpuMemory, TemplatesCarryTheDatasheetFigures) {
-  // GB of 10^9 bytes, as the datasheets give them (model/src/topology_templates.cpp).
+  // GB of 10^9 bytes, as the datasheets give them (model/topology/src/topology_templates.cpp).
   EXPECT_EQ(one_node("dgx-h100").gpu_memory(7), 80_GB);
   EXPECT_EQ(one_node("dgx-h200").gpu_memory(0), 141_GB);
   EXPECT_EQ(one_node("dgx-b200").gpu_memory(0), 180_GB);

@@ -9,12 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "reshard/model/calibrate.hpp"
+#include "reshard/study/calibrate.hpp"
 #include "reshard/model/checked.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/inventory.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/model/topology.hpp"
 #include "reshard/sim/flow_io.hpp"
 #include "reshard/sim/traffic.hpp"
@@ -22,6 +23,7 @@
 
 using namespace reshard;
 using namespace reshard::model;
+using namespace reshard::study;
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include "config_error.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/json_file.hpp"
-#include "reshard/model/calibrate.hpp"
+#include "reshard/study/calibrate.hpp"
 #include "reshard/model/checked.hpp"
 #include "reshard/model/inventory.hpp"
 #include "reshard/model/layout.hpp"
@@ -21,6 +21,7 @@
 
 using namespace reshard;
 using namespace reshard::model;
+using namespace reshard::study;
 using reshard::test::config_error;
 
 namespace {

@@ -30,6 +30,7 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/planner.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/sim/schedule_sim.hpp"
 #include "achievable_traffic.hpp"
 

@@ -7,12 +7,13 @@
 #include <filesystem>
 
 #include "config_error.hpp"
-#include "pattern.hpp"
+#include "reshard/exec/pattern.hpp"
 #include "quantize.hpp"
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/sim/schedule_sim.hpp"
 
 using namespace reshard::model;

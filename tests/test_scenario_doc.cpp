@@ -105,7 +105,7 @@ void expect_documented(const std::string& doc, const std::vector<KeyTable>& tabl
   }
   for (const auto& [name, keys] : d.keys)
     EXPECT_TRUE(known.count(name)) << doc << " has a table marked '" << name
-                                   << "', which is no key table of the reader (model/src/scenario_keys.cpp)";
+                                   << "', which is no key table of the reader (model/core/src/scenario_keys.cpp)";
 }
 
 TEST(ScenarioDoc, DocumentsEveryScenarioKeyTheReaderAccepts) {

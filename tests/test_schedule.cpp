@@ -2,13 +2,16 @@
 // broken schedule is rejected naming the piece, JSON round-trips, and hand-worked estimates.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "reshard/model/cost.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/strategies.hpp"
 
 using namespace reshard::model;
 
@@ -489,6 +492,21 @@ TEST(Estimate, HandWorkedSlotRateCapBinds) {
   // Eight slots: the NIC binds.
   const auto eight = estimate(chain_1_0_8(8), ts, inv, topo, cost);
   EXPECT_NEAR(eight.time.value, cost.per_op.value + (M + c) / 47e9 + L + copies, 1e-12);
+}
+
+// The parameter table of docs/strategies.md ("Writing a configured strategy") has one row per
+// parameter of kParameters, and no other: the table a user reads is the one parse_strategy reads.
+TEST(StrategySpec, EveryParameterIsInTheDocs) {
+  std::ifstream in(kRoot + "/docs/strategies.md");
+  ASSERT_TRUE(in) << "docs/strategies.md";
+  std::set<std::string> rows;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("| `", 0) == 0) rows.insert(line.substr(3, line.find('`', 3) - 3));
+  std::set<std::string> keys;
+  for (const StrategyParameter& q : strategy_parameters()) keys.insert(q.key);
+  for (const auto& k : keys) EXPECT_TRUE(rows.count(k)) << "docs/strategies.md has no row for `" << k << "`";
+  // Every documented key parses for some strategy, so the docs list no parameter the line refuses.
+  for (const auto& r : rows) EXPECT_TRUE(keys.count(r)) << "docs/strategies.md documents `" << r << "`, which no strategy takes";
 }
 
 TEST(StrategySpec, DescribeAndParseRoundTripAndBadTokensAreNamed) {

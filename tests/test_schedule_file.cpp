@@ -15,6 +15,7 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/model/schedule_file.hpp"
 #include "config_error.hpp"
 

@@ -10,9 +10,10 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/study/compare.hpp"
 #include "reshard/study/sweep.hpp"
-#include "yaml_reader.hpp"
+#include "reshard/model/yaml_reader.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "reshard/model/errors.hpp"
-#include "yaml_reader.hpp"
+#include "reshard/model/yaml_reader.hpp"
 
 using namespace reshard::model;
 

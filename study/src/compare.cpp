@@ -11,7 +11,7 @@
 #include "reshard/model/memory.hpp"
 #include "reshard/model/parallel.hpp"
 #include "reshard/model/schedule.hpp"
-#include "reshard/model/schedule_basis.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/model/systems.hpp"
 #include "reshard/model/tuner.hpp"
 #include "reshard/sim/schedule_sim.hpp"
@@ -186,17 +186,28 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
   out.destination_budget = side_budget(out, sc.scenario.destination.gpus);
   // The systems' profiles, found before anything is built (an unknown name is one error).
   const std::vector<const SystemProfile*> systems = systems_named(options.systems);
-  std::optional<ScheduleBasis> basis;  // what the schedules built here share
-  if (!sc.schedule || options.tune || !systems.empty()) basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology, out.budget);
+  // What the schedules built here share, made once when first needed (a sweep's cached schedules
+  // may need none).
+  std::once_flag basis_made;
+  std::optional<ScheduleBasis> basis;
+  auto the_basis = [&]() -> const ScheduleBasis& {
+    std::call_once(basis_made, [&] { basis.emplace(ts, sc.inventory, sc.source, sc.destination, sc.topology, out.budget); });
+    return *basis;
+  };
+  if (!sc.cache || options.tune || !systems.empty()) the_basis();
   out.wall.basis = lap(clock);
+  // A strategy's schedule on the basis, through the parts' cache when they have one.
+  auto schedule_of = [&](const StrategyParams& p) {
+    const detail::ScenarioParts::Build build = [&] { return build_schedule(the_basis(), p); };
+    return sc.cache ? sc.cache(p, build) : std::make_shared<const Schedule>(build());
+  };
   const int threads = thread_count(options.threads);
   RowProgress rows_said([&](std::int64_t done, const std::string& item) { say("strategies", done, strategy_rows, item); });
   auto note = [&](std::size_t row, std::string item, bool last) { rows_said.note(row, std::move(item), last); };
   // Row `row`'s schedule, estimated (and simulated); `described`: named by its full description (a
   // configured strategy).
   auto evaluate = [&](const StrategyParams& p, bool described, std::size_t row) {
-    const std::shared_ptr<const Schedule> built =
-        sc.schedule ? sc.schedule(p) : std::make_shared<const Schedule>(build_schedule(*basis, p));
+    const std::shared_ptr<const Schedule> built = schedule_of(p);
     const Schedule& s = *built;
     CompareRow r{described ? describe(s.params) : std::string(to_string(p.strategy)), s.params,
                  estimate(s, ts, sc.inventory, sc.topology, cost), std::nullopt, "", "", ""};
@@ -243,7 +254,7 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
       };
     if (options.progress)  // the budget bounds the candidates; the search may end before it
       topts.progress = [&](const ProgressStep& p) { say("tune", p.done, p.total, p.item); };
-    const TuneResult tuned = tune(*basis, cost, topts);
+    const TuneResult tuned = tune(the_basis(), cost, topts);
     out.rows.push_back({"auto", tuned.best.params, tuned.best.prediction, tuned.best.confirmed, "", "", ""});
     out.candidates = tuned.built;
     out.over_staging = tuned.over_staging;
@@ -260,7 +271,8 @@ CompareResult compare(const ScenarioParts& sc, const CompareOptions& options) {
       processes, systems.size(), threads,
       [&](std::size_t i) {
         const SystemProfile& sp = *systems[i];
-        const Schedule s = build_schedule(*basis, parse_strategy(sp.strategy));
+        const std::shared_ptr<const Schedule> built = schedule_of(parse_strategy(sp.strategy));
+        const Schedule& s = *built;
         out.systems[i] = {sp.name, s.params, estimate(s, ts, sc.inventory, sc.topology, sp.cost), std::nullopt, "", "", ""};
       },
       [&](std::size_t i) { return row_json(out.systems[i]); },
@@ -312,30 +324,20 @@ nlohmann::json to_json(const CompareResult& r) {
   for (const auto& row : r.rows) {
     const auto& p = row.prediction;
     const double t = p.time.value;
-    arr.push_back({{"strategy", row.name},
-                   {"params", describe(row.params)},
-                   {"estimate_s", t},
-                   {"simulated_s", row.simulated ? nlohmann::json(row.simulated->value) : nlohmann::json(nullptr)},
-                   {"bound_ratio", lb.time.value > 0 ? t / lb.time.value : 0.0},
-                   {"speedup", t > 0 ? baseline / t : 0.0},
-                   {"limited_by", row.limited_by},
-                   {"limit", row.limit},
-                   {"bottleneck", row.bottleneck},
-                   {"network_bytes", p.network_bytes.value},
-                   {"nvlink_bytes", p.nvlink_bytes.value},
-                   {"bandwidth_bound_s", p.bandwidth_bound.value},
-                   {"critical_path_s", p.critical_path.value},
-                   {"latency_path_s", p.latency_path.value},
-                   {"overheads_s", p.overheads.value},
-                   {"convert_source_s", p.convert_source.value},
-                   {"convert_destination_s", p.convert_destination.value},
-                   {"operations", p.operations},
-                   {"peak_staging_bytes", p.staging_peak.value},
-                   {"peak_staging_gpu", p.staging_gpu},
-                   {"budget_bytes", r.budget_of(p.staging_gpu).value},
-                   {"over_budget_gpus", p.over_budget},
-                   {"steps", p.steps},
-                   {"steps_bound_s", p.steps_bound.value}});
+    nlohmann::json e = prediction_fields(
+        p, {"estimate_s", "network_bytes", "nvlink_bytes", "bandwidth_bound_s", "critical_path_s", "latency_path_s",
+            "overheads_s", "convert_source_s", "convert_destination_s", "operations", "peak_staging_bytes",
+            "peak_staging_gpu", "over_budget_gpus", "steps", "steps_bound_s"});
+    e.update({{"strategy", row.name},
+              {"params", describe(row.params)},
+              {"simulated_s", row.simulated ? nlohmann::json(row.simulated->value) : nlohmann::json(nullptr)},
+              {"bound_ratio", lb.time.value > 0 ? t / lb.time.value : 0.0},
+              {"speedup", t > 0 ? baseline / t : 0.0},
+              {"limited_by", row.limited_by},
+              {"limit", row.limit},
+              {"bottleneck", row.bottleneck},
+              {"budget_bytes", r.budget_of(p.staging_gpu).value}});
+    arr.push_back(std::move(e));
   }
   if (!r.systems.empty()) {
     auto& sys = j["systems"] = nlohmann::json::array();
@@ -343,25 +345,17 @@ nlohmann::json to_json(const CompareResult& r) {
     for (const auto& row : r.systems) {
       const auto& p = row.prediction;
       const SystemProfile* sp = find_system_profile(row.name);
-      sys.push_back({{"system", row.name},
-                     {"models", sp ? sp->system : ""},
-                     {"strategy", describe(row.params)},
-                     {"estimate_s", p.time.value},
-                     {"vs_best", best > 0 ? p.time.value / best : 0.0},
-                     {"limited_by", row.limited_by},
-                     {"bottleneck", row.bottleneck},
-                     {"bandwidth_bound_s", p.bandwidth_bound.value},
-                     {"critical_path_s", p.critical_path.value},
-                     {"overheads_s", p.overheads.value},
-                     {"barrier_s", p.barrier.value},
-                     {"copies_s", p.copies.value},
-                     {"reshard_tensors", p.reshard_tensors},
-                     {"broadcast_tensors", p.broadcast_tensors},
-                     {"broadcast_buckets", p.broadcast_buckets},
-                     {"broadcast_stages", p.broadcast_stages},
-                     {"network_bytes", p.network_bytes.value},
-                     {"nvlink_bytes", p.nvlink_bytes.value},
-                     {"peak_staging_bytes", p.staging_peak.value}});
+      nlohmann::json e = prediction_fields(
+          p, {"estimate_s", "bandwidth_bound_s", "critical_path_s", "overheads_s", "barrier_s", "copies_s", "reshard_tensors",
+              "broadcast_tensors", "broadcast_buckets", "broadcast_stages", "network_bytes", "nvlink_bytes",
+              "peak_staging_bytes"});
+      e.update({{"system", row.name},
+                {"models", sp ? sp->system : ""},
+                {"strategy", describe(row.params)},
+                {"vs_best", best > 0 ? p.time.value / best : 0.0},
+                {"limited_by", row.limited_by},
+                {"bottleneck", row.bottleneck}});
+      sys.push_back(std::move(e));
     }
   }
   auto side = [](const CompareResult::SideBudget& b) { return nlohmann::json{{"min_bytes", b.min.value}, {"max_bytes", b.max.value}}; };
@@ -390,9 +384,7 @@ nlohmann::json plan_json(const TransferSet& ts, const LowerBound& lb) {
 
 LoadedScenario load_scenario_with_overrides(const std::filesystem::path& path, const std::vector<std::string>& sets,
                                             const std::filesystem::path& base_dir) {
-  std::vector<Override> overrides;
-  for (const auto& s : sets) overrides.push_back(parse_override(s, base_dir));
-  return load_scenario(path, overrides);
+  return load_scenario(path, parse_overrides(sets, base_dir));
 }
 
 }  // namespace reshard::study

@@ -18,9 +18,11 @@ struct ScenarioParts {
   const model::TransferSet& transfers;
   // Every GPU's staging budget (model::staging_budgets), before CompareOptions::max_staging.
   const std::vector<model::Bytes>& budget;
-  // The schedule of a strategy on these parts; empty: model::build_schedule (a sweep shares them
-  // between points whose schedules are the same, see sweep.cpp).
-  std::function<std::shared_ptr<const model::Schedule>(const model::StrategyParams&)> schedule = {};
+  // Where the schedules built on these parts are kept: called with a strategy and the way to build
+  // its schedule, returns the schedule (a sweep shares them between points whose schedules are the
+  // same, see sweep.cpp); empty: each is built when needed.
+  using Build = std::function<model::Schedule()>;
+  std::function<std::shared_ptr<const model::Schedule>(const model::StrategyParams&, const Build&)> cache = {};
 };
 
 CompareResult compare(const ScenarioParts& parts, const CompareOptions& options);

@@ -23,7 +23,8 @@ ByteSpread spread(const std::vector<Bytes>& v) {
   return s;
 }
 
-SideMemory side_memory(const LoadedScenario& sc, const std::vector<GpuId>& gpus, const std::optional<Bytes>& refit) {
+// `side`: 1 for the source's GPUs, 2 for the destination's (GpuMemoryUse::budget_side's bits).
+SideMemory side_memory(const LoadedScenario& sc, const std::vector<GpuId>& gpus, std::uint8_t side) {
   SideMemory m;
   bool limited = false;
   double worst = -1;
@@ -33,7 +34,7 @@ SideMemory side_memory(const LoadedScenario& sc, const std::vector<GpuId>& gpus,
     m.weights_max = std::max(m.weights_max, u.weights());
     m.budget_min = i == 0 ? u.budget : std::min(m.budget_min, u.budget);
     m.budget_max = std::max(m.budget_max, u.budget);
-    m.other_side = m.other_side || u.budget != refit.value_or(default_refit_memory(u.capacity));
+    m.other_side = m.other_side || (u.budget_side != 0 && (u.budget_side & side) == 0);
     const bool has_limit = u.limit.value > 0;
     const double need = (u.weights() + u.budget).as_double();
     const double score = has_limit ? need / u.limit.as_double() : need;
@@ -75,8 +76,8 @@ PlanSummary summarize_plan(const LoadedScenario& sc, const TransferSet& ts) {
   const GpuTraffic traffic = gpu_traffic(ts, sc.source, sc.destination);
   s.destination_received = spread(traffic.dest_received);
   s.source_sent = spread(traffic.source_sent);
-  s.source_memory = side_memory(sc, sc.source.gpus(), sc.scenario.source_refit_memory);
-  s.destination_memory = side_memory(sc, sc.destination.gpus(), sc.scenario.destination_refit_memory);
+  s.source_memory = side_memory(sc, sc.source.gpus(), 1);
+  s.destination_memory = side_memory(sc, sc.destination.gpus(), 2);
   std::set<GpuId> all(sc.source.gpus().begin(), sc.source.gpus().end());
   all.insert(sc.destination.gpus().begin(), sc.destination.gpus().end());
   s.world_size = all.size();

@@ -218,12 +218,10 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
       options.profile = profile;
       options.params_file = spec.params_file(k).string();
       detail::ScenarioParts parts{s, used, *topo, plan->source, plan->destination, plan->transfers, budget};
-      parts.schedule = [&](const StrategyParams& p) {
+      parts.cache = [&](const StrategyParams& p, const detail::ScenarioParts::Build& build) {
         const std::string key = keys.plan + kSeparator + std::to_string(topo_entry->structure) + kSeparator + budget_key +
                                 "\n" + describe(p);
-        return caches.schedules.get(key, [&] {
-          return build_schedule(plan->transfers, used, plan->source, plan->destination, *topo, p, budget);
-        });
+        return caches.schedules.get(key, build);
       };
       const CompareResult r = detail::compare(parts, options);
       for (const auto& c : r.rows) {

@@ -12,7 +12,7 @@
 #include "reshard/model/cost.hpp"
 #include "reshard/model/schedule.hpp"
 #include "reshard/study/sweep.hpp"
-#include "yaml_reader.hpp"
+#include "reshard/model/yaml_reader.hpp"
 
 namespace reshard::study {
 

@@ -126,8 +126,9 @@ struct GroupSample {
 
 // Which engine computes the rates (both give the max-min allocation; docs/simulator.md, "How it is fast"):
 // Classes refills the classes of flows a change reaches (maxmin.hpp); Groups keeps one rate per
-// bottleneck link and refills the groups (sim/src/group_engine.cpp); Auto picks Groups unless
-// SimOptions::link_group asks for a timeline.
+// bottleneck link and refills the groups (sim/src/group_engine.cpp); Auto runs Classes, watched,
+// and hands the problem to Groups once the class refills cost more steps than the group refills
+// would (docs/simulator.md, "Which engine runs"); a link-kind timeline keeps Classes.
 enum class RateSolver { Auto, Classes, Groups };
 struct RateSolverName {
   RateSolver solver;

@@ -1,0 +1,374 @@
+// Architecture files. Two spellings of the same fields:
+//   - models/*.yaml: the fields of a Hugging Face config.json, named as there, plus `architecture`
+//     and `dtype`; anything the architecture does not take is an unknown key (a typo is an error).
+//   - a Hugging Face config.json (or a folder holding one): `model_type` (else `architectures[0]`)
+//     selects the architecture, `torch_dtype` (or `dtype`) the weights' dtype; keys reshard does not
+//     use (rope, routing, token ids...) are kept in ModelConfig::ignored_keys, not refused. Settings
+//     that change the weights in ways reshard does not model (attention biases, dense layers between
+//     MoE layers other than DeepSeek's first_k_dense_replace) are refused by name.
+// Which fields an architecture takes, and which it requires, is the table below. Every problem is
+// one ConfigError naming the file, the line and the key.
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reshard/model/checked.hpp"
+#include "reshard/model/errors.hpp"
+#include "reshard/model/inventory.hpp"
+#include "reshard/model/yaml_reader.hpp"
+
+namespace reshard::model {
+
+namespace {
+
+enum class Kind { Positive, NonNegative, Boolean, Text };
+
+struct Field {
+  const char* key;  // HF config.json name
+  Kind kind;
+  std::int64_t ModelConfig::* integer = nullptr;
+  bool ModelConfig::* flag = nullptr;
+  std::string ModelConfig::* text = nullptr;
+};
+
+constexpr Field pos(const char* k, std::int64_t ModelConfig::* m) { return {k, Kind::Positive, m, nullptr, nullptr}; }
+constexpr Field cnt(const char* k, std::int64_t ModelConfig::* m) { return {k, Kind::NonNegative, m, nullptr, nullptr}; }
+constexpr Field flag(const char* k, bool ModelConfig::* m) { return {k, Kind::Boolean, nullptr, m, nullptr}; }
+constexpr Field text(const char* k, std::string ModelConfig::* m) { return {k, Kind::Text, nullptr, nullptr, m}; }
+
+using C = ModelConfig;
+
+// Keys every architecture takes (name, architecture, dtype, synthetic are handled apart).
+const std::vector<Field> kCommon = {
+    pos("hidden_size", &C::hidden_size),
+    pos("num_hidden_layers", &C::num_hidden_layers),
+    pos("vocab_size", &C::vocab_size),
+    flag("tie_word_embeddings", &C::tie_word_embeddings),
+};
+
+struct Architecture {
+  const char* name;
+  std::vector<Field> fields;
+  std::vector<const char*> required;  // beyond hidden_size, num_hidden_layers, vocab_size
+};
+
+const std::vector<Architecture>& architectures() {
+  static const std::vector<Architecture> table = {
+      {"deepseek_v3",
+       {pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
+        cnt("q_lora_rank", &C::q_lora_rank), pos("kv_lora_rank", &C::kv_lora_rank),
+        pos("qk_nope_head_dim", &C::qk_nope_head_dim), pos("qk_rope_head_dim", &C::qk_rope_head_dim),
+        pos("v_head_dim", &C::v_head_dim), pos("intermediate_size", &C::intermediate_size),
+        pos("moe_intermediate_size", &C::moe_intermediate_size), pos("n_routed_experts", &C::n_routed_experts),
+        cnt("n_shared_experts", &C::n_shared_experts), pos("num_experts_per_tok", &C::num_experts_per_tok),
+        cnt("first_k_dense_replace", &C::first_k_dense_replace),
+        cnt("num_nextn_predict_layers", &C::num_nextn_predict_layers), cnt("n_group", &C::n_group)},
+       {"num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+        "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok"}},
+      {"qwen3",
+       {pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
+        pos("head_dim", &C::head_dim), pos("intermediate_size", &C::intermediate_size)},
+       {"num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size"}},
+      {"qwen3_moe",
+       {pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
+        pos("head_dim", &C::head_dim), pos("intermediate_size", &C::intermediate_size),
+        pos("moe_intermediate_size", &C::moe_intermediate_size), pos("num_experts", &C::n_routed_experts),
+        pos("num_experts_per_tok", &C::num_experts_per_tok)},
+       {"num_attention_heads", "num_key_value_heads", "head_dim", "moe_intermediate_size", "num_experts",
+        "num_experts_per_tok"}},
+      {"nemotron_h",
+       {text("hybrid_override_pattern", &C::hybrid_override_pattern),
+        pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
+        pos("head_dim", &C::head_dim), pos("intermediate_size", &C::intermediate_size),
+        pos("mamba_num_heads", &C::mamba_num_heads), pos("mamba_head_dim", &C::mamba_head_dim),
+        pos("n_groups", &C::n_groups), pos("ssm_state_size", &C::ssm_state_size),
+        pos("conv_kernel", &C::conv_kernel), flag("use_conv_bias", &C::use_conv_bias),
+        pos("n_routed_experts", &C::n_routed_experts), cnt("n_shared_experts", &C::n_shared_experts),
+        pos("num_experts_per_tok", &C::num_experts_per_tok), pos("moe_intermediate_size", &C::moe_intermediate_size),
+        pos("moe_shared_expert_intermediate_size", &C::shared_expert_intermediate_size),
+        pos("moe_latent_size", &C::moe_latent_size),
+        cnt("num_nextn_predict_layers", &C::num_nextn_predict_layers),
+        text("mtp_hybrid_override_pattern", &C::mtp_hybrid_override_pattern), cnt("n_group", &C::n_group)},
+       {"hybrid_override_pattern"}},
+  };
+  return table;
+}
+
+void read_field(const yaml::Node& n, const Field& f, ModelConfig& c) {
+  switch (f.kind) {
+    case Kind::Positive: c.*f.integer = n.integer_in(1, kMaxDimension); break;
+    case Kind::NonNegative: c.*f.integer = n.integer_in(0, kMaxDimension); break;
+    case Kind::Boolean: c.*f.flag = n.boolean(); break;
+    case Kind::Text: c.*f.text = n.str(); break;
+  }
+}
+
+// Keys a nemotron_h layer kind needs, in the order they are reported when missing.
+std::vector<const char*> nemotron_needs(char kind, const ModelConfig& c) {
+  switch (kind) {
+    case 'M': return {"mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel"};
+    case '*': return {"num_attention_heads", "num_key_value_heads", "head_dim"};
+    case 'E': {
+      std::vector<const char*> v = {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"};
+      if (c.n_shared_experts > 0) v.push_back("moe_shared_expert_intermediate_size");
+      return v;
+    }
+    case '-': return {"intermediate_size"};
+    default: return {};
+  }
+}
+
+void check_pattern(const yaml::Node& n, const std::string& pattern, std::int64_t expected_length,
+                   const char* length_of) {
+  for (const char k : pattern)
+    if (k != 'M' && k != 'E' && k != '*' && k != '-')
+      n.fail(std::string("unknown layer kind '") + k + "' (expected M Mamba, E MoE, * attention, - MLP)");
+  if (expected_length >= 0 && static_cast<std::int64_t>(pattern.size()) != expected_length)
+    n.fail("has " + std::to_string(pattern.size()) + " layers, " + length_of + " is " +
+           std::to_string(expected_length));
+  if (pattern.empty()) n.fail("must not be empty");
+}
+
+// Hugging Face names: model_type, then architectures[0], to reshard's architecture.
+const std::vector<std::pair<std::string, std::string>> kHfModelTypes = {
+    {"deepseek_v3", "deepseek_v3"}, {"kimi_k2", "deepseek_v3"}, {"qwen3", "qwen3"},
+    {"qwen3_moe", "qwen3_moe"},     {"nemotron_h", "nemotron_h"}};
+const std::vector<std::pair<std::string, std::string>> kHfClasses = {
+    {"DeepseekV3ForCausalLM", "deepseek_v3"}, {"Qwen3ForCausalLM", "qwen3"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe"},     {"NemotronHForCausalLM", "nemotron_h"}};
+
+std::string lookup(const std::vector<std::pair<std::string, std::string>>& table, const std::string& key) {
+  for (const auto& [k, v] : table)
+    if (k == key) return v;
+  return "";
+}
+
+std::string known_names(const std::vector<std::pair<std::string, std::string>>& table) {
+  std::string s;
+  for (const auto& [k, v] : table) s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+
+// The architecture a config.json describes, and the node that said so (for messages).
+std::pair<std::string, yaml::Node> hf_architecture(const yaml::Node& root) {
+  const auto type = root.get("model_type");
+  if (type) {
+    const std::string arch = lookup(kHfModelTypes, type->str());
+    if (!arch.empty()) return {arch, *type};
+  }
+  if (const auto classes = root.get("architectures")) {
+    for (const auto& item : classes->items()) {
+      const std::string arch = lookup(kHfClasses, item.str());
+      if (!arch.empty()) return {arch, item};
+    }
+    if (!type)
+      classes->fail("no known architecture class; known: " + known_names(kHfClasses));
+  }
+  if (type)
+    type->fail("unknown model_type '" + type->str() + "'; known: " + known_names(kHfModelTypes) +
+               " (or an architectures entry " + known_names(kHfClasses) + ")");
+  throw ConfigError(root.file(), root.line(), "model_type",
+                    "required key is missing (a Hugging Face config.json names model_type or architectures)");
+}
+
+// torch_dtype / dtype of a config.json ("bfloat16", "float16", "float32").
+DType hf_dtype(const yaml::Node& n) {
+  const std::string s = n.str();
+  if (s == "bfloat16") return DType::BF16;
+  if (s == "float16") return DType::FP16;
+  if (s == "float32") return DType::FP32;
+  n.fail("unknown dtype '" + s + "'; expected bfloat16, float16 or float32");
+}
+
+// config.json settings whose weights reshard does not model: refused with the reason.
+void refuse_unmodelled(const yaml::Node& root, const std::string& architecture) {
+  for (const char* key : {"attention_bias", "mlp_bias", "mamba_proj_bias", "use_bias"})
+    if (auto n = root.get(key); n && n->boolean())
+      n->fail("biases of linear layers are not modelled (the inventory lists weights without bias tensors)");
+  if (architecture == "qwen3_moe") {
+    if (auto n = root.get("mlp_only_layers"); n && n->is_seq() && n->size() > 0)
+      n->fail("dense layers among the MoE layers are not modelled; every layer must be MoE (an empty list)");
+    if (auto n = root.get("decoder_sparse_step"); n && n->integer() != 1)
+      n->fail("must be 1 (every layer MoE); a sparser MoE layout is not modelled");
+  }
+  if (architecture == "deepseek_v3")
+    if (auto n = root.get("moe_layer_freq"); n && n->integer() != 1)
+      n->fail("must be 1 (every layer after first_k_dense_replace is MoE); other layouts are not modelled");
+}
+
+// config.json keys of the released models that no weight depends on (rope, routing, token ids,
+// training settings): ignored without a word. Any other key reshard does not read draws a warning,
+// naming the read key it most likely meant: a typo in an optional key (`first_k_dense_replac`)
+// would otherwise leave that key at its default and change the model silently.
+const std::vector<std::string>& known_unused_hf_keys() {
+  static const std::vector<std::string> keys = {
+      "_name_or_path", "transformers_version", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id",
+      "rope_theta", "rope_scaling", "max_position_embeddings", "initializer_range", "rms_norm_eps", "norm_eps",
+      "layer_norm_epsilon", "hidden_act", "mlp_hidden_act", "mamba_hidden_act", "attention_dropout", "hidden_dropout",
+      "attention_bias", "mlp_bias", "mamba_proj_bias", "use_bias", "auto_map", "quantization_config", "sliding_window",
+      "use_sliding_window", "max_window_layers", "norm_topk_prob", "routed_scaling_factor", "topk_group", "n_group",
+      "topk_method", "scoring_func", "seq_aux", "aux_loss_alpha", "router_aux_loss_coef", "output_router_logits",
+      "moe_layer_freq", "ep_size", "pretraining_tp", "num_logits_to_keep", "mlp_only_layers", "decoder_sparse_step",
+      "use_mamba_kernels", "time_step_min", "time_step_max", "time_step_floor", "time_step_limit", "residual_in_fp32",
+      "rescale_prenorm_residual", "partial_rotary_factor", "mamba_ssm_cache_dtype", "expand", "chunk_size",
+      "torch_dtype", "dtype", "model_type", "architectures", "tie_word_embeddings", "head_dim", "rope_interleave",
+      "tokenizer_class", "vocab_file", "sliding_window_pattern", "qk_layernorm", "num_experts_per_tok",
+      "moe_intermediate_size", "attention_probs_dropout_prob", "hidden_dropout_prob", "is_decoder", "use_return_dict",
+      "n_routed_experts", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers", "interleaved_sliding_window"};
+  return keys;
+}
+
+std::string ignored_key_warning(const yaml::Node& node, const std::string& key, const std::vector<std::string>& read,
+                                const yaml::Node& root, const std::string& architecture) {
+  const std::string near = checked::closest_name(key, read);
+  const std::string at = node.file() + ":" + std::to_string(node.line()) + ": " + key + ": ";
+  if (!near.empty() && !root.get(near))
+    return at + "not a key reshard reads for " + architecture + "; did you mean " + near + "? (" + near +
+           " is absent, so it takes its default)";
+  const auto& unused = known_unused_hf_keys();
+  if (std::find(unused.begin(), unused.end(), key) != unused.end()) return {};
+  return at + "not a key reshard knows for " + architecture + "; ignored (no weight is taken to depend on it)";
+}
+
+// `hf`: a Hugging Face config.json (see the top of this file).
+ModelConfig read_config(const yaml::Node& root, const std::string& default_name, bool hf) {
+  ModelConfig c;
+  c.name = default_name;
+  const auto& table = architectures();
+  std::optional<yaml::Node> hf_node;
+  if (hf) {
+    auto [arch, node] = hf_architecture(root);
+    c.architecture = arch;
+    hf_node = node;
+  }
+  const yaml::Node arch_node = hf ? *hf_node : root.at("architecture");
+  if (!hf) c.architecture = arch_node.str();
+  const auto arch = std::find_if(table.begin(), table.end(),
+                                 [&](const Architecture& a) { return c.architecture == a.name; });
+  if (arch == table.end()) {
+    std::string known;
+    for (const auto& a : table) known += (known.empty() ? "" : ", ") + std::string(a.name);
+    arch_node.fail("unknown architecture '" + c.architecture + "'; known: " + known);
+  }
+
+  std::vector<std::string> allowed = hf ? std::vector<std::string>{"model_type", "architectures", "torch_dtype", "dtype"}
+                                        : std::vector<std::string>{"name", "architecture", "dtype", "synthetic"};
+  for (const auto& f : kCommon) allowed.emplace_back(f.key);
+  for (const auto& f : arch->fields) allowed.emplace_back(f.key);
+  if (hf) {
+    refuse_unmodelled(root, c.architecture);
+    for (const auto& [key, node] : root.entries())
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        c.ignored_keys.push_back(key);
+        if (std::string w = ignored_key_warning(node, key, allowed, root, c.architecture); !w.empty())
+          c.warnings.push_back(std::move(w));
+      }
+    // torch_dtype (transformers 4) or dtype (transformers 5).
+    for (const char* key : {"torch_dtype", "dtype"})
+      if (auto n = root.get(key)) c.dtype = hf_dtype(*n);
+  } else {
+    root.allow_only(allowed);
+    if (auto n = root.get("name")) c.name = n->str();
+    if (auto n = root.get("synthetic")) c.synthetic = n->boolean();
+    if (auto n = root.get("dtype")) {
+      try {
+        c.dtype = parse_dtype(n->str());
+      } catch (const std::invalid_argument& e) {
+        n->fail(e.what());
+      }
+    }
+  }
+  const auto missing = [&](const std::string& key, const std::string& why) {
+    throw ConfigError(root.file(), arch_node.line(), key,
+                      "required key is missing (architecture " + c.architecture + why + ")");
+  };
+  for (const char* key : {"hidden_size", "num_hidden_layers", "vocab_size"})
+    if (!root.get(key)) missing(key, "");
+  for (const char* key : arch->required)
+    if (!root.get(key)) missing(key, "");
+  for (const auto& f : kCommon)
+    if (auto n = root.get(f.key)) read_field(*n, f, c);
+  for (const auto& f : arch->fields)
+    if (auto n = root.get(f.key)) read_field(*n, f, c);
+
+  // Conditional requirements and consistency, reported at the key concerned.
+  if (c.architecture == "deepseek_v3") {
+    if (c.first_k_dense_replace > 0 && !root.get("intermediate_size"))
+      missing("intermediate_size", ", first_k_dense_replace > 0");
+    if (c.first_k_dense_replace > c.num_hidden_layers)
+      root.at("first_k_dense_replace").fail("exceeds num_hidden_layers (" + std::to_string(c.num_hidden_layers) + ")");
+  }
+  if (c.architecture == "nemotron_h") {
+    check_pattern(root.at("hybrid_override_pattern"), c.hybrid_override_pattern, c.num_hidden_layers,
+                  "num_hidden_layers");
+    std::string kinds = c.hybrid_override_pattern;
+    if (c.num_nextn_predict_layers > 0) {
+      if (!root.get("mtp_hybrid_override_pattern"))
+        missing("mtp_hybrid_override_pattern", ", num_nextn_predict_layers > 0");
+      check_pattern(root.at("mtp_hybrid_override_pattern"), c.mtp_hybrid_override_pattern, -1, "");
+      kinds += c.mtp_hybrid_override_pattern;
+    }
+    for (const char kind : {'M', '*', 'E', '-'}) {
+      if (kinds.find(kind) == std::string::npos) continue;
+      for (const char* key : nemotron_needs(kind, c))
+        if (!root.get(key))
+          missing(key, std::string(", layer kind '") + kind + "' in hybrid_override_pattern");
+    }
+  }
+  if (c.n_routed_experts > 0 && c.num_experts_per_tok > c.n_routed_experts)
+    root.at("num_experts_per_tok")
+        .fail(std::to_string(c.num_experts_per_tok) + " exceeds the " + std::to_string(c.n_routed_experts) +
+              " routed experts");
+  if (c.architecture != "deepseek_v3" && c.num_attention_heads > 0 && c.num_key_value_heads > 0 &&
+      c.num_attention_heads % c.num_key_value_heads != 0)
+    root.at("num_key_value_heads")
+        .fail("must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
+  return c;
+}
+
+Inventory from_root(const yaml::Node& root, const std::string& default_name, const InventoryOptions& options,
+                    bool hf) {
+  ModelConfig c = read_config(root, default_name, hf);
+  // Semantic checks without a line (build) then report against the file.
+  try {
+    return Inventory::build(c, options);
+  } catch (const ConfigError& e) {
+    throw ConfigError(root.file(), 0, e.key(), e.reason());
+  }
+}
+
+}  // namespace
+
+Inventory Inventory::load(const std::filesystem::path& path, const InventoryOptions& options) {
+  return load(path, options, {});
+}
+
+Inventory Inventory::load(const std::filesystem::path& given, const InventoryOptions& options,
+                          const std::vector<Override>& overrides) {
+  std::filesystem::path path = given;
+  std::error_code ec;
+  if (std::filesystem::is_directory(given, ec)) {
+    path = given / "config.json";
+    if (!std::filesystem::exists(path, ec))
+      throw ConfigError(given.string(), 0, "", "a folder given as a model must hold a Hugging Face config.json");
+  }
+  const bool hf = path.extension() == ".json";
+  // A config.json is named after its folder (models/hf/kimi-k2/config.json -> kimi-k2).
+  std::string name = path.stem().string();
+  if (hf && path.filename() == "config.json" && !path.parent_path().filename().empty())
+    name = std::filesystem::absolute(path, ec).parent_path().filename().string();
+  const auto root = yaml::load_file(path, overrides);
+  return yaml::naming_overrides(overrides, [&] { return from_root(root, name, options, hf); });
+}
+
+Inventory Inventory::parse(const std::string& yaml_text, const std::string& name, const InventoryOptions& options) {
+  const auto root = yaml::load_string(yaml_text, name);
+  const std::filesystem::path p(name);
+  std::string stem = p.stem().string();
+  return from_root(root, stem.empty() ? name : stem, options, p.extension() == ".json");
+}
+
+}  // namespace reshard::model
