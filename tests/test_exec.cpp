@@ -638,7 +638,7 @@ TEST(ExecStaging, StepsWithinTheFirstStepsSizeNeedNoMore) {
       std::int64_t left = M;
       const int n = 1 + static_cast<int>(rng() % 6);
       for (int i = 0; i < n && left > 0; ++i) {
-        // Sizes up to what is left, rounded up to 256 within it.
+        // At most what is left: rounded up to 256 B, it still fits in M.
         std::int64_t bytes = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(left));
         if (rng() % 3 == 0) bytes = left;
         left -= (bytes + 255) / 256 * 256;
