@@ -35,8 +35,9 @@ def rows(box):
     return slice(box[0][0], box[0][1])
 
 
-def megatron_module(refit, rank, full, grouped=True, layer_norm_fused=True):
-    """The training rank's parameters as Megatron-Core names and lays them out."""
+def megatron_module(refit, rank, full, grouped=True, layer_norm_fused=True, wrap="module."):
+    """The training rank's parameters as Megatron-Core names and lays them out, every name under
+    `wrap` (DDP's "module.", or "module.module." for DDP over Float16Module)."""
     boxes = refit.source_boxes(rank)
     one = {n: b[0] for n, b in boxes.items()}
     d = refit._plan["model"]["head_dim"]
@@ -68,9 +69,13 @@ def megatron_module(refit, rank, full, grouped=True, layer_norm_fused=True):
                 p[m + mg] = cut(full[h + hf], one[h + hf]).clone()
         if h + "mlp.gate.weight" in one:  # Megatron keeps the router in FP32
             p[m + "mlp.router.weight"] = cut(full[h + "mlp.gate.weight"], one[h + "mlp.gate.weight"]).float()
-        if h + "mlp.gate_proj.weight" in one:
-            p[m + "mlp.linear_fc1.weight"] = torch.cat([cut(full[h + "mlp.gate_proj.weight"], one[h + "mlp.gate_proj.weight"]),
-                                                        cut(full[h + "mlp.up_proj.weight"], one[h + "mlp.up_proj.weight"])])
+        for hf, mg in (("mlp.", "mlp."), ("mlp.shared_experts.", "mlp.shared_experts.")):
+            if h + hf + "gate_proj.weight" in one:  # [gate; up]
+                p[m + mg + "linear_fc1.weight"] = torch.cat([cut(full[h + hf + "gate_proj.weight"], one[h + hf + "gate_proj.weight"]),
+                                                             cut(full[h + hf + "up_proj.weight"], one[h + hf + "up_proj.weight"])])
+        if h + "mlp.shared_experts.down_proj.weight" in one:
+            p[m + "mlp.shared_experts.linear_fc2.weight"] = cut(full[h + "mlp.shared_experts.down_proj.weight"],
+                                                                one[h + "mlp.shared_experts.down_proj.weight"]).clone()
         experts = sorted({int(n.split(".")[5]) for n in one if n.startswith(h + "mlp.experts.")})
         for i, e in enumerate(experts):
             he = h + f"mlp.experts.{e}."
@@ -86,11 +91,14 @@ def megatron_module(refit, rank, full, grouped=True, layer_norm_fused=True):
                    ("model.norm.weight", "decoder.final_layernorm.weight")):
         if hf in one:
             p[mg] = cut(full[hf], one[hf]).clone()
-    return module_with({"module." + k: v for k, v in p.items()})  # wrapped, as DDP does
+    return module_with({wrap + k: v for k, v in p.items()})  # wrapped, as DDP does
 
 
-def vllm_module(refit, rank, full=None, pad_vocab=64):
-    """The inference rank's parameters as vLLM names and lays them out (zeros when full is None)."""
+def vllm_module(refit, rank, full=None, pad_vocab=64, expert_order=None, experts="mlp.experts.", router_dtype=None):
+    """The inference rank's parameters as vLLM names and lays them out (zeros when full is None).
+    expert_order: the logical expert of each local slot of w13/w2 (vLLM with EPLB), else ascending;
+    experts: where FusedMoE's w13/w2 live ("mlp.experts." or "mlp.experts.routed_experts.");
+    router_dtype: the router's dtype when it is not the model's (an FP32 gate)."""
     one = {n: b[0] for n, b in refit.destination_boxes(rank).items()}
 
     def part(n):
@@ -103,18 +111,25 @@ def vllm_module(refit, rank, full=None, pad_vocab=64):
         h = f"model.layers.{L}."
         if h + "self_attn.q_proj.weight" in one:
             p[h + "self_attn.qkv_proj.weight"] = torch.cat([part(h + f"self_attn.{x}_proj.weight") for x in "qkv"])
-        if h + "mlp.gate_proj.weight" in one:
-            p[h + "mlp.gate_up_proj.weight"] = torch.cat([part(h + "mlp.gate_proj.weight"), part(h + "mlp.up_proj.weight")])
+        for prefix in ("mlp.", "mlp.shared_experts."):
+            if h + prefix + "gate_proj.weight" in one:
+                p[h + prefix + "gate_up_proj.weight"] = torch.cat([part(h + prefix + "gate_proj.weight"),
+                                                                   part(h + prefix + "up_proj.weight")])
         for s in ("self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight", "input_layernorm.weight",
-                  "post_attention_layernorm.weight", "mlp.down_proj.weight", "mlp.gate.weight"):
+                  "post_attention_layernorm.weight", "mlp.down_proj.weight", "mlp.gate.weight",
+                  "mlp.shared_experts.down_proj.weight"):
             if h + s in one:
                 p[h + s] = part(h + s)
-        experts = sorted({int(n.split(".")[5]) for n in one if n.startswith(h + "mlp.experts.")})
-        if experts:
-            p[h + "mlp.experts.w13_weight"] = torch.stack(
+        if router_dtype is not None and h + "mlp.gate.weight" in p:
+            p[h + "mlp.gate.weight"] = p[h + "mlp.gate.weight"].to(router_dtype)
+        local = sorted({int(n.split(".")[5]) for n in one if n.startswith(h + "mlp.experts.")})
+        if local:
+            order = list(expert_order) if expert_order is not None else local
+            assert sorted(set(order)) == local
+            p[h + experts + "w13_weight"] = torch.stack(
                 [torch.cat([part(h + f"mlp.experts.{e}.gate_proj.weight"), part(h + f"mlp.experts.{e}.up_proj.weight")])
-                 for e in experts])
-            p[h + "mlp.experts.w2_weight"] = torch.stack([part(h + f"mlp.experts.{e}.down_proj.weight") for e in experts])
+                 for e in order])
+            p[h + experts + "w2_weight"] = torch.stack([part(h + f"mlp.experts.{e}.down_proj.weight") for e in order])
     for n in ("model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"):
         if n in one:
             t = part(n)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Mutation testing: plants one plausible bug at a time in the core (planner, layouts, validator,
-estimate, simulator, verification, the checked readers), rebuilds the test programs that should
-catch it, runs them whole, and restores the file. A mutation is "caught" when a test fails, and
-"missed" when every test passes. Prints one line per mutation and the score.
+estimate, simulator, verification, the checked readers, staging, implementation profiles, the
+quantiser, route views, the framework adapters), rebuilds the test programs that should catch it
+(or runs the Python test), runs them whole, and restores the file. A mutation is "caught" when a
+test fails, and "missed" when every test passes. Prints one line per mutation and the score.
 
     scripts/mutation_test.py [--build build] [--only NAME ...]
 
@@ -10,7 +11,9 @@ Needs a configured build directory (scripts/bootstrap.sh or the README's cmake l
 restored on exit, also on Ctrl-C.
 """
 import argparse
+import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -116,11 +119,101 @@ MUTATIONS = [
     ("tuner: a peak equal to --max-staging rejected", "model/strategy/src/tuner.cpp",
      "(!cap || p.staging_peak <= *cap)", "(!cap || p.staging_peak < *cap)",
      ["test_memory"]),
+    # The code of the last review's blind spots: staging reuse, implementation profiles, vLLM
+    # placement and sequence-parallel MoE, the FP8 quantiser's scale rule, route views, the
+    # barrier's GPUs, the framework adapters.
+    ("staging: a free region taken whole (its remainder lost)", "exec/src/staging.cpp",
+     "if (rest > 0) safe.emplace(off + size, rest);", "(void)rest;",
+     ["test_exec"]),
+    ("staging: a freed region not joined to the free one before it", "exec/src/staging.cpp",
+     "if (prev->first + prev->second == off) {", "if (false) {",
+     ["test_exec"]),
+    ("systems: nccl_m2n's per-call launches 10 % slower (constant and its documentation moved together)",
+     "model/src/systems.cpp",
+     "constexpr double kLaunch = 5.0e-6;", "constexpr double kLaunch = 5.5e-6;",
+     ["test_calibrate"]),
+    ("systems: NeMo RL's copy passes moved away from their documented value", "model/src/systems.cpp",
+     "constexpr double kNemoRlCopyPasses = 14.1376;", "constexpr double kNemoRlCopyPasses = 15.5;",
+     ["test_calibrate"]),
+    ("systems: slime's broadcast on every rail (channels=1 dropped)", "model/src/systems.cpp",
+     's.strategy = "gather_broadcast channels=1 bucket=512MiB";', 's.strategy = "gather_broadcast bucket=512MiB";',
+     ["test_calibrate"]),
+    ("layout vllm: round-robin kept with one expert group (Kimi-K2's n_group 1)", "model/src/layout_vllm.cpp",
+     "if (expert_groups <= 1)", "if (expert_groups < 1)",
+     ["test_layout"]),
+    ("layout vllm: naive left out of the sequence-parallel MoE backends", "model/src/layout_vllm.cpp",
+     "v.all2all_backend == VllmAll2All::AllgatherReducescatter || v.all2all_backend == VllmAll2All::Naive ||",
+     "v.all2all_backend == VllmAll2All::AllgatherReducescatter ||",
+     ["test_layout"]),
+    ("layout vllm: shared experts unsplit with DP 1 (the DP > 1 condition dropped)", "model/src/layout_vllm.cpp",
+     "v.tp > 1 && v.dp > 1 && sequence_parallel_backend", "v.tp > 1 && sequence_parallel_backend",
+     ["test_layout"]),
+    ("quantizer: fp8_block factor as 1 / (amax / 448)", "exec/src/quantize.cpp",
+     "s.factor = 448.0f / a;", "s.factor = 1.0f / (a / 448.0f);",
+     ["test_precision"]),
+    ("quantizer: the MX scale exponent one too high", "exec/src/quantize.cpp",
+     "x = std::clamp(e - 1 - 8, -127, 127);", "x = std::clamp(e - 8, -127, 127);",
+     ["test_precision"]),
+    ("quantizer: the fp8_block amax floor only for an all-zero block", "exec/src/quantize.cpp",
+     "const float a = std::max(amax, kFp8BlockAmaxFloor);", "const float a = amax > 0 ? amax : kFp8BlockAmaxFloor;",
+     ["test_precision"]),
+    ("quantizer: the fp8_block scale's floor 10x lower", "exec/src/quantize.cpp",
+     "constexpr float kFp8BlockAmaxFloor = 1e-4f;", "constexpr float kFp8BlockAmaxFloor = 1e-5f;",
+     ["test_precision"]),
+    ("route view: core paths' sums numbered k x S + s", "model/src/topology.cpp",
+     "out[s * K + k] = up", "out[k * S + s] = up",
+     ["test_topology"]),
+    ("route view: a leaf link given one path's share, not its spine's K paths'", "model/src/topology.cpp",
+     "for (std::int32_t k = 0; k < per_spine; ++k) leaf_share += one;", "leaf_share = one;",
+     ["test_topology", "test_schedule"]),
+    ("estimate: the GPUs a chain passes through left out of the barrier", "model/src/cost.cpp",
+     "for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) gpus.push_back(h.to);",
+     "for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) (void)h;",
+     ["test_schedule"]),
+    ("adapters: one DDP wrapper stripped", "reshard/adapters.py",
+     'while name.startswith("module."):', 'if name.startswith("module."):',
+     ["python/test_adapters.py"]),
+    ("adapters: expert_order ignored", "reshard/adapters.py",
+     "(list(expert_order) if expert_order is not None else sorted(es))", "sorted(es)",
+     ["python/test_adapters.py"]),
+    ("adapters: FusedMoE looked for under mlp.experts. only", "reshard/adapters.py",
+     'for p in ("mlp.experts.", "mlp.experts.routed_experts.")', 'for p in ("mlp.experts.",)',
+     ["python/test_adapters.py"]),
+    ("adapters: a shared expert's [gate; up] read as the routed layer's dense FFN", "reshard/adapters.py",
+     '("mlp.shared_experts.linear_fc1.weight", "mlp.shared_experts.")', '("mlp.shared_experts.linear_fc1.weight", "mlp.")',
+     ["python/test_adapters.py"]),
+    ("adapters: a destination in another dtype written in place, not converted", "reshard/adapters.py",
+     "if want is not None and t.dtype != want:  # received in the plan's dtype", "if False:  # received in the plan's dtype",
+     ["python/test_adapters.py"]),
 ]
 
 
-def run(cmd, cwd, timeout):
-    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+def run(cmd, cwd, timeout, env=None):
+    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                          env=env)
+
+
+# A target is a test program of the build (tests/NAME), or a Python test of the source tree
+# ("python/test_x.py", run with the build's Python and its extension, as ctest runs it).
+def is_python(target):
+    return target.endswith(".py")
+
+
+def python_of(build):
+    """The Python the build was configured with (its CMakeCache), which has torch; else this one."""
+    cache = pathlib.Path(build) / "CMakeCache.txt"
+    if cache.exists():
+        m = re.search(r"^Python3_EXECUTABLE:[A-Z]+=(.+)$", cache.read_text(), re.M)
+        if m:
+            return m.group(1)
+    return sys.executable
+
+
+def run_target(target, build):
+    if is_python(target):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), RESHARD_BUILD_DIR=str(build), PYTHONDONTWRITEBYTECODE="1")
+        return run([python_of(build), str(ROOT / target)], ROOT, 3600, env)
+    return run([str(pathlib.Path(build) / "tests" / target)], build, 3600)
 
 
 def main():
@@ -155,11 +248,12 @@ def main():
         t0 = time.time()
         try:
             path.write_text(original.replace(old, new))
-            b = run(["cmake", "--build", a.build, "-j", a.j, "--target", *targets], ROOT, 3600)
-            if b.returncode != 0:
+            programs = [t for t in targets if not is_python(t)]
+            b = run(["cmake", "--build", a.build, "-j", a.j, "--target", *programs], ROOT, 3600) if programs else None
+            if b is not None and b.returncode != 0:
                 verdict = "caught (does not build)"
             else:
-                failed = [t for t in targets if run([str(pathlib.Path(a.build) / "tests" / t)], a.build, 3600).returncode != 0]
+                failed = [t for t in targets if run_target(t, a.build).returncode != 0]
                 verdict = "caught by " + ", ".join(failed) if failed else "MISSED"
         finally:
             path.write_text(original)
@@ -167,7 +261,9 @@ def main():
         done += 1
         print(f"{verdict:40s} {name}  [{rel}; {time.time() - t0:.0f} s]", flush=True)
     # Rebuild the restored sources so the build directory matches the tree again.
-    run(["cmake", "--build", a.build, "-j", a.j, "--target", *sorted({t for m in chosen for t in m[4]})], ROOT, 3600)
+    programs = sorted({t for m in chosen for t in m[4] if not is_python(t)})
+    if programs:
+        run(["cmake", "--build", a.build, "-j", a.j, "--target", *programs], ROOT, 3600)
     print(f"score: {caught} of {done} mutations caught ({100.0 * caught / max(done, 1):.0f} %)")
     return 0 if caught == done == len(chosen) else 1
 

@@ -5,6 +5,7 @@
 // refusal of a schedule built for another scenario, and the Measurement round trip through check.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -595,6 +596,63 @@ TEST(ExecStaging, RegionsSharingMemoryAreNeverLiveTogether) {
       }
       EXPECT_LE(plan.bytes, total);
     }
+  }
+}
+
+// Freed staging is reused, hand-worked: 1 KiB live in step 0, then 256 B and 768 B in step 1, then
+// 1 KiB again in step 2. Each step's regions are freed before the next step's are placed, so
+//   step 0: [0, 1024) for the first request                                        arena 1024
+//   step 1: its 1024 B free: 256 B at 0, the rest [256, 1024) holds the 768 B       arena 1024
+//   step 2: [0, 256) and [256, 1024) free again, joined into [0, 1024): 1 KiB at 0  arena 1024
+// so the arena is exactly 1 KiB. Wrong layouts this catches (each tried, scripts/mutation_test.py):
+// a free region taken whole (its remainder lost: the 768 B go on top, 1792 B) and a freed region not
+// joined to the free one before it (step 2's 1 KiB on top, 2048 B).
+// Without `ordered` the same reuse needs a fence before step 1 once the budget (1 KiB) is reached;
+// with room to spare (1 MiB) nothing is reused and no fence is placed.
+TEST(ExecStaging, FreedMemoryIsReusedHandWorked) {
+  const std::vector<detail::StagingRequest> r{{1024, 0, 0}, {256, 1, 1}, {768, 1, 1}, {1024, 2, 2}};
+  const auto ordered = detail::plan_staging(r, 0, true);
+  EXPECT_EQ(ordered.bytes, 1024);
+  EXPECT_EQ(ordered.offset, (std::vector<std::int64_t>{0, 0, 256, 0}));
+  EXPECT_TRUE(ordered.fences.empty());
+  const auto fenced = detail::plan_staging(r, 1024, false);
+  EXPECT_EQ(fenced.bytes, 1024);
+  EXPECT_EQ(fenced.offset, (std::vector<std::int64_t>{0, 0, 256, 0}));
+  EXPECT_EQ(fenced.fences, (std::vector<std::int64_t>{1, 2}));
+  expect_sound(r, fenced, false);
+  const auto roomy = detail::plan_staging(r, 1 << 20, false);
+  EXPECT_EQ(roomy.bytes, 3072);
+  EXPECT_TRUE(roomy.fences.empty());
+}
+
+// Property: with `ordered` (as the GPU backends lay out their arena) a step's regions are all freed
+// before the next step's are placed, so when the first step holds one region of M bytes (256-byte
+// rounded) and no later step asks for more than M in all, every later step fits in the first
+// step's memory: the arena is exactly M, whatever the sizes and their order. (Without `ordered` the
+// layout first takes what is free without a fence and may then fragment; not asserted here.)
+TEST(ExecStaging, StepsWithinTheFirstStepsSizeNeedNoMore) {
+  std::mt19937 rng(51);
+  for (int round = 0; round < 300; ++round) {
+    const std::int64_t first = 1 + static_cast<std::int64_t>(rng() % 20000);
+    const std::int64_t M = (first + 255) / 256 * 256;
+    std::vector<detail::StagingRequest> r{{first, 0, 0}};
+    const int steps = 1 + static_cast<int>(rng() % 6);
+    for (int k = 1; k <= steps; ++k) {
+      std::int64_t left = M;
+      const int n = 1 + static_cast<int>(rng() % 6);
+      for (int i = 0; i < n && left > 0; ++i) {
+        // At most what is left: rounded up to 256 B, it still fits in M.
+        std::int64_t bytes = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(left));
+        if (rng() % 3 == 0) bytes = left;
+        left -= (bytes + 255) / 256 * 256;
+        r.push_back({bytes, k, k});
+      }
+    }
+    std::shuffle(r.begin() + 1, r.end(), rng);  // plan_staging orders by first position itself
+    SCOPED_TRACE("round " + std::to_string(round));
+    const auto ordered = detail::plan_staging(r, 0, true);
+    EXPECT_EQ(ordered.bytes, M);
+    expect_sound(r, ordered, true);
   }
 }
 

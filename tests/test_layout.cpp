@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
+#include <string>
 
 #include "reshard/model/errors.hpp"
 #include "reshard/model/layout.hpp"
@@ -9,6 +11,8 @@
 using namespace reshard::model;
 
 namespace {
+
+const std::string kRoot = RESHARD_SOURCE_DIR;
 
 // hidden 256, 4 layers, 8 heads of 32, 2 KV heads, FFN 768, vocabulary 1000.
 const char* kGqa = R"(name: gqa
@@ -529,6 +533,59 @@ TEST(VllmLayout, SequenceParallelMoeKeepsSharedExpertsWhole) {
   const auto n = build_shard_map(inv, {VllmSpec{.tp = 2, .dp = 2, .dp_mode = VllmDpMode::DataParallel}, iota(4)});
   EXPECT_EQ(shards_of(inv, n, "model.layers.1.mlp.shared_experts.gate_proj.weight"),
             (Shards{{"[0:8, 0:32]", {0, 2}}, {"[8:16, 0:32]", {1, 3}}}));
+}
+
+// vLLM runs the MoE sequence parallel (use_sequence_parallel_moe, vllm/config/parallel.py) only with
+// the backends allgather_reducescatter, naive, deepep_high_throughput, deepep_low_latency and
+// nixl_ep, and only with TP > 1 and DP > 1; then the shared experts are built unsplit. Every backend
+// reshard reads, at TP2 x DP2 (data parallel, EP 4): the shared expert (width 16) whole on the 4
+// ranks, or TP-split (rows [8t, 8t + 8) on {t, t + 2}) for pplx and flashinfer_all2allv. At TP2 x DP1
+// (EP 2) it is TP-split whatever the backend. Wrong lists this catches (tried): naive left out,
+// nixl_ep left out, the DP > 1 condition dropped.
+TEST(VllmLayout, SequenceParallelMoeBackendsAsVllmListsThem) {
+  const auto inv = Inventory::parse(kDs, "ds.yaml");
+  const Shards whole{{"[0:16, 0:32]", {0, 1, 2, 3}}};
+  const Shards split{{"[0:8, 0:32]", {0, 2}}, {"[8:16, 0:32]", {1, 3}}};
+  const std::set<std::string> sequence_parallel{"allgather_reducescatter", "naive", "deepep_high_throughput",
+                                                "deepep_low_latency", "nixl_ep"};
+  ASSERT_EQ(vllm_all2all_names().size(), 7u) << "a new backend: say here whether vLLM runs it sequence parallel";
+  for (const auto& name : vllm_all2all_names()) {
+    SCOPED_TRACE(name);
+    VllmSpec v{.tp = 2, .dp = 2, .dp_mode = VllmDpMode::DataParallel, .enable_expert_parallel = true};
+    v.all2all_backend = *vllm_all2all_named(name);
+    const auto m = build_shard_map(inv, {v, iota(4)});
+    EXPECT_EQ(shards_of(inv, m, "model.layers.1.mlp.shared_experts.gate_proj.weight"),
+              sequence_parallel.count(name) ? whole : split);
+    v.dp = 1;
+    const auto one = build_shard_map(inv, {v, iota(2)});
+    EXPECT_EQ(shards_of(inv, one, "model.layers.1.mlp.shared_experts.gate_proj.weight"),
+              (Shards{{"[0:8, 0:32]", {0}}, {"[8:16, 0:32]", {1}}}));
+  }
+}
+
+// Kimi-K2 ships `n_group: 1` (models/kimi-k2.yaml): one expert group is no grouping, and vLLM's
+// determine_expert_placement_strategy keeps round_robin only for num_expert_group > 1, whatever the
+// backend. TP8 x DP2 data parallel, EP 16, DeepEP low-latency, round_robin asked -> linear: 384 / 16
+// = 24 experts per EP rank, expert 25 on EP rank 1 = rank 1 (round-robin would put it on 25 mod 16 =
+// 9). The DeepSeek-shaped model with n_group 1 falls back the same way (expert 5 on 8 / 4 = 2 per
+// rank: EP rank 2; round-robin 5 mod 4 = 1). A test of n_group 0 and 2 alone cannot tell "> 1" from
+// ">= 1" (tried: the fallback taken only for n_group 0).
+TEST(VllmLayout, RoundRobinFallsBackWithOneExpertGroupAsKimiK2Ships) {
+  const auto kimi = Inventory::load(kRoot + "/models/kimi-k2.yaml");
+  ASSERT_EQ(kimi.config().n_group, 1);
+  const VllmSpec v{.tp = 8, .dp = 2, .dp_mode = VllmDpMode::DataParallel, .enable_expert_parallel = true,
+                   .expert_placement = ExpertPlacement::RoundRobin, .all2all_backend = VllmAll2All::DeepepLowLatency};
+  const ShardMap k = build_shard_map(kimi, {v, iota(16)});
+  EXPECT_EQ(shards_of(kimi, k, "model.layers.1.mlp.experts.25.up_proj.weight").front().second, std::vector<Rank>{1});
+  ASSERT_EQ(k.conventions().size(), 1u);
+  EXPECT_NE(k.conventions()[0].find("no expert groups (num_expert_group 1)"), std::string::npos) << k.conventions()[0];
+
+  const auto ds = Inventory::parse(std::string(kDs) + "n_group: 1\n", "ds.yaml");
+  VllmSpec d = v;
+  d.tp = 2;
+  const ShardMap m = build_shard_map(ds, {d, iota(4)});
+  EXPECT_EQ(shards_of(ds, m, "model.layers.1.mlp.experts.5.up_proj.weight").front().second, std::vector<Rank>{2});
+  ASSERT_EQ(m.conventions().size(), 1u);
 }
 
 TEST(SglangLayout, DpAttentionSplitsAttentionOverTpOverDp) {

@@ -2,9 +2,11 @@
 // on the tiny scenario, the refusals, and the E4M3 / MX quantiser of the executor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 #include "config_error.hpp"
 #include "reshard/exec/pattern.hpp"
@@ -343,6 +345,158 @@ TEST(Quantizer, ReferenceAgreesWithTheShardQuantizerOnEveryByte) {
         unsigned char want[4];
         ref.scale_bytes(i * scale_cols + j, want);
         EXPECT_EQ(std::memcmp(want, scales.data() + k * ss, static_cast<std::size_t>(ss)), 0) << i << " " << j;
+      }
+  }
+}
+
+// The amax floor of fp8_block (DeepGEMM's clamp(1e-4)) on a block that is not all zeros: amax 5e-5,
+// below the floor. The floor makes the factor 448 / 1e-4 = 4.48e6 (FP32) and the scale 1e-4 / 448:
+//   5e-5 x 4.48e6 = 224 = 1.75 x 2^7:   exponent 7 + 7 = 14, mantissa 6 -> 0x76
+//   -2.5e-5 x 4.48e6 = -112 = -1.75 x 2^6: exponent 13, mantissa 6 -> 0x80 | 0x6E = 0xEE
+// A floor applied only to an all-zero block (the plausible wrong rule, tried) gives factor
+// 448 / 5e-5: 448 -> 0x7E and -224 -> 0xF6, and the scale 5e-5 / 448. Above the floor (amax 2e-4)
+// nothing is clamped: 2e-4 -> 448 (0x7E), scale 2e-4 / 448.
+TEST(Quantizer, Fp8BlockAmaxFloorOnANonZeroBlock) {
+  const TensorInfo w = weight({1, 2}, QuantFormat::Fp8Block, 1, 2);
+  std::vector<unsigned char> payload(2), scales;
+  float s = 0;
+  q::quantize_box(w, box(0, 1, 0, 2), {5e-5f, -2.5e-5f}, payload.data(), scales);
+  std::memcpy(&s, scales.data(), 4);
+  EXPECT_EQ(payload, (std::vector<unsigned char>{0x76, 0xEE}));
+  EXPECT_EQ(s, 1e-4f / 448.0f);
+  q::quantize_box(w, box(0, 1, 0, 2), {2e-4f, 1e-4f}, payload.data(), scales);
+  std::memcpy(&s, scales.data(), 4);
+  EXPECT_EQ(payload[0], 0x7E);
+  EXPECT_EQ(s, 2e-4f / 448.0f);
+  // MXFP8 has no floor: amax 5e-5 (2^-15 x 1.64) -> X = -15 - 8 = -23, byte 104; 5e-5 x 2^23 = 419.4
+  // -> 416 = 1.625 x 2^8 (exponent 15, mantissa 5): 0x7D.
+  const TensorInfo mx = weight({1, 32}, QuantFormat::Mxfp8, 1, 32);
+  std::vector<float> v(32, 0.0f);
+  v[0] = 5e-5f;
+  std::vector<unsigned char> mp(32), ms;
+  q::quantize_box(mx, box(0, 1, 0, 32), v, mp.data(), ms);
+  EXPECT_EQ(ms, (std::vector<unsigned char>{104}));
+  EXPECT_EQ(mp[0], 0x7D);
+}
+
+namespace {
+// A quantiser written again from quantize.hpp's description, sharing no code with quantize.cpp (not
+// block_scale, not e4m3): the E4M3 byte found by searching every finite byte for the nearest value,
+// and each format's scale rule.
+namespace independent {
+double e4m3_value(int b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  return e == 0 ? m * std::ldexp(1.0, -9) : (1.0 + m / 8.0) * std::ldexp(1.0, e - 7);
+}
+std::uint8_t e4m3(float x, bool ties_to_even) {
+  if (std::isnan(x)) return 0x7F;
+  const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  const double a = std::fabs(static_cast<double>(x));
+  if (a >= 448.0) return sign | 0x7E;
+  int best = 0;
+  double best_distance = a;
+  for (int b = 1; b <= 0x7E; ++b) {
+    const double d = std::fabs(e4m3_value(b) - a);
+    // A tie between b - 1 and b: to the even byte (the even mantissa), or away from zero (b).
+    if (d < best_distance || (d == best_distance && (!ties_to_even || b % 2 == 0))) {
+      best = b;
+      best_distance = d;
+    }
+  }
+  return static_cast<std::uint8_t>(sign | best);
+}
+// Quantises one block in place of the bytes `payload` (same order as values) and returns its scale
+// bytes (4 FP32 or 1 E8M0).
+std::vector<unsigned char> block(QuantFormat f, const std::vector<float>& values, std::vector<unsigned char>& payload) {
+  float amax = 0;
+  for (float x : values) amax = std::max(amax, std::fabs(x));
+  float factor = 1;
+  std::vector<unsigned char> scale;
+  if (f == QuantFormat::Fp8Block) {
+    const float a = amax < 1e-4f ? 1e-4f : amax;
+    factor = 448.0f / a;
+    const float s = a / 448.0f;
+    scale.resize(4);
+    std::memcpy(scale.data(), &s, 4);
+  } else {
+    const int x = amax == 0 ? -127 : std::clamp(std::ilogb(amax) - 8, -127, 127);
+    factor = std::ldexp(1.0f, -x);
+    scale.push_back(static_cast<unsigned char>(x + 127));
+  }
+  payload.clear();
+  for (float x : values) payload.push_back(e4m3(x * factor, f == QuantFormat::Fp8Block));
+  return scale;
+}
+}  // namespace independent
+
+// Random blocks across the magnitudes a weight can have, from 2^-40 to 2^12: below the fp8_block
+// floor, around it, subnormal after scaling, zeros and negative zeros. Half the blocks hold amax =
+// 2^e exactly, so that the fp8_block factor 448 / 2^e is exact and values land on E4M3 ties once
+// scaled: 3 x 2^(e + E - 10) x 448 / 2^e = 1.3125 x 2^E, halfway between 1.25 and 1.375 x 2^E, and
+// 2^(e - 16) x 448 / 2^e = 3.5 x 2^-9, halfway between two subnormals (a factor one ulp off, as
+// 1 / (amax / 448) is, rounds these the other way).
+std::vector<float> random_block(std::mt19937& rng, std::size_t n) {
+  const int exponent = static_cast<int>(rng() % 53) - 40;
+  const bool power_of_two = rng() % 2 == 0;
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    switch (rng() % 8) {
+      case 0: x = 0.0f; break;
+      case 1: x = -0.0f; break;
+      case 2: x = std::ldexp(3.0f, exponent + static_cast<int>(rng() % 14) - 16); break;  // 1.3125 x 2^E after scaling
+      case 3: x = std::ldexp(1.0f, exponent - 16); break;                                 // 3.5 x 2^-9 after scaling
+      default:
+        x = power_of_two ? std::ldexp(static_cast<float>(rng() % 65536), exponent - 16)
+                         : std::ldexp(static_cast<float>(rng() % 65536) / 65536.0f, exponent + static_cast<int>(rng() % 4));
+    }
+    if (rng() % 2) x = -x;
+  }
+  if (power_of_two) v[0] = std::ldexp(rng() % 2 ? 1.0f : -1.0f, exponent);  // amax, every other |x| below it
+  return v;
+}
+}  // namespace
+
+// The shard quantiser and the check's reference against the independent quantiser above, byte for
+// byte, payload and scales: a wrong scale rule shared by quantize_box and ReferenceQuantizer
+// (block_scale: the floor applied only to zero blocks, factor 1 / (amax / 448), an MX exponent one
+// too high, each tried) passes ReferenceAgreesWithTheShardQuantizerOnEveryByte and fails here.
+TEST(Quantizer, AgreesWithAnIndependentQuantizerOnRandomBlocks) {
+  std::mt19937 rng(51);
+  for (const auto f : {QuantFormat::Fp8Block, QuantFormat::Mxfp8}) {
+    const bool mx = f == QuantFormat::Mxfp8;
+    const std::int64_t br = mx ? 1 : 2, bc = mx ? 32 : 4;
+    const TensorInfo w = weight({br, bc}, f, br, bc);
+    for (int trial = 0; trial < 4000; ++trial) {
+      const auto v = random_block(rng, static_cast<std::size_t>(br * bc));
+      std::vector<unsigned char> got(v.size()), got_scale, want;
+      q::quantize_box(w, box(0, br, 0, bc), v, got.data(), got_scale);
+      const auto want_scale = independent::block(f, v, want);
+      ASSERT_EQ(got, want) << (mx ? "mxfp8" : "fp8_block") << " trial " << trial << " first value " << v[0];
+      ASSERT_EQ(got_scale, want_scale) << (mx ? "mxfp8" : "fp8_block") << " trial " << trial;
+    }
+  }
+  // The check's reference on a weight of the pattern's values (partial blocks at the edges).
+  for (const auto f : {QuantFormat::Fp8Block, QuantFormat::Mxfp8}) {
+    const bool mx = f == QuantFormat::Mxfp8;
+    const std::int64_t rows = 130, cols = 200, br = mx ? 1 : 128, bc = mx ? 32 : 128;
+    const TensorInfo w = weight({rows, cols}, f, br, bc);
+    q::ReferenceQuantizer ref(w);
+    const std::int64_t scale_cols = (cols + bc - 1) / bc;
+    for (std::int64_t bi = 0; bi < (rows + br - 1) / br; ++bi)
+      for (std::int64_t bj = 0; bj < scale_cols; ++bj) {
+        std::vector<float> v;
+        std::vector<std::int64_t> index;
+        for (std::int64_t r = bi * br; r < std::min(rows, (bi + 1) * br); ++r)
+          for (std::int64_t c = bj * bc; c < std::min(cols, (bj + 1) * bc); ++c) {
+            index.push_back(r * cols + c);
+            v.push_back(q::bf16_value(q::weight_bf16(q::pattern_word(w.id, r * cols + c))));
+          }
+        std::vector<unsigned char> want;
+        const auto want_scale = independent::block(f, v, want);
+        std::vector<unsigned char> got_scale(want_scale.size());
+        ref.scale_bytes(bi * scale_cols + bj, got_scale.data());
+        ASSERT_EQ(got_scale, want_scale) << bi << " " << bj;
+        for (std::size_t k = 0; k < index.size(); ++k) ASSERT_EQ(ref.payload(index[k]), want[k]) << index[k];
       }
   }
 }

@@ -440,6 +440,75 @@ TEST(Estimate, HandWorkedIdleRingAndChainOrder) {
   EXPECT_NEAR(two_ops.time.value, 2 * cost.per_op.value + L + (2 * M + 6 * c) / r + copies, 1e-12);
 }
 
+// T_barrier counts every GPU a chain op reaches, not only its root and last GPU. A chain 0 -> 8 -> 1
+// on dgx-h100-2n: root 0 and last GPU 1 share node 0 (route 0 -> 1: NVLink, 2 x 0.3 us = 0.6 us),
+// the GPU it passes through, 8, is on node 1 (route 0 -> 8: 2 x PCIe 0.25 us + 2 x NIC-leaf 1 us =
+// 2.5 us). Every GPU of the chain waits in the barrier (nccl_m2n: world-wide GIN barriers), so
+//   T_barrier = max(route(0, 1), route(0, 8)) = 2.5 us,
+// where a barrier over the ops' src and dst alone (tried) gives 0.6 us.
+TEST(Estimate, BarrierCountsTheGpusAChainPassesThrough) {
+  const auto topo = Topology::load(kRoot + "/topologies/dgx-h100-2n.yaml");
+  ASSERT_NEAR(topo.route(0, 1).latency.value, 0.6e-6, 1e-15);
+  ASSERT_NEAR(topo.route(0, 8).latency.value, 2.5e-6, 1e-15);
+  const auto inv = ring_model();
+  const DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
+  const auto ts = plan(inv, build_shard_map(inv, LayoutSpec{one, {0}}), build_shard_map(inv, LayoutSpec{one, {1}}));
+  Schedule s;
+  s.piece_count = static_cast<std::int32_t>(ts.pieces.size());
+  s.buffers.push_back({{}, Bytes{1 << 20}});
+  s.chains.push_back(Chain{{{0, 8}, {8, 1}}, Bytes{512 << 10}});
+  Op op;
+  op.src = 0;
+  op.dst = 1;
+  op.chain = 0;
+  op.buffer = 0;
+  op.bytes = Bytes{1 << 20};
+  s.add_op(op, {});
+  CostParams cost = CostParams::profile_named("reshard");
+  cost.barriers_per_tensor = 2;
+  EXPECT_NEAR(estimate(s, ts, inv, topo, cost).barrier.value, 2.5e-6, 1e-15);
+  // A plain transfer 0 -> 1 touches node 0 alone: one NVLink route.
+  Schedule plain = s;
+  plain.chains.clear();
+  plain.ops[0].chain = -1;
+  EXPECT_NEAR(estimate(plain, ts, inv, topo, cost).barrier.value, 0.6e-6, 1e-15);
+}
+
+// The middles of a route (RouteView::middle_shares) where the leaf uplinks bind. Eight DGX H100 nodes,
+// two per leaf group, two groups per pod (two pods), 2 spines per pod, 6 cores (K = 3 per spine),
+// leaves oversubscribed 4:1:
+//   leaf -> spine   D_leaf / 4 / 2 = (2 NICs x 50 GB/s) / 8 = 12.5 GB/s each
+//   spine -> core   D_spine / 1 / 3 = (16 leaves x 12.5 GB/s) / 3 = 66.7 GB/s each
+// GPU 0 (node 0, pod 0) -> GPU 32 (node 4, pod 1), both on rail 0: 2 x 3 = 6 ECMP paths; each leaf
+// uplink is on the 3 paths of its spine, so it carries 3/6 = 1/2 of the bytes B:
+//   leaf uplink     (B / 2) / (12.5e9 x 0.94) = B / 23.5e9      <- binds
+//   NIC             B / (50e9 x 0.94) = B / 47e9
+//   spine -> core   (B / 6) / (66.7e9 x 0.94)
+// so T_bandwidth = B / 23.5e9 for the direct schedule (its ops all on the one pair); the destination
+// leaf's downlinks carry the same. A leaf link given one path's share, 1/6 (tried), leaves the NIC
+// binding: B / 47e9.
+TEST(Estimate, HandWorkedLeafUplinksBind) {
+  const auto topo = Topology::parse(
+      "cluster: {template: dgx-h100, nodes: 8}\n"
+      "fabric:\n  nodes_per_leaf: 2\n  spines: 2\n  oversubscription: 4\n"
+      "  core: {leaf_groups_per_pod: 2, switches: 6}\n",
+      "pods.yaml");
+  ASSERT_EQ(topo.route(0, 32).paths.size(), 6u);
+  const auto inv = ring_model();
+  const DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
+  const auto src = build_shard_map(inv, LayoutSpec{one, {0}});
+  const auto dst = build_shard_map(inv, LayoutSpec{one, {32}});
+  const auto ts = plan(inv, src, dst);
+  StrategyParams p;
+  p.strategy = Strategy::Direct;
+  const auto s = build_schedule(ts, inv, src, dst, topo, p);
+  const double B = static_cast<double>(inv.bytes().value);
+  const auto pr = estimate(s, ts, inv, topo, CostParams::profile_named("reshard"));
+  EXPECT_NEAR(pr.bandwidth_bound.value, B / 23.5e9, 1e-12);
+  EXPECT_GE(pr.critical_path.value, B / 23.5e9);
+  EXPECT_EQ(pr.network_bytes.value, inv.bytes().value);
+}
+
 TEST(Estimate, HandWorkedSlotRateCapBinds) {
   // The chain's slot-rate cap (model/chain.hpp, docs/strategies.md "Chain ops"):
   //   r = min( min over l of C_l / w_l ,  r_slots ),   r_slots = (S - 1) c / (largest hop latency).

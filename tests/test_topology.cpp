@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -295,6 +297,76 @@ TEST(TopologyRoutes, StructuralRoutesEqualGraphSearch) {
       EXPECT_EQ(s.same_domain, q.same_domain);
       EXPECT_NEAR(s.latency.value, q.latency.value, 1e-15);
     }
+}
+
+// Property: RouteView::path_sums and middle_shares, which the schedule builders and the estimate read
+// instead of listing paths, agree with the paths themselves on every route kind: an NVLink domain,
+// two nodes on one leaf, leaves of one pod (a path per spine), two pods (a path per spine and core
+// of its plane: S x K = 2 x 3) and an explicit topology's searched paths. With every link's load
+// different (random), for every GPU pair:
+//   path_sums[p]       = the loads of path_links(p) added in path order (exactly), and the sorted
+//                        sums equal those of the breadth-first search's paths (search_route);
+//   middle_shares      = per link off the head and tail, (paths through it) / paths, from path_links.
+// Wrong views this catches (tried): the core paths numbered k x S + s instead of s x K + k (the sums
+// of other paths than path_links gives), a leaf link given one path's share instead of its K
+// paths' (middle_shares).
+TEST(TopologyRoutes, RouteViewSumsAndSharesMatchThePathsOnEveryRouteKind) {
+  const Topology pods = Topology::parse(
+      "cluster: {template: dgx-h100, nodes: 8}\n"
+      "fabric:\n  nodes_per_leaf: 2\n  spines: 2\n"
+      "  core: {leaf_groups_per_pod: 2, switches: 6}\n",
+      "pods.yaml");
+  const Topology irregular = shipped("irregular-example.yaml");
+  std::mt19937_64 rng(51);
+  std::map<std::string, int> kinds;
+  for (const Topology* t : {&pods, &irregular}) {
+    std::vector<double> load(t->links().size());
+    for (auto& x : load) x = 0.5 + static_cast<double>(rng() % 1000003) / 1000003.0;
+    std::vector<double> sums;
+    std::vector<LinkId> links;
+    std::vector<std::pair<LinkId, double>> shares;
+    for (GpuId a = 0; a < t->gpu_count(); ++a)
+      for (GpuId b = 0; b < t->gpu_count(); ++b) {
+        if (a == b) continue;
+        const RouteView v = t->route_view(a, b);
+        const bool searched = t == &irregular;
+        ++kinds[searched ? "explicit" : v.same_domain ? "nvlink" : v.paths == 1 ? "one leaf" : v.paths == 2 ? "spines" : "cores"];
+        v.path_sums(load, sums);
+        ASSERT_EQ(sums.size(), static_cast<std::size_t>(v.paths));
+        std::map<LinkId, double> expected_share;
+        std::set<LinkId> ends;
+        for (LinkId l : v.head()) ends.insert(l);
+        for (LinkId l : v.tail()) ends.insert(l);
+        for (std::int32_t p = 0; p < v.paths; ++p) {
+          v.path_links(p, links);
+          double sum = 0;
+          for (LinkId l : links) {
+            sum += load[static_cast<std::size_t>(l)];
+            if (!ends.count(l)) expected_share[l] += 1.0 / v.paths;
+          }
+          ASSERT_EQ(sums[static_cast<std::size_t>(p)], sum) << a << " -> " << b << " path " << p;
+        }
+        const Route q = t->search_route(a, b);
+        std::vector<double> searched_sums;
+        for (const Path& path : q.paths) {
+          double sum = 0;
+          for (LinkId l : path.links) sum += load[static_cast<std::size_t>(l)];
+          searched_sums.push_back(sum);
+        }
+        std::sort(searched_sums.begin(), searched_sums.end());
+        std::vector<double> sorted = sums;
+        std::sort(sorted.begin(), sorted.end());
+        ASSERT_EQ(sorted.size(), searched_sums.size()) << a << " -> " << b;
+        for (std::size_t k = 0; k < sorted.size(); ++k) ASSERT_NEAR(sorted[k], searched_sums[k], 1e-12) << a << " -> " << b;
+        v.middle_shares(shares);
+        std::map<LinkId, double> got;
+        for (const auto& [l, share] : shares) got[l] += share;
+        ASSERT_EQ(got.size(), expected_share.size()) << a << " -> " << b;
+        for (const auto& [l, share] : expected_share) ASSERT_NEAR(got[l], share, 1e-15) << a << " -> " << b << " link " << l;
+        EXPECT_EQ(v.middle_key() >= 0, !expected_share.empty());
+      }
+  }
+  for (const char* k : {"nvlink", "one leaf", "spines", "cores", "explicit"}) EXPECT_GT(kinds[k], 0) << k;
 }
 
 // Property: route() is thread-safe. Four threads filling the leaf-pair cache of one fresh

@@ -293,12 +293,15 @@ Seconds memory_pass_time(const std::vector<std::pair<GpuId, Bytes>>& work, const
 // T_barrier: a barrier in which every GPU signals every other at once and waits for all of them
 // (NCCL's GIN barrier, src/include/nccl_device/impl/gin_barrier__funcs.h: the signals are issued in
 // parallel by the block's threads) costs one round: the largest route latency from the lowest GPU
-// the schedule touches to another.
+// the schedule touches to another. The GPUs it touches: every op's sender and receiver, and every
+// GPU a chain op reaches (its forwarding GPUs take part in the barrier as much as its last).
 Seconds barrier_time(const Schedule& s, const Topology& topo) {
   std::vector<GpuId> gpus;
   for (const Op& op : s.ops) {
     gpus.push_back(op.src);
     gpus.push_back(op.dst);
+    if (op.chain >= 0)
+      for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) gpus.push_back(h.to);
   }
   std::sort(gpus.begin(), gpus.end());
   gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());

@@ -105,10 +105,12 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
   for (std::int32_t i = 2; i < layers % v.pp + 2; ++i) counts[static_cast<std::size_t>(v.pp - i)] += 1;
   const auto stage_of_layer = split_layers(layers, v.pp, counts, name);
 
-  // Sequence-parallel MoE (vLLM's use_sequence_parallel_moe: these backends only): shared experts unsplit.
+  // Sequence-parallel MoE (vllm/config/parallel.py, ParallelConfig.use_sequence_parallel_moe: these
+  // backends only, nixl_ep among them in every vLLM that has it): shared experts unsplit.
   const bool sequence_parallel_backend =
       v.all2all_backend == VllmAll2All::AllgatherReducescatter || v.all2all_backend == VllmAll2All::Naive ||
-      v.all2all_backend == VllmAll2All::DeepepHighThroughput || v.all2all_backend == VllmAll2All::DeepepLowLatency;
+      v.all2all_backend == VllmAll2All::DeepepHighThroughput || v.all2all_backend == VllmAll2All::DeepepLowLatency ||
+      v.all2all_backend == VllmAll2All::NixlEp;
   const bool shared_unsplit = data_parallel && ep > 0 && v.tp > 1 && v.dp > 1 && sequence_parallel_backend;
   std::string why;
   const ExpertPlacement placement = v.placement_applied(cfg.n_group, &why);
