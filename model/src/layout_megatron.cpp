@@ -168,8 +168,8 @@ ShardMap build_megatron(const Inventory& inv, const MegatronSpec& m, const Layou
       const std::size_t dim = by_input ? 1 : 0;
       for (std::int32_t r = 0; r < m.tp; ++r) {
         Box b = full_box(t);
-        b.dims[dim] = even_split(t.shape[dim], m.tp, r,
-                                 name + ": '" + t.name + "' LoRA " + (dim == 0 && t.lora == LoraPart::A ? "rank" : "dim " + std::to_string(dim)));
+        const std::string what = t.lora == LoraPart::A && !by_input ? "LoRA rank" : "dim " + std::to_string(dim);
+        b.dims[dim] = even_split(t.shape[dim], m.tp, r, name + ": '" + t.name + "' " + what);
         map.add_shard(t.id, std::move(b), map.intern(grid(base + r, {replicas})));
       }
       continue;

@@ -133,6 +133,12 @@ struct TensorInfo {
 //   Mamba2 (nemotron_h 'M'), d = mamba_num_heads*mamba_head_dim, gs = n_groups*ssm_state_size:
 //               in_proj (2d + 2gs + heads)*H + conv1d (d + 2gs)*(conv_kernel + 1)
 //               + A_log, D, dt_bias 3*heads + norm d + out_proj H*d
+//   Biases (qwen2, llama, glm4_moe, gpt_oss): + q/k/v rows (+ H for o_proj); llama mlp_bias + 2I + H
+//   gpt_oss: + sinks [heads]; router E*H + E; expert e: gate_up 2I*H + 2I, down H*I + H
+//   gated attention (qwen3_next, qwen3_5): q_proj 2*heads*hd*H (per head [q; gate])
+//   gated DeltaNet, kd = nk*dk, vd = nv*dv: (2kd + 2vd)*H + 2nv*H projections, conv1d (2kd + vd)*kernel,
+//               dt_bias, A_log 2nv, norm dv, out_proj H*vd; MoE + shared expert + its gate [1, H]
+//   DSA indexer (deepseek_v32): n*d*q_lora + d*H + 2d + n*H
 //   plus one RMSNorm [H] per norm, and globally V*H embedding, H final norm, V*H lm_head (untied).
 struct ModelConfig {
   std::string name;
