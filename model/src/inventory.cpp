@@ -771,10 +771,11 @@ Inventory Inventory::build(const ModelConfig& config, const InventoryOptions& op
                                     std::to_string(most) + ", the most reshard plans");
   inv.tensors_.reserve(static_cast<std::size_t>(estimate));
   if (options.include_vision && c.vision.kind.empty())
-    bad(c, "vision_config", "the model has no vision tower to include");
+    bad(c, "vision_config", "the model has no vision tower to include (--vision, include_vision)");
   if (options.include_vision && c.vision.kind == "moonvit")
     bad(c, "vision_config",
-        "Kimi K2.5's MoonViT vision tower is not modelled; leave include_vision off (the language model alone)");
+        "Kimi K2.5's MoonViT vision tower is not modelled; leave --vision (include_vision) off: the language "
+        "model alone");
   if (options.include_vision)
     for (const auto& [key, v] : std::initializer_list<std::pair<const char*, std::int64_t>>{
              {"vision_config.depth", c.vision.depth}, {"vision_config.hidden_size", c.vision.hidden_size},

@@ -94,7 +94,8 @@ Box qkv_slice(const TensorInfo& t, const ModelConfig& cfg, std::int32_t tp, std:
   const std::int64_t per_group = tp / kvh;  // ranks sharing one query group
   const std::int64_t hd = cfg.head_dim;
   // q rows of one group: its heads' q rows, or with an output gate their [q; gate] rows in the HF
-  // per-head order (Megatron-Bridge packs q_proj's rows of the group's heads unchanged).
+  // per-head order (ms-swift's Megatron bridge, gpt_bridge.py: q_proj reshaped by query groups, q_dim
+  // doubled under attention_output_gate, concatenated with k and v per group).
   const std::int64_t q_rows = cfg.num_attention_heads / kvh * cfg.q_head_rows();
   const std::int64_t group_rows = q_rows + 2 * hd;
   if (group_rows % per_group != 0)
