@@ -240,6 +240,10 @@ RankSetId ShardMap::intern(const RankSet& s) {
 
 void ShardMap::add_tensors(std::int32_t count) { by_tensor_.resize(by_tensor_.size() + static_cast<std::size_t>(count)); }
 
+void ShardMap::map_boxes(std::int32_t tensor, const std::function<Box(const Box&)>& f) {
+  for (auto& sh : by_tensor_[static_cast<std::size_t>(tensor)]) sh.box = f(sh.box);
+}
+
 void ShardMap::add_shard(std::int32_t tensor, Box box, RankSetId ranks) {
   if (box.empty()) return;
   auto& v = by_tensor_[static_cast<std::size_t>(tensor)];
@@ -326,6 +330,12 @@ ShardMap build_shard_map(const Inventory& inv, const LayoutSpec& spec) {
     if (dup != sorted.end())
       throw PlanError(spec.describe() + ": GPU " + std::to_string(*dup) + " appears twice in the layout's GPU list");
   }
+  // A vision tower is counted (Inventory include_vision) but not placed: Megatron-Bridge, vLLM
+  // (mm_encoder_tp_mode weights or data) and SGLang each place it by rules of their own that
+  // reshard does not model, so a layout of it would be a guess.
+  if (inv.includes_vision() && spec.framework() != "dtensor")
+    throw PlanError(spec.describe() + ": the vision tower's placement is not modelled for " + spec.framework() +
+                    "; plan the language model alone (leave include_vision off)");
   ShardMap map = std::visit(
       [&](const auto& s) -> ShardMap {
         using T = std::decay_t<decltype(s)>;

@@ -62,7 +62,8 @@ std::vector<LocalBuffer> local_buffers(const Inventory& inv, const LayoutSpec& s
     const auto& info = inv.tensor(t);
     for (const auto& sh : map.shards(t)) {
       if (!map.rank_set(sh.ranks).contains(r)) continue;
-      const std::string name = fuse ? fused_name(info.name, info.fused) : info.name;
+      // LoRA factors stay apart (vLLM stacks each slice's A and B in a buffer of its own).
+      const std::string name = fuse && info.lora == LoraPart::None ? fused_name(info.name, info.fused) : info.name;
       auto [it, fresh] = by_name.try_emplace(name, Pending{t, {}});
       it->second.first_tensor = std::min(it->second.first_tensor, t);
       it->second.parts.push_back({part_order(info.fused), Segment{t, sh.box}});
@@ -82,7 +83,7 @@ std::vector<LocalBuffer> local_buffers(const Inventory& inv, const LayoutSpec& s
       const auto& k = p.parts[1].second;
       const auto& v = p.parts[2].second;
       const std::int64_t head_dim = inv.tensor(k.tensor).shape[0] / cfg.num_key_value_heads;
-      const std::int64_t q_rows = head_dim * (cfg.num_attention_heads / cfg.num_key_value_heads);
+      const std::int64_t q_rows = cfg.q_head_rows() * (cfg.num_attention_heads / cfg.num_key_value_heads);
       const std::int64_t groups = k.box.dims[0].size() / head_dim;
       for (std::int64_t g = 0; g < groups; ++g) {
         const std::int64_t gk = k.box.dims[0].lo / head_dim + g;

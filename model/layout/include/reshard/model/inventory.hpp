@@ -20,15 +20,17 @@ namespace reshard::model {
 
 // FP8 is OCP E4M3 (the "FN" variant: no infinities, largest finite 448). E8M0 is the OCP MX scale
 // format (an 8-bit biased exponent, value 2^(e - 127)); it appears only as a scale tensor's dtype
-// (model/precision.hpp), never as a model's.
-enum class DType : std::uint8_t { BF16, FP16, FP32, FP8, E8M0 };
-std::int64_t dtype_size(DType d);  // bytes per element
+// (model/precision.hpp), never as a model's. FP4x2 is a byte holding two OCP E2M1 values (an
+// MXFP4 payload: the weight's last dimension halved, Quantization::packed 2), likewise only on the
+// way, never a model's dtype.
+enum class DType : std::uint8_t { BF16, FP16, FP32, FP8, E8M0, FP4x2 };
+std::int64_t dtype_size(DType d);  // bytes per (stored) element
 
 // The largest value any ModelConfig count or dimension may take (hidden size, vocabulary, experts,
 // layers...): shipped models stay below 2^18, and with every field at most 2^20 a product of three
 // (a tensor's shape) fits in 64 bits. Element and byte totals are summed with overflow checks.
 inline constexpr std::int64_t kMaxDimension = 1 << 20;
-const char* to_string(DType d);   // "bf16", "fp16", "fp32", "fp8", "e8m0"
+const char* to_string(DType d);   // "bf16", "fp16", "fp32", "fp8", "e8m0", "fp4x2"
 DType parse_dtype(const std::string& s);  // "bf16", "fp16", "fp32", "fp8"; throws std::invalid_argument
 
 enum class TensorClass : std::uint8_t {
@@ -41,10 +43,12 @@ enum class TensorClass : std::uint8_t {
   Norm,
   Mamba,
   Head,
+  LinearAttention,  // gated DeltaNet (qwen3_next, qwen3_5): in_proj*, conv1d, A_log, dt_bias, norm, out_proj
+  Vision,           // a vision tower and its projector (counted only with InventoryOptions::include_vision)
 };
 const char* to_string(TensorClass c);  // "embedding", "attention", "dense_ffn", "expert_ffn", ...
 std::optional<TensorClass> parse_tensor_class(const std::string& s);
-inline constexpr int kTensorClassCount = 9;
+inline constexpr int kTensorClassCount = 11;
 
 // How tensor parallelism splits a tensor in Megatron and vLLM (the two agree on these).
 enum class ParallelRole : std::uint8_t {
@@ -63,7 +67,7 @@ const char* to_string(FusedPart f);  // "", "q", "k", "v", "gate", "up"
 // destination, and where it is converted. A weight quantised at the source travels as FP8 with a
 // scale tensor of its own (`scale`); one quantised at the destination travels in its model dtype
 // and the destination converts it. A scale tensor names the weight it scales (`scale_of`).
-enum class QuantFormat : std::uint8_t { None, Fp8Block, Mxfp8 };
+enum class QuantFormat : std::uint8_t { None, Fp8Block, Mxfp8, Mxfp4 };
 enum class QuantSite : std::uint8_t { Source, Destination };
 struct Quantization {
   QuantFormat format = QuantFormat::None;
@@ -72,8 +76,17 @@ struct Quantization {
   DType model_dtype = DType::BF16;              // a weight's dtype before conversion
   std::int32_t scale = -1;     // a weight quantised at the source: its scale tensor
   std::int32_t scale_of = -1;  // a scale tensor: the weight it scales
+  // Model elements per stored element: 2 for an MXFP4 payload quantised at the source (two E2M1
+  // values a byte; its shape's last dimension and its boxes are in bytes, its blocks 1 x 16 bytes).
+  std::int32_t packed = 1;
   bool converted() const { return format != QuantFormat::None && scale_of < 0; }
 };
+
+// An adapter-only (LoRA) refit moves, for each targeted linear weight W [out, in], its two low-rank
+// factors: A = `<module>.lora_A.weight` [rank, in] and B = `<module>.lora_B.weight` [out, rank]
+// (PEFT's names, under `base_model.model.`). The base weights stay where they are.
+enum class LoraPart : std::uint8_t { None, A, B };
+const char* to_string(LoraPart p);  // "", "lora_A", "lora_B"
 
 struct TensorInfo {
   std::int32_t id = -1;                // index in Inventory::tensors()
@@ -92,8 +105,17 @@ struct TensorInfo {
   // [z d_inner, x d_inner, B groups*state, C groups*state, dt heads]; `mixer.conv1d.weight`/`bias`
   // = [x d_inner, B groups*state, C groups*state]. Empty for ordinary tensors.
   std::vector<std::int64_t> column_parts;
+  // When > 0, dim 0 (each column part when there are several) is that many equal groups that a
+  // tensor-parallel split may not cut: heads of a head-interleaved projection (qwen3_next
+  // in_proj_qkvz is per key-head group [q; k; v; z]), per-head vectors (sinks, A_log). Layouts
+  // require TP to divide it. 0: the layout's own rule (attention heads by class).
+  std::int64_t tp_groups = 0;
   bool mtp = false;                    // part of a multi-token-prediction layer
   Quantization quant;                  // None unless the scenario changes its precision
+  // A LoRA factor (model/lora.hpp): which one, and the parallel role of the weight it adapts (the
+  // framework's split of A and B follows from it). `role` above is vLLM's and SGLang's split.
+  LoraPart lora = LoraPart::None;
+  ParallelRole base_role = ParallelRole::Replicated;
   std::int64_t elements() const;
   Bytes bytes() const;
 };
@@ -111,10 +133,18 @@ struct TensorInfo {
 //   Mamba2 (nemotron_h 'M'), d = mamba_num_heads*mamba_head_dim, gs = n_groups*ssm_state_size:
 //               in_proj (2d + 2gs + heads)*H + conv1d (d + 2gs)*(conv_kernel + 1)
 //               + A_log, D, dt_bias 3*heads + norm d + out_proj H*d
+//   Biases (qwen2, llama, glm4_moe, gpt_oss): + q/k/v rows (+ H for o_proj); llama mlp_bias + 2I + H
+//   gpt_oss: + sinks [heads]; router E*H + E; expert e: gate_up 2I*H + 2I, down H*I + H
+//   gated attention (qwen3_next, qwen3_5): q_proj 2*heads*hd*H (per head [q; gate])
+//   gated DeltaNet, kd = nk*dk, vd = nv*dv: (2kd + 2vd)*H + 2nv*H projections, conv1d (2kd + vd)*kernel,
+//               dt_bias, A_log 2nv, norm dv, out_proj H*vd; MoE + shared expert + its gate [1, H]
+//   DSA indexer (deepseek_v32): n*d*q_lora + d*H + 2d + n*H
 //   plus one RMSNorm [H] per norm, and globally V*H embedding, H final norm, V*H lm_head (untied).
 struct ModelConfig {
   std::string name;
-  std::string architecture;  // "deepseek_v3", "qwen3", "qwen3_moe", "nemotron_h"
+  // "deepseek_v3", "deepseek_v32", "qwen2", "llama", "qwen3", "qwen3_moe", "glm4_moe", "gpt_oss",
+  // "qwen3_next", "qwen3_5", "qwen3_5_moe", "nemotron_h"
+  std::string architecture;
   bool synthetic = false;    // a frontier-scale model sized to published totals, not a released config
   std::int64_t hidden_size = 0;
   std::int64_t num_hidden_layers = 0;
@@ -150,13 +180,60 @@ struct ModelConfig {
   std::int64_t moe_latent_size = 0;
   std::string mtp_hybrid_override_pattern;  // nemotron_h: layer kinds of one MTP step (e.g. "*E")
   bool use_conv_bias = true;                // nemotron_h: Mamba conv1d has a bias
+  // Biases and norms of GQA attention and the MLP. qwen2 has q/k/v biases and gpt_oss q/k/v/o
+  // biases whatever these say; llama reads attention_bias (q/k/v/o) and mlp_bias (gate/up/down);
+  // glm4_moe reads attention_bias (q/k/v only) and use_qk_norm (q_norm, k_norm [head_dim]).
+  bool attention_bias = false;
+  bool mlp_bias = false;
+  bool use_qk_norm = false;
+  // Gated DeltaNet (qwen3_next, qwen3_5): kd = key heads * key head dim, vd = value heads * value
+  // head dim. `layer_types`: one char per decoder layer, 'L' linear attention (DeltaNet) or 'F'
+  // full (gated) attention, from config.json layer_types or full_attention_interval.
+  std::int64_t linear_num_key_heads = 0;
+  std::int64_t linear_num_value_heads = 0;
+  std::int64_t linear_key_head_dim = 0;
+  std::int64_t linear_value_head_dim = 0;
+  std::int64_t linear_conv_kernel_dim = 0;
+  std::string layer_types;
+  // DeepSeek sparse attention's indexer (deepseek_v32): heads and head dim.
+  std::int64_t index_n_heads = 0;
+  std::int64_t index_head_dim = 0;
+  // Where the text model's tensors live in the checkpoint: `model_prefix` before embed_tokens,
+  // layers and norm ("model." for a causal LM, "model.language_model." for Qwen3.5,
+  // "language_model.model." for Kimi K2.5), `head_name` the output head.
+  std::string model_prefix = "model.";
+  std::string head_name = "lm_head.weight";
+  // A vision tower beside the text model (config.json vision_config): counted only with
+  // InventoryOptions::include_vision. `vision_kind` "qwen3_vl" is the Qwen3-VL ViT Qwen3.5 ships
+  // (modelled, tensor by tensor); "moonvit" is Kimi K2.5's MoonViT (not modelled: refused when asked).
+  struct Vision {
+    std::string kind;  // "" none
+    std::int64_t depth = 0, hidden_size = 0, intermediate_size = 0, num_heads = 0, patch_size = 0,
+                 temporal_patch_size = 0, in_channels = 0, spatial_merge_size = 0, out_hidden_size = 0,
+                 num_position_embeddings = 0;
+  } vision;
   DType dtype = DType::BF16;
+  // Attention with an output gate (qwen3_next, qwen3_5, qwen3_5_moe): q_proj holds [q; gate] per
+  // head, so a head is 2 * head_dim rows of q_proj.
+  bool gated_attention() const {
+    return architecture == "qwen3_next" || architecture == "qwen3_5" || architecture == "qwen3_5_moe";
+  }
+  std::int64_t q_head_rows() const { return head_dim * (gated_attention() ? 2 : 1); }
   // Read from a Hugging Face config.json: its keys reshard does not use, in file order (rope,
   // routing, token ids...). Empty for a models/*.yaml file, where such a key is an error.
   std::vector<std::string> ignored_keys;
   // Read from a config.json: "FILE:LINE: KEY: ..." for a key reshard does not know (a typo of a key
   // it reads names that key). The library returns them; the command line prints them.
   std::vector<std::string> warnings;
+};
+
+// An adapter-only refit (a scenario's `lora:`): the rank r of every adapter, its scaling alpha
+// (alpha / r multiplies B's output; no shape depends on it) and the modules adapted, by the name of
+// the linear layer (`q_proj`, `o_proj`, `gate_proj`, ...; PEFT's target_modules).
+struct LoraSpec {
+  std::int64_t rank = 0;
+  double alpha = 0;
+  std::vector<std::string> target_modules;
 };
 
 struct InventoryOptions {
@@ -169,6 +246,12 @@ struct InventoryOptions {
   // and the output head in its MTP layer (`model.layers.61.embed_tokens`, `shared_head.head`,
   // 2 x 0.93 B), listed here too, so with MTP the total is 671.03 + 11.61 + 1.85 = 684.49 B.
   bool include_mtp = false;
+  // The vision tower of a model that has one (Qwen3.5's `model.visual`): left out unless asked, as
+  // an RL refit of the language model leaves a frozen tower in place. Asking for it on a model
+  // whose tower reshard does not model (Kimi K2.5's MoonViT) is a ConfigError.
+  bool include_vision = false;
+  // The inventory of the LoRA adapters of the model instead of its weights (model/lora.hpp).
+  std::optional<LoraSpec> lora;
 };
 
 class Inventory {
@@ -204,6 +287,9 @@ class Inventory {
   std::int32_t decoder_layers() const;  // num_hidden_layers
   std::int32_t mtp_layers() const;      // layers after the decoder layers (0 without include_mtp)
   bool includes_mtp() const { return include_mtp_; }
+  bool includes_vision() const { return include_vision_; }
+  // The LoRA adapters this inventory lists in place of the weights (null for the weights).
+  const LoraSpec* lora() const { return lora_ ? &*lora_ : nullptr; }
 
  private:
   void count();  // the totals and the name index, from tensors_
@@ -211,7 +297,10 @@ class Inventory {
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, std::int32_t> by_name_;
   bool include_mtp_ = false;
+  bool include_vision_ = false;
+  std::optional<LoraSpec> lora_;
   std::int32_t mtp_layers_ = 0;
+  friend Inventory lora_adapters(const Inventory& base, const LoraSpec& spec);
   // Totals, summed once when the inventory is built.
   std::int64_t parameters_ = 0;
   std::int64_t active_parameters_ = 0;
