@@ -110,6 +110,8 @@ def vllm_module(refit, rank, full=None, pad_vocab=64):
             if h + s in one:
                 p[h + s] = part(h + s)
         experts = sorted({int(n.split(".")[5]) for n in one if n.startswith(h + "mlp.experts.")})
+        if experts and refit._plan["ranks"][rank].get("expert_slots"):
+            experts = list(refit._plan["ranks"][rank]["expert_slots"])  # vLLM's physical slots (EPLB copies)
         if experts:
             p[h + "mlp.experts.w13_weight"] = torch.stack(
                 [torch.cat([part(h + f"mlp.experts.{e}.gate_proj.weight"), part(h + f"mlp.experts.{e}.up_proj.weight")])
