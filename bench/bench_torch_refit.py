@@ -13,7 +13,8 @@ each after a warm-up:
       contiguously must be gathered and scattered by any transfer);
   (c) the same messages without packing or unpacking: the transfer alone.
 Each timed from a barrier to the slowest rank's end. Prints the medians and a / b, a / c
-(docs/performance.md, "reshard.torch").
+(docs/performance.md, "reshard.torch"). With --verify, (a) verifies every piece's digest and the
+table is its cost: verify_seconds against the transfer's seconds (rank 0's stats, medians).
 """
 import argparse
 import os
@@ -21,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,14 +66,18 @@ def timed(fn):
     return float(t)
 
 
-def worker(rank, world, port, plan_file, rounds, queue):
+def worker(rank, world, port, plan_file, rounds, queue, verify):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     refit = Refit.load(plan_file)
     tensors = refit.tensors
-    sources = {n: [torch.randn([hi - lo for lo, hi in b]).to(DTYPES[tensors[n][1]]) for b in boxes]
-               for n, boxes in refit.source_boxes(rank).items()}
+    def values(name, box):  # the same on every rank that holds a replica of the box's elements
+        shape, dtype = tensors[name]
+        full = torch.randn(shape, generator=torch.Generator().manual_seed(zlib.crc32(name.encode())))
+        return full[tuple(slice(lo, hi) for lo, hi in box)].to(DTYPES[dtype]).contiguous()
+
+    sources = {n: [values(n, b) for b in boxes] for n, boxes in refit.source_boxes(rank).items()}
     destinations = {n: [torch.empty([hi - lo for lo, hi in b], dtype=DTYPES[tensors[n][1]]) for b in boxes]
                     for n, boxes in refit.destination_boxes(rank).items()}
     send, recv = pair_messages(refit, rank)
@@ -113,7 +119,7 @@ def worker(rank, world, port, plan_file, rounds, queue):
     stats = []
 
     def engine():
-        stats.append(refit.run(sources=sources, destinations=destinations, verify="none"))
+        stats.append(refit.run(sources=sources, destinations=destinations, verify="digest" if verify else "none"))
 
     timed(engine), timed(baseline), timed(transfer_only)  # warm-up
     a, b, c = [], [], []
@@ -122,7 +128,7 @@ def worker(rank, world, port, plan_file, rounds, queue):
         b.append(timed(baseline))
         c.append(timed(transfer_only))
     if rank == 0:
-        queue.put((a, b, c, stats[-1]))
+        queue.put((a, b, c, stats[2:]))  # the timed runs' stats (after the warm-up's)
     dist.destroy_process_group()
 
 
@@ -132,11 +138,19 @@ def main():
     ap.add_argument("rows", nargs="*", default=["small-moe-ep:auto", "small-moe-ep:direct", "small-moe-ep:gather_broadcast",
                                                  "small-gqa-megatron-vllm:auto", "small-dtensor-uneven:auto",
                                                  "small-gqa-megatron-tp8:auto"])
+    ap.add_argument("--verify", action="store_true",
+                    help="run (a) with digest verification and report its cost: verify_seconds against the "
+                         "transfer's seconds (Refit.run's stats, rank 0, medians)")
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="reshard_bench_"))
-    print("| scenario | strategy | processes | messages of rank 0 | Refit.run (a) | one message per pair, packed (b) "
-          "| the same, transfer only (c) | a / b | a / c |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    if args.verify:
+        print("| scenario | strategy | processes | transfer (stats seconds) | digest verification (verify_seconds) "
+              "| verification / transfer |")
+        print("|---|---|---:|---:|---:|---:|")
+    else:
+        print("| scenario | strategy | processes | messages of rank 0 | Refit.run (a) | one message per pair, packed (b) "
+              "| the same, transfer only (c) | a / b | a / c |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for row in args.rows:
         scenario, strategy = row.split(":", 1)
         refit = Refit(str(ROOT / "scenarios" / f"{scenario}.yaml"), strategy=strategy)
@@ -145,15 +159,22 @@ def main():
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
         port = 29500 + (os.getpid() + hash(row)) % 3000
-        procs = [ctx.Process(target=worker, args=(r, refit.world_size, port, str(plan_file), args.rounds, queue))
+        procs = [ctx.Process(target=worker, args=(r, refit.world_size, port, str(plan_file), args.rounds, queue,
+                                                           args.verify))
                  for r in range(refit.world_size)]
         for p in procs:
             p.start()
         a, b, c, stats = queue.get(timeout=900)
         for p in procs:
             p.join()
+        if args.verify:
+            mt = statistics.median(st["seconds"] for st in stats)
+            mv = statistics.median(st["verify_seconds"] for st in stats)
+            print(f"| {scenario} | {refit.strategy} | {refit.world_size} | {mt * 1e3:.2f} ms | {mv * 1e3:.2f} ms | "
+                  f"{mv / mt:.2f} |", flush=True)
+            continue
         ma, mb, mc = statistics.median(a), statistics.median(b), statistics.median(c)
-        print(f"| {scenario} | {refit.strategy} | {refit.world_size} | {stats['messages']} | {ma * 1e3:.2f} ms | "
+        print(f"| {scenario} | {refit.strategy} | {refit.world_size} | {stats[-1]['messages']} | {ma * 1e3:.2f} ms | "
               f"{mb * 1e3:.2f} ms | {mc * 1e3:.2f} ms | {ma / mb:.2f} | {ma / mc:.2f} |", flush=True)
 
 
