@@ -29,13 +29,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "python"))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-from framework_fakes import megatron_module, vllm_module  # noqa: E402
+# The frameworks' parameter layouts, stand-ins for a Megatron-Core trainer's and a vLLM server's modules.
+from framework_layouts import megatron_module, vllm_module  # noqa: E402
 from reshard.adapters import megatron_sources, vllm_destinations  # noqa: E402
 from reshard.torch import Refit  # noqa: E402
 
