@@ -13,6 +13,11 @@ namespace reshard::cli {
 
 using namespace reshard::model;
 
+namespace {
+// per_call_rank is shown only where the profile has it or the fit chose it: most profiles have none.
+bool shown(const Calibration& c, int k) { return k != 5 || c.fitted[k] || overhead_value(c.params, k) != 0; }
+}  // namespace
+
 void run_calibrate(const std::vector<std::string>& files, const std::string& profile, const std::vector<std::string>& fit,
                    const std::string& name, const std::string& out, bool json, bool accept_unverified) {
   CostParams base = CostParams::profile_named(profile);
@@ -47,7 +52,8 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
     j["rms_relative_error"] = c.rms_relative_error;
     auto& constants = j["constants"] = nlohmann::json::array();
     for (int k = 0; k < kOverheadParams; ++k)
-      constants.push_back({{"name", kOverheadNames[k]}, {"value", overhead_value(c.params, k)},
+      if (shown(c, k))
+        constants.push_back({{"name", kOverheadNames[k]}, {"value", overhead_value(c.params, k)},
                            {"unit", k == 4 ? "passes" : "s"}, {"fitted", c.fitted[k]},
                            {"points", c.points[k]}});
     j["points"] = c.rows.size();
@@ -60,12 +66,14 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
   // fitted: the base profile's; its term in 2 of 4 points)".
   std::vector<std::pair<std::string, std::string>> fields{{"profile", c.params.profile}};
   const std::string of = " of " + std::to_string(c.rows.size()) + (c.rows.size() == 1 ? " point" : " points");
-  for (int k = 0; k < kOverheadParams; ++k)
+  for (int k = 0; k < kOverheadParams; ++k) {
+    if (!shown(c, k)) continue;
     fields.push_back({kOverheadNames[k], format_overhead(k, overhead_value(c.params, k)) + "  (" +
                                              (c.fitted[k] ? "fitted on " + std::to_string(c.points[k]) + of
                                                           : "not fitted: the base profile's; its term in " +
                                                                 std::to_string(c.points[k]) + of) +
                                              ")"});
+  }
   fields.push_back({"rms relative error", fixed(100 * c.rms_relative_error, 1) + " %"});
   print_fields(std::cout, fields);
   std::cout << '\n';

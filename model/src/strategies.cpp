@@ -22,9 +22,9 @@ namespace {
 // file stores: never reused, a new strategy takes an id no strategy has had), what each takes,
 // whether the tuner moves its parameters (gather_broadcast and nemo_rl_reshard are fixed
 // deployments; direct has no parameter to move).
-//   strategy                  name           id   chunk  chan.  max_ch bucket relays tuned
+//   strategy                  name           id   chunk  chan.  max_ch bucket relays tuned  egress relay
 constexpr StrategyTraits kStrategies[] = {
-    {Strategy::GatherBroadcast, "gather_broadcast", 0, true, true, false, true, false, false},
+    {Strategy::GatherBroadcast, "gather_broadcast", 0, true, true, false, true, false, false, true},
     {Strategy::Direct, "direct", 1, false, false, false, false, false, false},
     {Strategy::DomainGrouped, "domain_grouped", 2, true, false, false, false, true, true},
     {Strategy::DomainChain, "domain_chain", 3, true, false, true, false, true, true},
@@ -61,6 +61,7 @@ std::string describe_usage(const StrategyTraits& t) {
   add(t.max_chain, "max_chain=N");
   add(t.bucket, "bucket=SIZE");
   add(t.relays, "relay_ingress, relay_egress, rail_blind");
+  add(!t.relays && t.egress_relay, "relay_egress");
   return keys.empty() ? u + " no parameters" : u + keys;
 }
 // A size as parse_size reads it back exactly: the largest binary or decimal unit that divides it.
@@ -122,6 +123,8 @@ std::string describe(const StrategyParams& p) {
     if (p.relay_ingress) s += " relay_ingress";
     if (p.relay_egress) s += " relay_egress";
     if (!p.rail_aligned_ingress) s += " rail_blind";
+  } else if (t.egress_relay && p.relay_egress) {
+    s += " relay_egress";
   }
   return s;
 }
@@ -156,7 +159,7 @@ StrategyParams parse_strategy(const std::string& spec) {
     if (eq == std::string::npos) {
       if (key != "relay_ingress" && key != "relay_egress" && key != "rail_blind")
         throw PlanError("strategy '" + spec + "': unknown flag '" + token + "' (relay_ingress, relay_egress, rail_blind)");
-      if (!t->relays) refuse(token);
+      if (!t->relays && !(key == "relay_egress" && t->egress_relay)) refuse(token);
       if (key == "relay_ingress") p.relay_ingress = true;
       else if (key == "relay_egress") p.relay_egress = true;
       else p.rail_aligned_ingress = false;
@@ -694,6 +697,24 @@ class Builder {
     std::vector<GpuId> heads;
     for (const auto& [head, list] : by_head) heads.push_back(head);
     const Bytes bucket = broadcast_bucket(heads, channels, total);
+    // relay_egress (verl's multi_sender, verl/checkpoint_engine/nccl_checkpoint_engine.py,
+    // NCCLCheckpointEngine._multi_sender_ranks): the source GPUs of the head's NVLink domain that are
+    // not destinations join its rings, so ring c first crosses NVLink to the c-th of them (the head
+    // itself first) and leaves the domain through that GPU's NIC.
+    std::vector<char> is_source;  // 1: holds a piece; 2: a destination GPU
+    if (p_.relay_egress) {
+      is_source.assign(static_cast<std::size_t>(topo_.gpu_count()), 0);
+      for (auto i : pieces)
+        for (GpuId g : holder_gpus(ts_.pieces[static_cast<std::size_t>(i)].holders)) is_source[static_cast<std::size_t>(g)] = 1;
+      for (GpuId g : dst_.gpus()) is_source[static_cast<std::size_t>(g)] = 2;
+    }
+    auto relays_of = [&](GpuId head) {
+      std::vector<GpuId> relays{head};
+      if (!p_.relay_egress) return relays;
+      for (GpuId g : topo_.gpus_in_domain(domain_of(head)))
+        if (g != head && is_source[static_cast<std::size_t>(g)] == 1) relays.push_back(g);
+      return relays;
+    };
     auto ring_for = [&](std::int32_t c, GpuId head) {
       std::vector<GpuId> ring;
       std::int32_t k = 0;
@@ -711,9 +732,14 @@ class Builder {
       // each leaving the head once the previous one has (NCCL runs a communicator's collectives
       // in order on its channels).
       std::vector<std::int32_t> ring_of_channel;
+      const std::vector<GpuId> relays = relays_of(head);
       for (std::int32_t c = 0; c < channels; ++c) {
         std::vector<ChainHop> hops;
         GpuId from = head;
+        if (const GpuId relay = relays[static_cast<std::size_t>(c) % relays.size()]; relay != head) {
+          hops.push_back({head, relay});
+          from = relay;
+        }
         for (auto d : ring_for(c, head)) {
           hops.push_back({from, d});
           from = d;

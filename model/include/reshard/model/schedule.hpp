@@ -156,6 +156,7 @@ struct StrategyTraits {
   bool bucket;     // broadcast buckets: bucket=SIZE
   bool relays;     // relay_ingress, relay_egress, rail_blind
   bool tuned;      // the tuner's coordinate descent moves its parameters
+  bool egress_relay = false;  // relay_egress alone: a broadcast's rings leave through the head's NVLink peers
 };
 const StrategyTraits& traits(Strategy s);
 const char* to_string(Strategy s);
@@ -186,7 +187,9 @@ struct StrategyParams {
   Bytes bucket{0};
   bool rail_aligned_ingress = true;  // prefer ingress GPUs on the holder's rail
   bool relay_ingress = false;        // any GPU of a domain may be its ingress, needed there or not
-  bool relay_egress = false;         // any GPU of a holder's domain may send (fed over NVLink)
+  bool relay_egress = false;         // any GPU of a holder's domain may send (fed over NVLink);
+                                     // gather_broadcast: ring c leaves through the head's c-th NVLink
+                                     // peer among the source GPUs (verl's multi_sender relays)
   bool operator==(const StrategyParams&) const = default;
 };
 
