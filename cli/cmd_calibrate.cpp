@@ -18,9 +18,10 @@ namespace {
 bool shown(const Calibration& c, int k) { return k != 5 || c.fitted[k] || overhead_value(c.params, k) != 0; }
 }  // namespace
 
-void run_calibrate(const std::vector<std::string>& files, const std::string& profile, const std::vector<std::string>& fit,
-                   const std::string& name, const std::string& out, bool json, bool accept_unverified) {
-  CostParams base = CostParams::profile_named(profile);
+void run_calibrate(const std::vector<std::string>& files, const std::string& profile, const std::string& params,
+                   const std::vector<std::string>& fit, const std::string& name, const std::string& out, bool json,
+                   bool accept_unverified) {
+  CostParams base = CostParams::named_or_loaded(profile, params);
   std::vector<Observation> obs;
   for (const auto& f : files) {
     if (!json) std::cerr << "  planning the measurements of " << f << "\n";
@@ -29,7 +30,7 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
   }
   Calibration c = calibrate(obs, base, fit);
   if (!name.empty()) c.params.profile = name;
-  if (!out.empty()) write_params(out, c, "Base profile: " + profile + ".");
+  if (!out.empty()) write_params(out, c, "Base profile: " + (params.empty() ? profile : params) + ".");
   // A fit with as many constants as points matches them by construction: said on stderr (and in
   // the JSON), not left to the rms error to hide.
   for (const auto& w : c.warnings) std::cerr << "reshard: warning: " << w << '\n';
@@ -97,13 +98,15 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--fit", *fit, "Parameters to fit (default all): per_tensor per_broadcast_tensor per_bucket per_stage")
       ->delimiter(',');
   cmd->add_option("measurements", *files, "CSV files: scenario,strategy,measured_s")->required();
-  cmd->add_option("--profile", *profile, "Base profile whose hardware parameters stay fixed: reshard or nemo_rl");
+  cmd->add_option("--profile", *profile, "Base profile whose hardware parameters stay fixed: reshard, nemo_rl or a system's");
+  auto params = std::make_shared<std::string>();
+  cmd->add_option("--params", *params, "Base parameters file (as compare --params reads) instead of --profile");
   cmd->add_option("-o,--output", *out, "Write the fitted parameters (YAML, read by compare --params)");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_flag("--accept-unverified", *accept,
                 "Use Measurements whose digest does not match their content or scenario, or whose run was not verified");
-  cmd->callback([files, profile, fit, name, out, json, accept] {
-    run_calibrate(*files, *profile, *fit, *name, *out, *json, *accept);
+  cmd->callback([files, profile, params, fit, name, out, json, accept] {
+    run_calibrate(*files, *profile, *params, *fit, *name, *out, *json, *accept);
   });
 }
 

@@ -41,6 +41,12 @@ constexpr double kCkptP2pPerBucket = 25.4e-3; // s: per bucket of the P2P update
 //   reshard calibrate params/nemo_rl-fallback-published.csv --profile nemo_rl_nccl_reshard_python_fallback --fit per_tensor
 constexpr double kFallbackPerTensor = 37.9e-6; // s: per parameter, planned and moved in Python
 
+// NeMo RL's pre-merge NCCL-Xfer refit (PR #2808): per call and per GPU a call spans, fitted on two
+// rows of the PR's table (params/nemo_rl-xfer-published.csv), by
+//   reshard calibrate params/nemo_rl-xfer-published.csv --profile nemo_rl_nccl_xfer_premerge --fit per_tensor,per_call_rank
+constexpr double kXferPerCall = 7.16e-6;     // s: per call
+constexpr double kXferPerCallRank = 638e-9; // s: per call and per GPU it spans
+
 // verl's per-tensor cost, fitted on its calibration subset, the NCCL row of verl's checkpoint-engine
 // benchmark (params/verl-published.csv), by
 //   reshard calibrate params/verl-published.csv --profile verl --fit per_broadcast_tensor
@@ -61,7 +67,7 @@ CostParams base(const std::string& name) {
 
 ProfileConstant fitted_python_per_tensor(const char* meaning) {
   return {"per_broadcast_tensor", micros(kPythonPerTensor), meaning,
-          "fitted with per_tensor and copy_passes on the calibration subset: NeMo RL's four DGX H100 refit times (nrl-anchor-*)", true};
+          "fitted with per_tensor and copy_passes on the calibration subset: NeMo RL's four DGX H100 refit times (nrl-anchor-*)", true, "nemo_rl", ""};
 }
 
 // Stays whole: a table, one block per system profile, each with its sources; nothing to split.
@@ -84,11 +90,11 @@ std::vector<SystemProfile> make_profiles() {
         {"host_overlaps", "true", "the Python loop's per-tensor work runs while the GPUs broadcast (two buffers on "
          "side streams): the time is the larger of the host's and the GPUs'", "nemo_rl/utils/packed_tensor.py (NRL_REFIT_NUM_BUFFERS=2)", false},
         {"per_tensor", micros(kCallPerTensor), "per call of the nccl_reshard path (unused by this path)",
-         "fitted with per_broadcast_tensor and copy_passes (nrl-anchor-*)", true},
+         "fitted with per_broadcast_tensor and copy_passes (nrl-anchor-*)", true, "nemo_rl", ""},
         {"copy_passes", "14.1", "passes over the bytes each GPU sends and receives at its memory bandwidth: export gathers, "
          "torch.cat at the root, clones and the loader's copy at each receiver (the source shows about 4; the fit "
          "also absorbs what else scales with the bytes on the GPUs)",
-         "fitted with per_tensor and per_broadcast_tensor (nrl-anchor-*)", true},
+         "fitted with per_tensor and per_broadcast_tensor (nrl-anchor-*)", true, "nemo_rl", ""},
     };
     v.push_back(s);
   }
@@ -104,13 +110,13 @@ std::vector<SystemProfile> make_profiles() {
     s.cost = nemo_rl_cost();
     s.constants = {
         {"per_tensor", micros(kCallPerTensor), "per transfer call (one per FFN parameter): its Python and launch",
-         "fitted with per_broadcast_tensor and copy_passes on NeMo RL's four DGX H100 refit times (nrl-anchor-*)", true},
+         "fitted with per_broadcast_tensor and copy_passes on NeMo RL's four DGX H100 refit times (nrl-anchor-*)", true, "nemo_rl", ""},
         fitted_python_per_tensor("per tensor of the packed broadcast that carries the non-FFN weights"),
         {"tensor_streams", "2", "the inference side runs the PP stages' calls on two streams (NRL_REFIT_NUM_STREAMS)",
          "docs/design-docs/nccl-reshard-refit.md", false},
         {"host_overlaps", "true", "the calls are issued while earlier ones transfer", "docs/design-docs/nccl-reshard-refit.md", false},
         {"copy_passes", "14.1", "passes over the bytes each GPU sends and receives (shared with the packed broadcast)",
-         "fitted with per_tensor and per_broadcast_tensor (nrl-anchor-*)", true},
+         "fitted with per_tensor and per_broadcast_tensor (nrl-anchor-*)", true, "nemo_rl", ""},
     };
     v.push_back(s);
   }
@@ -154,7 +160,7 @@ std::vector<SystemProfile> make_profiles() {
     s.constants = {
         {"per_broadcast_tensor", micros(kMilesBroadcastPerTensor),
          "per tensor: the Megatron-to-HF conversion, one NCCL broadcast call and SGLang's loader",
-         "fitted on miles-qwen3-30b-nccl (params/miles-published.csv)", true},
+         "fitted on miles-qwen3-30b-nccl (params/miles-published.csv)", true, "miles", ""},
     };
     v.push_back(s);
   }
@@ -171,7 +177,7 @@ std::vector<SystemProfile> make_profiles() {
     s.constants = {
         {"per_tensor", micros(kMilesP2pPerTensor),
          "per tensor: the conversion and re-sharding of each tensor on the training side, its registration and write",
-         "fitted on miles-qwen3-30b-p2p (params/miles-published.csv)", true},
+         "fitted on miles-qwen3-30b-p2p (params/miles-published.csv)", true, "miles", ""},
     };
     v.push_back(s);
   }
@@ -223,12 +229,35 @@ std::vector<SystemProfile> make_profiles() {
          "per tensor: the actor's generator (FSDP full_tensor, a collective per parameter, and the copy into the bucket) "
          "and the rollout side's unpacking",
          own ? "fitted on verl-ce-h100-nccl (params/verl-published.csv)" : "verl's, carried (fitted on verl-ce-h100-nccl)",
-         own},
+         own, "verl"},
         {"copy_passes", "1", "each bucket packed at the sender, unpacked at the receiver", "verl/checkpoint_engine", false},
         {"host_overlaps", e.overlaps ? "true" : "false",
          e.overlaps ? "the next bucket is filled while the previous one travels (two buffers)"
                     : "each bucket's broadcast is waited for before the next is filled",
          "verl/checkpoint_engine, send_weights", false},
+    };
+    v.push_back(s);
+  }
+  {
+    SystemProfile s;
+    s.name = "nemo_rl_nccl_xfer_premerge";
+    s.system = "NeMo RL, the NCCL-Xfer refit before it merged (PR #2413 / #2808, 2026-05/06)";
+    s.strategy = "direct";
+    s.schedule =
+        "every parameter through one NCCL-Xfer call (PR #2971 later narrowed the same feature to the FFN weights): "
+        "each call plans the parameter's moves between the source and destination meshes and moves them between "
+        "the GPUs that hold and need each slice, one call after another";
+    s.cost = base(s.name);
+    s.cost.per_tensor = Seconds{kXferPerCall};
+    s.cost.per_call_rank = Seconds{kXferPerCallRank};
+    s.constants = {
+        {"per_tensor", micros(kXferPerCall), "per call: its launch and Python",
+         "fitted with per_call_rank on nrl-pr2808-q30b and nrl-pr2808-dsv3 (params/nemo_rl-xfer-published.csv)", true,
+         "nemo_rl_xfer"},
+        {"per_call_rank", micros(kXferPerCallRank),
+         "per call and per GPU it spans (the GPUs that send or receive a part of the parameter): the call's plan and "
+         "signalling over both meshes",
+         "fitted with per_tensor on nrl-pr2808-q30b and nrl-pr2808-dsv3", true, "nemo_rl_xfer"},
     };
     v.push_back(s);
   }
@@ -247,7 +276,7 @@ std::vector<SystemProfile> make_profiles() {
     s.constants = {
         {"per_tensor", micros(kFallbackPerTensor),
          "per parameter: the Python overlap planning and the batched send/recv issue and wait of nccl4py",
-         "fitted on nrl-pr2971-py-q30b-b (params/nemo_rl-fallback-published.csv)", true},
+         "fitted on nrl-pr2971-py-q30b-b (params/nemo_rl-fallback-published.csv)", true, "nemo_rl_fallback", ""},
         {"host_overlaps", "false", "a parameter's batch is waited for before the next is planned",
          "nemo_rl xferdtensor_python_impl (PR #2971)", false},
     };
@@ -272,9 +301,9 @@ std::vector<SystemProfile> make_profiles() {
     s.constants = {
         {"per_tensor", micros(kPythonPerTensor),
          "per tensor: Megatron-Bridge's export and packing on the policy side, the loader on the rollout side",
-         "nemo_rl_broadcast's per_broadcast_tensor, carried (the same export and loader; fitted on nrl-anchor-*)", false},
+         "nemo_rl_broadcast's per_broadcast_tensor, carried (the same export and loader; fitted on nrl-anchor-*)", false, "nemo_rl", "per_broadcast_tensor"},
         {"copy_passes", "14.1", "passes over the bytes each GPU sends and receives (NeMo RL's, with its export)",
-         "nemo_rl_broadcast's, carried (fitted on nrl-anchor-*)", false},
+         "nemo_rl_broadcast's, carried (fitted on nrl-anchor-*)", false, "nemo_rl", ""},
         {"host_overlaps", "false", "a rollout rank reads a bucket, waits for it, loads it, then reads the next: its reads "
          "and its loading add up (the policy's export of the next bucket runs meanwhile, in the per-tensor cost)",
          "nemo_rl/utils/checkpoint_engines/nixl.py, _receive_weight_chunk_batches", false},
@@ -306,15 +335,15 @@ std::vector<SystemProfile> make_profiles() {
          "per tensor: the vLLM worker's load_weights (v0.10.2, with the FP8 patch for FP8 checkpoints), every worker "
          "loading every tensor of every bucket, all workers at once",
          "fitted with per_bucket on ckpt-qwen3-8-bcast and ckpt-deepseek-16-bcast (params/checkpoint-engine-published.csv)",
-         !p2p},
+         !p2p, "checkpoint_engine"},
         {"per_bucket", micros(p2p ? kCkptP2pPerBucket : kCkptPerBucket),
          p2p ? "per bucket: the RDMA read of the bucket from the owner's host memory (issue, wait) and the broadcast's "
                "all_reduce, synchronize and ZMQ round trip"
              : "per bucket: the all_reduce of the workers' return codes, a device synchronize and the ZMQ round trip "
                "to the worker",
-         p2p ? "fitted on ckpt-deepseek-16-p2p (params/checkpoint-engine-published.csv)"
+         p2p ? "fitted on ckpt-deepseek-16-p2p (params/checkpoint-engine-p2p-published.csv)"
              : "fitted with per_broadcast_tensor on ckpt-qwen3-8-bcast and ckpt-deepseek-16-bcast",
-         true},
+         true, p2p ? "checkpoint_engine_p2p" : "checkpoint_engine"},
         {"host_passes", "1", "each owner copies its buckets from pinned host memory to its GPU (H2D over PCIe) before "
          "they are broadcast, not overlapped", "checkpoint_engine/ps.py, ParameterServer._copy_to_buffer", false},
         {"copy_passes", "1", "the owner copies the H2D buffer into the broadcast buffer; the worker's loader copies out of it",
@@ -324,7 +353,7 @@ std::vector<SystemProfile> make_profiles() {
     };
     if (p2p) s.constants[0] = {"per_broadcast_tensor", micros(kCkptLoadPerTensor),
                                "per tensor: the vLLM worker's load_weights, as the broadcast update's",
-                               "checkpoint_engine's, carried over (fitted there)", false};
+                               "checkpoint_engine's, carried over (fitted there)", false, "checkpoint_engine", ""};
     v.push_back(s);
   }
   return v;
@@ -352,6 +381,33 @@ CostParams nemo_rl_cost() {
 const std::vector<SystemProfile>& system_profiles() {
   static const std::vector<SystemProfile> profiles = make_profiles();
   return profiles;
+}
+
+const std::vector<ProfileFit>& profile_fits() {
+  static const std::vector<ProfileFit> fits{
+      // The base of the two shared fits is a profile with the shared cost terms (nemo_rl_cost(), miles_cost()).
+      {"nemo_rl", "params/nemo_rl-published.csv", "nemo_rl_broadcast", {"per_tensor", "per_broadcast_tensor", "copy_passes"},
+       {"nrl-anchor-q235-bcast", "nrl-anchor-q235-reshard", "nrl-anchor-dsv3-bcast", "nrl-anchor-dsv3-reshard"}},
+      {"miles", "params/miles-published.csv", "slime", {"per_tensor", "per_broadcast_tensor"},
+       {"miles-qwen3-30b-nccl", "miles-qwen3-30b-p2p"}},
+      {"nemo_rl_fallback", "params/nemo_rl-fallback-published.csv", "nemo_rl_nccl_reshard_python_fallback", {"per_tensor"},
+       {"nrl-pr2971-py-q30b-b"}},
+      {"nemo_rl_xfer", "params/nemo_rl-xfer-published.csv", "nemo_rl_nccl_xfer_premerge", {"per_tensor", "per_call_rank"},
+       {"nrl-pr2808-q30b", "nrl-pr2808-dsv3"}},
+      {"verl", "params/verl-published.csv", "verl", {"per_broadcast_tensor"}, {"verl-ce-h100-nccl"}},
+      {"checkpoint_engine", "params/checkpoint-engine-published.csv", "checkpoint_engine",
+       {"per_broadcast_tensor", "per_bucket"}, {"ckpt-qwen3-8-bcast", "ckpt-deepseek-16-bcast"}},
+      // After checkpoint_engine: its base carries that fit's per_broadcast_tensor.
+      {"checkpoint_engine_p2p", "params/checkpoint-engine-p2p-published.csv", "checkpoint_engine_p2p", {"per_bucket"},
+       {"ckpt-deepseek-16-p2p"}},
+  };
+  return fits;
+}
+
+const ProfileFit* find_profile_fit(const std::string& name) {
+  for (const auto& f : profile_fits())
+    if (f.name == name) return &f;
+  return nullptr;
 }
 
 const SystemProfile* find_system_profile(const std::string& name) {
