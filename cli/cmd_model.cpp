@@ -1,4 +1,4 @@
-// `reshard model FILE [--dtype D] [--mtp] [--json] [--verbose]`: the weight inventory of an architecture file.
+// `reshard model FILE [--dtype D] [--mtp] [--vision] [--json] [--verbose]`: the weight inventory of an architecture file.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -36,6 +36,7 @@ struct ModelArgs {
   std::string file;
   std::string dtype;
   bool mtp = false;
+  bool vision = false;
   bool json = false;
   bool verbose = false;
 };
@@ -50,6 +51,7 @@ void run(const ModelArgs& a) {
     }
   }
   options.include_mtp = a.mtp;
+  options.include_vision = a.vision;
   const auto inv = model::Inventory::load(a.file, options);
   const auto total = inv.parameters();
 
@@ -83,6 +85,7 @@ void run(const ModelArgs& a) {
                           {"architecture", cfg.architecture},
                           {"synthetic", cfg.synthetic},
                           {"include_mtp", inv.includes_mtp()},
+                          {"include_vision", inv.includes_vision()},
                           {"layers", inv.layer_count()},
                           {"parameters", total},
                           {"bytes", inv.bytes().value},
@@ -100,15 +103,22 @@ void run(const ModelArgs& a) {
   const auto& cfg = inv.config();
   std::string layers = std::to_string(inv.decoder_layers());
   if (inv.mtp_layers() > 0) layers += " + " + std::to_string(inv.mtp_layers()) + " MTP";
-  print_fields(std::cout, {
-                              {"model", cfg.name + (cfg.synthetic ? " (synthetic)" : "")},
-                              {"architecture", cfg.architecture},
-                              {"layers", layers},
-                              {"parameters", format_count(total)},
-                              {"active parameters", format_count(inv.active_parameters())},
-                              {"bytes", model::format(inv.bytes())},
-                              {"tensors", count(static_cast<std::int64_t>(inv.tensors().size()))},
-                          });
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"model", cfg.name + (cfg.synthetic ? " (synthetic)" : "")},
+      {"architecture", cfg.architecture},
+      {"layers", layers},
+  };
+  if (!cfg.vision.kind.empty())
+    fields.emplace_back("vision tower", inv.includes_vision()          ? "included (" + cfg.vision.kind + ")"
+                                        : cfg.vision.kind == "moonvit" ? "left out (MoonViT: not modelled)"
+                                                                       : "left out (" + cfg.vision.kind + "; --vision counts it)");
+  for (auto& f : std::vector<std::pair<std::string, std::string>>{
+           {"parameters", format_count(total)},
+           {"active parameters", format_count(inv.active_parameters())},
+           {"bytes", model::format(inv.bytes())},
+           {"tensors", count(static_cast<std::int64_t>(inv.tensors().size()))}})
+    fields.push_back(std::move(f));
+  print_fields(std::cout, fields);
   std::cout << '\n';
   Table t({"class", "parameters>", "share>", "bytes>"});
   for (int i = 0; i < model::kTensorClassCount; ++i) {
@@ -137,6 +147,7 @@ void add_model_command(CLI::App& app) {
       ->required();
   cmd->add_option("--dtype", args->dtype, "Override the weights' dtype: bf16, fp16, fp32, fp8");
   cmd->add_flag("--mtp", args->mtp, "Include the multi-token-prediction layers");
+  cmd->add_flag("--vision", args->vision, "Include the vision tower of a multimodal config (Qwen3.5)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--verbose", args->verbose, "List the config.json keys reshard does not use");
   cmd->callback([args] { run(*args); });

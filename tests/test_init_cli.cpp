@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -93,6 +94,21 @@ TEST(InitCli, LargerModelGetsMoreSharding) {
   const std::string out =
       init_plan_compare("qwen235b", "--model " + reshard::test::source_dir() + "/models/qwen3-235b-a22b.yaml");
   EXPECT_NE(out.find("megatron TP8 DP1 on GPUs 0-7 -> vllm TP8 DP1 on GPUs 8-15"), std::string::npos) << out;
+}
+
+// Every architecture reshard reads gets a starter that plans and compares: the small test model of
+// each new type, and released configs of the ones whose head or DeltaNet key heads limit TP
+// (gpt-oss-120b, Qwen3-Next: vLLM TP4 fits 159 GB on 8 GPUs; Qwen3.5-35B-A3B).
+TEST(InitCli, EveryNewArchitectureGetsAStarter) {
+  const std::string models = reshard::test::source_dir() + "/models/";
+  for (const char* m : {"tiny-qwen2.yaml", "tiny-llama.yaml", "tiny-glm4-moe.yaml", "tiny-gpt-oss.yaml",
+                        "tiny-qwen3-next.yaml", "tiny-qwen3.5.yaml", "tiny-qwen3.5-moe.yaml", "tiny-deepseek-v32.yaml",
+                        "tiny-kimi-k2.5", "hf/gpt-oss-120b", "hf/qwen3-next-80b-a3b-instruct", "hf/qwen3.5-35b-a3b"}) {
+    SCOPED_TRACE(m);
+    std::string name = m;
+    std::replace(name.begin(), name.end(), '/', '-');
+    init_plan_compare("arch-" + name, "--model " + models + m);
+  }
 }
 
 // A model no layout of the GPUs holds is one error, and nothing is written: DeepSeek-V3 (1.34 TB

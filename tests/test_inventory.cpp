@@ -561,7 +561,7 @@ TEST(InventoryErrors, HybridPatternLengthAndKinds) {
 }
 
 TEST(InventoryErrors, UnknownArchitectureAndDtype) {
-  auto e = parse_error(replace(kGood, "qwen3", "llama"));
+  auto e = parse_error(replace(kGood, "qwen3", "mistral"));
   EXPECT_EQ(e.key(), "architecture");
   EXPECT_EQ(e.line(), 1);
   e = parse_error(std::string(kGood) + "dtype: int4\n");
@@ -730,7 +730,7 @@ TEST(InventoryHuggingFace, BadConfigIsOneErrorNamingFileAndKey) {
   EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
   e = hf_error(replace(kHfGood, "\"head_dim\": 4,", ""));
   EXPECT_EQ(e.key(), "head_dim");
-  e = hf_error(replace(replace(kHfGood, "\"qwen3\"", "\"llama\""), "\"Qwen3ForCausalLM\"", "\"LlamaForCausalLM\""));
+  e = hf_error(replace(replace(kHfGood, "\"qwen3\"", "\"mistral\""), "\"Qwen3ForCausalLM\"", "\"MistralForCausalLM\""));
   EXPECT_EQ(e.key(), "model_type");
   EXPECT_NE(std::string(e.what()).find("kimi_k2"), std::string::npos) << e.what();  // lists the known ones
   e = hf_error(replace(replace(kHfGood, "\"model_type\": \"qwen3\",", ""), "[\"Qwen3ForCausalLM\"],", "[],"));
@@ -766,4 +766,374 @@ TEST(ModelCommand, HuggingFaceFolderAndVerboseListsUnusedKeys) {
   EXPECT_NE(r.out.find("config.json keys not used"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rope_theta"), std::string::npos) << r.out;
   EXPECT_EQ(run("model " + hf_folder("qwen3-8b").string()).out.find("rope_theta"), std::string::npos);
+}
+
+// ---- The architectures of 2026's RL runs: hand-worked small configs ------------------------------
+
+namespace {
+Inventory hf(const std::string& json, bool mtp = false, bool vision = false) {
+  InventoryOptions o;
+  o.include_mtp = mtp;
+  o.include_vision = vision;
+  return Inventory::parse(json, "hand/config.json", o);
+}
+}  // namespace
+
+TEST(InventoryHand, LlamaAndQwen2Biases) {
+  // H 16, 4 heads of 4 (head_dim from hidden_size / heads), 2 KV heads, FFN 32, vocabulary 100.
+  const std::string llama = R"({"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 32, "vocab_size": 100,
+    "attention_bias": true, "mlp_bias": true})";
+  const auto inv = hf(llama);
+  // per layer: q 16*16 + 16, k 8*16 + 8, v 8*16 + 8, o 16*16 + 16 = 816; 2 norms 32;
+  // gate/up/down 3*32*16 = 1536 + biases 32 + 32 + 16 = 1616 -> 2464, x2 = 4928;
+  // globals: embedding 1600, lm_head 1600, norm 16 -> 8144.
+  EXPECT_EQ(inv.parameters(), 8144);
+  EXPECT_EQ(inv.config().head_dim, 4);
+  EXPECT_EQ(get(inv, "model.layers.0.self_attn.k_proj.bias").fused, FusedPart::K);
+  EXPECT_EQ(get(inv, "model.layers.0.self_attn.k_proj.bias").role, ParallelRole::ColumnParallel);
+  EXPECT_EQ(get(inv, "model.layers.0.self_attn.o_proj.bias").role, ParallelRole::Replicated);
+  EXPECT_EQ(get(inv, "model.layers.1.mlp.up_proj.bias").fused, FusedPart::Up);
+  EXPECT_EQ(get(inv, "model.layers.1.mlp.down_proj.bias").shape, (Shape{16}));
+  EXPECT_EQ(get(inv, "model.layers.1.mlp.down_proj.bias").role, ParallelRole::Replicated);
+  // Without biases it is the Qwen3 hand model less its QK norms: 7904 - 2*8 = 7888.
+  std::string plain = replace(replace(llama, "\"attention_bias\": true", "\"attention_bias\": false"),
+                              "\"mlp_bias\": true", "\"mlp_bias\": false");
+  EXPECT_EQ(hf(plain).parameters(), 7888);
+  // Qwen2: q/k/v biases always (16 + 8 + 8 per layer), no o or MLP bias: 7888 + 64 = 7952.
+  const auto qwen2 = hf(replace(replace(plain, "\"llama\"", "\"qwen2\""), ", \"mlp_bias\": false", ""));
+  EXPECT_EQ(qwen2.parameters(), 7952);
+  EXPECT_NE(qwen2.find("model.layers.1.self_attn.v_proj.bias"), nullptr);
+  EXPECT_EQ(qwen2.find("model.layers.1.self_attn.o_proj.bias"), nullptr);
+  // mlp_bias is Llama's: refused for Qwen2, whose MLP has none.
+  EXPECT_EQ(hf_error(replace(llama, "\"llama\"", "\"qwen2\"")).key(), "mlp_bias");
+}
+
+TEST(InventoryHand, Glm4MoeBiasesQkNormsSharedExpertsMtp) {
+  const std::string glm = R"({"model_type": "glm4_moe", "hidden_size": 16, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 32,
+    "moe_intermediate_size": 8, "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2,
+    "first_k_dense_replace": 1, "vocab_size": 50, "attention_bias": true, "use_qk_norm": true,
+    "num_nextn_predict_layers": 1, "partial_rotary_factor": 0.5})";
+  const auto inv = hf(glm);
+  // attention: q 32*16 + 32, k 16*16 + 16, v 16*16 + 16, o 16*32, q_norm + k_norm 16 = 1616; norms 32.
+  // layer 0 dense: 1616 + 32 + 3*32*16 = 3184. layer 1 MoE: 1616 + 32 + router 4*16 + fp32 bias 4
+  // + experts 4*3*8*16 = 1536 + shared 3*8*16 = 384 -> 3636. globals 800 + 800 + 16 -> 8436.
+  EXPECT_EQ(inv.parameters(), 8436);
+  EXPECT_EQ(inv.active_parameters(), 8436 - 2 * 384);  // 2 of 4 experts of 384
+  EXPECT_EQ(inv.find("model.layers.0.self_attn.o_proj.bias"), nullptr);  // GLM: q/k/v biases only
+  EXPECT_EQ(get(inv, "model.layers.1.mlp.gate.e_score_correction_bias").dtype, DType::FP32);
+  EXPECT_EQ(get(inv, "model.layers.1.self_attn.q_norm.weight").shape, (Shape{8}));
+  // MTP layer 2: embedding copy 800, enorm + hnorm 32, eh_proj 16*32 = 512, a MoE layer 3636,
+  // shared_head.norm 16, shared_head.head 800 -> 5796.
+  EXPECT_EQ(hf(glm, true).parameters(), 8436 + 5796);
+  EXPECT_EQ(get(hf(glm, true), "model.layers.2.shared_head.head.weight").cls, TensorClass::Head);
+}
+
+TEST(InventoryHand, GptOssSinksBiasesAndStackedExperts) {
+  const std::string oss = R"({"model_type": "gpt_oss", "hidden_size": 8, "num_hidden_layers": 1,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "intermediate_size": 6,
+    "num_local_experts": 3, "num_experts_per_tok": 2, "vocab_size": 20, "swiglu_limit": 7.0})";
+  const auto inv = hf(oss);
+  // attention: q 16*8 + 16, k 8*8 + 8, v 8*8 + 8, o 8*16 + 8, sinks 4 = 428; norms 16;
+  // router 3*8 + 3 = 27; expert: gate_up 12*8 + 12, down 8*6 + 8 = 164, x3 = 492 -> 963;
+  // globals 160 + 160 + 8 -> 1291; active 1291 - 164.
+  EXPECT_EQ(inv.parameters(), 1291);
+  EXPECT_EQ(inv.active_parameters(), 1291 - 164);
+  const auto& sinks = get(inv, "model.layers.0.self_attn.sinks");
+  EXPECT_EQ(sinks.shape, (Shape{4}));
+  EXPECT_EQ(sinks.role, ParallelRole::ColumnParallel);
+  const auto& gu = get(inv, "model.layers.0.mlp.experts.2.gate_up_proj");
+  EXPECT_EQ(gu.shape, (Shape{12, 8}));  // [2I, H], gate and up interleaved by row
+  EXPECT_EQ(gu.expert, 2);
+  EXPECT_EQ(gu.tp_groups, 6);  // I (gate, up) pairs a split may not cut
+  EXPECT_EQ(get(inv, "model.layers.0.mlp.experts.1.down_proj").shape, (Shape{8, 6}));
+  EXPECT_EQ(get(inv, "model.layers.0.mlp.experts.1.down_proj_bias").role, ParallelRole::Replicated);
+  EXPECT_EQ(get(inv, "model.layers.0.mlp.router.bias").dtype, DType::BF16);
+  EXPECT_EQ(get(inv, "model.layers.0.self_attn.o_proj.bias").role, ParallelRole::Replicated);
+  // gpt-oss takes head_dim from its config (2880 / 64 is not 64): a missing one is an error.
+  EXPECT_EQ(hf_error(replace(oss, "\"head_dim\": 4,", "")).key(), "head_dim");
+}
+
+TEST(InventoryHand, Qwen3NextGatedDeltaNetAndGatedAttention) {
+  // 4 layers, full attention every 2nd (L F L F); DeltaNet 2 key heads of 2, 4 value heads of 3.
+  const std::string next = R"({"model_type": "qwen3_next", "hidden_size": 8, "num_hidden_layers": 4,
+    "full_attention_interval": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4,
+    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 2,
+    "linear_value_head_dim": 3, "linear_conv_kernel_dim": 3, "intermediate_size": 10,
+    "moe_intermediate_size": 6, "num_experts": 4, "num_experts_per_tok": 2,
+    "shared_expert_intermediate_size": 5, "vocab_size": 20, "decoder_sparse_step": 1, "mlp_only_layers": []})";
+  const auto inv = hf(next);
+  EXPECT_EQ(inv.config().layer_types, "LFLF");
+  // DeltaNet (kd 4, vd 12): conv1d (8+12)*3 = 60, in_proj_qkvz (8+24)*8 = 256, in_proj_ba 8*8 = 64,
+  // dt_bias 4, A_log 4, norm 3, out_proj 8*12 = 96 -> 487.
+  // gated attention: q 2*4*2*8 = 128, k 32, v 32, o 8*8 = 64, QK norms 8 -> 264.
+  // MoE: router 4*8 = 32, experts 4*3*6*8 = 576, shared 3*5*8 = 120, shared gate 8 -> 736; norms 16.
+  // 2*(487+16+736) + 2*(264+16+736) = 4510; globals 160 + 160 + 8 -> 4838.
+  EXPECT_EQ(inv.parameters(), 4838);
+  EXPECT_EQ(inv.active_parameters(), 4838 - 4 * 2 * 144);  // per layer 2 idle experts of 144
+  EXPECT_EQ(inv.parameters(TensorClass::LinearAttention), 2 * 487);
+  const auto& qkvz = get(inv, "model.layers.0.linear_attn.in_proj_qkvz.weight");
+  EXPECT_EQ(qkvz.shape, (Shape{32, 8}));
+  EXPECT_EQ(qkvz.tp_groups, 2);         // per key-head group [q; k; v; z]: split by whole groups
+  EXPECT_TRUE(qkvz.column_parts.empty());
+  const auto& conv = get(inv, "model.layers.0.linear_attn.conv1d.weight");
+  EXPECT_EQ(conv.shape, (Shape{20, 1, 3}));
+  EXPECT_EQ(conv.column_parts, (Shape{4, 4, 12}));  // [q; k; v] channels
+  EXPECT_EQ(get(inv, "model.layers.0.linear_attn.norm.weight").role, ParallelRole::Replicated);
+  EXPECT_EQ(get(inv, "model.layers.1.self_attn.q_proj.weight").shape, (Shape{16, 8}));  // [q; gate] per head
+  EXPECT_EQ(get(inv, "model.layers.3.mlp.shared_expert_gate.weight").shape, (Shape{1, 8}));
+  EXPECT_EQ(get(inv, "model.layers.3.mlp.shared_expert.up_proj.weight").cls, TensorClass::SharedExpert);
+  // No MTP key: vLLM's default of one MTP layer (qwen3_next_mtp): fc 8*16 = 128, two norms 16, a full
+  // attention MoE layer 1016, norm 8 -> 1168.
+  const auto with = hf(next, true);
+  EXPECT_EQ(with.parameters(), 4838 + 1168);
+  EXPECT_EQ(get(with, "mtp.layers.0.self_attn.q_proj.weight").layer, 4);
+  EXPECT_EQ(get(with, "mtp.fc.weight").shape, (Shape{8, 16}));
+  // layer_types wins over the interval, and must list every layer.
+  const auto listed = hf(replace(next, "\"full_attention_interval\": 2,",
+                                 "\"layer_types\": [\"full_attention\", \"linear_attention\", \"linear_attention\", "
+                                 "\"full_attention\"],"));
+  EXPECT_EQ(listed.config().layer_types, "FLLF");
+  EXPECT_EQ(hf_error(replace(next, "\"full_attention_interval\": 2,", "\"layer_types\": [\"full_attention\"],")).key(),
+            "layer_types");
+  EXPECT_EQ(hf_error(replace(next, "\"full_attention_interval\": 2,", "")).key(), "layer_types");
+}
+
+TEST(InventoryHand, Qwen35TextConfigBesideAVisionTower) {
+  const std::string q35 = R"({"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "image_token_id": 7, "tie_word_embeddings": true,
+    "text_config": {"model_type": "qwen3_5_text", "hidden_size": 8, "num_hidden_layers": 2,
+      "layer_types": ["linear_attention", "full_attention"], "num_attention_heads": 2, "num_key_value_heads": 1,
+      "head_dim": 4, "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 2,
+      "linear_value_head_dim": 3, "linear_conv_kernel_dim": 3, "intermediate_size": 10, "vocab_size": 20,
+      "attn_output_gate": true, "dtype": "bfloat16"},
+    "vision_config": {"depth": 1, "hidden_size": 4, "intermediate_size": 6, "num_heads": 2, "patch_size": 2,
+      "temporal_patch_size": 2, "in_channels": 3, "spatial_merge_size": 2, "out_hidden_size": 8,
+      "num_position_embeddings": 5, "deepstack_visual_indexes": []}})";
+  const auto inv = hf(q35);
+  // DeltaNet with split projections: conv1d 60, in_proj_qkv (8+12)*8 = 160, in_proj_z 12*8 = 96,
+  // in_proj_b 32, in_proj_a 32, dt_bias 4, A_log 4, norm 3, out_proj 96 -> 487; attention 264; dense
+  // MLP 3*10*8 = 240; norms 16 -> (487+16+240) + (264+16+240) = 1263; embedding 160 (tied), norm 8.
+  EXPECT_EQ(inv.parameters(), 1431);
+  EXPECT_EQ(inv.config().architecture, "qwen3_5");
+  EXPECT_FALSE(inv.includes_vision());
+  EXPECT_EQ(inv.find(inv.config().head_name), nullptr);  // tied by the wrapper's tie_word_embeddings
+  const auto& qkv = get(inv, "model.language_model.layers.0.linear_attn.in_proj_qkv.weight");
+  EXPECT_EQ(qkv.column_parts, (Shape{4, 4, 12}));
+  EXPECT_EQ(get(inv, "model.language_model.layers.0.linear_attn.in_proj_z.weight").shape, (Shape{12, 8}));
+  EXPECT_NE(inv.find("model.language_model.embed_tokens.weight"), nullptr);
+  // The vision tower, counted on request: patch_embed 4*3*2*2*2 + 4 = 100, pos_embed 5*4 = 20;
+  // block: norms 16, qkv 12*4 + 12, proj 4*4 + 4, fc1 6*4 + 6, fc2 4*6 + 4 = 154; merger (4*2*2 = 16):
+  // norm 8, fc1 16*16 + 16, fc2 8*16 + 8 = 416 -> 690.
+  const auto with = hf(q35, false, true);
+  EXPECT_EQ(with.parameters(), 1431 + 690);
+  EXPECT_EQ(with.parameters(TensorClass::Vision), 690);
+  EXPECT_EQ(get(with, "model.visual.blocks.0.attn.qkv.weight").column_parts, (Shape{4, 4, 4}));
+  EXPECT_TRUE(get(with, "model.visual.pos_embed.weight").pre_layers);
+  // Asking for a tower the config lacks, or a field the tower needs, is an error naming the key.
+  try {
+    (void)hf(replace(q35, "\"depth\": 1,", ""), false, true);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "vision_config.depth");
+  }
+  EXPECT_THROW((void)hf(kHfGood, false, true), ConfigError);
+  // A wrapper without its text_config.
+  EXPECT_EQ(hf_error(R"({"model_type": "qwen3_5", "tie_word_embeddings": false})").key(), "model_type");
+}
+
+TEST(InventoryHand, DeepSeekV32Indexer) {
+  auto c = small_mla();
+  c.architecture = "deepseek_v32";
+  c.index_n_heads = 2;
+  c.index_head_dim = 4;
+  const auto inv = Inventory::build(c);
+  // Per layer: wq_b 8*16 = 128, wk 4*32 = 128, k_norm weight + bias 8, weights_proj 2*32 = 64 -> 328;
+  // the DeepSeek hand model is 16340, two layers -> 16996.
+  EXPECT_EQ(inv.parameters(), 16340 + 2 * 328);
+  const auto& wq = get(inv, "model.layers.1.self_attn.indexer.wq_b.weight");
+  EXPECT_EQ(wq.shape, (Shape{8, 16}));
+  EXPECT_EQ(wq.role, ParallelRole::Replicated);
+  EXPECT_EQ(get(inv, "model.layers.0.self_attn.indexer.k_norm.bias").cls, TensorClass::Norm);
+  c.index_head_dim = 0;
+  EXPECT_THROW((void)Inventory::build(c), ConfigError);
+}
+
+// ---- The released configs against their published totals ---------------------------------------
+
+namespace {
+Inventory released(const std::string& name, bool mtp = false, bool vision = false) {
+  InventoryOptions o;
+  o.include_mtp = mtp;
+  o.include_vision = vision;
+  return Inventory::load(hf_folder(name), o);
+}
+// A published count given to `digits` decimals of a billion (7.61 B: 2): the exact count must round
+// (or, where the publisher truncates, floor) to it.
+void expect_published(std::int64_t got, double billions, int digits) {
+  const double unit = std::pow(10.0, 9 - digits);
+  const double g = static_cast<double>(got) / unit, p = billions * std::pow(10.0, digits);
+  EXPECT_TRUE(std::llround(g) == std::llround(p) || static_cast<std::int64_t>(g) == std::llround(p))
+      << got << " is not " << billions << " B to " << digits << " decimals";
+}
+std::int64_t embeddings(const Inventory& inv) {
+  return inv.parameters(TensorClass::Embedding) + inv.parameters(TensorClass::Head);
+}
+}  // namespace
+
+TEST(InventoryReleased, Qwen25_7B) {
+  // Qwen/Qwen2.5-7B-Instruct model card: "Number of Parameters: 7.61B; Number of Paramaters
+  // (Non-Embedding): 6.53B".
+  const auto inv = released("qwen2.5-7b-instruct");
+  EXPECT_EQ(inv.parameters(), 7'615'616'512);
+  expect_published(inv.parameters(), 7.61, 2);
+  expect_published(inv.parameters() - embeddings(inv), 6.53, 2);
+  EXPECT_EQ(get(inv, "model.layers.27.self_attn.q_proj.bias").shape, (Shape{3584}));
+}
+
+TEST(InventoryReleased, Llama3) {
+  // The Hugging Face pages of meta-llama/Llama-3.1-8B-Instruct and Llama-3.3-70B-Instruct: "Model
+  // size 8.03B params", "70.6B params" (the safetensors total).
+  const auto l8 = released("llama-3.1-8b-instruct");
+  EXPECT_EQ(l8.parameters(), 8'030'261'248);
+  expect_published(l8.parameters(), 8.03, 2);
+  EXPECT_EQ(l8.config().head_dim, 128);  // hidden_size / heads: the config has no head_dim
+  expect_published(released("llama-3.3-70b-instruct").parameters(), 70.6, 1);
+}
+
+TEST(InventoryReleased, Glm45Family) {
+  // GLM-4.5 technical report (arXiv 2508.06471), table 1: GLM-4.5 355B total / 32B activated,
+  // GLM-4.5-Air 106B / 12B. The report counts GLM-4.5 without its embedding and output head but
+  // with its MTP layer (352.80 B + 3.99 B - 1.55 B = 355.24 B) and the activated parameters without
+  // embedding and head; Air's 106 B is its total without MTP (106.85 B, floored). The Hugging Face
+  // pages give the safetensors totals, MTP layer and its embedding / head copies included: 358B, 110B.
+  const auto g = released("glm-4.5"), g_mtp = released("glm-4.5", true);
+  EXPECT_EQ(g.parameters(), 352'797'829'024);
+  expect_published(g_mtp.parameters(), 358, 0);
+  std::int64_t mtp_copies = 0;
+  for (const auto& t : g_mtp.tensors())
+    if (t.mtp && (t.cls == TensorClass::Embedding || t.cls == TensorClass::Head)) mtp_copies += t.elements();
+  expect_published(g_mtp.parameters() - mtp_copies - embeddings(g), 355, 0);
+  expect_published(g.active_parameters() - embeddings(g), 32, 0);
+  const auto air = released("glm-4.5-air");
+  expect_published(air.parameters(), 106, 0);
+  expect_published(air.active_parameters() - embeddings(air), 12, 0);
+  expect_published(released("glm-4.5-air", true).parameters(), 110, 0);
+  EXPECT_EQ(air.find("model.layers.0.self_attn.q_norm.weight"), nullptr);  // Air: use_qk_norm false
+  // GLM-4.6 and GLM-4.7 keep GLM-4.5's weights (only the context length changes).
+  for (const char* name : {"glm-4.6", "glm-4.7"}) EXPECT_EQ(released(name).parameters(), g.parameters()) << name;
+}
+
+TEST(InventoryReleased, GptOss) {
+  // gpt-oss model card (OpenAI, 2025-08-05), table 1: gpt-oss-120b 116.83B total, 5.13B active;
+  // gpt-oss-20b 20.91B, 3.61B. The card's active count leaves the unembedding out.
+  const auto big = released("gpt-oss-120b"), small = released("gpt-oss-20b");
+  EXPECT_EQ(big.parameters(), 116'829'156'672);
+  expect_published(big.parameters(), 116.83, 2);
+  expect_published(big.active_parameters() - big.parameters(TensorClass::Head), 5.13, 2);
+  expect_published(small.parameters(), 20.91, 2);
+  expect_published(small.active_parameters() - small.parameters(TensorClass::Head), 3.61, 2);
+  // per layer: q/k/v/o weights and biases 8, sinks, 2 norms, router weight and bias, 128 x 4 expert
+  // tensors -> 525; embedding, final norm, lm_head.
+  EXPECT_EQ(big.tensors().size(), 36u * 525 + 3);
+}
+
+TEST(InventoryReleased, Qwen3Next) {
+  // Qwen/Qwen3-Next-80B-A3B-Instruct model card: "80B in total and 3B activated"; the Hugging Face
+  // page's safetensors total, MTP layer included: 81.3B.
+  const auto inv = released("qwen3-next-80b-a3b-instruct");
+  expect_published(inv.parameters(), 80, 0);
+  expect_published(inv.active_parameters() - embeddings(inv), 3, 0);
+  expect_published(released("qwen3-next-80b-a3b-instruct", true).parameters(), 81.3, 1);
+  std::string every_fourth;
+  for (int i = 0; i < 12; ++i) every_fourth += "LLLF";  // full_attention_interval 4
+  EXPECT_EQ(inv.config().layer_types, every_fourth);
+}
+
+TEST(InventoryReleased, Qwen35) {
+  // Model cards: Qwen3.5-397B-A17B "397B in total and 17B activated", Qwen3.5-35B-A3B 35B / 3B,
+  // Qwen3.5-27B 27B; each count includes the vision encoder.
+  const auto big = released("qwen3.5-397b-a17b", false, true);
+  expect_published(big.parameters(), 397, 0);
+  expect_published(big.active_parameters(), 17, 0);
+  EXPECT_EQ(big.parameters(TensorClass::Vision), 456'010'480);
+  expect_published(released("qwen3.5-35b-a3b", false, true).parameters(), 35, 0);
+  expect_published(released("qwen3.5-27b", false, true).parameters(), 27, 0);
+  const auto text = released("qwen3.5-397b-a17b");
+  EXPECT_EQ(text.parameters(), big.parameters() - 456'010'480);
+  EXPECT_NE(text.find("model.language_model.layers.59.mlp.experts.511.down_proj.weight"), nullptr);
+  EXPECT_NE(text.find("lm_head.weight"), nullptr);
+}
+
+TEST(InventoryReleased, DeepSeekV32) {
+  // deepseek-ai/DeepSeek-V3.2 on Hugging Face: 685B params (safetensors, MTP layer included). The
+  // indexer adds 61 x 13 959 424 to DeepSeek-V3's 671.03 B.
+  const auto v3 = load("deepseek-v3"), inv = released("deepseek-v3.2");
+  EXPECT_EQ(inv.parameters() - v3.parameters(), 61LL * (64 * 128 * 1536 + 128 * 7168 + 2 * 128 + 64 * 7168));
+  expect_published(released("deepseek-v3.2", true).parameters(), 685, 0);
+}
+
+TEST(InventoryReleased, KimiK25) {
+  // moonshotai/Kimi-K2.5 model card: 1T total, 32B activated, a 400M MoonViT vision encoder. Its
+  // text_config is Kimi K2's: the same weights under language_model.
+  const auto inv = released("kimi-k2.5"), k2 = Inventory::load(hf_folder("kimi-k2"));
+  EXPECT_EQ(inv.parameters(), k2.parameters());
+  expect_published(inv.active_parameters(), 32, 0);
+  EXPECT_NE(inv.find("language_model.model.layers.60.mlp.experts.383.up_proj.weight"), nullptr);
+  EXPECT_NE(inv.find("language_model.lm_head.weight"), nullptr);
+  try {
+    (void)released("kimi-k2.5", false, true);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("MoonViT"), std::string::npos) << e.what();
+  }
+}
+
+TEST(InventoryReleased, EveryReleasedConfigIsWellFormed) {
+  int configs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(RESHARD_SOURCE_DIR) / "models" / "hf")) {
+    ++configs;
+    for (const bool mtp : {false, true}) {
+      SCOPED_TRACE(entry.path().filename().string() + (mtp ? " with MTP" : ""));
+      InventoryOptions o;
+      o.include_mtp = mtp;
+      const auto inv = Inventory::load(entry.path(), o);
+      EXPECT_TRUE(inv.config().warnings.empty()) << inv.config().warnings.front();
+      std::int64_t params = 0;
+      for (std::size_t i = 0; i < inv.tensors().size(); ++i) {
+        const auto& t = inv.tensors()[i];
+        ASSERT_EQ(inv.find(t.name), &t);
+        ASSERT_EQ(t.expert >= 0, t.cls == TensorClass::ExpertFFN) << t.name;
+        ASSERT_EQ(t.mtp, t.layer >= inv.decoder_layers()) << t.name;
+        if (t.fused != FusedPart::None) {
+          ASSERT_EQ(t.role, ParallelRole::ColumnParallel) << t.name;
+        }
+        if (t.cls == TensorClass::Norm || t.cls == TensorClass::Router) {
+          ASSERT_EQ(t.role, ParallelRole::Replicated) << t.name;
+        }
+        if (!t.column_parts.empty()) {
+          std::int64_t sum = 0;
+          for (const auto p : t.column_parts) sum += p;
+          ASSERT_EQ(sum, t.shape[0]) << t.name;
+        }
+        if (t.tp_groups > 0) {
+          ASSERT_EQ((t.role == ParallelRole::RowParallel ? t.shape[1] : t.shape[0]) % t.tp_groups, 0) << t.name;
+        }
+        params += t.elements();
+      }
+      EXPECT_EQ(params, inv.parameters());
+      EXPECT_EQ(inv.find(inv.config().head_name) == nullptr, inv.config().tie_word_embeddings);
+      EXPECT_EQ(inv.mtp_layers() > 0, mtp && inv.config().num_nextn_predict_layers > 0);
+    }
+  }
+  EXPECT_GE(configs, 22);
+}
+
+TEST(InventoryErrors, UnknownModelTypeListsEveryKnownOne) {
+  auto e = hf_error(replace(replace(kHfGood, "\"qwen3\"", "\"mistral\""), "\"Qwen3ForCausalLM\"", "\"MistralForCausalLM\""));
+  EXPECT_EQ(e.key(), "model_type");
+  for (const char* known : {"qwen2", "llama", "glm4_moe", "gpt_oss", "qwen3_next", "qwen3_5", "qwen3_5_moe",
+                            "deepseek_v32", "kimi_k25", "nemotron_h"})
+    EXPECT_NE(std::string(e.what()).find(known), std::string::npos) << known << " in " << e.what();
 }

@@ -1,5 +1,6 @@
 // Property test over random layout pairs: random small models (dense or MoE, GQA, uneven
-// vocabularies, expert counts that EP does not divide), random Megatron (TP up to 8, ETP default or
+// vocabularies, expert counts that EP does not divide; Qwen3, and the architectures with biases,
+// sinks, gpt-oss's stacked experts, gated attention and gated DeltaNet layers), random Megatron (TP up to 8, ETP default or
 // set, first/last stage sizes) / vLLM (engines or data parallel, EP on or off, linear or round-robin
 // expert placement, redundant experts) / SGLang (with and without DP attention, EP, dense TP 1, DP
 // lm_head, all-to-all backend) / DTensor layouts with random sizes, on random (disjoint or
@@ -38,25 +39,54 @@ using namespace reshard::model;
 
 namespace {
 
+// A random small model: Qwen3 dense or MoE (half of them, as before), or one of the architectures
+// with biases, sinks, stacked experts, gated attention and gated DeltaNet layers (qwen2, llama,
+// glm4_moe, gpt_oss, qwen3_next, qwen3_5, qwen3_5_moe).
 std::string random_model(std::mt19937& rng) {
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + std::uniform_int_distribution<int>(0, static_cast<int>(v.size()) - 1)(rng)); };
+  auto flag = [&] { return std::string(rng() % 2 ? "true" : "false"); };
   const int heads = pick({2, 4, 8});
   int kv = pick({1, 2, 4, 8});
   while (heads % kv) kv /= 2;
-  const bool moe = rng() % 2;
-  std::string y = "name: random\narchitecture: " + std::string(moe ? "qwen3_moe" : "qwen3") + "\n";
+  const int layers = pick({1, 2, 3, 4});
+  static const char* const kArchitectures[] = {"qwen3", "qwen3_moe", "qwen3", "qwen3_moe", "qwen3", "qwen3_moe",
+                                               "qwen2", "llama", "glm4_moe", "gpt_oss", "qwen3_next", "qwen3_5",
+                                               "qwen3_5_moe"};
+  const std::string arch = kArchitectures[rng() % std::size(kArchitectures)];
+  std::string y = "name: random\narchitecture: " + arch + "\n";
   y += "hidden_size: " + std::to_string(pick({8, 12, 16})) + "\n";
-  y += "num_hidden_layers: " + std::to_string(pick({1, 2, 3, 4})) + "\n";
+  y += "num_hidden_layers: " + std::to_string(layers) + "\n";
   y += "num_attention_heads: " + std::to_string(heads) + "\n";
   y += "num_key_value_heads: " + std::to_string(kv) + "\n";
   y += "head_dim: " + std::to_string(pick({2, 4})) + "\n";
   y += "vocab_size: " + std::to_string(std::uniform_int_distribution<int>(5, 40)(rng)) + "\n";
   y += std::string("tie_word_embeddings: ") + (rng() % 2 ? "true" : "false") + "\n";
-  if (moe) {
+  const std::string experts = std::to_string(pick({2, 3, 4, 6, 8}));
+  if (arch == "llama") y += "attention_bias: " + flag() + "\nmlp_bias: " + flag() + "\n";
+  if (arch == "glm4_moe" || arch == "gpt_oss") y += "attention_bias: " + flag() + "\n";
+  if (arch == "qwen3_moe" || arch == "qwen3_next" || arch == "qwen3_5_moe") {
     y += "moe_intermediate_size: " + std::to_string(pick({4, 8, 12})) + "\n";
-    y += "num_experts: " + std::to_string(pick({2, 3, 4, 6, 8})) + "\nnum_experts_per_tok: 2\n";
+    y += "num_experts: " + experts + "\nnum_experts_per_tok: 2\n";
+  } else if (arch == "glm4_moe") {
+    y += "intermediate_size: " + std::to_string(pick({8, 16})) + "\nmoe_intermediate_size: " +
+         std::to_string(pick({4, 8})) + "\nn_routed_experts: " + experts + "\nnum_experts_per_tok: 2\n";
+    y += "n_shared_experts: " + std::to_string(pick({0, 1})) + "\nfirst_k_dense_replace: " +
+         std::to_string(std::uniform_int_distribution<int>(0, layers)(rng)) + "\nuse_qk_norm: " + flag() + "\n";
+  } else if (arch == "gpt_oss") {
+    y += "intermediate_size: " + std::to_string(pick({4, 6, 8, 12})) + "\nnum_local_experts: " + experts +
+         "\nnum_experts_per_tok: 2\n";
   } else {
     y += "intermediate_size: " + std::to_string(pick({8, 12, 16, 24})) + "\n";
+  }
+  if (arch == "qwen3_next" || arch == "qwen3_5" || arch == "qwen3_5_moe") {
+    const int nk = pick({1, 2, 4, 8});
+    y += "linear_num_key_heads: " + std::to_string(nk) + "\nlinear_num_value_heads: " +
+         std::to_string(nk * pick({1, 2})) + "\nlinear_key_head_dim: " + std::to_string(pick({2, 4})) +
+         "\nlinear_value_head_dim: " + std::to_string(pick({2, 3})) + "\nlinear_conv_kernel_dim: " +
+         std::to_string(pick({2, 4})) + "\nlayer_types: [";
+    for (int i = 0; i < layers; ++i) y += std::string(i ? ", " : "") + (rng() % 2 ? "linear_attention" : "full_attention");
+    y += "]\n";
+    if (arch != "qwen3_5") y += "shared_expert_intermediate_size: " + std::to_string(pick({4, 6})) + "\n";
   }
   return y;
 }
@@ -165,18 +195,31 @@ void count_conventions(const Inventory& inv, const LayoutSpec& spec, std::map<st
   }
 }
 
+// Calls f(row-major index) for every element of `box` in a tensor of `shape` (any rank).
+template <class F>
+void for_each_element(const std::vector<std::int64_t>& shape, const Box& box, F&& f) {
+  if (box.empty()) return;
+  std::vector<std::int64_t> at;
+  for (const auto& d : box.dims) at.push_back(d.lo);
+  for (;;) {
+    std::int64_t index = 0;
+    for (std::size_t k = 0; k < shape.size(); ++k) index = index * shape[k] + at[k];
+    f(index);
+    std::size_t k = shape.size();
+    while (k > 0) {
+      --k;
+      if (++at[k] < box.dims[k].hi) break;
+      at[k] = box.dims[k].lo;
+      if (k == 0) return;
+    }
+  }
+}
+
 // For one side: count, element by element, how often the shards cover each tensor element.
 void expect_exact_cover(const Inventory& inv, const ShardMap& m) {
   for (const auto& t : inv.tensors()) {
-    const Box full = full_box(t);
-    std::vector<int> count(static_cast<std::size_t>(full.elements()), 0);
-    for (const auto& s : m.shards(t.id)) {
-      const auto& b = s.box;
-      const std::int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
-      const Interval c = b.dims.size() > 1 ? b.dims[1] : Interval{0, 1};
-      for (auto i = b.dims[0].lo; i < b.dims[0].hi; ++i)
-        for (auto j = c.lo; j < c.hi; ++j) ++count[static_cast<std::size_t>(i * cols + j)];
-    }
+    std::vector<int> count(static_cast<std::size_t>(full_box(t).elements()), 0);
+    for (const auto& s : m.shards(t.id)) for_each_element(t.shape, s.box, [&](std::int64_t e) { ++count[static_cast<std::size_t>(e)]; });
     for (std::size_t e = 0; e < count.size(); ++e)
       ASSERT_EQ(count[e], 1) << m.description() << " " << t.name << " element " << e;
   }
@@ -191,14 +234,15 @@ int expect_megatron_qkv_rows(const Inventory& inv, const LayoutSpec& spec, const
   if (!m) return 0;
   const auto& c = inv.config();
   const std::int64_t kvh = c.num_key_value_heads, hd = c.head_dim;
-  const std::int64_t q_rows = c.num_attention_heads / kvh * hd, group = q_rows + 2 * hd, n = kvh * group;
+  // q rows of a group: its heads' rows of q_proj ([q; gate] per head with an output gate).
+  const std::int64_t q_rows = c.num_attention_heads / kvh * c.q_head_rows(), group = q_rows + 2 * hd, n = kvh * group;
   for (Rank r = 0; r < map.world_size(); ++r)
     for (const auto& b : local_buffers(inv, spec, map, r)) {
       if (b.name.find(".linear_qkv.") == std::string::npos) continue;
       std::vector<std::int64_t> rows;
       for (const auto& seg : b.segments) {
         const auto& t = inv.tensor(seg.tensor);
-        EXPECT_EQ(seg.box.dims[1].size(), t.shape[1]) << b.name;
+        if (t.shape.size() > 1) EXPECT_EQ(seg.box.dims[1].size(), t.shape[1]) << b.name;  // a bias has one dim
         for (auto i = seg.box.dims[0].lo; i < seg.box.dims[0].hi; ++i) {
           if (t.fused == FusedPart::Q) rows.push_back(i / q_rows * group + i % q_rows);
           else if (t.fused == FusedPart::K) rows.push_back(i / hd * group + q_rows + i % hd);
@@ -226,6 +270,8 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
   int tp_over_kv_heads = 0;         // Megatron sides with fewer KV heads than TP
   std::map<std::string, int> seen;  // framework pairs covered
   std::map<std::string, int> conventions;  // vLLM / SGLang conventions drawn (count_conventions)
+  std::map<std::string, int> architectures;  // valid pairs per architecture
+  int gated_tp_over_kv = 0;                  // Megatron sides slicing a gated attention's query group
   while (pairs < 1000) {
     ASSERT_LT(++attempts, 200000) << "too few valid random layouts";
     const auto inv = Inventory::parse(random_model(rng), "random.yaml");
@@ -254,18 +300,18 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     SCOPED_TRACE(a.describe() + " -> " + b.describe());
     expect_exact_cover(inv, src);
     expect_exact_cover(inv, dst);
-    tp_over_kv_heads += expect_megatron_qkv_rows(inv, a, src) + expect_megatron_qkv_rows(inv, b, dst);
+    const int sliced = expect_megatron_qkv_rows(inv, a, src) + expect_megatron_qkv_rows(inv, b, dst);
+    tp_over_kv_heads += sliced;
+    if (inv.config().gated_attention()) gated_tp_over_kv += sliced;
+    ++architectures[inv.config().architecture];
 
     const TransferSet ts = plan(inv, src, dst);
     // Every destination rank receives each of its elements exactly once.
     for (const auto& t : inv.tensors()) {
-      const std::int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
       for (Rank r = 0; r < dst.world_size(); ++r) {
         std::vector<int> count(static_cast<std::size_t>(full_box(t).elements()), 0);
         auto add = [&](const Box& box, int d) {
-          const Interval c = box.dims.size() > 1 ? box.dims[1] : Interval{0, 1};
-          for (auto i = box.dims[0].lo; i < box.dims[0].hi; ++i)
-            for (auto j = c.lo; j < c.hi; ++j) count[static_cast<std::size_t>(i * cols + j)] += d;
+          for_each_element(t.shape, box, [&](std::int64_t e) { count[static_cast<std::size_t>(e)] += d; });
         };
         for (const auto& s : dst.shards(t.id))
           if (dst.rank_set(s.ranks).contains(r)) add(s.box, -1);
@@ -310,6 +356,10 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
   for (const char* c : {"vllm dp+ep", "vllm dp moe-tp", "vllm engines enable_ep", "uneven expert map", "round robin asked",
                         "sglang dp-attention", "sglang plain", "sglang ep"})
     EXPECT_GE(conventions[c], 20) << c;
+  // Every architecture of random_model, and gated attention sliced inside a query group.
+  for (const char* arch : {"qwen3", "qwen3_moe", "qwen2", "llama", "glm4_moe", "gpt_oss", "qwen3_next", "qwen3_5", "qwen3_5_moe"})
+    EXPECT_GE(architectures[arch], 20) << arch;
+  EXPECT_GE(gated_tp_over_kv, 5);
 }
 
 namespace {
@@ -493,4 +543,74 @@ TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
   std::cout << topologies << " topologies (" << warned << " with a NIC faster than its host link), " << cases
             << " layout pairs; host links bind in " << host_bound << ", fabric cuts in " << fabric_bound
             << "; the constructed schedule meets the bound in " << tight << "\n";
+}
+
+// Bytes needed = the destination's bytes, counted by hand, for one small config of each new
+// architecture on vLLM TP2 (one engine on GPUs 8-9) from Megatron TP1 (GPU 0): every column- and
+// row-parallel tensor once, every replicated one (norms, routers, biases of row-parallel layers,
+// KV heads fewer than TP) twice, gpt-oss's expert down_proj_bias on MoE TP rank 0 only.
+TEST(PlannerProperty, NewArchitecturesBytesNeededByHand) {
+  struct Case {
+    const char* name;
+    const char* json;
+    std::int64_t bytes;
+  };
+  const Case cases[] = {
+      // 8144 parameters; twice: 2 layers x 2 norms x 16 + final norm 16 = 80, o_proj.bias 2 x 16,
+      // down_proj.bias 2 x 16 -> 8288 elements of 2 bytes.
+      {"llama", R"({"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "intermediate_size": 32, "vocab_size": 100, "attention_bias": true,
+         "mlp_bias": true})",
+       8288 * 2},
+      // 8436 parameters; twice: norms 2 x 32 + 16 = 80, QK norms 2 x 16, router 4 x 16 + fp32 bias 4
+      // -> 8616 elements, 8 of them the fp32 bias (4 bytes).
+      {"glm4_moe", R"({"model_type": "glm4_moe", "hidden_size": 16, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 32,
+         "moe_intermediate_size": 8, "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2,
+         "first_k_dense_replace": 1, "vocab_size": 50, "attention_bias": true, "use_qk_norm": true})",
+       (8616 - 8) * 2 + 8 * 4},
+      // 1291 parameters; twice: norms 2 x 8 + 8 = 24, o_proj.bias 8, router 24 + 3 -> 1350; the three
+      // experts' down_proj_bias once (rank 0), their gate_up / down split 3 + 3 rows of I = 6.
+      {"gpt_oss", R"({"model_type": "gpt_oss", "hidden_size": 8, "num_hidden_layers": 1,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "intermediate_size": 6,
+         "num_local_experts": 3, "num_experts_per_tok": 2, "vocab_size": 20})",
+       1350 * 2},
+      // 4934 parameters (the hand model of test_inventory.cpp with a shared expert of width 6);
+      // twice: norms 4 x 16 + 8 = 72, DeltaNet norms 2 x 3, the single KV head's k and v (2 layers x
+      // 64), QK norms 2 x 8, routers 4 x 32, shared expert gates 4 x 8 -> 5316.
+      {"qwen3_next", R"({"model_type": "qwen3_next", "hidden_size": 8, "num_hidden_layers": 4,
+         "full_attention_interval": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4,
+         "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 2,
+         "linear_value_head_dim": 3, "linear_conv_kernel_dim": 3, "moe_intermediate_size": 6,
+         "num_experts": 4, "num_experts_per_tok": 2, "shared_expert_intermediate_size": 6, "vocab_size": 20})",
+       5316 * 2},
+      // 1431 parameters; twice: norms 2 x 16 + 8 = 40, DeltaNet norm 3, k and v of the single KV head
+      // 64, QK norms 8 -> 1546.
+      {"qwen3_5", R"({"model_type": "qwen3_5", "tie_word_embeddings": true, "text_config": {
+         "hidden_size": 8, "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"],
+         "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4, "linear_num_key_heads": 2,
+         "linear_num_value_heads": 4, "linear_key_head_dim": 2, "linear_value_head_dim": 3,
+         "linear_conv_kernel_dim": 3, "intermediate_size": 10, "vocab_size": 20}})",
+       1546 * 2},
+      // 16996 parameters (the MLA hand model, 16340, with two indexers of 328); twice per layer:
+      // q_a 512, q_a_layernorm 16, kv_a 320, kv_a_layernorm 8, 2 norms 64, the indexer 328; final
+      // norm 32, router 128 + fp32 bias 4 -> 16996 + 2 x 1248 + 32 + 132 = 19656 elements, 8 fp32.
+      {"deepseek_v32", R"({"model_type": "deepseek_v32", "hidden_size": 32, "num_hidden_layers": 2,
+         "num_attention_heads": 2, "q_lora_rank": 16, "kv_lora_rank": 8, "qk_nope_head_dim": 4,
+         "qk_rope_head_dim": 2, "v_head_dim": 4, "intermediate_size": 64, "moe_intermediate_size": 8,
+         "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+         "vocab_size": 50, "index_n_heads": 2, "index_head_dim": 4})",
+       (19656 - 8) * 2 + 8 * 4},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto inv = Inventory::parse(c.json, std::string(c.name) + "/config.json");
+    const LayoutSpec src{MegatronSpec{}, {0}};
+    const LayoutSpec dst{VllmSpec{.tp = 2}, {8, 9}};
+    const auto s = build_shard_map(inv, src), d = build_shard_map(inv, dst);
+    expect_exact_cover(inv, d);
+    const TransferSet ts = plan(inv, s, d);
+    EXPECT_EQ(ts.bytes_needed.value, c.bytes);
+    EXPECT_EQ(d.total_bytes_held(inv).value, c.bytes);
+  }
 }

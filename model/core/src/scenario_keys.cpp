@@ -23,7 +23,7 @@ const std::vector<KeyTable>& scenario_key_tables() {
        {"name", "description", "model", "topology", "dtype", "include_mtp", "colocated", "source", "destination"}},
       {"megatron", "source: / destination: with framework: megatron",
        {"framework", "gpus", "tp", "pp", "cp", "dp", "ep", "etp", "vpp", "layers_per_stage", "first_stage_layers",
-        "last_stage_layers", "precision", "refit_memory"}},
+        "last_stage_layers", "precision", "refit_memory", "weights_in"}},
       {"vllm", "source: / destination: with framework: vllm",
        {"framework", "gpus", "tp", "pp", "dp", "dp_mode", "ep", "enable_expert_parallel", "expert_placement",
         "all2all_backend", "redundant_experts", "precision", "refit_memory", "gpu_memory_utilization"}},
@@ -32,7 +32,7 @@ const std::vector<KeyTable>& scenario_key_tables() {
         "enable_dp_lm_head", "moe_a2a_backend", "ep_num_redundant_experts", "servers", "precision", "refit_memory",
         "mem_fraction_static"}},
       {"dtensor", "source: / destination: with framework: dtensor",
-       {"framework", "gpus", "mesh", "placements", "precision", "refit_memory"}},
+       {"framework", "gpus", "mesh", "placements", "precision", "refit_memory", "weights_in"}},
       {"dtensor.mesh", "mesh: of a dtensor layout", {"shape", "names"}},
       {"precision", "destination.precision", {"format", "weight_block_size", "classes", "quantize_at"}},
   };

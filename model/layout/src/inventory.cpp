@@ -54,6 +54,8 @@ const char* to_string(TensorClass c) {
     case TensorClass::Norm: return "norm";
     case TensorClass::Mamba: return "mamba";
     case TensorClass::Head: return "head";
+    case TensorClass::LinearAttention: return "linear_attention";
+    case TensorClass::Vision: return "vision";
   }
   return "?";
 }
@@ -129,15 +131,36 @@ class Builder {
   }
   void set_mtp(bool m) { mtp_ = m; }
 
+  // What a GQA attention block carries besides q/k/v/o (see ModelConfig and docs/models.md).
+  struct Attn {
+    bool qkv_bias = false;  // q/k/v biases, split as their rows
+    bool o_bias = false;    // o_proj bias [H]: whole on every TP rank (a row-parallel layer's bias)
+    bool qk_norm = false;   // q_norm, k_norm [head_dim]
+    bool gated = false;     // q_proj [2 * heads * hd, H]: per head [q; gate] (qwen3_next, qwen3_5)
+    bool sinks = false;     // gpt_oss: one learned sink logit per head, [heads], split by heads
+  };
+
   // GQA attention: q/k/v [heads*hd | kv*hd, H] column-parallel parts of the fused qkv buffer,
   // o [H, heads*hd] row-parallel.
   void gqa(const std::string& p, std::int32_t layer, bool qk_norm) {
+    Attn a;
+    a.qk_norm = qk_norm;
+    gqa(p, layer, a);
+  }
+  void gqa(const std::string& p, std::int32_t layer, const Attn& a) {
     const auto H = c_.hidden_size, hd = c_.head_dim;
-    add(p + "q_proj.weight", {c_.num_attention_heads * hd, H}, TC::Attention, PR::ColumnParallel, layer, FP::Q);
-    add(p + "k_proj.weight", {c_.num_key_value_heads * hd, H}, TC::Attention, PR::ColumnParallel, layer, FP::K);
-    add(p + "v_proj.weight", {c_.num_key_value_heads * hd, H}, TC::Attention, PR::ColumnParallel, layer, FP::V);
+    const auto q_rows = c_.num_attention_heads * hd * (a.gated ? 2 : 1), kv_rows = c_.num_key_value_heads * hd;
+    if (a.gated != c_.gated_attention()) throw std::logic_error("gated attention outside a gated architecture");
+    add(p + "q_proj.weight", {q_rows, H}, TC::Attention, PR::ColumnParallel, layer, FP::Q);
+    if (a.qkv_bias) add(p + "q_proj.bias", {q_rows}, TC::Attention, PR::ColumnParallel, layer, FP::Q);
+    add(p + "k_proj.weight", {kv_rows, H}, TC::Attention, PR::ColumnParallel, layer, FP::K);
+    if (a.qkv_bias) add(p + "k_proj.bias", {kv_rows}, TC::Attention, PR::ColumnParallel, layer, FP::K);
+    add(p + "v_proj.weight", {kv_rows, H}, TC::Attention, PR::ColumnParallel, layer, FP::V);
+    if (a.qkv_bias) add(p + "v_proj.bias", {kv_rows}, TC::Attention, PR::ColumnParallel, layer, FP::V);
     add(p + "o_proj.weight", {H, c_.num_attention_heads * hd}, TC::Attention, PR::RowParallel, layer);
-    if (qk_norm) {
+    if (a.o_bias) add(p + "o_proj.bias", {H}, TC::Attention, PR::Replicated, layer);
+    if (a.sinks) add(p + "sinks", {c_.num_attention_heads}, TC::Attention, PR::ColumnParallel, layer);
+    if (a.qk_norm) {
       norm(p + "q_norm.weight", hd, layer);
       norm(p + "k_norm.weight", hd, layer);
     }
@@ -164,12 +187,16 @@ class Builder {
     add(p + "o_proj.weight", {H, heads * c_.v_head_dim}, TC::Attention, PR::RowParallel, layer);
   }
 
-  // SwiGLU FFN [gate; up] column-parallel, down row-parallel.
+  // SwiGLU FFN [gate; up] column-parallel, down row-parallel. With `bias` (llama mlp_bias): gate and
+  // up biases split as their rows, the down bias [in] whole on every TP rank.
   void swiglu(const std::string& p, std::int64_t in, std::int64_t width, TC cls, std::int32_t layer,
-              std::int32_t expert = -1) {
+              std::int32_t expert = -1, bool bias = false) {
     add(p + "gate_proj.weight", {width, in}, cls, PR::ColumnParallel, layer, FP::Gate, expert);
+    if (bias) add(p + "gate_proj.bias", {width}, cls, PR::ColumnParallel, layer, FP::Gate, expert);
     add(p + "up_proj.weight", {width, in}, cls, PR::ColumnParallel, layer, FP::Up, expert);
+    if (bias) add(p + "up_proj.bias", {width}, cls, PR::ColumnParallel, layer, FP::Up, expert);
     add(p + "down_proj.weight", {in, width}, cls, PR::RowParallel, layer, FP::None, expert);
+    if (bias) add(p + "down_proj.bias", {in}, cls, PR::Replicated, layer, FP::None, expert);
   }
 
   // ReLU^2 FFN (nemotron_h): up column-parallel, down row-parallel.
@@ -209,6 +236,70 @@ class Builder {
     add(p + "out_proj.weight", {H, d}, TC::Mamba, PR::RowParallel, layer);
   }
 
+  // Gated DeltaNet (qwen3_next, qwen3_5), transformers' Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet.
+  // nk key heads of dk, nv value heads of dv (nv a multiple of nk); kd = nk*dk, vd = nv*dv.
+  //   qwen3_next: in_proj_qkvz [2kd + 2vd, H] is per key-head group g: [q_g dk; k_g dk; v_g (nv/nk)*dv;
+  //               z_g (nv/nk)*dv] (fix_query_key_value_ordering), in_proj_ba [2nv, H] per group
+  //               [b_g nv/nk; a_g nv/nk]: a contiguous split by whole groups gives a rank whole heads;
+  //   qwen3_5:    in_proj_qkv [2kd + vd, H] = [q; k; v] (each part split apart: column_parts),
+  //               in_proj_z [vd, H], in_proj_b, in_proj_a [nv, H].
+  // conv1d [2kd + vd, 1, kernel] (no bias) = [q; k; v] channels (column_parts), dt_bias and A_log [nv]
+  // by heads, the gated norm [dv] shared by all heads (replicated), out_proj [H, vd] row-parallel.
+  // Every split must give whole key heads (tp_groups = nk).
+  void deltanet(const std::string& p, std::int32_t layer, bool split_projections) {
+    const auto H = c_.hidden_size, nk = c_.linear_num_key_heads, nv = c_.linear_num_value_heads;
+    const auto kd = nk * c_.linear_key_head_dim, vd = nv * c_.linear_value_head_dim;
+    const auto LA = TC::LinearAttention;
+    auto grouped = [&](TensorInfo& t, std::vector<std::int64_t> parts = {}) {
+      t.tp_groups = nk;
+      t.column_parts = std::move(parts);
+    };
+    grouped(add(p + "conv1d.weight", {2 * kd + vd, 1, c_.linear_conv_kernel_dim}, LA, PR::ColumnParallel, layer),
+            {kd, kd, vd});
+    if (split_projections) {
+      grouped(add(p + "in_proj_qkv.weight", {2 * kd + vd, H}, LA, PR::ColumnParallel, layer), {kd, kd, vd});
+      grouped(add(p + "in_proj_z.weight", {vd, H}, LA, PR::ColumnParallel, layer));
+      grouped(add(p + "in_proj_b.weight", {nv, H}, LA, PR::ColumnParallel, layer));
+      grouped(add(p + "in_proj_a.weight", {nv, H}, LA, PR::ColumnParallel, layer));
+    } else {
+      grouped(add(p + "in_proj_qkvz.weight", {2 * kd + 2 * vd, H}, LA, PR::ColumnParallel, layer));
+      grouped(add(p + "in_proj_ba.weight", {2 * nv, H}, LA, PR::ColumnParallel, layer));
+    }
+    grouped(add(p + "dt_bias", {nv}, LA, PR::ColumnParallel, layer));
+    grouped(add(p + "A_log", {nv}, LA, PR::ColumnParallel, layer));
+    add(p + "norm.weight", {c_.linear_value_head_dim}, LA, PR::Replicated, layer);
+    grouped(add(p + "out_proj.weight", {H, vd}, LA, PR::RowParallel, layer));
+  }
+
+  // gpt-oss expert e of a layer. The checkpoint stacks the experts in one tensor per kind
+  // (`mlp.experts.gate_up_proj` [E, ...], MXFP4 blocks in the released files); reshard lists expert
+  // e's slice as `mlp.experts.e.<kind>` in the [out, in] orientation of the MXFP4 blocks and of vLLM's
+  // w13 / w2: gate_up [2I, H] with gate and up rows interleaved (row 2j gate j, row 2j+1 up j),
+  // gate_up_proj_bias [2I], down [H, I], down_proj_bias [H]. A tensor-parallel split of whole (gate,
+  // up) pairs is a contiguous range of rows (Megatron de-interleaves them into [gate; up] per rank,
+  // the same elements); the down bias is the bias of a row-parallel layer (whole).
+  void gpt_oss_expert(const std::string& p, std::int32_t layer, std::int32_t e) {
+    const auto H = c_.hidden_size, I = c_.intermediate_size;
+    const std::string x = layer_prefix_of(p, e);
+    add(x + "gate_up_proj", {2 * I, H}, TC::ExpertFFN, PR::ColumnParallel, layer, FP::None, e).tp_groups = I;
+    add(x + "gate_up_proj_bias", {2 * I}, TC::ExpertFFN, PR::ColumnParallel, layer, FP::None, e).tp_groups = I;
+    add(x + "down_proj", {H, I}, TC::ExpertFFN, PR::RowParallel, layer, FP::None, e);
+    add(x + "down_proj_bias", {H}, TC::ExpertFFN, PR::Replicated, layer, FP::None, e);
+  }
+
+  // DeepSeek sparse attention's lightning indexer (deepseek_v32, DeepSeek's inference/model.py
+  // Indexer): wq_b [n*d, q_lora], wk [d, H], k_norm (LayerNorm: weight and bias [d]), weights_proj
+  // [n, H]. Every framework keeps it whole on every rank (vLLM ReplicatedLinear, Megatron-Core
+  // DSAIndexer parallel_mode "duplicated").
+  void indexer(const std::string& p, std::int32_t layer) {
+    const auto n = c_.index_n_heads, d = c_.index_head_dim;
+    add(p + "wq_b.weight", {n * d, c_.q_lora_rank}, TC::Attention, PR::Replicated, layer);
+    add(p + "wk.weight", {d, c_.hidden_size}, TC::Attention, PR::Replicated, layer);
+    norm(p + "k_norm.weight", d, layer);
+    norm(p + "k_norm.bias", d, layer);
+    add(p + "weights_proj.weight", {n, c_.hidden_size}, TC::Attention, PR::Replicated, layer);
+  }
+
   // MTP input fusion (DeepSeek-V3 and nemotron_h): enorm, hnorm [H], eh_proj [H, 2H]. Megatron
   // builds eh_proj column-parallel (gather_output=False), vLLM's NemotronH MTP likewise.
   void mtp_fusion(const std::string& p, std::int32_t layer) {
@@ -219,6 +310,9 @@ class Builder {
   }
 
  private:
+  static std::string layer_prefix_of(const std::string& root, std::int64_t i) {
+    return root + std::to_string(i) + ".";
+  }
   const ModelConfig& c_;
   DType dtype_;
   std::vector<TensorInfo>& out_;
@@ -232,10 +326,22 @@ std::string layer_prefix(const char* root, std::int64_t i) {
   return s;
 }
 
-// ---- deepseek_v3 (DeepSeek-V3, Kimi K2, Kimi-K3-class) ----
-void deepseek_layer(Builder& b, const ModelConfig& c, std::int32_t i) {
-  const std::string p = layer_prefix("model.layers.", i);
-  b.mla(p + "self_attn.", i);
+// ---- deepseek_v3 / deepseek_v32 (DeepSeek-V3, V3.2, Kimi K2, K2.5, Kimi-K3-class) and glm4_moe ----
+// The same layer plan: the first first_k_dense_replace layers dense, the rest MoE (router with an
+// fp32 score-correction bias, routed experts, shared experts of width n_shared * moe width), MTP
+// layers stored as further decoder layers. Attention: MLA (deepseek_v3), MLA + the DSA indexer
+// (deepseek_v32), GQA with q/k/v biases and optional QK norms (glm4_moe).
+void moe_decoder_layer(Builder& b, const ModelConfig& c, std::int32_t i) {
+  const std::string p = layer_prefix((c.model_prefix + "layers.").c_str(), i);
+  if (c.architecture == "glm4_moe") {
+    Builder::Attn a;
+    a.qkv_bias = c.attention_bias;
+    a.qk_norm = c.use_qk_norm;
+    b.gqa(p + "self_attn.", i, a);
+  } else {
+    b.mla(p + "self_attn.", i);
+    if (c.architecture == "deepseek_v32") b.indexer(p + "self_attn.indexer.", i);
+  }
   b.norm(p + "input_layernorm.weight", c.hidden_size, i);
   b.norm(p + "post_attention_layernorm.weight", c.hidden_size, i);
   if (i < c.first_k_dense_replace) {
@@ -253,24 +359,162 @@ void deepseek_layer(Builder& b, const ModelConfig& c, std::int32_t i) {
 
 void build_deepseek(Builder& b, const ModelConfig& c, std::int32_t mtp_layers) {
   const auto H = c.hidden_size, V = c.vocab_size;
-  b.add("model.embed_tokens.weight", {V, H}, TC::Embedding, PR::VocabParallel, -1).pre_layers = true;
+  b.add(c.model_prefix + "embed_tokens.weight", {V, H}, TC::Embedding, PR::VocabParallel, -1).pre_layers = true;
   const auto L = static_cast<std::int32_t>(c.num_hidden_layers);
-  for (std::int32_t i = 0; i < L; ++i) deepseek_layer(b, c, i);
+  for (std::int32_t i = 0; i < L; ++i) moe_decoder_layer(b, c, i);
   // MTP layer k is stored as model.layers.(L+k): its own copy of the embedding and head, the input
   // fusion, one full decoder layer (MoE, since L+k >= first_k_dense_replace) and the head norm.
   b.set_mtp(true);
   for (std::int32_t k = 0; k < mtp_layers; ++k) {
     const std::int32_t i = L + k;
-    const std::string p = layer_prefix("model.layers.", i);
+    const std::string p = layer_prefix((c.model_prefix + "layers.").c_str(), i);
     b.add(p + "embed_tokens.weight", {V, H}, TC::Embedding, PR::VocabParallel, i);
     b.mtp_fusion(p, i);
-    deepseek_layer(b, c, i);
+    moe_decoder_layer(b, c, i);
     b.norm(p + "shared_head.norm.weight", H, i);
     b.add(p + "shared_head.head.weight", {V, H}, TC::Head, PR::VocabParallel, i);
   }
   b.set_mtp(false);
-  b.norm("model.norm.weight", H, -1);
-  if (!c.tie_word_embeddings) b.add("lm_head.weight", {V, H}, TC::Head, PR::VocabParallel, -1);
+  b.norm(c.model_prefix + "norm.weight", H, -1);
+  if (!c.tie_word_embeddings) b.add(c.head_name, {V, H}, TC::Head, PR::VocabParallel, -1);
+}
+
+// ---- qwen2 (Qwen2.5) and llama (Llama 3.x): dense GQA ----
+// qwen2: q/k/v biases always (transformers Qwen2Attention builds them with bias=True); llama:
+// attention_bias gives q/k/v/o biases, mlp_bias gate/up/down biases (LlamaAttention, LlamaMLP).
+void build_dense_gqa(Builder& b, const ModelConfig& c) {
+  const auto H = c.hidden_size, V = c.vocab_size;
+  const bool llama = c.architecture == "llama";
+  Builder::Attn a;
+  a.qkv_bias = !llama || c.attention_bias;
+  a.o_bias = llama && c.attention_bias;
+  b.add(c.model_prefix + "embed_tokens.weight", {V, H}, TC::Embedding, PR::VocabParallel, -1).pre_layers = true;
+  for (std::int32_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = layer_prefix((c.model_prefix + "layers.").c_str(), i);
+    b.gqa(p + "self_attn.", i, a);
+    b.norm(p + "input_layernorm.weight", H, i);
+    b.norm(p + "post_attention_layernorm.weight", H, i);
+    b.swiglu(p + "mlp.", H, c.intermediate_size, TC::DenseFFN, i, -1, llama && c.mlp_bias);
+  }
+  b.norm(c.model_prefix + "norm.weight", H, -1);
+  if (!c.tie_word_embeddings) b.add(c.head_name, {V, H}, TC::Head, PR::VocabParallel, -1);
+}
+
+// ---- gpt_oss (gpt-oss-20b, gpt-oss-120b; transformers modeling_gpt_oss.py) ----
+// Attention with q/k/v/o biases and one sink per head; MoE in every layer: router weight and bias
+// (bf16), experts with biases (Builder::gpt_oss_expert); no shared expert.
+void build_gpt_oss(Builder& b, const ModelConfig& c) {
+  const auto H = c.hidden_size, V = c.vocab_size, E = c.n_routed_experts;
+  Builder::Attn a;
+  a.qkv_bias = a.o_bias = a.sinks = true;
+  b.add(c.model_prefix + "embed_tokens.weight", {V, H}, TC::Embedding, PR::VocabParallel, -1).pre_layers = true;
+  for (std::int32_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = layer_prefix((c.model_prefix + "layers.").c_str(), i);
+    b.gqa(p + "self_attn.", i, a);
+    b.norm(p + "input_layernorm.weight", H, i);
+    b.norm(p + "post_attention_layernorm.weight", H, i);
+    b.add(p + "mlp.router.weight", {E, H}, TC::Router, PR::Replicated, i);
+    b.add(p + "mlp.router.bias", {E}, TC::Router, PR::Replicated, i);
+    for (std::int32_t e = 0; e < E; ++e) b.gpt_oss_expert(p + "mlp.experts.", i, e);
+  }
+  b.norm(c.model_prefix + "norm.weight", H, -1);
+  if (!c.tie_word_embeddings) b.add(c.head_name, {V, H}, TC::Head, PR::VocabParallel, -1);
+}
+
+// ---- qwen3_next, qwen3_5 (dense), qwen3_5_moe: gated DeltaNet + gated attention hybrids ----
+// Layer kind from layer_types ('L' DeltaNet as `linear_attn`, 'F' gated attention with QK norms as
+// `self_attn`); the MLP is MoE (router without bias, routed experts, one shared expert
+// `mlp.shared_expert` with its sigmoid gate `mlp.shared_expert_gate` [1, H]) in qwen3_next and
+// qwen3_5_moe, dense in qwen3_5. MTP (`mtp.`): fc [H, 2H], pre_fc_norm_embedding,
+// pre_fc_norm_hidden, full-attention layers `mtp.layers.k`, norm; embedding and head shared.
+void qwen_hybrid_layer(Builder& b, const ModelConfig& c, const std::string& p, char kind, std::int32_t layer) {
+  const auto H = c.hidden_size;
+  const bool split = c.architecture != "qwen3_next";
+  if (kind == 'L') {
+    b.deltanet(p + "linear_attn.", layer, split);
+  } else {
+    Builder::Attn a;
+    a.qkv_bias = a.o_bias = c.attention_bias;
+    a.qk_norm = a.gated = true;
+    b.gqa(p + "self_attn.", layer, a);
+  }
+  b.norm(p + "input_layernorm.weight", H, layer);
+  b.norm(p + "post_attention_layernorm.weight", H, layer);
+  if (c.architecture == "qwen3_5") {
+    b.swiglu(p + "mlp.", H, c.intermediate_size, TC::DenseFFN, layer);
+    return;
+  }
+  b.router(p + "mlp.", layer, false);
+  const std::string ep = p + "mlp.experts.";
+  for (std::int32_t e = 0; e < c.n_routed_experts; ++e)
+    b.swiglu(layer_prefix(ep.c_str(), e), H, c.moe_intermediate_size, TC::ExpertFFN, layer, e);
+  b.swiglu(p + "mlp.shared_expert.", H, c.shared_expert_intermediate_size, TC::SharedExpert, layer);
+  b.add(p + "mlp.shared_expert_gate.weight", {1, H}, TC::SharedExpert, PR::Replicated, layer);
+}
+
+void build_qwen_hybrid(Builder& b, const ModelConfig& c, std::int32_t mtp_layers) {
+  const auto H = c.hidden_size, V = c.vocab_size;
+  b.add(c.model_prefix + "embed_tokens.weight", {V, H}, TC::Embedding, PR::VocabParallel, -1).pre_layers = true;
+  const auto L = static_cast<std::int32_t>(c.num_hidden_layers);
+  for (std::int32_t i = 0; i < L; ++i)
+    qwen_hybrid_layer(b, c, layer_prefix((c.model_prefix + "layers.").c_str(), i),
+                      c.layer_types[static_cast<std::size_t>(i)], i);
+  b.set_mtp(true);
+  for (std::int32_t k = 0; k < mtp_layers; ++k) {
+    if (k == 0) {
+      b.add("mtp.fc.weight", {H, 2 * H}, TC::DenseFFN, PR::ColumnParallel, L);
+      b.norm("mtp.pre_fc_norm_embedding.weight", H, L);
+      b.norm("mtp.pre_fc_norm_hidden.weight", H, L);
+    }
+    qwen_hybrid_layer(b, c, layer_prefix("mtp.layers.", k), 'F', L + k);
+    if (k == mtp_layers - 1) b.norm("mtp.norm.weight", H, L + k);
+  }
+  b.set_mtp(false);
+  b.norm(c.model_prefix + "norm.weight", H, -1);
+  if (!c.tie_word_embeddings) b.add(c.head_name, {V, H}, TC::Head, PR::VocabParallel, -1);
+}
+
+// ---- the Qwen3-VL vision tower Qwen3.5 ships (transformers Qwen3VLVisionModel, no deepstack) ----
+// `model.visual.`: patch_embed.proj (Conv3d [D, C, tp, p, p] + bias), pos_embed [positions, D], per
+// block norm1/norm2 (LayerNorm weight + bias), attn.qkv [3D, D] + bias (= [q; k; v]), attn.proj,
+// mlp.linear_fc1 [I, D], mlp.linear_fc2 [D, I] (with biases), then the patch merger: norm [D],
+// linear_fc1 [4D, 4D], linear_fc2 [out, 4D] (4 = spatial_merge_size^2, with biases). Listed before
+// the embedding (layer -1), counted only with include_vision. Roles as vLLM's Qwen3_VisionTransformer
+// splits them (qkv by heads, proj and fc2 by rows' input, norms and the patch embedding whole).
+void build_vision(Builder& b, const ModelConfig& c) {
+  const auto& v = c.vision;
+  const auto D = v.hidden_size, I = v.intermediate_size, M = D * v.spatial_merge_size * v.spatial_merge_size;
+  const std::string p = "model.visual.";
+  auto add = [&](const std::string& name, std::vector<std::int64_t> shape, PR role) -> TensorInfo& {
+    auto& t = b.add(name, std::move(shape), TC::Vision, role, -1);
+    t.pre_layers = true;
+    return t;
+  };
+  add(p + "patch_embed.proj.weight", {D, v.in_channels, v.temporal_patch_size, v.patch_size, v.patch_size},
+      PR::Replicated);
+  add(p + "patch_embed.proj.bias", {D}, PR::Replicated);
+  add(p + "pos_embed.weight", {v.num_position_embeddings, D}, PR::Replicated);
+  for (std::int64_t i = 0; i < v.depth; ++i) {
+    const std::string q = layer_prefix((p + "blocks.").c_str(), i);
+    for (const char* n : {"norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"}) add(q + n, {D}, PR::Replicated);
+    for (auto* t : {&add(q + "attn.qkv.weight", {3 * D, D}, PR::ColumnParallel),
+                    &add(q + "attn.qkv.bias", {3 * D}, PR::ColumnParallel)}) {
+      t->column_parts = {D, D, D};
+      t->tp_groups = v.num_heads;
+    }
+    add(q + "attn.proj.weight", {D, D}, PR::RowParallel).tp_groups = v.num_heads;
+    add(q + "attn.proj.bias", {D}, PR::Replicated);
+    add(q + "mlp.linear_fc1.weight", {I, D}, PR::ColumnParallel);
+    add(q + "mlp.linear_fc1.bias", {I}, PR::ColumnParallel);
+    add(q + "mlp.linear_fc2.weight", {D, I}, PR::RowParallel);
+    add(q + "mlp.linear_fc2.bias", {D}, PR::Replicated);
+  }
+  add(p + "merger.norm.weight", {D}, PR::Replicated);
+  add(p + "merger.norm.bias", {D}, PR::Replicated);
+  add(p + "merger.linear_fc1.weight", {M, M}, PR::ColumnParallel);
+  add(p + "merger.linear_fc1.bias", {M}, PR::ColumnParallel);
+  add(p + "merger.linear_fc2.weight", {v.out_hidden_size, M}, PR::RowParallel);
+  add(p + "merger.linear_fc2.bias", {v.out_hidden_size}, PR::Replicated);
 }
 
 // ---- qwen3 (dense) and qwen3_moe ----
@@ -351,6 +595,11 @@ void build_nemotron(Builder& b, const ModelConfig& c, std::int32_t mtp_steps) {
   if (!c.tie_word_embeddings) b.add("lm_head.weight", {V, H}, TC::Head, PR::VocabParallel, -1);
 }
 
+std::string known_architectures() {
+  return "deepseek_v3, deepseek_v32, qwen2, llama, qwen3, qwen3_moe, glm4_moe, gpt_oss, qwen3_next, qwen3_5, "
+         "qwen3_5_moe, nemotron_h";
+}
+
 [[noreturn]] void bad(const ModelConfig& c, const std::string& key, const std::string& what) {
   throw ConfigError(c.name, 0, key, what);
 }
@@ -371,23 +620,76 @@ void check(const ModelConfig& c) {
            {"qk_rope_head_dim", c.qk_rope_head_dim}, {"v_head_dim", c.v_head_dim}, {"mamba_num_heads", c.mamba_num_heads},
            {"mamba_head_dim", c.mamba_head_dim}, {"n_groups", c.n_groups}, {"ssm_state_size", c.ssm_state_size},
            {"conv_kernel", c.conv_kernel}, {"moe_shared_expert_intermediate_size", c.shared_expert_intermediate_size},
-           {"moe_latent_size", c.moe_latent_size}})
+           {"moe_latent_size", c.moe_latent_size}, {"linear_num_key_heads", c.linear_num_key_heads},
+           {"linear_num_value_heads", c.linear_num_value_heads}, {"linear_key_head_dim", c.linear_key_head_dim},
+           {"linear_value_head_dim", c.linear_value_head_dim}, {"linear_conv_kernel_dim", c.linear_conv_kernel_dim},
+           {"index_n_heads", c.index_n_heads}, {"index_head_dim", c.index_head_dim},
+           {"vision_config.depth", c.vision.depth}, {"vision_config.hidden_size", c.vision.hidden_size},
+           {"vision_config.intermediate_size", c.vision.intermediate_size},
+           {"vision_config.num_position_embeddings", c.vision.num_position_embeddings},
+           {"vision_config.out_hidden_size", c.vision.out_hidden_size}})
     if (v > kMaxDimension) bad(c, key, std::to_string(v) + " is larger than " + std::to_string(kMaxDimension));
   pos("hidden_size", c.hidden_size);
   pos("num_hidden_layers", c.num_hidden_layers);
   pos("vocab_size", c.vocab_size);
   const std::string& a = c.architecture;
-  if (a == "deepseek_v3") {
+  const auto gqa = [&] {
+    pos("num_attention_heads", c.num_attention_heads);
+    pos("num_key_value_heads", c.num_key_value_heads);
+    pos("head_dim", c.head_dim);
+  };
+  const auto routed = [&](const char* experts_key) {
+    pos("moe_intermediate_size", c.moe_intermediate_size);
+    pos(experts_key, c.n_routed_experts);
+    pos("num_experts_per_tok", c.num_experts_per_tok);
+  };
+  if (a == "deepseek_v3" || a == "deepseek_v32") {
     pos("num_attention_heads", c.num_attention_heads);
     pos("kv_lora_rank", c.kv_lora_rank);
     pos("qk_nope_head_dim", c.qk_nope_head_dim);
     pos("qk_rope_head_dim", c.qk_rope_head_dim);
     pos("v_head_dim", c.v_head_dim);
     if (c.first_k_dense_replace > 0) pos("intermediate_size", c.intermediate_size);
-    if (c.first_k_dense_replace < c.num_hidden_layers) {
-      pos("moe_intermediate_size", c.moe_intermediate_size);
-      pos("n_routed_experts", c.n_routed_experts);
-      pos("num_experts_per_tok", c.num_experts_per_tok);
+    if (c.first_k_dense_replace < c.num_hidden_layers) routed("n_routed_experts");
+    if (a == "deepseek_v32") {
+      pos("q_lora_rank", c.q_lora_rank);  // the indexer's wq_b reads the q LoRA output
+      pos("index_n_heads", c.index_n_heads);
+      pos("index_head_dim", c.index_head_dim);
+    }
+  } else if (a == "glm4_moe") {
+    gqa();
+    if (c.first_k_dense_replace > 0) pos("intermediate_size", c.intermediate_size);
+    if (c.first_k_dense_replace < c.num_hidden_layers) routed("n_routed_experts");
+  } else if (a == "qwen2" || a == "llama") {
+    gqa();
+    pos("intermediate_size", c.intermediate_size);
+  } else if (a == "gpt_oss") {
+    gqa();
+    pos("intermediate_size", c.intermediate_size);
+    pos("num_local_experts", c.n_routed_experts);
+    pos("num_experts_per_tok", c.num_experts_per_tok);
+  } else if (a == "qwen3_next" || a == "qwen3_5" || a == "qwen3_5_moe") {
+    if (static_cast<std::int64_t>(c.layer_types.size()) != c.num_hidden_layers)
+      bad(c, "layer_types", "has " + std::to_string(c.layer_types.size()) + " entries, num_hidden_layers is " +
+                                std::to_string(c.num_hidden_layers));
+    for (const char k : c.layer_types)
+      if (k != 'L' && k != 'F') bad(c, "layer_types", std::string("unknown layer kind '") + k + "' (expected L or F)");
+    gqa();
+    if (c.layer_types.find('L') != std::string::npos) {
+      pos("linear_num_key_heads", c.linear_num_key_heads);
+      pos("linear_num_value_heads", c.linear_num_value_heads);
+      pos("linear_key_head_dim", c.linear_key_head_dim);
+      pos("linear_value_head_dim", c.linear_value_head_dim);
+      pos("linear_conv_kernel_dim", c.linear_conv_kernel_dim);
+      if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
+        bad(c, "linear_num_value_heads",
+            "must be a multiple of linear_num_key_heads (" + std::to_string(c.linear_num_key_heads) + ")");
+    }
+    if (a == "qwen3_5") {
+      pos("intermediate_size", c.intermediate_size);
+    } else {
+      routed("num_experts");
+      pos("shared_expert_intermediate_size", c.shared_expert_intermediate_size);
     }
   } else if (a == "qwen3" || a == "qwen3_moe") {
     pos("num_attention_heads", c.num_attention_heads);
@@ -435,12 +737,12 @@ void check(const ModelConfig& c) {
       }
     }
   } else {
-    bad(c, "architecture", "unknown architecture '" + a + "'; known: deepseek_v3, qwen3, qwen3_moe, nemotron_h");
+    bad(c, "architecture", "unknown architecture '" + a + "'; known: " + known_architectures());
   }
   if (c.num_experts_per_tok > c.n_routed_experts && c.n_routed_experts > 0)
     bad(c, "num_experts_per_tok",
         std::to_string(c.num_experts_per_tok) + " exceeds the " + std::to_string(c.n_routed_experts) + " routed experts");
-  if (c.num_attention_heads > 0 && c.num_key_value_heads > 0 && a != "deepseek_v3" &&
+  if (c.num_attention_heads > 0 && c.num_key_value_heads > 0 && a != "deepseek_v3" && a != "deepseek_v32" &&
       c.num_attention_heads % c.num_key_value_heads != 0)
     bad(c, "num_key_value_heads", "must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
 }
@@ -458,17 +760,45 @@ Inventory Inventory::build(const ModelConfig& config, const InventoryOptions& op
 
   // Reserve: the routed experts dominate the count. Bounded before anything is allocated (each
   // field is at most kMaxDimension = 2^20, so a product of three fits in 64 bits).
-  const std::int64_t estimate = 16 + (c.num_hidden_layers + 2 * mtp_steps) * (16 + 3 * c.n_routed_experts);
+  const std::int64_t per_expert = c.architecture == "gpt_oss" ? 4 : 3;
+  const std::int64_t estimate = 16 + (options.include_vision ? 16 * c.vision.depth + 16 : 0) +
+                                (c.num_hidden_layers + 2 * mtp_steps) * (16 + per_expert * c.n_routed_experts);
   if (const std::int64_t most = checked::read_limits().tensors; estimate > most)
     bad(c, "num_hidden_layers", "the model would have about " + std::to_string(estimate) + " tensors (layers x experts), more than " +
                                     std::to_string(most) + ", the most reshard plans");
   inv.tensors_.reserve(static_cast<std::size_t>(estimate));
+  if (options.include_vision && c.vision.kind.empty())
+    bad(c, "vision_config", "the model has no vision tower to include");
+  if (options.include_vision && c.vision.kind == "moonvit")
+    bad(c, "vision_config",
+        "Kimi K2.5's MoonViT vision tower is not modelled; leave include_vision off (the language model alone)");
+  if (options.include_vision)
+    for (const auto& [key, v] : std::initializer_list<std::pair<const char*, std::int64_t>>{
+             {"vision_config.depth", c.vision.depth}, {"vision_config.hidden_size", c.vision.hidden_size},
+             {"vision_config.intermediate_size", c.vision.intermediate_size},
+             {"vision_config.num_heads", c.vision.num_heads}, {"vision_config.patch_size", c.vision.patch_size},
+             {"vision_config.temporal_patch_size", c.vision.temporal_patch_size},
+             {"vision_config.in_channels", c.vision.in_channels},
+             {"vision_config.spatial_merge_size", c.vision.spatial_merge_size},
+             {"vision_config.out_hidden_size", c.vision.out_hidden_size},
+             {"vision_config.num_position_embeddings", c.vision.num_position_embeddings}})
+      if (v < 1) bad(c, key, "required to count the vision tower (include_vision), got " + std::to_string(v));
+  inv.include_vision_ = options.include_vision;
   Builder b(c, dtype, inv.tensors_);
-  if (c.architecture == "deepseek_v3") {
+  if (options.include_vision) build_vision(b, c);
+  const std::string& a = c.architecture;
+  if (a == "deepseek_v3" || a == "deepseek_v32" || a == "glm4_moe") {
     build_deepseek(b, c, mtp_steps);
     inv.mtp_layers_ = mtp_steps;
-  } else if (c.architecture == "qwen3" || c.architecture == "qwen3_moe") {
-    build_qwen3(b, c, c.architecture == "qwen3_moe");
+  } else if (a == "qwen3" || a == "qwen3_moe") {
+    build_qwen3(b, c, a == "qwen3_moe");
+  } else if (a == "qwen2" || a == "llama") {
+    build_dense_gqa(b, c);
+  } else if (a == "gpt_oss") {
+    build_gpt_oss(b, c);
+  } else if (a == "qwen3_next" || a == "qwen3_5" || a == "qwen3_5_moe") {
+    build_qwen_hybrid(b, c, mtp_steps);
+    inv.mtp_layers_ = mtp_steps;
   } else {
     build_nemotron(b, c, mtp_steps);
     inv.mtp_layers_ = mtp_steps * static_cast<std::int32_t>(c.mtp_hybrid_override_pattern.size());
@@ -526,6 +856,7 @@ Inventory Inventory::with_tensors(std::vector<TensorInfo> tensors) const {
   Inventory inv;
   inv.config_ = config_;
   inv.include_mtp_ = include_mtp_;
+  inv.include_vision_ = include_vision_;
   inv.mtp_layers_ = mtp_layers_;
   inv.tensors_ = std::move(tensors);
   for (std::size_t i = 0; i < inv.tensors_.size(); ++i) inv.tensors_[i].id = static_cast<std::int32_t>(i);

@@ -326,6 +326,12 @@ ShardMap build_shard_map(const Inventory& inv, const LayoutSpec& spec) {
     if (dup != sorted.end())
       throw PlanError(spec.describe() + ": GPU " + std::to_string(*dup) + " appears twice in the layout's GPU list");
   }
+  // A vision tower is counted (Inventory include_vision) but not placed: Megatron-Bridge, vLLM
+  // (mm_encoder_tp_mode weights or data) and SGLang each place it by rules of their own that
+  // reshard does not model, so a layout of it would be a guess.
+  if (inv.includes_vision() && spec.framework() != "dtensor")
+    throw PlanError(spec.describe() + ": the vision tower's placement is not modelled for " + spec.framework() +
+                    "; plan the language model alone (leave include_vision off)");
   ShardMap map = std::visit(
       [&](const auto& s) -> ShardMap {
         using T = std::decay_t<decltype(s)>;

@@ -82,7 +82,7 @@ std::vector<LocalBuffer> local_buffers(const Inventory& inv, const LayoutSpec& s
       const auto& k = p.parts[1].second;
       const auto& v = p.parts[2].second;
       const std::int64_t head_dim = inv.tensor(k.tensor).shape[0] / cfg.num_key_value_heads;
-      const std::int64_t q_rows = head_dim * (cfg.num_attention_heads / cfg.num_key_value_heads);
+      const std::int64_t q_rows = cfg.q_head_rows() * (cfg.num_attention_heads / cfg.num_key_value_heads);
       const std::int64_t groups = k.box.dims[0].size() / head_dim;
       for (std::int64_t g = 0; g < groups; ++g) {
         const std::int64_t gk = k.box.dims[0].lo / head_dim + g;

@@ -26,6 +26,7 @@ std::vector<Box> tp_slice(const TensorInfo& t, std::int32_t tp, std::int32_t r, 
   Box full = full_box(t);
   const std::string what = layout + ": '" + t.name + "' " + to_string(t.role);
   if (tp == 1 || t.role == ParallelRole::Replicated) return {full};
+  if (t.tp_groups > 0) heads = t.tp_groups;  // the inventory's indivisible groups (key heads, pairs)
   if (heads > 0 && heads % tp != 0)
     throw PlanError(what + ": " + std::to_string(heads) + " heads are not divisible by TP " + std::to_string(tp));
   switch (t.role) {

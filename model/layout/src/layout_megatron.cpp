@@ -91,7 +91,9 @@ Box qkv_slice(const TensorInfo& t, const ModelConfig& cfg, std::int32_t tp, std:
                     std::to_string(tp));
   const std::int64_t per_group = tp / kvh;  // ranks sharing one query group
   const std::int64_t hd = cfg.head_dim;
-  const std::int64_t q_rows = cfg.num_attention_heads / kvh * hd;  // q rows of one group
+  // q rows of one group: its heads' q rows, or with an output gate their [q; gate] rows in the HF
+  // per-head order (Megatron-Bridge packs q_proj's rows of the group's heads unchanged).
+  const std::int64_t q_rows = cfg.num_attention_heads / kvh * cfg.q_head_rows();
   const std::int64_t group_rows = q_rows + 2 * hd;
   if (group_rows % per_group != 0)
     throw PlanError(what + ": linear_qkv's " + std::to_string(group_rows * kvh) + " rows are not divisible by TP " +
@@ -156,6 +158,10 @@ ShardMap build_megatron(const Inventory& inv, const MegatronSpec& m, const Layou
     else if (t.cls == TensorClass::Attention && t.role != ParallelRole::Replicated) heads = cfg.num_attention_heads;
     if (t.expert >= 0) {
       const auto ep_rank = static_cast<std::int32_t>(t.expert / (E / m.ep));
+      if (t.role == ParallelRole::Replicated) {  // gpt-oss's down_proj_bias: linear_fc2's bias, whole on each ETP rank
+        map.add_shard(t.id, full_box(t), map.intern(grid(base + etp * ep_rank, {{etp, 1}, {edp, etp * m.ep}})));
+        continue;
+      }
       for (std::int32_t j = 0; j < etp; ++j) {
         const auto set = map.intern(grid(base + j + etp * ep_rank, {{edp, etp * m.ep}}));
         for (auto& b : tp_slice(t, etp, j, 128LL * etp, 0, name)) map.add_shard(t.id, std::move(b), set);

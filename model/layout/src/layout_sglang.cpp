@@ -67,6 +67,8 @@ ShardMap build_sglang(const Inventory& inv, const SglangSpec& s, const LayoutSpe
                     std::to_string(s.ep));
   if (s.enable_dp_attention && !cfg.hybrid_override_pattern.empty())
     throw PlanError(name + ": DP attention with Mamba layers ('" + cfg.name + "') is not modelled");
+  if (s.enable_dp_attention && cfg.layer_types.find('L') != std::string::npos)
+    throw PlanError(name + ": DP attention with gated DeltaNet layers ('" + cfg.name + "') is not modelled");
 
   const std::int32_t A = s.attention_tp();
   // Independent replicas: the DP copies of a server (without DP attention) times the servers, each
@@ -84,6 +86,9 @@ ShardMap build_sglang(const Inventory& inv, const SglangSpec& s, const LayoutSpe
       for (std::int64_t slot = t.expert; slot < slots; slot += E) {
         const std::int32_t q = expert_slot_rank(slot, slots, s.ep, ExpertPlacement::Linear);
         for (std::int32_t j = 0; j < moe_tp; ++j) {
+          // gpt-oss's down_proj_bias: loaded on MoE TP rank 0 only, zeros elsewhere (gpt_oss.py
+          // _load_normal_weights, "w2_weight_bias" with get_moe_tensor_parallel_rank() != 0).
+          if (t.role == ParallelRole::Replicated && j > 0) break;
           const auto set = map.intern(grid(q * moe_tp + j, {replicas}));
           for (auto& b : tp_slice(t, moe_tp, j, 64, 0, name)) map.add_shard(t.id, std::move(b), set);
         }

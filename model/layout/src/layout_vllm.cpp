@@ -71,6 +71,30 @@ std::int32_t VllmSpec::expert_parallel_size() const {
 
 namespace reshard::model::layouts {
 
+namespace {
+
+// A gpt-oss expert tensor under MoE tensor parallelism over n ranks, rank f, as vLLM's
+// GptOssModel._load_weights_other (BF16, block 1) and _load_weights_mxfp4 (MXFP4 experts, block 32)
+// slice the stacked checkpoint tensors: c = ceil(I / block / n) * block intermediate rows per rank,
+// rank f holding [f*c, min((f+1)*c, I)) -- the last ranks may hold fewer, or none. gate_up and its
+// bias take rows 2x that range (interleaved gate/up pairs), down the columns; down_proj_bias is
+// loaded on rank 0 only ("only load on rank 0 to avoid duplication"; the others hold zeros, which a
+// refit does not send). Empty when the rank holds none of it.
+Box gpt_oss_moe_tp_box(const TensorInfo& t, std::int64_t I, std::int32_t n, std::int32_t f, std::int64_t block) {
+  Box b = full_box(t);
+  if (t.role == ParallelRole::Replicated) {  // down_proj_bias
+    if (f != 0) b.dims[0] = {0, 0};
+    return b;
+  }
+  const std::int64_t c = (I / block + n - 1) / n * block;
+  const std::int64_t lo = std::min(I, f * c), hi = std::min(I, (f + 1) * c);
+  if (t.role == ParallelRole::RowParallel) b.dims[1] = {lo, hi};
+  else b.dims[0] = {2 * lo, 2 * hi};
+  return b;
+}
+
+}  // namespace
+
 ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& spec) {
   const auto& cfg = inv.config();
   const std::string name = spec.describe();
@@ -112,6 +136,17 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
       v.all2all_backend == VllmAll2All::DeepepHighThroughput || v.all2all_backend == VllmAll2All::DeepepLowLatency ||
       v.all2all_backend == VllmAll2All::NixlEp;
   const bool shared_unsplit = data_parallel && ep > 0 && v.tp > 1 && v.dp > 1 && sequence_parallel_backend;
+  // gpt-oss: vLLM's own loader (GptOssModel.load_weights) slices the stacked experts, EP rank q
+  // taking experts [q*E/EP, (q+1)*E/EP) whatever the placement strategy, without EPLB slots.
+  const bool gpt_oss = cfg.architecture == "gpt_oss";
+  if (gpt_oss && ep > 0) {
+    if (v.redundant_experts > 0)
+      throw PlanError(name + ": vLLM's gpt-oss loader slices experts [ep_rank*E/EP, (ep_rank+1)*E/EP) itself " +
+                      "(GptOssModel.load_weights); redundant experts (EPLB) are not supported");
+    if (E % ep != 0)
+      throw PlanError(name + ": vLLM's gpt-oss loader gives each EP rank E/EP experts; " + std::to_string(E) +
+                      " experts are not divisible by EP " + std::to_string(ep));
+  }
   std::string why;
   const ExpertPlacement placement = v.placement_applied(cfg.n_group, &why);
   ShardMap map(static_cast<std::int32_t>(inv.tensors().size()), spec.gpus, name);
@@ -137,8 +172,19 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
       const std::int32_t moe_tp = v.tp * v.dp;
       for (std::int32_t f = 0; f < moe_tp; ++f) {
         const auto set = map.intern(RankSet::single(base + f % v.tp + v.tp * v.pp * (f / v.tp)));
+        if (gpt_oss) {
+          if (Box b = gpt_oss_moe_tp_box(t, cfg.intermediate_size, moe_tp, f, v.gpt_oss_expert_block); !b.empty())
+            map.add_shard(t.id, std::move(b), set);
+          continue;
+        }
         for (auto& b : tp_slice(t, moe_tp, f, 64, 0, name)) map.add_shard(t.id, std::move(b), set);
       }
+      continue;
+    }
+    if (t.expert >= 0 && gpt_oss) {  // engines without EP: MoE tensor parallelism over the engine's TP
+      for (std::int32_t f = 0; f < v.tp; ++f)
+        if (Box b = gpt_oss_moe_tp_box(t, cfg.intermediate_size, v.tp, f, v.gpt_oss_expert_block); !b.empty())
+          map.add_shard(t.id, std::move(b), map.intern(grid(base + f, {replicas})));
       continue;
     }
     if (shared_unsplit && t.cls == TensorClass::SharedExpert) {

@@ -41,10 +41,12 @@ enum class TensorClass : std::uint8_t {
   Norm,
   Mamba,
   Head,
+  LinearAttention,  // gated DeltaNet (qwen3_next, qwen3_5): in_proj*, conv1d, A_log, dt_bias, norm, out_proj
+  Vision,           // a vision tower and its projector (counted only with InventoryOptions::include_vision)
 };
 const char* to_string(TensorClass c);  // "embedding", "attention", "dense_ffn", "expert_ffn", ...
 std::optional<TensorClass> parse_tensor_class(const std::string& s);
-inline constexpr int kTensorClassCount = 9;
+inline constexpr int kTensorClassCount = 11;
 
 // How tensor parallelism splits a tensor in Megatron and vLLM (the two agree on these).
 enum class ParallelRole : std::uint8_t {
@@ -92,6 +94,11 @@ struct TensorInfo {
   // [z d_inner, x d_inner, B groups*state, C groups*state, dt heads]; `mixer.conv1d.weight`/`bias`
   // = [x d_inner, B groups*state, C groups*state]. Empty for ordinary tensors.
   std::vector<std::int64_t> column_parts;
+  // When > 0, dim 0 (each column part when there are several) is that many equal groups that a
+  // tensor-parallel split may not cut: heads of a head-interleaved projection (qwen3_next
+  // in_proj_qkvz is per key-head group [q; k; v; z]), per-head vectors (sinks, A_log). Layouts
+  // require TP to divide it. 0: the layout's own rule (attention heads by class).
+  std::int64_t tp_groups = 0;
   bool mtp = false;                    // part of a multi-token-prediction layer
   Quantization quant;                  // None unless the scenario changes its precision
   std::int64_t elements() const;
@@ -114,7 +121,9 @@ struct TensorInfo {
 //   plus one RMSNorm [H] per norm, and globally V*H embedding, H final norm, V*H lm_head (untied).
 struct ModelConfig {
   std::string name;
-  std::string architecture;  // "deepseek_v3", "qwen3", "qwen3_moe", "nemotron_h"
+  // "deepseek_v3", "deepseek_v32", "qwen2", "llama", "qwen3", "qwen3_moe", "glm4_moe", "gpt_oss",
+  // "qwen3_next", "qwen3_5", "qwen3_5_moe", "nemotron_h"
+  std::string architecture;
   bool synthetic = false;    // a frontier-scale model sized to published totals, not a released config
   std::int64_t hidden_size = 0;
   std::int64_t num_hidden_layers = 0;
@@ -150,7 +159,45 @@ struct ModelConfig {
   std::int64_t moe_latent_size = 0;
   std::string mtp_hybrid_override_pattern;  // nemotron_h: layer kinds of one MTP step (e.g. "*E")
   bool use_conv_bias = true;                // nemotron_h: Mamba conv1d has a bias
+  // Biases and norms of GQA attention and the MLP. qwen2 has q/k/v biases and gpt_oss q/k/v/o
+  // biases whatever these say; llama reads attention_bias (q/k/v/o) and mlp_bias (gate/up/down);
+  // glm4_moe reads attention_bias (q/k/v only) and use_qk_norm (q_norm, k_norm [head_dim]).
+  bool attention_bias = false;
+  bool mlp_bias = false;
+  bool use_qk_norm = false;
+  // Gated DeltaNet (qwen3_next, qwen3_5): kd = key heads * key head dim, vd = value heads * value
+  // head dim. `layer_types`: one char per decoder layer, 'L' linear attention (DeltaNet) or 'F'
+  // full (gated) attention, from config.json layer_types or full_attention_interval.
+  std::int64_t linear_num_key_heads = 0;
+  std::int64_t linear_num_value_heads = 0;
+  std::int64_t linear_key_head_dim = 0;
+  std::int64_t linear_value_head_dim = 0;
+  std::int64_t linear_conv_kernel_dim = 0;
+  std::string layer_types;
+  // DeepSeek sparse attention's indexer (deepseek_v32): heads and head dim.
+  std::int64_t index_n_heads = 0;
+  std::int64_t index_head_dim = 0;
+  // Where the text model's tensors live in the checkpoint: `model_prefix` before embed_tokens,
+  // layers and norm ("model." for a causal LM, "model.language_model." for Qwen3.5,
+  // "language_model.model." for Kimi K2.5), `head_name` the output head.
+  std::string model_prefix = "model.";
+  std::string head_name = "lm_head.weight";
+  // A vision tower beside the text model (config.json vision_config): counted only with
+  // InventoryOptions::include_vision. `vision_kind` "qwen3_vl" is the Qwen3-VL ViT Qwen3.5 ships
+  // (modelled, tensor by tensor); "moonvit" is Kimi K2.5's MoonViT (not modelled: refused when asked).
+  struct Vision {
+    std::string kind;  // "" none
+    std::int64_t depth = 0, hidden_size = 0, intermediate_size = 0, num_heads = 0, patch_size = 0,
+                 temporal_patch_size = 0, in_channels = 0, spatial_merge_size = 0, out_hidden_size = 0,
+                 num_position_embeddings = 0;
+  } vision;
   DType dtype = DType::BF16;
+  // Attention with an output gate (qwen3_next, qwen3_5, qwen3_5_moe): q_proj holds [q; gate] per
+  // head, so a head is 2 * head_dim rows of q_proj.
+  bool gated_attention() const {
+    return architecture == "qwen3_next" || architecture == "qwen3_5" || architecture == "qwen3_5_moe";
+  }
+  std::int64_t q_head_rows() const { return head_dim * (gated_attention() ? 2 : 1); }
   // Read from a Hugging Face config.json: its keys reshard does not use, in file order (rope,
   // routing, token ids...). Empty for a models/*.yaml file, where such a key is an error.
   std::vector<std::string> ignored_keys;
@@ -169,6 +216,10 @@ struct InventoryOptions {
   // and the output head in its MTP layer (`model.layers.61.embed_tokens`, `shared_head.head`,
   // 2 x 0.93 B), listed here too, so with MTP the total is 671.03 + 11.61 + 1.85 = 684.49 B.
   bool include_mtp = false;
+  // The vision tower of a model that has one (Qwen3.5's `model.visual`): left out unless asked, as
+  // an RL refit of the language model leaves a frozen tower in place. Asking for it on a model
+  // whose tower reshard does not model (Kimi K2.5's MoonViT) is a ConfigError.
+  bool include_vision = false;
 };
 
 class Inventory {
@@ -204,6 +255,7 @@ class Inventory {
   std::int32_t decoder_layers() const;  // num_hidden_layers
   std::int32_t mtp_layers() const;      // layers after the decoder layers (0 without include_mtp)
   bool includes_mtp() const { return include_mtp_; }
+  bool includes_vision() const { return include_vision_; }
 
  private:
   void count();  // the totals and the name index, from tensors_
@@ -211,6 +263,7 @@ class Inventory {
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, std::int32_t> by_name_;
   bool include_mtp_ = false;
+  bool include_vision_ = false;
   std::int32_t mtp_layers_ = 0;
   // Totals, summed once when the inventory is built.
   std::int64_t parameters_ = 0;

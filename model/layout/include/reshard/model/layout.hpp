@@ -149,6 +149,10 @@ struct VllmSpec {
   bool enable_expert_parallel = false;  // --enable-expert-parallel (implied by ep > 0)
   ExpertPlacement expert_placement = ExpertPlacement::Linear;  // as asked (`expert_placement`)
   VllmAll2All all2all_backend = VllmAll2All::AllgatherReducescatter;
+  // gpt-oss experts under MoE tensor parallelism: vLLM slices the intermediate dimension in chunks
+  // of whole blocks of this many rows (32 when the experts are served in MXFP4, 1 in BF16); set by
+  // the scenario from the destination precision (model/layout/src/layout_vllm.cpp).
+  std::int32_t gpt_oss_expert_block = 1;
   // The EP size in effect: 0 when expert parallelism is off.
   std::int32_t expert_parallel_size() const;
   // The placement vLLM applies (determine_expert_placement_strategy): round_robin falls back to

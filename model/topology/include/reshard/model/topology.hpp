@@ -13,7 +13,7 @@
 // several equal-cost paths exist (one per spine), a Route holds all of them and the fluid model
 // splits the flow evenly over them (ECMP).
 //
-// The graph itself (Boost.Graph) is an implementation detail of model/src/topology*.cpp.
+// The graph itself (Boost.Graph) is an implementation detail of model/topology/src/topology*.cpp.
 // The file format (node templates, the cluster generator, the explicit form) is described in
 // docs/topology.md.
 #pragma once
