@@ -160,6 +160,10 @@ std::string scenario_yaml(const std::string& name, const std::string& model_text
   y.line("topology: topology.yaml", "the cluster; relative to this file");
   y.line("# dtype: bf16", "every weight's dtype: bf16, fp16, fp32, fp8; default the model's");
   y.line("# include_mtp: false", "move the multi-token-prediction layers too; default false");
+  y.line("# lora:", "move LoRA adapters only, not the weights; default: the weights");
+  y.line("#   rank: 16", "the adapters' rank; required with lora");
+  y.line("#   alpha: 32", "their scaling alpha / rank; default rank");
+  y.line("#   target_modules: [q_proj, k_proj, v_proj, o_proj]", "the layers adapted; required with lora");
   y.line("# colocated: false", "true: both sides share GPUs (overlapping gpus); default false");
   y.line("source:", "the training side");
   y.line("  framework: megatron", "megatron, vllm, sglang or dtensor");
@@ -190,7 +194,7 @@ std::string scenario_yaml(const std::string& name, const std::string& model_text
   y.line("  # gpu_memory_utilization: 0.9", "the engine's share of GPU memory; default 0.9");
   y.line("  # refit_memory: 4GiB", std::string("staging per GPU; default ") + model::kDefaultBudgetRule);
   y.line("  # precision:", "serve in another precision; default: no change");
-  y.line("  #   format: fp8_block", "bf16, fp8_block or mxfp8");
+  y.line("  #   format: fp8_block", "bf16, fp8_block, mxfp8 or mxfp4");
   y.line("  #   weight_block_size: [128, 128]", "fp8_block's block; default [128, 128]");
   y.line("  #   quantize_at: source", "source or destination; default source");
   y.line("  #   classes: [attention, dense_ffn, expert_ffn]", "required unless bf16");

@@ -90,6 +90,16 @@ void print_plan(const LoadedScenario& sc, const TransferSet& ts, const LowerBoun
     fields.push_back({"conversion", format(ts.conversion.source_bytes) + " read and written by the source GPUs, " +
                                         format(ts.conversion.destination_bytes) + " by the destination GPUs"});
   }
+  if (const LoraSpec* l = sc.inventory.lora()) {
+    std::string modules;
+    for (const auto& m : l->target_modules) modules += (modules.empty() ? "" : ", ") + m;
+    fields.insert(fields.begin() + 2,
+                  {"adapters", "LoRA rank " + std::to_string(l->rank) + ", alpha " + fixed(l->alpha, 0) + " (scaling " +
+                                   fixed(l->alpha / static_cast<double>(l->rank), 2) + ") on " + modules + ": " +
+                                   std::to_string(sc.inventory.tensors().size()) + " tensors of " +
+                                   format(Bytes{ts.logical_bytes.value / static_cast<std::int64_t>(sc.inventory.tensors().size())}) +
+                                   " on average; the model's weights stay"});
+  }
   for (const auto* side : {&sc.source, &sc.destination})
     for (const auto& note : side->conventions())
       fields.push_back({side == &sc.source ? "source convention" : "destination convention", note});

@@ -1,6 +1,7 @@
 // Property test over random layout pairs: random small models (dense or MoE, GQA, uneven
 // vocabularies, expert counts that EP does not divide; Qwen3, and the architectures with biases,
-// sinks, gpt-oss's stacked experts, gated attention and gated DeltaNet layers), random Megatron (TP up to 8, ETP default or
+// sinks, gpt-oss's stacked experts, gated attention and gated DeltaNet layers; a sixth of them
+// moving only LoRA adapters), random Megatron (TP up to 8, ETP default or
 // set, first/last stage sizes) / vLLM (engines or data parallel, EP on or off, linear or round-robin
 // expert placement, redundant experts) / SGLang (with and without DP attention, EP, dense TP 1, DP
 // lm_head, all-to-all backend) / DTensor layouts with random sizes, on random (disjoint or
@@ -26,6 +27,7 @@
 
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "reshard/model/errors.hpp"
@@ -272,9 +274,27 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
   std::map<std::string, int> conventions;  // vLLM / SGLang conventions drawn (count_conventions)
   std::map<std::string, int> architectures;  // valid pairs per architecture
   int gated_tp_over_kv = 0;                  // Megatron sides slicing a gated attention's query group
+  int lora_pairs = 0;  // adapter-only refits (LoRA on the attention, and the MLP of dense models)
   while (pairs < 1000) {
     ASSERT_LT(++attempts, 200000) << "too few valid random layouts";
-    const auto inv = Inventory::parse(random_model(rng), "random.yaml");
+    InventoryOptions options;
+    const std::string text = random_model(rng);
+    if (rng() % 6 == 0) {
+      LoraSpec l;
+      l.rank = std::uniform_int_distribution<int>(1, 3)(rng) * 2;
+      l.target_modules = {"q_proj", "v_proj", "o_proj"};
+      if (text.find("intermediate_size") != std::string::npos && text.find("moe_intermediate_size") == std::string::npos &&
+          text.find("gpt_oss") == std::string::npos)
+        l.target_modules.insert(l.target_modules.end(), {"gate_proj", "up_proj", "down_proj"});
+      options.lora = l;
+    }
+    std::optional<Inventory> parsed;
+    try {
+      parsed.emplace(Inventory::parse(text, "random.yaml", options));
+    } catch (const ConfigError&) {  // adapters that adapt nothing (a hybrid of DeltaNet layers only)
+      continue;
+    }
+    const Inventory& inv = *parsed;
     const int layers = inv.decoder_layers();
     const LayoutSpec a = random_layout(rng, 16, layers), b = random_layout(rng, 16, layers);
     ShardMap src = [&] {
@@ -304,6 +324,7 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     tp_over_kv_heads += sliced;
     if (inv.config().gated_attention()) gated_tp_over_kv += sliced;
     ++architectures[inv.config().architecture];
+    lora_pairs += inv.lora() != nullptr;
 
     const TransferSet ts = plan(inv, src, dst);
     // Every destination rank receives each of its elements exactly once.
@@ -360,6 +381,7 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
   for (const char* arch : {"qwen3", "qwen3_moe", "qwen2", "llama", "glm4_moe", "gpt_oss", "qwen3_next", "qwen3_5", "qwen3_5_moe"})
     EXPECT_GE(architectures[arch], 20) << arch;
   EXPECT_GE(gated_tp_over_kv, 5);
+  EXPECT_GE(lora_pairs, 50);
 }
 
 namespace {

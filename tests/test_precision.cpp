@@ -499,4 +499,116 @@ TEST(Quantizer, AgreesWithAnIndependentQuantizerOnRandomBlocks) {
         for (std::size_t k = 0; k < index.size(); ++k) ASSERT_EQ(ref.payload(index[k]), want[k]) << index[k];
       }
   }
+
+// ---- MXFP4: gpt-oss's experts served as released (two E2M1 values a byte, an E8M0 scale per 32) --
+
+namespace {
+const std::filesystem::path kGptOss = std::filesystem::path(RESHARD_SOURCE_DIR) / "scenarios/small-gpt-oss.yaml";
+std::vector<Override> mxfp4_experts(const std::string& site = "source") {
+  return {set("destination.precision.format", "mxfp4"), set("destination.precision.classes", "[expert_ffn]"),
+          set("destination.precision.quantize_at", site)};
+}
+}  // namespace
+
+TEST(Precision, Mxfp4PacksTwoValuesAByteWithAScalePerThirtyTwo) {
+  // tiny-gpt-oss: 2 layers x 8 experts (H 256, I 256). Megatron EP4 x ETP1 holds experts whole, so
+  // each is quantised at the source. Per expert (elements -> wire bytes):
+  //   gate_up [512, 256] 131 072 -> 65 536 B of FP4 pairs + scales [512, 8] 4 096 B
+  //   down    [256, 256]  65 536 -> 32 768 B + scales [256, 8] 2 048 B
+  //   gate_up_proj_bias [512] and down_proj_bias [256] stay BF16 (one dimension): 1 536 B
+  // = 105 984 B against 394 752 B in BF16.
+  const auto bf16 = load_scenario(kGptOss);
+  const auto sc = load_scenario(kGptOss, mxfp4_experts());
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  EXPECT_EQ(ts.logical_bytes.value, bf16.inventory.bytes().value - 16 * (394'752 - 105'984));
+  const TensorInfo* gu = sc.inventory.find("model.layers.1.mlp.experts.5.gate_up_proj");
+  const TensorInfo* scale = sc.inventory.find("model.layers.1.mlp.experts.5.gate_up_proj_scale");
+  ASSERT_TRUE(gu && scale);
+  EXPECT_EQ(gu->dtype, DType::FP4x2);
+  EXPECT_EQ(gu->shape, (std::vector<std::int64_t>{512, 128}));  // bytes: the row halved
+  EXPECT_EQ(gu->quant.packed, 2);
+  EXPECT_EQ(gu->quant.site, QuantSite::Source);
+  EXPECT_EQ(scale->dtype, DType::E8M0);
+  EXPECT_EQ(scale->shape, (std::vector<std::int64_t>{512, 8}));
+  EXPECT_EQ(sc.inventory.find("model.layers.1.mlp.experts.5.down_proj_bias")->dtype, DType::BF16);
+  EXPECT_EQ(sc.inventory.find("model.layers.1.self_attn.q_proj.weight")->dtype, DType::BF16);
+  // The model is unchanged: its parameters, and its bytes in the model dtype.
+  EXPECT_EQ(sc.inventory.parameters(), bf16.inventory.parameters());
+  EXPECT_EQ(summarize_precision(sc.inventory).model_bytes, bf16.inventory.bytes());
+  // vLLM TP4: MoE TP rank f holds intermediate [64f, 64f + 64): down's columns [32f, 32f + 32) bytes,
+  // its scale's columns [2f, 2f + 2).
+  const TensorInfo* down = sc.inventory.find("model.layers.0.mlp.experts.0.down_proj");
+  const TensorInfo* down_scale = sc.inventory.find("model.layers.0.mlp.experts.0.down_proj_scale");
+  ASSERT_EQ(sc.destination.shards(down->id).size(), 4u);
+  EXPECT_EQ(to_string(sc.destination.shards(down->id)[1].box), "[0:256, 32:64]");
+  EXPECT_EQ(to_string(sc.destination.shards(down_scale->id)[1].box), "[0:256, 2:4]");
+  // Source conversion: per expert 196 608 elements read in BF16 (2 B) and written as 98 304 B of FP4
+  // with 6 144 E8M0 scales -> 497 664 B. Megatron's 8 GPUs are EP4 x EDP2: each holds 2 experts of
+  // each of the 2 layers, and converts those 4.
+  const ConversionWork w = conversion_work(sc.inventory, sc.source, sc.destination);
+  EXPECT_EQ(w.source_tensors, 2 * 8 * 2);
+  EXPECT_EQ(w.destination_tensors, 0);
+  ASSERT_EQ(w.source.size(), 8u);
+  EXPECT_EQ(w.source.front().second.value, 4 * 497'664);
+  EXPECT_EQ(w.source_bytes.value, 8 * 4 * 497'664);
+}
+
+TEST(Precision, Mxfp4ExpertsSplitInWholeBlocksOnVllm) {
+  // vLLM with TP2 x DP3 data parallel: MoE TP over 6 ranks. Served in MXFP4, the gpt-oss loader
+  // cuts the intermediate (8 blocks of 32) in chunks of ceil(8 / 6) = 2 blocks: ranks 0-3 hold 64
+  // rows each, ranks 4 and 5 none. In BF16 the chunk is ceil(256 / 6) = 43 rows, which would cut a
+  // block: without the block rule the precision change would be refused.
+  auto sets = mxfp4_experts();
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"destination.tp", "2"}, {"destination.dp", "3"}, {"destination.dp_mode", "data_parallel"},
+           {"destination.gpus", "8-13"}})
+    sets.push_back(set(k, v));
+  const auto sc = load_scenario(kGptOss, sets);
+  const TensorInfo* down = sc.inventory.find("model.layers.0.mlp.experts.3.down_proj");
+  const auto& shards = sc.destination.shards(down->id);
+  ASSERT_EQ(shards.size(), 4u);
+  for (std::size_t f = 0; f < 4; ++f)
+    EXPECT_EQ(shards[f].box.dims[1].lo, static_cast<std::int64_t>(32 * f)) << f;  // bytes: 64 elements each
+  const TensorInfo* gu = sc.inventory.find("model.layers.0.mlp.experts.3.gate_up_proj");
+  EXPECT_EQ(to_string(sc.destination.shards(gu->id)[3].box), "[384:512, 0:128]");
+  // The same deployment in BF16 keeps the 43-row chunks (ranks 0-4 43 rows, rank 5 41).
+  std::vector<Override> bf16(sets.begin() + 3, sets.end());
+  const auto plain = load_scenario(kGptOss, bf16);
+  const TensorInfo* d = plain.inventory.find("model.layers.0.mlp.experts.3.down_proj");
+  ASSERT_EQ(plain.destination.shards(d->id).size(), 6u);
+  EXPECT_EQ(to_string(plain.destination.shards(d->id)[5].box), "[0:256, 215:256]");
+}
+
+TEST(Precision, Mxfp4AtTheDestinationMovesBf16AndConvertsThere) {
+  // Every expert weight travels in BF16; the destination writes FP4 pairs and E8M0 scales: per
+  // expert 196 608 elements x 2 B + 98 304 B + 6 144 B = 497 664 B, held by vLLM's 8 GPUs in 8
+  // MoE TP4 quarters over 2 engines: each GPU 1/4 of 16 experts' weights.
+  const auto bf16 = load_scenario(kGptOss);
+  const auto sc = load_scenario(kGptOss, mxfp4_experts("destination"));
+  EXPECT_EQ(plan(sc.inventory, sc.source, sc.destination).logical_bytes, bf16.inventory.bytes());
+  const ConversionWork w = conversion_work(sc.inventory, sc.source, sc.destination);
+  EXPECT_EQ(w.destination_tensors, 32);
+  EXPECT_EQ(w.destination_bytes.value, 2 * 16 * (196'608 * 2 + 98'304 + 6'144));
+  EXPECT_EQ(w.destination.size(), 8u);
+}
+
+TEST(Precision, Mxfp4AtTheSourceIsNotExecuted) {
+  // The runners' quantiser writes FP8: a weight quantised to MXFP4 at the source is refused before
+  // anything moves, naming the way that runs (quantize_at: destination).
+  const auto sc = load_scenario(kGptOss, mxfp4_experts());
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  StrategyParams p;
+  p.strategy = strategy_named("direct");
+  const Schedule s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+  const auto rp = reshard::exec::make_run_plan(sc, ts, s);
+  try {
+    (void)reshard::exec::execute(rp, {});
+    ADD_FAILURE();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("does not quantise to MXFP4"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)load_scenario(kGptOss, {set("destination.precision.format", "mxfp4"),
+                                            set("destination.precision.classes", "[expert_ffn]"),
+                                            set("destination.precision.weight_block_size", "[1, 32]")}),
+               ConfigError);
 }

@@ -117,12 +117,20 @@ struct PointKeys {
 };
 constexpr char kSeparator = '\x1f';
 
+// An adapter-only refit's inventory depends on its lora: key too.
+std::string lora_key(const InventoryOptions& o) {
+  if (!o.lora) return "";
+  std::string k = "\nlora " + std::to_string(o.lora->rank);
+  for (const auto& t : o.lora->target_modules) k += " " + t;
+  return k;
+}
+
 PointKeys keys_of(const Scenario& s) {
   PointKeys k;
   k.topology = s.topology_path.string() + overrides_key(s.topology_overrides);
   k.inventory = s.model_path.string() + "\n" +
                 (s.model_options.dtype ? to_string(*s.model_options.dtype) : std::string("-")) + "\n" +
-                (s.model_options.include_mtp ? "mtp" : "-") + overrides_key(s.model_overrides);
+                (s.model_options.include_mtp ? "mtp" : "-") + overrides_key(s.model_overrides) + lora_key(s.model_options);
   std::vector<Override> own;  // the scenario's own keys: with the inventory, they fix the layouts
   for (const auto& o : s.overrides)
     if (o.key.rfind("model.", 0) != 0 && o.key.rfind("topology.", 0) != 0) own.push_back(o);

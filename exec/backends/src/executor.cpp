@@ -113,6 +113,14 @@ RunResult execute(const RunPlan& plan, const ExecOptions& options) {
         throw ExecError(who + " does not convert precision (tensor '" + tensor.name +
                             "' is quantised, destination.precision); run this scenario on the host backend",
                         -1, -1);
+  // MXFP4 payloads (two E2M1 values a byte) are not produced by the runners' quantiser, which
+  // writes FP8: a weight quantised to MXFP4 at the source cannot run (at the destination it can).
+  for (const auto& tensor : plan.scenario->inventory.tensors())
+    if (tensor.quant.format == model::QuantFormat::Mxfp4 && tensor.quant.site == model::QuantSite::Source &&
+        tensor.quant.scale_of < 0)
+      throw ExecError(who + " does not quantise to MXFP4 (tensor '" + tensor.name +
+                          "'); set destination.precision.quantize_at: destination to send BF16 and convert there",
+                      -1, -1);
   if (options.verification == Verification::Digest && !t.caps.digest)
     throw ExecError(who + " verifies by the pattern only", -1, -1);
   if (options.binding && !options.binding->empty()) {

@@ -20,7 +20,8 @@ const std::vector<std::string>& find(const std::vector<KeyTable>& tables, std::s
 const std::vector<KeyTable>& scenario_key_tables() {
   static const std::vector<KeyTable> tables{
       {"root", "the scenario's top level",
-       {"name", "description", "model", "topology", "dtype", "include_mtp", "colocated", "source", "destination"}},
+       {"name", "description", "model", "topology", "dtype", "include_mtp", "lora", "colocated", "source",
+        "destination"}},
       {"megatron", "source: / destination: with framework: megatron",
        {"framework", "gpus", "tp", "pp", "cp", "dp", "ep", "etp", "vpp", "layers_per_stage", "first_stage_layers",
         "last_stage_layers", "precision", "refit_memory", "weights_in"}},
@@ -35,6 +36,7 @@ const std::vector<KeyTable>& scenario_key_tables() {
        {"framework", "gpus", "mesh", "placements", "precision", "refit_memory", "weights_in"}},
       {"dtensor.mesh", "mesh: of a dtensor layout", {"shape", "names"}},
       {"precision", "destination.precision", {"format", "weight_block_size", "classes", "quantize_at"}},
+      {"lora", "lora: (an adapter-only refit)", {"rank", "alpha", "target_modules"}},
   };
   return tables;
 }

@@ -8,6 +8,7 @@
 
 #include "reshard/model/errors.hpp"
 #include "reshard/model/inventory.hpp"
+#include "reshard/model/lora.hpp"
 
 #include "reshard/model/checked.hpp"
 
@@ -20,6 +21,7 @@ std::int64_t dtype_size(DType d) {
     case DType::FP32: return 4;
     case DType::FP8: return 1;
     case DType::E8M0: return 1;
+    case DType::FP4x2: return 1;
   }
   return 2;
 }
@@ -31,6 +33,7 @@ const char* to_string(DType d) {
     case DType::FP32: return "fp32";
     case DType::FP8: return "fp8";
     case DType::E8M0: return "e8m0";
+    case DType::FP4x2: return "fp4x2";
   }
   return "?";
 }
@@ -768,10 +771,11 @@ Inventory Inventory::build(const ModelConfig& config, const InventoryOptions& op
                                     std::to_string(most) + ", the most reshard plans");
   inv.tensors_.reserve(static_cast<std::size_t>(estimate));
   if (options.include_vision && c.vision.kind.empty())
-    bad(c, "vision_config", "the model has no vision tower to include");
+    bad(c, "vision_config", "the model has no vision tower to include (--vision, include_vision)");
   if (options.include_vision && c.vision.kind == "moonvit")
     bad(c, "vision_config",
-        "Kimi K2.5's MoonViT vision tower is not modelled; leave include_vision off (the language model alone)");
+        "Kimi K2.5's MoonViT vision tower is not modelled; leave --vision (include_vision) off: the language "
+        "model alone");
   if (options.include_vision)
     for (const auto& [key, v] : std::initializer_list<std::pair<const char*, std::int64_t>>{
              {"vision_config.depth", c.vision.depth}, {"vision_config.hidden_size", c.vision.hidden_size},
@@ -805,6 +809,7 @@ Inventory Inventory::build(const ModelConfig& config, const InventoryOptions& op
   }
 
   inv.count();
+  if (options.lora) return lora_adapters(inv, *options.lora);
   return inv;
 }
 
@@ -838,6 +843,7 @@ void Inventory::count() {
       throw std::logic_error("inventory: duplicate tensor name " + t.name);
     // A precision change's scale tensors (model/precision.hpp) are bytes that travel, not parameters.
     if (t.quant.scale_of >= 0) continue;
+    n *= t.quant.packed;  // an MXFP4 payload stores two parameters a byte
     parameters_ += n;
     class_parameters_[static_cast<int>(t.cls)] += n;
     if (t.expert >= 0) {

@@ -55,6 +55,31 @@ struct Architecture {
   std::vector<const char*> required;  // beyond hidden_size, num_hidden_layers, vocab_size
 };
 
+// DeepSeek-V3 (and Kimi K2) and DeepSeek-V3.2, which adds the sparse attention's indexer sizes
+// (its wq_b reads the q LoRA output, so q_lora_rank is required there).
+std::vector<Field> deepseek_fields(bool indexer) {
+  std::vector<Field> f = {
+      pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
+      cnt("q_lora_rank", &C::q_lora_rank), pos("kv_lora_rank", &C::kv_lora_rank),
+      pos("qk_nope_head_dim", &C::qk_nope_head_dim), pos("qk_rope_head_dim", &C::qk_rope_head_dim),
+      pos("v_head_dim", &C::v_head_dim), pos("intermediate_size", &C::intermediate_size),
+      pos("moe_intermediate_size", &C::moe_intermediate_size), pos("n_routed_experts", &C::n_routed_experts),
+      cnt("n_shared_experts", &C::n_shared_experts), pos("num_experts_per_tok", &C::num_experts_per_tok),
+      cnt("first_k_dense_replace", &C::first_k_dense_replace),
+      cnt("num_nextn_predict_layers", &C::num_nextn_predict_layers), cnt("n_group", &C::n_group)};
+  if (indexer)
+    for (const Field& x : {pos("index_n_heads", &C::index_n_heads), pos("index_head_dim", &C::index_head_dim)})
+      f.push_back(x);
+  return f;
+}
+std::vector<const char*> deepseek_required(bool indexer) {
+  std::vector<const char*> r = {"num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                "v_head_dim", "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok"};
+  if (indexer)
+    for (const char* k : {"q_lora_rank", "index_n_heads", "index_head_dim"}) r.push_back(k);
+  return r;
+}
+
 // The gated DeltaNet hybrids (qwen3_next, qwen3_5, qwen3_5_moe): layer_types (a list of
 // "linear_attention" / "full_attention") or full_attention_interval say which layer is which.
 std::vector<Field> hybrid_fields(bool moe) {
@@ -87,17 +112,7 @@ std::vector<const char*> hybrid_required(bool moe) {
 
 const std::vector<Architecture>& architectures() {
   static const std::vector<Architecture> table = {
-      {"deepseek_v3",
-       {pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
-        cnt("q_lora_rank", &C::q_lora_rank), pos("kv_lora_rank", &C::kv_lora_rank),
-        pos("qk_nope_head_dim", &C::qk_nope_head_dim), pos("qk_rope_head_dim", &C::qk_rope_head_dim),
-        pos("v_head_dim", &C::v_head_dim), pos("intermediate_size", &C::intermediate_size),
-        pos("moe_intermediate_size", &C::moe_intermediate_size), pos("n_routed_experts", &C::n_routed_experts),
-        cnt("n_shared_experts", &C::n_shared_experts), pos("num_experts_per_tok", &C::num_experts_per_tok),
-        cnt("first_k_dense_replace", &C::first_k_dense_replace),
-        cnt("num_nextn_predict_layers", &C::num_nextn_predict_layers), cnt("n_group", &C::n_group)},
-       {"num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-        "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok"}},
+      {"deepseek_v3", deepseek_fields(false), deepseek_required(false)},
       {"qwen3",
        {pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
         pos("head_dim", &C::head_dim), pos("intermediate_size", &C::intermediate_size)},
@@ -109,18 +124,7 @@ const std::vector<Architecture>& architectures() {
         pos("num_experts_per_tok", &C::num_experts_per_tok)},
        {"num_attention_heads", "num_key_value_heads", "head_dim", "moe_intermediate_size", "num_experts",
         "num_experts_per_tok"}},
-      {"deepseek_v32",
-       {pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
-        cnt("q_lora_rank", &C::q_lora_rank), pos("kv_lora_rank", &C::kv_lora_rank),
-        pos("qk_nope_head_dim", &C::qk_nope_head_dim), pos("qk_rope_head_dim", &C::qk_rope_head_dim),
-        pos("v_head_dim", &C::v_head_dim), pos("intermediate_size", &C::intermediate_size),
-        pos("moe_intermediate_size", &C::moe_intermediate_size), pos("n_routed_experts", &C::n_routed_experts),
-        cnt("n_shared_experts", &C::n_shared_experts), pos("num_experts_per_tok", &C::num_experts_per_tok),
-        cnt("first_k_dense_replace", &C::first_k_dense_replace),
-        cnt("num_nextn_predict_layers", &C::num_nextn_predict_layers), cnt("n_group", &C::n_group),
-        pos("index_n_heads", &C::index_n_heads), pos("index_head_dim", &C::index_head_dim)},
-       {"num_attention_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-        "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok", "index_n_heads", "index_head_dim"}},
+      {"deepseek_v32", deepseek_fields(true), deepseek_required(true)},
       {"qwen2",
        {pos("num_attention_heads", &C::num_attention_heads), pos("num_key_value_heads", &C::num_key_value_heads),
         pos("head_dim", &C::head_dim), pos("intermediate_size", &C::intermediate_size)},

@@ -240,6 +240,10 @@ RankSetId ShardMap::intern(const RankSet& s) {
 
 void ShardMap::add_tensors(std::int32_t count) { by_tensor_.resize(by_tensor_.size() + static_cast<std::size_t>(count)); }
 
+void ShardMap::map_boxes(std::int32_t tensor, const std::function<Box(const Box&)>& f) {
+  for (auto& sh : by_tensor_[static_cast<std::size_t>(tensor)]) sh.box = f(sh.box);
+}
+
 void ShardMap::add_shard(std::int32_t tensor, Box box, RankSetId ranks) {
   if (box.empty()) return;
   auto& v = by_tensor_[static_cast<std::size_t>(tensor)];

@@ -62,7 +62,8 @@ std::vector<LocalBuffer> local_buffers(const Inventory& inv, const LayoutSpec& s
     const auto& info = inv.tensor(t);
     for (const auto& sh : map.shards(t)) {
       if (!map.rank_set(sh.ranks).contains(r)) continue;
-      const std::string name = fuse ? fused_name(info.name, info.fused) : info.name;
+      // LoRA factors stay apart (vLLM stacks each slice's A and B in a buffer of its own).
+      const std::string name = fuse && info.lora == LoraPart::None ? fused_name(info.name, info.fused) : info.name;
       auto [it, fresh] = by_name.try_emplace(name, Pending{t, {}});
       it->second.first_tensor = std::min(it->second.first_tensor, t);
       it->second.parts.push_back({part_order(info.fused), Segment{t, sh.box}});

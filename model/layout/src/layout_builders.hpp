@@ -42,6 +42,12 @@ std::int32_t expert_slot_rank(std::int64_t s, std::int64_t slots, std::int32_t e
 void add_tp_shards(ShardMap& map, const Inventory& inv, const TensorInfo& t, std::int32_t tp, Rank base,
                    const std::vector<RankGrid::Axis>& replicas, const std::string& layout);
 
+// A gpt-oss expert tensor's box on MoE tensor-parallel rank f of n (vLLM's and SGLang's gpt-oss
+// loaders): c = ceil(I / block / n) * block intermediate rows per rank, rank f holding
+// [f*c, min((f+1)*c, I)) -- gate_up and its bias rows 2x that (interleaved pairs), down's columns;
+// down_proj_bias whole on rank 0 only. Empty when the rank holds none of it.
+Box gpt_oss_moe_tp_box(const TensorInfo& t, std::int64_t I, std::int32_t n, std::int32_t f, std::int64_t block);
+
 // Ranks (as a RankSet) start + i*stride for i < count, times an optional second axis.
 RankSet grid(Rank start, std::vector<RankGrid::Axis> axes);
 

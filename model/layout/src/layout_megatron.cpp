@@ -22,6 +22,8 @@
 //   over ETP by role, replicated over EDP:
 //       ranks of ETP index j = { s*G + j + ETP*(e / (E/EP)) + ETP*EP*k : k < EDP }.
 //   Vocabulary padded to a multiple of 128*TP (make-vocab-size-divisible-by 128) before the split.
+//   LoRA adapters (model/lora.hpp): A split along the rank (along its input under a row-parallel
+//   base), B along its output, over TP, replicated over CP x DP.
 #include <algorithm>
 
 #include "layout_builders.hpp"
@@ -92,7 +94,8 @@ Box qkv_slice(const TensorInfo& t, const ModelConfig& cfg, std::int32_t tp, std:
   const std::int64_t per_group = tp / kvh;  // ranks sharing one query group
   const std::int64_t hd = cfg.head_dim;
   // q rows of one group: its heads' q rows, or with an output gate their [q; gate] rows in the HF
-  // per-head order (Megatron-Bridge packs q_proj's rows of the group's heads unchanged).
+  // per-head order (ms-swift's Megatron bridge, gpt_bridge.py: q_proj reshaped by query groups, q_dim
+  // doubled under attention_output_gate, concatenated with k and v per group).
   const std::int64_t q_rows = cfg.num_attention_heads / kvh * cfg.q_head_rows();
   const std::int64_t group_rows = q_rows + 2 * hd;
   if (group_rows % per_group != 0)
@@ -156,6 +159,22 @@ ShardMap build_megatron(const Inventory& inv, const MegatronSpec& m, const Layou
     const bool kv = t.fused == FusedPart::K || t.fused == FusedPart::V;
     if (kv) heads = kvh;
     else if (t.cls == TensorClass::Attention && t.role != ParallelRole::Replicated) heads = cfg.num_attention_heads;
+    if (t.lora != LoraPart::None) {
+      // Megatron-Bridge's ParallelLinearAdapter (peft/utils.py), one per Hugging Face module
+      // (CanonicalLoRA): linear_in is a ColumnParallelLinear (gather_output) unless the base layer's
+      // input is parallel, then a RowParallelLinear; linear_out a ColumnParallelLinear. So A [r, in]
+      // splits along r (along in under a row-parallel base), B [out, r] along out, every TP rank a
+      // contiguous part (no per-query-group interleave: the q, k and v adapters are apart).
+      const bool by_input = t.lora == LoraPart::A && t.base_role == ParallelRole::RowParallel;
+      const std::size_t dim = by_input ? 1 : 0;
+      for (std::int32_t r = 0; r < m.tp; ++r) {
+        Box b = full_box(t);
+        const std::string what = t.lora == LoraPart::A && !by_input ? "LoRA rank" : "dim " + std::to_string(dim);
+        b.dims[dim] = even_split(t.shape[dim], m.tp, r, name + ": '" + t.name + "' " + what);
+        map.add_shard(t.id, std::move(b), map.intern(grid(base + r, {replicas})));
+      }
+      continue;
+    }
     if (t.expert >= 0) {
       const auto ep_rank = static_cast<std::int32_t>(t.expert / (E / m.ep));
       if (t.role == ParallelRole::Replicated) {  // gpt-oss's down_proj_bias: linear_fc2's bias, whole on each ETP rank

@@ -90,6 +90,11 @@ ShardMap build_sglang(const Inventory& inv, const SglangSpec& s, const LayoutSpe
           // _load_normal_weights, "w2_weight_bias" with get_moe_tensor_parallel_rank() != 0).
           if (t.role == ParallelRole::Replicated && j > 0) break;
           const auto set = map.intern(grid(q * moe_tp + j, {replicas}));
+          if (cfg.architecture == "gpt_oss" && s.gpt_oss_expert_block > 1) {  // MXFP4 experts: whole blocks
+            if (Box b = gpt_oss_moe_tp_box(t, cfg.intermediate_size, moe_tp, j, s.gpt_oss_expert_block); !b.empty())
+              map.add_shard(t.id, std::move(b), set);
+            continue;
+          }
           for (auto& b : tp_slice(t, moe_tp, j, 64, 0, name)) map.add_shard(t.id, std::move(b), set);
         }
       }

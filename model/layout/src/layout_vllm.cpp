@@ -71,30 +71,6 @@ std::int32_t VllmSpec::expert_parallel_size() const {
 
 namespace reshard::model::layouts {
 
-namespace {
-
-// A gpt-oss expert tensor under MoE tensor parallelism over n ranks, rank f, as vLLM's
-// GptOssModel._load_weights_other (BF16, block 1) and _load_weights_mxfp4 (MXFP4 experts, block 32)
-// slice the stacked checkpoint tensors: c = ceil(I / block / n) * block intermediate rows per rank,
-// rank f holding [f*c, min((f+1)*c, I)) -- the last ranks may hold fewer, or none. gate_up and its
-// bias take rows 2x that range (interleaved gate/up pairs), down the columns; down_proj_bias is
-// loaded on rank 0 only ("only load on rank 0 to avoid duplication"; the others hold zeros, which a
-// refit does not send). Empty when the rank holds none of it.
-Box gpt_oss_moe_tp_box(const TensorInfo& t, std::int64_t I, std::int32_t n, std::int32_t f, std::int64_t block) {
-  Box b = full_box(t);
-  if (t.role == ParallelRole::Replicated) {  // down_proj_bias
-    if (f != 0) b.dims[0] = {0, 0};
-    return b;
-  }
-  const std::int64_t c = (I / block + n - 1) / n * block;
-  const std::int64_t lo = std::min(I, f * c), hi = std::min(I, (f + 1) * c);
-  if (t.role == ParallelRole::RowParallel) b.dims[1] = {lo, hi};
-  else b.dims[0] = {2 * lo, 2 * hi};
-  return b;
-}
-
-}  // namespace
-
 ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& spec) {
   const auto& cfg = inv.config();
   const std::string name = spec.describe();

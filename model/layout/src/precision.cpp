@@ -14,6 +14,7 @@ const char* to_string(QuantFormat f) {
     case QuantFormat::None: return "bf16";
     case QuantFormat::Fp8Block: return "fp8_block";
     case QuantFormat::Mxfp8: return "mxfp8";
+    case QuantFormat::Mxfp4: return "mxfp4";
   }
   return "?";
 }
@@ -59,8 +60,10 @@ bool in_merged_column_layer(const std::string& name) {
 
 void apply_precision(const PrecisionSpec& spec, Inventory& inv, ShardMap& src, ShardMap& dst) {
   if (spec.format == QuantFormat::None) return;
-  const std::int64_t br = spec.format == QuantFormat::Mxfp8 ? 1 : spec.block_rows;
-  const std::int64_t bc = spec.format == QuantFormat::Mxfp8 ? 32 : spec.block_cols;
+  const bool mx = spec.format == QuantFormat::Mxfp8 || spec.format == QuantFormat::Mxfp4;
+  const bool fp4 = spec.format == QuantFormat::Mxfp4;
+  const std::int64_t br = mx ? 1 : spec.block_rows;
+  const std::int64_t bc = mx ? 32 : spec.block_cols;
   std::vector<TensorInfo> tensors = inv.tensors();
   std::vector<TensorInfo> scales;
   const auto model_tensors = static_cast<std::int32_t>(tensors.size());
@@ -88,16 +91,34 @@ void apply_precision(const PrecisionSpec& spec, Inventory& inv, ShardMap& src, S
     q.model_dtype = t.dtype;
     q.site = source_whole ? QuantSite::Source : QuantSite::Destination;
     if (!source_whole) continue;
-    // Quantised by the source: FP8 on the wire, with its scale tensor.
-    t.dtype = DType::FP8;
+    // Quantised by the source: FP8 (or packed FP4 pairs) on the wire, with its scale tensor.
     TensorInfo s = t;
     s.name = t.name + (spec.format == QuantFormat::Fp8Block ? "_scale_inv" : "_scale");  // x.weight_scale_inv
     s.shape = {ceil_div(t.shape[0], br), ceil_div(t.shape[1], bc)};
     s.dtype = spec.format == QuantFormat::Fp8Block ? DType::FP32 : DType::E8M0;
     s.fused = FusedPart::None;
     s.column_parts.clear();
+    s.tp_groups = 0;
     s.quant.scale_of = t.id;
     s.quant.scale = -1;
+    t.dtype = DType::FP8;
+    if (fp4) {
+      // Two E2M1 values a byte, along the row: the payload is [out, in / 2] bytes, each box's columns
+      // halved (block-aligned bounds are even: a multiple of 32 or the row's end, which must be even).
+      if (t.shape[1] % 2 != 0)
+        throw PlanError("tensor '" + t.name + "': mxfp4 packs two values a byte along a row of " +
+                        std::to_string(t.shape[1]) + " elements, an odd count");
+      t.dtype = DType::FP4x2;
+      t.shape[1] /= 2;
+      q.packed = 2;
+      q.block_cols = bc / 2;
+      for (ShardMap* map : {&src, &dst})
+        map->map_boxes(t.id, [](const Box& b) {
+          Box h = b;
+          h.dims[1] = {b.dims[1].lo / 2, b.dims[1].hi / 2};
+          return h;
+        });
+    }
     q.scale = model_tensors + static_cast<std::int32_t>(scales.size());
     scales.push_back(std::move(s));
   }
@@ -125,7 +146,10 @@ ConversionWork conversion_work(const Inventory& inv, const ShardMap& src, const 
     auto& per_gpu = source ? at_source : at_destination;
     const std::int64_t scale_size = q.format == QuantFormat::Fp8Block ? 4 : 1;
     for (const Shard& sh : map.shards(t.id)) {
-      const Bytes b{sh.box.elements() * (dtype_size(q.model_dtype) + 1) + blocks_in(sh.box, q) * scale_size};
+      // Read in the model dtype, written as FP8 (1 byte) or FP4 (half a byte) with the scales.
+      const std::int64_t elements = sh.box.elements() * q.packed;
+      const std::int64_t written = q.format == QuantFormat::Mxfp4 ? (elements + 1) / 2 : elements;
+      const Bytes b{elements * dtype_size(q.model_dtype) + written + blocks_in(sh.box, q) * scale_size};
       map.rank_set(sh.ranks).for_each([&](Rank r) { per_gpu[map.gpu_of(r)] += b; });
     }
   }
@@ -146,7 +170,7 @@ PrecisionSummary summarize_precision(const Inventory& inv) {
   for (const TensorInfo& t : inv.tensors()) {
     const Quantization& q = t.quant;
     if (q.scale_of >= 0) continue;
-    s.model_bytes += Bytes{t.elements() * dtype_size(q.converted() ? q.model_dtype : t.dtype)};
+    s.model_bytes += Bytes{t.elements() * q.packed * dtype_size(q.converted() ? q.model_dtype : t.dtype)};
     if (q.converted()) (q.site == QuantSite::Source ? s.at_source : s.at_destination) += 1;
   }
   return s;

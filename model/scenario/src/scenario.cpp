@@ -39,9 +39,11 @@ PrecisionSpec parse_precision(const yaml::Node& n) {
   if (format == "bf16") p.format = QuantFormat::None;
   else if (format == "fp8_block") p.format = QuantFormat::Fp8Block;
   else if (format == "mxfp8") p.format = QuantFormat::Mxfp8;
-  else f.fail("unknown format '" + format + "'; expected bf16, fp8_block or mxfp8");
+  else if (format == "mxfp4") p.format = QuantFormat::Mxfp4;
+  else f.fail("unknown format '" + format + "'; expected bf16, fp8_block, mxfp8 or mxfp4");
   if (auto b = n.get("weight_block_size")) {
-    if (p.format == QuantFormat::Mxfp8) b->fail("mxfp8 blocks are 1 x 32 elements by definition; weight_block_size is for fp8_block");
+    if (p.format == QuantFormat::Mxfp8 || p.format == QuantFormat::Mxfp4)
+      b->fail(format + " blocks are 1 x 32 elements by definition; weight_block_size is for fp8_block");
     const auto v = b->integers();
     if (v.size() != 2 || v[0] < 1 || v[1] < 1 || v[0] > kMaxDimension || v[1] > kMaxDimension)
       b->fail("expected two positive block extents [rows, columns], e.g. [128, 128]");
@@ -131,6 +133,25 @@ void parse_root(const yaml::Node& root, const std::string& name, const std::file
     }
   }
   if (auto m = root.get("include_mtp")) s.model_options.include_mtp = m->boolean();
+  if (auto l = root.get("lora")) {
+    l->allow_only(scenario_keys("lora"));
+    LoraSpec spec;
+    spec.rank = l->at("rank").integer_in(1, kMaxDimension);
+    spec.alpha = static_cast<double>(spec.rank);
+    if (auto a = l->get("alpha")) {
+      spec.alpha = a->number();
+      if (!(spec.alpha > 0)) a->fail("must be a positive number");
+    }
+    const auto targets = l->at("target_modules");
+    for (const auto& t : targets.items()) {
+      if (std::find(spec.target_modules.begin(), spec.target_modules.end(), t.str()) != spec.target_modules.end())
+        t.fail("'" + t.str() + "' is listed twice");
+      spec.target_modules.push_back(t.str());
+    }
+    if (spec.target_modules.empty()) targets.fail("list at least one module to adapt");
+    s.model_options.lora = std::move(spec);
+    s.lora_line = l->line();
+  }
   const auto src = root.at("source"), dst = root.at("destination");
   s.source_line = src.line();
   s.destination_line = dst.line();
@@ -157,6 +178,15 @@ void parse_root(const yaml::Node& root, const std::string& name, const std::file
   if (auto p = dst.get("precision")) {
     s.precision = parse_precision(*p);
     s.precision_line = p->line();
+    if (s.model_options.lora && s.precision.format != QuantFormat::None)
+      p->fail("an adapter-only refit (lora) moves the adapters in the model's dtype; a precision change does not apply");
+    // Experts served in MXFP4: vLLM's and SGLang's gpt-oss loaders slice the intermediate dimension
+    // in whole 32-element blocks (GptOssModel._load_weights_mxfp4, _load_mxfp4_experts_weights).
+    const auto& c = s.precision.classes;
+    if (s.precision.format == QuantFormat::Mxfp4 && std::find(c.begin(), c.end(), TensorClass::ExpertFFN) != c.end()) {
+      if (auto* v = std::get_if<VllmSpec>(&s.destination.spec)) v->gpt_oss_expert_block = 32;
+      if (auto* g = std::get_if<SglangSpec>(&s.destination.spec)) g->gpt_oss_expert_block = 32;
+    }
   }
 }
 
@@ -225,7 +255,13 @@ Inventory load_inventory(const Scenario& s) {
   return yaml::naming_overrides(replacing(s, "model"), [&] {
     check_named_file(s, "model", s.model_line, s.model_path,
                      "a model is a models/*.yaml file, a Hugging Face config.json or a folder holding one");
-    return Inventory::load(s.model_path, s.model_options, s.model_overrides);
+    try {
+      return Inventory::load(s.model_path, s.model_options, s.model_overrides);
+    } catch (const ConfigError& e) {
+      // The adapters' problems are the scenario's `lora:` key's, not the model file's.
+      if (e.key().rfind("lora.", 0) == 0) throw ConfigError(s.file, s.lora_line, e.key(), e.reason());
+      throw;
+    }
   });
 }
 
@@ -434,6 +470,18 @@ LoadedScenario load_scenario(const Scenario& s) {
   auto [src, dst] = build_layouts(s, inv);
   apply_precision(s, inv, src, dst);
   std::vector<GpuMemoryUse> memory = gpu_memory_use(s, inv, topo, src, dst);
+  if (s.model_options.lora) {
+    // The adapters sit beside the model's weights, which stay resident: the memory check counts both.
+    Scenario weights = s;
+    weights.model_options.lora.reset();
+    const Inventory model = load_inventory(weights);
+    auto [msrc, mdst] = build_layouts(weights, model);
+    const auto base = gpu_memory_use(weights, model, topo, msrc, mdst);
+    for (std::size_t g = 0; g < memory.size(); ++g) {
+      memory[g].source_weights += base[g].source_weights;
+      memory[g].destination_weights += base[g].destination_weights;
+    }
+  }
   check_memory(s, memory);
   return LoadedScenario{s, std::move(inv), std::move(topo), std::move(src), std::move(dst), std::move(memory)};
 }

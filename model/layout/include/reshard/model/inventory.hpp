@@ -20,15 +20,17 @@ namespace reshard::model {
 
 // FP8 is OCP E4M3 (the "FN" variant: no infinities, largest finite 448). E8M0 is the OCP MX scale
 // format (an 8-bit biased exponent, value 2^(e - 127)); it appears only as a scale tensor's dtype
-// (model/precision.hpp), never as a model's.
-enum class DType : std::uint8_t { BF16, FP16, FP32, FP8, E8M0 };
-std::int64_t dtype_size(DType d);  // bytes per element
+// (model/precision.hpp), never as a model's. FP4x2 is a byte holding two OCP E2M1 values (an
+// MXFP4 payload: the weight's last dimension halved, Quantization::packed 2), likewise only on the
+// way, never a model's dtype.
+enum class DType : std::uint8_t { BF16, FP16, FP32, FP8, E8M0, FP4x2 };
+std::int64_t dtype_size(DType d);  // bytes per (stored) element
 
 // The largest value any ModelConfig count or dimension may take (hidden size, vocabulary, experts,
 // layers...): shipped models stay below 2^18, and with every field at most 2^20 a product of three
 // (a tensor's shape) fits in 64 bits. Element and byte totals are summed with overflow checks.
 inline constexpr std::int64_t kMaxDimension = 1 << 20;
-const char* to_string(DType d);   // "bf16", "fp16", "fp32", "fp8", "e8m0"
+const char* to_string(DType d);   // "bf16", "fp16", "fp32", "fp8", "e8m0", "fp4x2"
 DType parse_dtype(const std::string& s);  // "bf16", "fp16", "fp32", "fp8"; throws std::invalid_argument
 
 enum class TensorClass : std::uint8_t {
@@ -65,7 +67,7 @@ const char* to_string(FusedPart f);  // "", "q", "k", "v", "gate", "up"
 // destination, and where it is converted. A weight quantised at the source travels as FP8 with a
 // scale tensor of its own (`scale`); one quantised at the destination travels in its model dtype
 // and the destination converts it. A scale tensor names the weight it scales (`scale_of`).
-enum class QuantFormat : std::uint8_t { None, Fp8Block, Mxfp8 };
+enum class QuantFormat : std::uint8_t { None, Fp8Block, Mxfp8, Mxfp4 };
 enum class QuantSite : std::uint8_t { Source, Destination };
 struct Quantization {
   QuantFormat format = QuantFormat::None;
@@ -74,8 +76,17 @@ struct Quantization {
   DType model_dtype = DType::BF16;              // a weight's dtype before conversion
   std::int32_t scale = -1;     // a weight quantised at the source: its scale tensor
   std::int32_t scale_of = -1;  // a scale tensor: the weight it scales
+  // Model elements per stored element: 2 for an MXFP4 payload quantised at the source (two E2M1
+  // values a byte; its shape's last dimension and its boxes are in bytes, its blocks 1 x 16 bytes).
+  std::int32_t packed = 1;
   bool converted() const { return format != QuantFormat::None && scale_of < 0; }
 };
+
+// An adapter-only (LoRA) refit moves, for each targeted linear weight W [out, in], its two low-rank
+// factors: A = `<module>.lora_A.weight` [rank, in] and B = `<module>.lora_B.weight` [out, rank]
+// (PEFT's names, under `base_model.model.`). The base weights stay where they are.
+enum class LoraPart : std::uint8_t { None, A, B };
+const char* to_string(LoraPart p);  // "", "lora_A", "lora_B"
 
 struct TensorInfo {
   std::int32_t id = -1;                // index in Inventory::tensors()
@@ -101,6 +112,10 @@ struct TensorInfo {
   std::int64_t tp_groups = 0;
   bool mtp = false;                    // part of a multi-token-prediction layer
   Quantization quant;                  // None unless the scenario changes its precision
+  // A LoRA factor (model/lora.hpp): which one, and the parallel role of the weight it adapts (the
+  // framework's split of A and B follows from it). `role` above is vLLM's and SGLang's split.
+  LoraPart lora = LoraPart::None;
+  ParallelRole base_role = ParallelRole::Replicated;
   std::int64_t elements() const;
   Bytes bytes() const;
 };
@@ -118,6 +133,12 @@ struct TensorInfo {
 //   Mamba2 (nemotron_h 'M'), d = mamba_num_heads*mamba_head_dim, gs = n_groups*ssm_state_size:
 //               in_proj (2d + 2gs + heads)*H + conv1d (d + 2gs)*(conv_kernel + 1)
 //               + A_log, D, dt_bias 3*heads + norm d + out_proj H*d
+//   Biases (qwen2, llama, glm4_moe, gpt_oss): + q/k/v rows (+ H for o_proj); llama mlp_bias + 2I + H
+//   gpt_oss: + sinks [heads]; router E*H + E; expert e: gate_up 2I*H + 2I, down H*I + H
+//   gated attention (qwen3_next, qwen3_5): q_proj 2*heads*hd*H (per head [q; gate])
+//   gated DeltaNet, kd = nk*dk, vd = nv*dv: (2kd + 2vd)*H + 2nv*H projections, conv1d (2kd + vd)*kernel,
+//               dt_bias, A_log 2nv, norm dv, out_proj H*vd; MoE + shared expert + its gate [1, H]
+//   DSA indexer (deepseek_v32): n*d*q_lora + d*H + 2d + n*H
 //   plus one RMSNorm [H] per norm, and globally V*H embedding, H final norm, V*H lm_head (untied).
 struct ModelConfig {
   std::string name;
@@ -206,6 +227,15 @@ struct ModelConfig {
   std::vector<std::string> warnings;
 };
 
+// An adapter-only refit (a scenario's `lora:`): the rank r of every adapter, its scaling alpha
+// (alpha / r multiplies B's output; no shape depends on it) and the modules adapted, by the name of
+// the linear layer (`q_proj`, `o_proj`, `gate_proj`, ...; PEFT's target_modules).
+struct LoraSpec {
+  std::int64_t rank = 0;
+  double alpha = 0;
+  std::vector<std::string> target_modules;
+};
+
 struct InventoryOptions {
   // Overrides the file's dtype for every weight that is not fp32 by nature (e.g. the DeepSeek-V3
   // router bias stays fp32).
@@ -220,6 +250,8 @@ struct InventoryOptions {
   // an RL refit of the language model leaves a frozen tower in place. Asking for it on a model
   // whose tower reshard does not model (Kimi K2.5's MoonViT) is a ConfigError.
   bool include_vision = false;
+  // The inventory of the LoRA adapters of the model instead of its weights (model/lora.hpp).
+  std::optional<LoraSpec> lora;
 };
 
 class Inventory {
@@ -256,6 +288,8 @@ class Inventory {
   std::int32_t mtp_layers() const;      // layers after the decoder layers (0 without include_mtp)
   bool includes_mtp() const { return include_mtp_; }
   bool includes_vision() const { return include_vision_; }
+  // The LoRA adapters this inventory lists in place of the weights (null for the weights).
+  const LoraSpec* lora() const { return lora_ ? &*lora_ : nullptr; }
 
  private:
   void count();  // the totals and the name index, from tensors_
@@ -264,7 +298,9 @@ class Inventory {
   std::unordered_map<std::string, std::int32_t> by_name_;
   bool include_mtp_ = false;
   bool include_vision_ = false;
+  std::optional<LoraSpec> lora_;
   std::int32_t mtp_layers_ = 0;
+  friend Inventory lora_adapters(const Inventory& base, const LoraSpec& spec);
   // Totals, summed once when the inventory is built.
   std::int64_t parameters_ = 0;
   std::int64_t active_parameters_ = 0;

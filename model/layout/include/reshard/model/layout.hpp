@@ -173,6 +173,9 @@ struct SglangSpec {
   bool enable_dp_lm_head = false;       // --enable-dp-lm-head: lm_head over the attention TP group
   bool a2a_moe = false;                 // --moe-a2a-backend deepep / mooncake: shared experts unsplit
   std::int32_t redundant_experts = 0;   // --ep-num-redundant-experts
+  // gpt-oss experts under MoE tensor parallelism: 1, an even split of the (gate, up) pairs (FusedMoE's
+  // loader, BF16); 32 when served in MXFP4, ceil-sized chunks of whole blocks (set by the scenario).
+  std::int32_t gpt_oss_expert_block = 1;
   // Independent servers, each launched with the arguments above, on consecutive GPU blocks (as
   // vLLM's dp_mode engines): eight TP16 servers with DP attention are servers: 8.
   std::int32_t servers = 1;
@@ -235,6 +238,8 @@ class ShardMap {
   RankSetId intern(const RankSet& s);
   void add_shard(std::int32_t tensor, Box box, RankSetId ranks);
   void add_tensors(std::int32_t count);  // `count` more tensors, without shards yet
+  // Replaces every shard box of `tensor` by f(box) (a precision change packing a weight's elements).
+  void map_boxes(std::int32_t tensor, const std::function<Box(const Box&)>& f);
   ShardMap(std::int32_t tensors, std::vector<GpuId> gpus, std::string description);
 
  private:

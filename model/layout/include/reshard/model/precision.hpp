@@ -5,6 +5,11 @@
 //              scale tensor `<name>_scale_inv` [ceil(out / bn), ceil(in / bk)], s = amax / 448
 //   mxfp8      one E8M0 scale per 32 consecutive elements of a row (OCP MX):
 //              scale tensor `<name>_scale` [out, ceil(in / 32)], s = 2^(floor(log2 amax) - 8)
+//   mxfp4      OCP MX FP4: E2M1 values (largest 6), one E8M0 scale per 32 elements of a row,
+//              s = 2^(floor(log2 amax) - 2); two values a byte, so a weight quantised at the source
+//              travels as [out, in / 2] bytes (DType FP4x2, Quantization::packed 2: its boxes in
+//              bytes, 16 a block) with `<name>_scale` [out, ceil(in / 32)] -- gpt-oss's released
+//              experts (`*_blocks`, `*_scales`), which vLLM and SGLang serve as they are
 // A block at the end of a dimension that is not a multiple of the block is partial and has a
 // scale of its own (DeepSeek-V3's kv_a_proj_with_mqa, 576 rows: 5 block rows).
 //
@@ -16,13 +21,15 @@
 //                in its model dtype and the destination converts it;
 //   destination  every quantised weight travels in its model dtype; the destination converts.
 // So for every transfer the bytes on the network are exact: a source-quantised piece of e elements
-// moves e bytes of FP8, and the scale pieces move 4 bytes (fp8_block) or 1 byte (mxfp8) per block.
+// moves e bytes of FP8 (e / 2 of FP4), and the scale pieces move 4 bytes (fp8_block) or 1 byte
+// (mxfp8, mxfp4) per block.
 // Destination shards must hold whole blocks (vLLM refuses a tensor-parallel split that cuts a
 // block); apply_precision refuses a layout that does not.
 //
 // Conversion cost, per GPU g that converts (memory-bound elementwise work):
 //   bytes(g) = sum over the shards it holds of converted weights of
-//              elements * (size(model dtype) + 1) + blocks * size(scale dtype)
+//              elements * (size(model dtype) + 1) + blocks * size(scale dtype)   (FP8)
+//              elements * size(model dtype) + elements / 2 + blocks              (MXFP4)
 //   t(g)     = bytes(g) / memory_bandwidth(g)          (Topology::gpu_memory_bandwidth)
 //   T_convert_source = max over source GPUs, T_convert_destination = max over destination GPUs;
 // the source converts before it sends and the destination after it has received, so both add to
@@ -44,7 +51,7 @@ struct PrecisionSpec {
   std::vector<TensorClass> classes;                  // the classes quantised (2-D weights only)
   QuantSite site = QuantSite::Source;                // `quantize_at`
 };
-const char* to_string(QuantFormat f);  // "bf16", "fp8_block", "mxfp8"
+const char* to_string(QuantFormat f);  // "bf16", "fp8_block", "mxfp8", "mxfp4"
 
 // The scale blocks a box of a quantised weight covers, as a box of its scale tensor:
 // [floor(lo / b), ceil(hi / b)) per dimension (b the block's extent in that dimension).

@@ -29,6 +29,7 @@ struct Scenario {
   LayoutSpec destination;
   PrecisionSpec precision;  // destination.precision; format None when absent
   int precision_line = 0;
+  int lora_line = 0;  // the `lora:` key (model_options.lora holds what it says)
   // `colocated: true`: training and generation share GPUs (each GPU both sides list holds a source
   // and a destination shard). Without it, GPU lists that overlap are refused.
   bool colocated = false;
