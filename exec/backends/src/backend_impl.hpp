@@ -8,8 +8,8 @@
 namespace reshard::exec::detail {
 
 RunResult run_host(const RunPlan& plan, const ExecOptions& options);   // host_backend.cpp (MPI)
-RunResult run_cuda(const RunPlan& plan, const ExecOptions& options);   // gpu_backends.cpp (CUDA)
-RunResult run_nccl(const RunPlan& plan, const ExecOptions& options);   // gpu_backends.cpp (MPI + NCCL)
+RunResult run_cuda(const RunPlan& plan, const ExecOptions& options);   // cuda_backend.cpp (CUDA)
+RunResult run_nccl(const RunPlan& plan, const ExecOptions& options);   // nccl_backend.cpp (CUDA + NCCL; MPI when built with it)
 // The host backend's session: MPI initialised for its lifetime (finalised at the end when it
 // initialised it) and the run's communicator, duplicated once (host_backend.cpp; null without MPI).
 std::shared_ptr<BackendSession> open_host_session();
