@@ -13,6 +13,7 @@
 #include "reshard/study/calibrate.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/scenario.hpp"
+#include "reshard/model/strategies.hpp"
 #include "reshard/model/systems.hpp"
 #include "run_command.hpp"
 
