@@ -499,6 +499,7 @@ TEST(Quantizer, AgreesWithAnIndependentQuantizerOnRandomBlocks) {
         for (std::size_t k = 0; k < index.size(); ++k) ASSERT_EQ(ref.payload(index[k]), want[k]) << index[k];
       }
   }
+}
 
 // ---- MXFP4: gpt-oss's experts served as released (two E2M1 values a byte, an E8M0 scale per 32) --
 
