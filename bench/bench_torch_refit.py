@@ -1,5 +1,5 @@
 """Refit.run against the same bytes sent as one message per peer pair, between the same processes, in
-one run: the engine's overhead (steps, waves, chunked messages, rings) over the least any
+one run: the engine's overhead (steps, windowed messages, rings, packing) over the least any
 torch.distributed transfer of these bytes costs.
 
     python3 bench/bench_torch_refit.py [--rounds 20] [SCENARIO:STRATEGY ...]
@@ -49,9 +49,9 @@ def pair_messages(refit, rank):
         for frm, to in op["hops"]:
             if frm == rank and frm != to:
                 s = mine[0] if mine[0] is not None else mine[1]
-                send.setdefault(to, []).extend((s, c) for c in range(s.nchunks))
+                send.setdefault(to, []).extend((s, c) for c in range(s.nwindows))
             if to == rank and frm != to:
-                recv.setdefault(frm, []).extend((mine[1], c) for c in range(mine[1].nchunks))
+                recv.setdefault(frm, []).extend((mine[1], c) for c in range(mine[1].nwindows))
     return send, recv
 
 
@@ -75,7 +75,7 @@ def worker(rank, world, port, plan_file, rounds, queue):
     destinations = {n: [torch.empty([hi - lo for lo, hi in b], dtype=DTYPES[tensors[n][1]]) for b in boxes]
                     for n, boxes in refit.destination_boxes(rank).items()}
     send, recv = pair_messages(refit, rank)
-    size = lambda chunks: sum(s.chunks[c].bytes for s, c in chunks)  # noqa: E731
+    size = lambda chunks: sum(s.windows[c].bytes for s, c in chunks)  # noqa: E731
     out_bufs = {peer: torch.empty(size(v), dtype=torch.uint8) for peer, v in send.items()}
     in_bufs = {peer: torch.empty(size(v), dtype=torch.uint8) for peer, v in recv.items()}
     views = refit._bind(rank, refit._plan["ranks"][rank]["regions"], sources, destinations)[0]
@@ -85,7 +85,7 @@ def worker(rank, world, port, plan_file, rounds, queue):
             for peer, chunks in send.items():
                 at = 0
                 for s, c in chunks:
-                    ch = s.chunks[c]
+                    ch = s.windows[c]
                     for region, off, stride, count, length, a in ch.groups if s.send else ():
                         if views[region] is not None:
                             _copy_group(out_bufs[peer], at + a, length, views[region], off, stride, count, length)
@@ -99,7 +99,7 @@ def worker(rank, world, port, plan_file, rounds, queue):
             for peer, chunks in recv.items():
                 at = 0
                 for s, c in chunks:
-                    ch = s.chunks[c]
+                    ch = s.windows[c]
                     for region, off, stride, count, length, a in ch.groups:
                         _copy_group(views[region], off, stride, in_bufs[peer], at + a, length, count, length)
                     at += ch.bytes

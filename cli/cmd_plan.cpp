@@ -170,9 +170,7 @@ void run_plan(const PlanArgs& a) {
       if (a.programs) {
         progress.stage("programs");
         const exec::RunPlan rp = exec::make_run_plan(sc, ts, *schedule);
-        std::ofstream out(output, std::ios::binary);
-        out << exec::refit_plan_json(rp);
-        if (!out) throw ConfigError(output, 0, "-o", "cannot write the refit plan file");
+        exec::write_refit_plan(rp, output);
       } else {
         // The scenario file relative to the schedule's folder, so the schedule finds it from anywhere.
         const auto folder = std::filesystem::absolute(output).parent_path();

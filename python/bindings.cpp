@@ -19,6 +19,7 @@
 
 #include "reshard/exec/plan_file.hpp"
 #include "reshard/exec/program.hpp"
+#include "reshard/exec/verify.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/defaults.hpp"
 #include "reshard/model/errors.hpp"
@@ -317,7 +318,7 @@ py::object sweep_py(const py::object& scenario, const std::vector<std::string>& 
   return out;
 }
 
-// ---- refit plan: the per-GPU programs expanded (exec/plan_file.hpp), as JSON text.
+// ---- refit plan: the per-GPU programs expanded (exec/plan_file.hpp), as the plan file's text.
 std::optional<Bytes> staging_cap(const py::object& staging) {
   if (staging.is_none()) return std::nullopt;
   Bytes b = py::isinstance<py::int_>(staging) ? Bytes{staging.cast<std::int64_t>()} : parse_size(py::str(staging).cast<std::string>());
@@ -325,14 +326,14 @@ std::optional<Bytes> staging_cap(const py::object& staging) {
   return b;
 }
 
-std::string refit_plan_py(const py::object& scenario, const std::string& strategy, const py::object& staging,
+py::bytes refit_plan_py(const py::object& scenario, const std::string& strategy, const py::object& staging,
                           const std::string& profile, const py::object& params, const py::object& overrides,
-                          const py::object& base_dir) {
+                          const py::object& base_dir, const std::vector<std::int32_t>& ranks) {
   const Loaded sc = load(scenario, overrides, base_dir);
   const PlannedScenario planned(sc);
   const Schedule s = planned.schedule_for(request(strategy, profile, params, staging_cap(staging)));
   const exec::RunPlan rp = exec::make_run_plan(*sc, planned.transfers(), s);
-  return exec::refit_plan_json(rp);
+  return py::bytes(exec::refit_plan_text(rp, ranks));
 }
 
 }  // namespace
@@ -397,7 +398,17 @@ PYBIND11_MODULE(_reshard, m) {
   m.attr("DEFAULT_STRATEGY") = py::str(kDefaultStrategy);  // simulate's, _refit_plan's and reshard.torch.Refit's
   m.def("_refit_plan", &refit_plan_py, py::arg("scenario"), py::arg("strategy") = kDefaultStrategy, py::arg("staging") = py::none(),
         py::arg("profile") = kDefaultProfile, py::arg("params") = py::none(), py::arg("overrides") = py::none(),
-        py::arg("base_dir") = py::none(),
-        "The refit plan file's JSON text (every GPU's program) for a strategy within the staging budgets "
-        "(staging: at most this many bytes per GPU); reshard.torch.Refit runs it");
+        py::arg("base_dir") = py::none(), py::arg("ranks") = std::vector<std::int32_t>{},
+        "The refit plan file's text (exec/plan_file.hpp: a header line, then every GPU's program, or only those "
+        "of `ranks`) for a strategy within the staging budgets (staging: at most this many bytes per GPU); "
+        "reshard.torch.Refit runs it");
+  m.def(
+      "_piece_digest",
+      [](const py::bytes& data) {
+        const std::string_view v(data);
+        exec::PieceDigest h;
+        h.add(reinterpret_cast<const unsigned char*>(v.data()), static_cast<std::int64_t>(v.size()));
+        return h.value();
+      },
+      py::arg("data"), "exec's piece digest (exec/verify.hpp) of a piece's bytes: the one reshard.torch computes");
 }

@@ -124,7 +124,8 @@ def vllm_module(refit, rank, full=None, pad_vocab=64, expert_order=None, experts
             p[h + "mlp.gate.weight"] = p[h + "mlp.gate.weight"].to(router_dtype)
         local = sorted({int(n.split(".")[5]) for n in one if n.startswith(h + "mlp.experts.")})
         if local:
-            order = list(expert_order) if expert_order is not None else local
+            slots = refit._plan["ranks"][rank].get("expert_slots")  # vLLM's physical slots (EPLB copies)
+            order = list(expert_order) if expert_order is not None else list(slots) if slots else local
             assert sorted(set(order)) == local
             p[h + experts + "w13_weight"] = torch.stack(
                 [torch.cat([part(h + f"mlp.experts.{e}.gate_proj.weight"), part(h + f"mlp.experts.{e}.up_proj.weight")])

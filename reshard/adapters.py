@@ -76,7 +76,12 @@ class _Plan:
             m = _LAYER.match(n)
             if m and (e := _EXPERT.match(m.group(2))):
                 experts.setdefault(int(m.group(1)), set()).add(int(e.group(1)))
-        self.experts = {L: (list(expert_order) if expert_order is not None else sorted(es)) for L, es in experts.items()}
+        # A rank's physical expert slots in order: the caller's `expert_order`, else the plan's (vLLM
+        # with EPLB: slot s holds expert s mod E, in the rank's slot order), else ascending ids.
+        slots = refit._plan["ranks"][rank].get("expert_slots") if side == "destination" else None
+        default = list(slots) if slots else None
+        self.experts = {L: (list(expert_order) if expert_order is not None else default if default is not None else sorted(es))
+                        for L, es in experts.items()}
 
     def box(self, name):
         b = self.boxes.get(name)
@@ -87,8 +92,32 @@ class _Plan:
         return b[0]
 
 
+class _Params(dict):
+    """A framework's parameters by name, remembering which ones the adapter took: a parameter it
+    never takes is one the refit would leave stale, and is named (_unused)."""
+
+    def __init__(self, named_parameters):
+        super().__init__((_strip(n), p.detach()) for n, p in named_parameters)
+        self.used = set()
+
+    def take(self, name):
+        t = self.get(name)
+        if t is not None:
+            self.used.add(name)
+        return t
+
+
+def _unused(params, ignore, rank, framework):
+    """AdapterError naming the parameters no box took, unless a pattern of `ignore` matches them."""
+    left = sorted(n for n in params if n not in params.used and not any(re.search(p, n) for p in ignore))
+    if left:
+        raise AdapterError(f"rank {rank}: {len(left)} {framework} parameter(s) the refit plan does not move, e.g. "
+                           f"{left[:4]}: a parameter of another architecture or a name this adapter does not know "
+                           f"(pass ignore=[regex, ...] for parameters that are not refit on purpose)", rank)
+
+
 def _need(params, name, rank, what):
-    t = params.get(name)
+    t = params.take(name)
     if t is None:
         raise AdapterError(f"rank {rank}: no parameter '{name}' for {what} (parameters here: "
                            f"{sorted(params)[:6]}{' ...' if len(params) > 6 else ''})", rank)
@@ -134,11 +163,11 @@ def _qkv_interleaved(t, boxes, hf_names, head_dim, rank, framework_name):
             for hf, p, box in zip(hf_names, parts, boxes)}
 
 
-def megatron_sources(refit, rank, named_parameters, *, expert_order=None):
+def megatron_sources(refit, rank, named_parameters, *, expert_order=None, ignore=()):
     """{HF name: [tensor per box]} for process `rank` of the refit's training side, from a
     Megatron-Core model's named parameters (GPTModel; TE or local specs; grouped or sequential
     experts). Packed copies where Megatron fuses what HF keeps apart, views elsewhere."""
-    params = {_strip(n): p.detach() for n, p in named_parameters}
+    params = _Params(named_parameters)
     plan = _Plan(refit, rank, "source", expert_order)
     d = int(plan.model.get("head_dim") or 0)
     out = {}
@@ -196,6 +225,7 @@ def megatron_sources(refit, rank, named_parameters, *, expert_order=None):
         if box is not None:
             t = _need(params, name, rank, hf)
             put(hf, _check(t[:_rows(box)] if t.dim() == 2 else t, box, hf, rank, name))
+    _unused(params, ignore, rank, "Megatron-Core")
     return _convert(out, refit, rank, "source")
 
 
@@ -213,12 +243,12 @@ def _convert(out, refit, rank, side):
     return out
 
 
-def vllm_destinations(refit, rank, named_parameters, *, expert_order=None):
+def vllm_destinations(refit, rank, named_parameters, *, expert_order=None, ignore=()):
     """({HF name: [tensor per box]}, finish) for process `rank` of the refit's inference side, from
     a vLLM model's named parameters. Views into the fused parameters (qkv_proj, gate_up_proj,
     FusedMoE w13/w2) where a part is contiguous; `finish()` copies the others (a part in another
     dtype) into their parameters after the run."""
-    params = {_strip(n): p.detach() for n, p in named_parameters}
+    params = _Params(named_parameters)
     plan = _Plan(refit, rank, "destination", expert_order)
     out, pending = {}, []
     tensors = refit.tensors
@@ -280,6 +310,7 @@ def vllm_destinations(refit, rank, named_parameters, *, expert_order=None):
     if missing:
         raise AdapterError(f"rank {rank}: the adapter found no parameter for {len(missing)} destination tensors, e.g. "
                            f"{sorted(missing)[:3]}", rank)
+    _unused(params, ignore, rank, "vLLM")
 
     def finish():
         for param_view, staged in pending:

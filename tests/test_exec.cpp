@@ -11,12 +11,15 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <csignal>
+#include <sys/resource.h>
 #include <nlohmann/json.hpp>
 
 #include "chain_fixtures.hpp"
 #include "host_memory.hpp"
 #include "reshard/exec/executor.hpp"
 #include "reshard/exec/measurement.hpp"
+#include "reshard/exec/plan_file.hpp"
 #include "reshard/model/planned.hpp"
 #include "reshard/exec/backend.hpp"
 #include "reshard/exec/staging.hpp"
@@ -1010,3 +1013,120 @@ TEST(MeasurementFile, EditedOrUnverifiedIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+RunPlan small_run_plan(const LoadedScenario& sc, const TransferSet& ts, Schedule& s) {
+  StrategyParams p;
+  p.strategy = Strategy::DomainChain;
+  s = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, p);
+  return make_run_plan(sc, ts, s);
+}
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  for (std::size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) out.push_back(text.substr(at, nl - at));
+  return out;
+}
+}  // namespace
+
+// The plan file's layout (exec/plan_file.hpp): the header, one line per rank, the index of the rank
+// lines ([offset, bytes] each, pointing at exactly those lines), and the index's offset, 20 digits.
+// A runner that asks for one rank gets the same line for it and empty lines for the others.
+TEST(RefitPlanFile, RankLinesFoundThroughTheIndex) {
+  const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path("small-moe-ep.yaml")));
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  Schedule s;
+  const RunPlan rp = small_run_plan(sc, ts, s);
+  const std::string text = refit_plan_text(rp);
+  const auto lines = lines_of(text);
+  const std::size_t n = rp.gpus.size();
+  ASSERT_EQ(lines.size(), n + 3);  // header, n ranks, index, tail
+  const auto header = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(header["format"], kRefitPlanFormat);
+  EXPECT_FALSE(header.contains("ranks"));
+  EXPECT_EQ(lines.back().size(), 20u);
+  const std::size_t index_at = std::stoull(lines.back());
+  const auto index = nlohmann::json::parse(text.substr(index_at, text.find('\n', index_at) - index_at))["ranks"];
+  ASSERT_EQ(index.size(), n);
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::string line = text.substr(index[r][0].get<std::size_t>(), index[r][1].get<std::size_t>());
+    EXPECT_EQ(line, lines[1 + r]);
+    EXPECT_EQ(nlohmann::json::parse(line)["gpu"], rp.gpus[r]);
+  }
+  const auto one = lines_of(refit_plan_text(rp, {3}));
+  ASSERT_EQ(one.size(), n + 3);
+  EXPECT_EQ(one[0], lines[0]);
+  for (std::size_t r = 0; r < n; ++r) EXPECT_EQ(one[1 + r], r == 3 ? lines[1 + r] : std::string()) << r;
+  EXPECT_THROW(refit_plan_text(rp, {static_cast<std::int32_t>(n)}), ConfigError);
+}
+
+// A strided copy entry [src, dst, so, do, bytes, count, ss, ds] stands for `count` runs k = 0..count-1
+// at (so + k ss, do + k ds): expanded, a program's runs are exactly build_program's, in order.
+TEST(RefitPlanFile, StridedRunsExpandToTheProgramsRuns) {
+  const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path("small-gqa-megatron-vllm.yaml")));
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  Schedule s;
+  const RunPlan rp = small_run_plan(sc, ts, s);
+  const auto lines = lines_of(refit_plan_text(rp));
+  std::int64_t strided = 0;
+  for (std::size_t r = 0; r < rp.gpus.size(); ++r) {
+    const GpuProgram prog = build_program(rp, rp.gpus[r]);
+    const auto j = nlohmann::json::parse(lines[1 + r]);
+    for (const char* list : {"sends", "receives"}) {
+      const auto& streams = std::string(list) == "sends" ? prog.sends : prog.receives;
+      ASSERT_EQ(j[list].size(), streams.size());
+      for (std::size_t t = 0; t < streams.size(); ++t) {
+        std::vector<CopyRun> runs;
+        for (const auto& e : j[list][t]["copies"]) {
+          const std::int64_t count = e.size() == 8 ? e[5].get<std::int64_t>() : 1;
+          strided += e.size() == 8;
+          for (std::int64_t k = 0; k < count; ++k)
+            runs.push_back({e[0].get<std::int32_t>(), e[1].get<std::int32_t>(),
+                            e[2].get<std::int64_t>() + k * (count > 1 ? e[6].get<std::int64_t>() : 0),
+                            e[3].get<std::int64_t>() + k * (count > 1 ? e[7].get<std::int64_t>() : 0), e[4].get<std::int64_t>()});
+        }
+        ASSERT_EQ(runs.size(), streams[t].copies.size()) << r << " " << list << " " << t;
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+          EXPECT_EQ(runs[i].src, streams[t].copies[i].src);
+          EXPECT_EQ(runs[i].dst, streams[t].copies[i].dst);
+          EXPECT_EQ(runs[i].src_offset, streams[t].copies[i].src_offset);
+          EXPECT_EQ(runs[i].dst_offset, streams[t].copies[i].dst_offset);
+          EXPECT_EQ(runs[i].bytes, streams[t].copies[i].bytes);
+        }
+      }
+    }
+  }
+  EXPECT_GT(strided, 0);  // TP slices of 2-D weights: rows at a constant stride
+}
+
+// A write that fails part way (here: the file-size limit, as a full disk) is one ConfigError naming
+// the file, and leaves neither the file nor its .partial; an earlier file at the path is kept.
+TEST(RefitPlanFile, AFailedWriteLeavesNothing) {
+  const LoadedScenario sc = load_scenario(std::filesystem::path(scenario_path("small-moe-ep.yaml")));
+  const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+  Schedule s;
+  const RunPlan rp = small_run_plan(sc, ts, s);
+  const auto path = std::filesystem::temp_directory_path() / "reshard_test_refit_plan.jsonl";
+  std::filesystem::remove(path);
+  write_refit_plan(rp, path);
+  const auto whole = std::filesystem::file_size(path);
+  EXPECT_EQ(whole, refit_plan_text(rp).size());
+  std::signal(SIGXFSZ, SIG_IGN);
+  rlimit old{};
+  getrlimit(RLIMIT_FSIZE, &old);
+  rlimit small = old;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  try {
+    write_refit_plan(rp, path);
+    ADD_FAILURE() << "a write past the file-size limit succeeded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  EXPECT_EQ(std::filesystem::file_size(path), whole);  // the earlier file, untouched
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".partial"));
+  EXPECT_THROW(write_refit_plan(rp, "/nonexistent-dir/plan.jsonl"), ConfigError);
+  EXPECT_FALSE(std::filesystem::exists("/nonexistent-dir/plan.jsonl.partial"));
+  std::filesystem::remove(path);
+}

@@ -1,7 +1,10 @@
 #include "reshard/exec/plan_file.hpp"
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
+#include <fstream>
 
+#include "reshard/model/digest.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/memory.hpp"
 
@@ -17,9 +20,27 @@ nlohmann::json box_json(const Box& b) {
   return j;
 }
 
+// Copy runs as strided groups: consecutive runs between the same two regions, of one length, at
+// constant strides on both sides, are one [src, dst, src offset, dst offset, bytes, count, src
+// stride, dst stride] (a box's rows in its shard); a lone run stays [src, dst, src offset, dst
+// offset, bytes]. A program's size grows with its boxes, not with their rows.
 nlohmann::json runs_json(const std::vector<CopyRun>& runs) {
   nlohmann::json j = nlohmann::json::array();
-  for (const CopyRun& c : runs) j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes});
+  for (std::size_t i = 0; i < runs.size();) {
+    const CopyRun& c = runs[i];
+    std::size_t k = i + 1;
+    std::int64_t ss = 0, ds = 0;
+    if (k < runs.size() && runs[k].src == c.src && runs[k].dst == c.dst && runs[k].bytes == c.bytes) {
+      ss = runs[k].src_offset - c.src_offset;
+      ds = runs[k].dst_offset - c.dst_offset;
+      while (k < runs.size() && runs[k].src == c.src && runs[k].dst == c.dst && runs[k].bytes == c.bytes &&
+             runs[k].src_offset - runs[k - 1].src_offset == ss && runs[k].dst_offset - runs[k - 1].dst_offset == ds)
+        ++k;
+    }
+    if (k - i == 1) j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes});
+    else j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes, k - i, ss, ds});
+    i = k;
+  }
   return j;
 }
 
@@ -35,17 +56,22 @@ const char* kind_name(Region::Kind k) {
 
 }  // namespace
 
-std::string refit_plan_json(const RunPlan& plan) {
-  const LoadedScenario& sc = *plan.scenario;
-  const Schedule& s = *plan.schedule;
-  const TransferSet& ts = *plan.transfers;
+namespace {
+
+void refuse_precision_change(const LoadedScenario& sc) {
   for (const auto& t : sc.inventory.tensors())
     if (t.quant.format != QuantFormat::None)
       throw ConfigError(sc.scenario.name, 0, "destination.precision",
                         "a refit plan moves raw bytes and does not quantise (tensor '" + t.name +
                             "' changes precision); run this scenario on the host backend");
-  auto rank_of = [&](GpuId g) { return plan.gpu_index(g); };
+}
 
+// Everything but the ranks' programs, with its fingerprint (a digest of it).
+nlohmann::json plan_header(const RunPlan& plan) {
+  const LoadedScenario& sc = *plan.scenario;
+  const Schedule& s = *plan.schedule;
+  refuse_precision_change(sc);
+  auto rank_of = [&](GpuId g) { return plan.gpu_index(g); };
   nlohmann::json j;
   j["format"] = kRefitPlanFormat;
   j["scenario"] = sc.scenario.name;
@@ -54,6 +80,8 @@ std::string refit_plan_json(const RunPlan& plan) {
   j["steps"] = plan.steps;
   j["world_size"] = plan.gpus.size();
   j["gpus"] = plan.gpus;
+  auto& budgets = j["budgets"] = nlohmann::json::array();  // per rank: its staging budget (0: unbounded)
+  for (GpuId g : plan.gpus) budgets.push_back(staging_budget(s, g).value);
   const ModelConfig& cfg = sc.inventory.config();
   j["model"] = {{"name", cfg.name},
                 {"architecture", cfg.architecture},
@@ -84,6 +112,7 @@ std::string refit_plan_json(const RunPlan& plan) {
         for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) hops.push_back({rank_of(h.from), rank_of(h.to)});
       ops[static_cast<std::size_t>(w.op)] = {{"id", w.op},
                                              {"step", plan.step_of[static_cast<std::size_t>(w.op)]},
+                                             {"chain", op.chain},
                                              {"bytes", op.bytes.value},
                                              {"chunk", stream_chunk(s, op).value},
                                              {"chunks", w.chunks},
@@ -94,51 +123,131 @@ std::string refit_plan_json(const RunPlan& plan) {
     }
   }
 
-  auto& ranks = j["ranks"] = nlohmann::json::array();
-  for (GpuId g : plan.gpus) {
-    const GpuProgram prog = build_program(plan, g);
-    nlohmann::json r;
-    r["gpu"] = g;
-    auto& regions = r["regions"] = nlohmann::json::array();
-    for (const Region& reg : prog.regions)
-      regions.push_back({{"kind", kind_name(reg.kind)}, {"tensor", reg.tensor}, {"box", box_json(reg.box)}, {"op", reg.op}, {"bytes", reg.bytes}});
-    r["local"] = runs_json(prog.local);
-    for (const char* list : {"sends", "receives"}) {
-      auto& out = r[list] = nlohmann::json::array();
-      for (const OpStream& t : std::string(list) == "sends" ? prog.sends : prog.receives) {
-        nlohmann::json children = nlohmann::json::array();
-        for (GpuId c : t.children) children.push_back(rank_of(c));
-        out.push_back({{"op", t.op},
-                       {"peer", t.peer < 0 ? -1 : rank_of(t.peer)},
-                       {"region", t.region},
-                       {"chain", t.chain},
-                       {"chunk", t.chunk},
-                       {"bytes", t.bytes},
-                       {"slots", t.slots},
-                       {"children", std::move(children)},
-                       {"hop", t.hop},
-                       {"child_hops", t.child_hops},
-                       {"copies", runs_json(t.copies)}});
-      }
+  j["fingerprint"] = digest(j.dump());
+  return j;
+}
+
+// Rank `index`'s program (the GPU plan.gpus[index]).
+nlohmann::json rank_json(const RunPlan& plan, std::size_t index) {
+  const LoadedScenario& sc = *plan.scenario;
+  const TransferSet& ts = *plan.transfers;
+  auto rank_of = [&](GpuId g) { return plan.gpu_index(g); };
+  const GpuId g = plan.gpus[index];
+  Rank destination_rank = -1;
+  for (Rank r = 0; r < sc.destination.world_size() && destination_rank < 0; ++r)
+    if (sc.destination.gpu_of(r) == g) destination_rank = r;
+  const GpuProgram prog = build_program(plan, g);
+  nlohmann::json r;
+  r["gpu"] = g;
+  if (destination_rank >= 0 && !sc.destination.expert_slots(destination_rank).empty())
+    r["expert_slots"] = sc.destination.expert_slots(destination_rank);
+  auto& regions = r["regions"] = nlohmann::json::array();
+  for (const Region& reg : prog.regions)
+    regions.push_back({{"kind", kind_name(reg.kind)}, {"tensor", reg.tensor}, {"box", box_json(reg.box)}, {"op", reg.op}, {"bytes", reg.bytes}});
+  r["local"] = runs_json(prog.local);
+  for (const char* list : {"sends", "receives"}) {
+    auto& out = r[list] = nlohmann::json::array();
+    for (const OpStream& t : std::string(list) == "sends" ? prog.sends : prog.receives) {
+      nlohmann::json children = nlohmann::json::array();
+      for (GpuId c : t.children) children.push_back(rank_of(c));
+      out.push_back({{"op", t.op},
+                     {"peer", t.peer < 0 ? -1 : rank_of(t.peer)},
+                     {"region", t.region},
+                     {"chain", t.chain},
+                     {"chunk", t.chunk},
+                     {"bytes", t.bytes},
+                     {"slots", t.slots},
+                     {"children", std::move(children)},
+                     {"hop", t.hop},
+                     {"child_hops", t.child_hops},
+                     {"copies", runs_json(t.copies)}});
     }
-    auto& pieces = r["pieces"] = nlohmann::json::array();
-    for (int side = 0; side < 2; ++side)
-      for (const auto& [p, region] : side == 0 ? prog.source_pieces : prog.destination_pieces) {
-        const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
-        const std::int64_t es = dtype_size(sc.inventory.tensor(pc.tensor).dtype);
-        nlohmann::json runs = nlohmann::json::array();
-        piece_runs(pc.box, prog.regions[static_cast<std::size_t>(region)].box, 0, pc.box.elements(),
-                   [&](std::int64_t off, std::int64_t, std::int64_t n) {
-                     if (!runs.empty() && runs.back()[0].get<std::int64_t>() + runs.back()[1].get<std::int64_t>() == off * es)
-                       runs.back()[1] = runs.back()[1].get<std::int64_t>() + n * es;
-                     else
-                       runs.push_back({off * es, n * es});
-                   });
-        pieces.push_back({p, side == 0 ? "source" : "destination", region, std::move(runs)});
-      }
-    ranks.push_back(std::move(r));
   }
-  return j.dump();
+  auto& pieces = r["pieces"] = nlohmann::json::array();
+  for (int side = 0; side < 2; ++side)
+    for (const auto& [p, region] : side == 0 ? prog.source_pieces : prog.destination_pieces) {
+      const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
+      const std::int64_t es = dtype_size(sc.inventory.tensor(pc.tensor).dtype);
+      nlohmann::json runs = nlohmann::json::array();
+      piece_runs(pc.box, prog.regions[static_cast<std::size_t>(region)].box, 0, pc.box.elements(),
+                 [&](std::int64_t off, std::int64_t, std::int64_t n) {
+                   if (!runs.empty() && runs.back()[0].get<std::int64_t>() + runs.back()[1].get<std::int64_t>() == off * es)
+                     runs.back()[1] = runs.back()[1].get<std::int64_t>() + n * es;
+                   else
+                     runs.push_back({off * es, n * es});
+                 });
+      pieces.push_back({p, side == 0 ? "source" : "destination", region, std::move(runs), box_json(pc.box)});
+    }
+  return r;
+}
+
+// The lines of a plan: the header, each rank's program (an empty line for a rank not asked for),
+// the index of the rank lines, and the index's offset, each line written by `put` as it is made.
+template <class Put>
+void plan_lines(const RunPlan& plan, const std::vector<bool>& wanted, Put&& put) {
+  std::int64_t at = 0;
+  auto line = [&](const std::string& text) {
+    put(text);
+    put("\n");
+    const std::int64_t start = at;
+    at += static_cast<std::int64_t>(text.size()) + 1;
+    return std::pair<std::int64_t, std::int64_t>{start, static_cast<std::int64_t>(text.size())};
+  };
+  line(plan_header(plan).dump());
+  nlohmann::json index = nlohmann::json::array();
+  for (std::size_t i = 0; i < plan.gpus.size(); ++i) {
+    const auto [start, bytes] = line(wanted.empty() || wanted[i] ? rank_json(plan, i).dump() : std::string());
+    index.push_back({start, bytes});
+  }
+  const std::int64_t index_at = at;
+  line(nlohmann::json{{"ranks", std::move(index)}}.dump());
+  char tail[32];
+  std::snprintf(tail, sizeof tail, "%020lld", static_cast<long long>(index_at));
+  put(tail);
+  put("\n");
+}
+
+}  // namespace
+
+std::string refit_plan_text(const RunPlan& plan, const std::vector<std::int32_t>& ranks) {
+  std::vector<bool> wanted;
+  if (!ranks.empty()) {
+    wanted.assign(plan.gpus.size(), false);
+    for (std::int32_t r : ranks) {
+      if (r < 0 || static_cast<std::size_t>(r) >= plan.gpus.size())
+        throw ConfigError("", 0, "ranks", "rank " + std::to_string(r) + " is outside the plan's " + std::to_string(plan.gpus.size()));
+      wanted[static_cast<std::size_t>(r)] = true;
+    }
+  }
+  std::string out;
+  plan_lines(plan, wanted, [&](const std::string& text) { out += text; });
+  return out;
+}
+
+void write_refit_plan(const RunPlan& plan, const std::filesystem::path& path) {
+  refuse_precision_change(*plan.scenario);
+  const std::filesystem::path partial = path.string() + ".partial";
+  try {
+    {
+      std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+      if (!out) throw ConfigError(path.string(), 0, "-o", "cannot write the refit plan file");
+      plan_lines(plan, {}, [&](const std::string& text) {
+        out.write(text.data(), static_cast<std::streamsize>(text.size()));
+        if (!out) throw ConfigError(path.string(), 0, "-o", "cannot write the refit plan file (disk full?)");
+      });
+      out.close();
+      if (!out) throw ConfigError(path.string(), 0, "-o", "cannot write the refit plan file (disk full?)");
+    }
+    std::filesystem::rename(partial, path);
+  } catch (const std::bad_alloc&) {
+    std::error_code ec;
+    std::filesystem::remove(partial, ec);
+    throw ConfigError(path.string(), 0, "-o", "out of memory while writing the refit plan; nothing was written");
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(partial, ec);
+    throw;
+  }
 }
 
 }  // namespace reshard::exec

@@ -267,6 +267,16 @@ std::vector<GpuId> ShardMap::gpus_of(RankSetId id) const {
   return v;
 }
 
+const std::vector<std::int64_t>& ShardMap::expert_slots(Rank r) const {
+  static const std::vector<std::int64_t> none;
+  return r >= 0 && static_cast<std::size_t>(r) < expert_slots_.size() ? expert_slots_[static_cast<std::size_t>(r)] : none;
+}
+
+void ShardMap::set_expert_slots(Rank r, std::vector<std::int64_t> experts) {
+  if (static_cast<std::size_t>(r) >= expert_slots_.size()) expert_slots_.resize(static_cast<std::size_t>(r) + 1);
+  expert_slots_[static_cast<std::size_t>(r)] = std::move(experts);
+}
+
 Bytes ShardMap::total_bytes_held(const Inventory& inv) const {
   Bytes total{0};
   for (std::int32_t t = 0; t < tensor_count(); ++t) {

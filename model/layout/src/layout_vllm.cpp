@@ -130,6 +130,17 @@ ShardMap build_vllm(const Inventory& inv, const VllmSpec& v, const LayoutSpec& s
     map.add_convention("experts placed linearly, not round-robin: vLLM falls back because " + why +
                        " (determine_expert_placement_strategy)");
   const RankGrid::Axis replicas{v.dp, v.tp * v.pp};
+  if (ep > 0) {  // every rank's experts in its slot order (the placement of the loop below)
+    std::vector<std::vector<std::int64_t>> of_ep_rank(static_cast<std::size_t>(ep));
+    for (std::int64_t s = 0; s < slots; ++s)
+      of_ep_rank[static_cast<std::size_t>(expert_slot_rank(s, slots, ep, placement))].push_back(s % E);
+    const std::int32_t groups = v.tp * v.dp / ep;
+    for (std::int32_t stage = 0; stage < v.pp; ++stage)
+      for (std::int32_t q = 0; q < ep; ++q)
+        for (std::int32_t k = 0; k < groups; ++k)
+          map.set_expert_slots(v.tp * stage + q % v.tp + v.tp * v.pp * (q / v.tp) + k * v.pp * ep,
+                               of_ep_rank[static_cast<std::size_t>(q)]);
+  }
   for (const auto& t : inv.tensors()) {
     std::int32_t stage;
     if (t.layer >= 0) stage = stage_of_layer.at(static_cast<std::size_t>(t.layer));

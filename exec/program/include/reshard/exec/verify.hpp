@@ -9,7 +9,7 @@
 //            of the executor: it owns the bytes.
 //   digest   for real weights (the caller's, exec/binding.hpp): nothing is filled; after the run,
 //            for every piece, each GPU that holds it as a source and each GPU that needs it takes
-//            the 64-bit digest of the piece's bytes in its shard (piece_digest), and all of them
+//            the 64-bit digest of the piece's bytes in its shard (PieceDigest), and all of them
 //            must be equal: one flipped byte names the piece, its tensor and box, and the GPUs.
 //   none     nothing is checked (Measurement::verified is false).
 #pragma once
@@ -30,9 +30,25 @@ std::uint64_t pattern_word(std::int32_t tensor, std::int64_t index);
 // so no element is ever all zero.
 void pattern_bytes(std::int32_t tensor, std::int64_t index, int element_size, unsigned char* out);
 
-// The digest of `piece` (a box inside `shard`'s box) as a shard holding `data` (row-major over
-// the shard's box, `element_size` bytes per element) has it: FNV-1a over 64 bits of the piece's
-// bytes in the piece's row-major order, so any two shards holding the same values agree.
+// The 64-bit digest of a piece, the same on every backend and in reshard.torch (which computes it
+// with tensor operations, on the device for CUDA tensors) so that any holder's and any needer's
+// agree when their bytes do: over the piece's bytes in row-major order, n of them, read as
+// little-endian 64-bit words w_0 .. w_{m-1} (the last one zero-padded),
+//   h = n + sum_i w_i (2 i + 1)   mod 2^64.
+// Each word's weight is odd, so a change within one word always changes h; words add, so the
+// bytes can be summed in any order and in parallel (a reduction on the device, a vectorised sum
+// in torch). It detects what moving bytes breaks (a flipped, lost or misplaced word), not forgery.
+class PieceDigest {
+ public:
+  void add(const unsigned char* data, std::int64_t n);  // the next n bytes of the piece
+  std::uint64_t value() const;
+
+ private:
+  std::uint64_t h_ = 0, pending_ = 0;  // the sum so far; the bytes of an unfinished word
+  std::int64_t bytes_ = 0;
+};
+// The digest of `piece` (a box inside `shard`'s box) as a shard holding `data` (row-major over the
+// shard's box, `element_size` bytes per element) has it.
 std::uint64_t piece_digest(const model::Box& piece, const model::Box& shard, int element_size, const unsigned char* data);
 
 }  // namespace reshard::exec

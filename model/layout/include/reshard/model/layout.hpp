@@ -228,6 +228,11 @@ class ShardMap {
   // them.
   const std::vector<std::string>& conventions() const { return conventions_; }
   void add_convention(std::string note) { conventions_.push_back(std::move(note)); }
+  // A rank's routed experts in the order of its physical slots (vLLM with expert parallelism: slot
+  // s holds expert s mod E, EPLB's redundant copies included), which a framework's fused expert
+  // tensor follows; empty where the layout keeps no such order (experts in ascending id).
+  const std::vector<std::int64_t>& expert_slots(Rank r) const;
+  void set_expert_slots(Rank r, std::vector<std::int64_t> experts);
 
   // Sum over ranks of the bytes each holds.
   Bytes total_bytes_held(const Inventory& inv) const;
@@ -249,6 +254,7 @@ class ShardMap {
   std::unordered_multimap<std::size_t, RankSetId> intern_index_;  // hash of a set -> its ids
   std::string description_;
   std::vector<std::string> conventions_;
+  std::vector<std::vector<std::int64_t>> expert_slots_;  // per rank (may be shorter: none past its end)
 };
 
 // Builds the ShardMap of a layout over an inventory. Throws PlanError when the sizes do not fit
