@@ -115,8 +115,8 @@ class Adapters(unittest.TestCase):
         # small-moe-ep serves 16 experts + 8 redundant (EPLB) over EP 8, linear: EP rank q holds the
         # slots [3q, 3q + 3), slot s holding expert s mod 16, in that order in w13/w2. The rank with
         # slots 15, 16, 17 holds experts 15, 0, 1: its FusedMoE rows are [15, 0, 1], not ascending.
-        # With expert_order the adapter's views land on those rows; without it (ascending, tried by
-        # ignoring expert_order) expert 15's weights land in expert 0's rows.
+        # With expert_order, or by default the plan's expert_slots, the adapter's views land on those
+        # rows; with ascending ids expert 15's weights land in expert 0's rows.
         refit = self.refits["small-moe-ep"]
         full = full_tensors(refit, seed=3)
         wrapped = 0
@@ -138,12 +138,13 @@ class Adapters(unittest.TestCase):
                     self.assertTrue(torch.equal(param, want[name]), name)
             if order != local:
                 wrapped += 1
-                mod = vllm_module(refit, rank, expert_order=order)
-                dests, _ = vllm_destinations(refit, rank, mod.named_parameters())  # ascending: wrong here
-                for n, b in boxes.items():
-                    dests[n][0].copy_(cut(full[n], b[0]))
-                w13 = dict(mod.named_parameters())["model.layers.0.mlp.experts.w13_weight"]
-                self.assertFalse(torch.equal(w13, want["model.layers.0.mlp.experts.w13_weight"]))
+                for given, right in ((None, True), (local, False)):  # the plan's slots by default; ascending: wrong
+                    mod = vllm_module(refit, rank, expert_order=order)
+                    dests, _ = vllm_destinations(refit, rank, mod.named_parameters(), expert_order=given)
+                    for n, b in boxes.items():
+                        dests[n][0].copy_(cut(full[n], b[0]))
+                    w13 = dict(mod.named_parameters())["model.layers.0.mlp.experts.w13_weight"]
+                    self.assertEqual(torch.equal(w13, want["model.layers.0.mlp.experts.w13_weight"]), right, given)
         self.assertGreater(wrapped, 0)
 
     def test_routed_experts_prefix_and_doubly_wrapped_names(self):
