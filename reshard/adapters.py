@@ -30,8 +30,9 @@ vLLM (per TP rank; layer numbers global):
   mlp.experts.w13_weight [E_local, 2I, H] ([gate; up] per expert), w2_weight [E_local, H, I]
   (also under mlp.experts.routed_experts.), shared_experts.gate_up_proj / down_proj, vocabulary
   rows padded (a view of the first rows).
-A rank's local experts are its boxes' experts in ascending id, or `expert_order` (vLLM with EPLB:
-the logical expert of each physical slot of this rank).
+A destination rank's local experts are in the order of its physical slots: the plan's
+`expert_slots` (vLLM's placement, EPLB's redundant copies included), or `expert_order` (the logical
+expert of each physical slot, after EPLB has rebalanced); a source rank's in ascending id.
 """
 
 import re
