@@ -413,6 +413,29 @@ class TorchRefit(unittest.TestCase):
             data = torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g)
             self.assertEqual(_digest(data), reshard._reshard._piece_digest(bytes(data.numpy())), n)
 
+    def test_a_process_builds_only_its_ranks_programs(self):
+        # Refit(..., ranks=[r]) asks the extension for rank r's program alone (the plan file's other
+        # lines empty): the same boxes and streams as the whole plan's, and another rank is refused;
+        # saved and loaded back, the same.
+        import reshard
+        if reshard._reshard is None:
+            self.skipTest("the extension is not built")
+        scenario = str(ROOT / "scenarios" / "small-moe-ep.yaml")
+        whole = Refit(scenario, strategy="hybrid")
+        one = Refit(scenario, strategy="hybrid", ranks=[5])
+        self.assertEqual(one.fingerprint, whole.fingerprint)
+        self.assertEqual(one._plan["ranks"][5], whole._plan["ranks"][5])
+        self.assertEqual(one.destination_boxes(5), whole.destination_boxes(5))
+        with self.assertRaises(RefitError) as e:
+            one.source_boxes(4)
+        self.assertIn("rank 4", str(e.exception))
+        path = os.path.join(self.tmp, "one-rank.jsonl")
+        one.save(path)
+        again = Refit.load(path)
+        self.assertEqual(again._plan["ranks"][5], whole._plan["ranks"][5])
+        with self.assertRaises(RefitError):
+            again.source_boxes(4)
+
     def test_bad_tensors_are_refused_naming_rank_and_tensor(self):
         plan = Refit.load(make_plan(self.tmp, "small-gqa-megatron-vllm", "direct"))
         with self.assertRaises(RefitError):

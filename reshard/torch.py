@@ -907,7 +907,12 @@ class Refit:
     strategy: None for reshard's default (reshard._reshard.DEFAULT_STRATEGY: "auto", the tuner's
     choice), or a strategy line as `reshard compare` prints it."""
 
-    def __init__(self, scenario=None, strategy=None, staging=None, *, overrides=None, profile=None, plan=None):
+    def __init__(self, scenario=None, strategy=None, staging=None, *, overrides=None, profile=None, plan=None,
+                 ranks=None):
+        """`ranks`: the plan ranks whose programs this process builds (default: every rank's). A
+        process of a large refit builds only its own (at frontier scale each program takes the
+        extension a second or two, and the whole plan hundreds of MB); asking another rank's boxes,
+        or running it, then raises RefitError."""
         if plan is None:
             if scenario is None:
                 raise ValueError("Refit: give a scenario (path or dict), or use Refit.load(plan_file)")
@@ -916,8 +921,10 @@ class Refit:
             if strategy is None:
                 strategy = reshard._reshard.DEFAULT_STRATEGY
             named = {} if profile is None else {"profile": profile}  # None: the module's default profile
+            only = [] if ranks is None else sorted({int(r) for r in ranks})
             plan = _plan_from_text(reshard._reshard._refit_plan(scenario, strategy=strategy, staging=staging,
-                                                                overrides=overrides, **named), "the extension's plan")
+                                                                overrides=overrides, ranks=only, **named),
+                                   "the extension's plan")
         if plan.get("format") not in _FORMATS:
             raise RefitError(f"not a refit plan: format {plan.get('format')!r}, expected {FORMAT!r}")
         self._plan = plan
@@ -942,11 +949,15 @@ class Refit:
 
     def save(self, path):
         """Writes the plan file (format FORMAT), for a machine without the extension."""
-        header = {k: v for k, v in self._plan.items() if k not in ("ranks", "_file")}
+        header = {k: v for k, v in self._plan.items() if k != "ranks"}
         header["format"] = FORMAT
         lines, at = [_json.dumps(header)], 0
         for r in range(self.world_size):
-            prog = dict(self._plan["ranks"][r])
+            try:
+                prog = dict(self._plan["ranks"][r])
+            except RefitError:  # a rank this Refit was not made for: an empty line, as the extension writes
+                lines.append("")
+                continue
             prog["local"] = [list(c) for c in prog["local"]]
             for side in ("sends", "receives"):
                 prog[side] = [dict(st, copies=[list(c) for c in st["copies"]]) for st in prog[side]]
@@ -1296,11 +1307,12 @@ class Refit:
             for entry in p["ranks"][r]["pieces"]:
                 piece, side, region = int(entry[0]), entry[1], int(entry[2])
                 tensor = self._bound[(r, region)][0]
-                if len(entry) > 4:  # the piece's box: its part of the caller's tensor
+                box = entry[3] if len(entry) == 4 and p["format"] == FORMAT else entry[4] if len(entry) > 4 else None
+                if box is not None:  # the piece's box: its part of the caller's tensor
                     lo = [d[0] for d in regions[region]["box"]]
-                    part = tensor[tuple(slice(a - o, b - o) for (a, b), o in zip(entry[4], lo))]
+                    part = tensor[tuple(slice(a - o, b - o) for (a, b), o in zip(box, lo))]
                     data = part.contiguous().reshape(-1).view(torch.uint8)
-                else:  # a plan without boxes: the piece's byte runs in the bound view
+                else:  # an older plan without boxes: the piece's byte runs in the bound view
                     v = run.views[region]
                     data = torch.cat([v[off:off + n] for off, n in entry[3]]) if entry[3] else v[:0]
                 mine.append((r, piece, side, region, _digest(data)))

@@ -165,19 +165,9 @@ nlohmann::json rank_json(const RunPlan& plan, std::size_t index) {
   }
   auto& pieces = r["pieces"] = nlohmann::json::array();
   for (int side = 0; side < 2; ++side)
-    for (const auto& [p, region] : side == 0 ? prog.source_pieces : prog.destination_pieces) {
-      const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
-      const std::int64_t es = dtype_size(sc.inventory.tensor(pc.tensor).dtype);
-      nlohmann::json runs = nlohmann::json::array();
-      piece_runs(pc.box, prog.regions[static_cast<std::size_t>(region)].box, 0, pc.box.elements(),
-                 [&](std::int64_t off, std::int64_t, std::int64_t n) {
-                   if (!runs.empty() && runs.back()[0].get<std::int64_t>() + runs.back()[1].get<std::int64_t>() == off * es)
-                     runs.back()[1] = runs.back()[1].get<std::int64_t>() + n * es;
-                   else
-                     runs.push_back({off * es, n * es});
-                 });
-      pieces.push_back({p, side == 0 ? "source" : "destination", region, std::move(runs), box_json(pc.box)});
-    }
+    for (const auto& [p, region] : side == 0 ? prog.source_pieces : prog.destination_pieces)
+      pieces.push_back({p, side == 0 ? "source" : "destination", region,
+                        box_json(ts.pieces[static_cast<std::size_t>(p)].box)});
   return r;
 }
 

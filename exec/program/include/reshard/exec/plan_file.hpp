@@ -27,8 +27,8 @@
 //             reshard/adapters.py maps a fused expert tensor by), regions [{kind, tensor, box [[lo, hi], ...], op, bytes}], local copy
 //             runs, sends and receives (the streams: op, peer rank, region, chain, chunk, bytes,
 //             slots (0: kept), children ranks, hop, child_hops, copies), and pieces [[piece, side,
-//             region, [[byte offset, bytes], ...], box]] (where each piece it holds or needs lies
-//             in its shard, row-major, and its box in the tensor: what digest verification reads).
+//             region, box]] (each piece it holds or needs: its box in the tensor, which with the
+//             region's box says where it lies in the shard: what digest verification reads).
 // A copy run is [src region, dst region, src offset, dst offset, bytes], or with three more fields
 // [..., count, src stride, dst stride] `count` such runs, the k-th at offsets + k strides (a box's
 // rows in its shard: a program grows with its boxes, not their rows); a stream's copies are in
