@@ -710,9 +710,10 @@ class _Step:
         # Gloo's works complete only inside wait() (is_completed() stays False until then), so the
         # host waits in one call bounded by the run's timeout; a peer that died ends it at once (its
         # connection closes), and on any end but success the watch names a failure another rank
-        # posted before this rank reports its own. Before a blocking wait, the watch is read (a
-        # failed rank drains its sends so that its peers get here: _Step.drain).
-        self.watch.check(force=self.comm.host_waits)
+        # posted before this rank reports its own. A failed rank posts, then drains its step's
+        # sends (_Step.drain), so its peers finish the step and read the failure at the next one's
+        # start (a store round trip per step, not per wait).
+        self.watch.check()
         try:
             if self.comm.host_waits:
                 work.wait(_dt.timedelta(seconds=self.timeout))
@@ -778,6 +779,8 @@ class _Step:
 
     def run(self):
         actions = self.actions()
+        if self.k > 0:
+            self.watch.check(force=True)  # a failure posted while this rank finished its last step
         self.stats["actions"] += len(actions)
         current = None  # the wave whose sends and receives are in the open group (grouped communicators)
         for i, (wave, _, peer, _, j, r, kind, x) in enumerate(actions):
@@ -795,7 +798,7 @@ class _Step:
                 else:
                     self.receive(r, run, x, x.windows[j])
             except BaseException:
-                self.drain(actions[i:])
+                self.refit._undrained = (self, actions[i:])  # drained once the failure is posted (Refit.run)
                 raise
         if current is not None:
             self.comm.group_end()
@@ -933,6 +936,8 @@ class Refit:
         self._window = None  # per op id: its window (_windows), once
         self._wave = None    # per op id: its first wave (_waves), once
         self._arenas = {}  # rank -> its staging arena, kept between runs
+        self._checked = {}  # (communicator, its rank map, this process) -> [run id of its plan check, runs since]
+        self._undrained = None  # a failed step and its actions not issued: drained once the failure is posted
         self._bound = {}   # (rank, region) -> (tensor, its place, its flat byte view, staged): the last run's
 
     # ---- the plan
@@ -1140,7 +1145,15 @@ class Refit:
         if size > self.world_size or not local:
             raise RefitError(f"the refit runs on {self.world_size} ranks; process {me} of the communicator's {size} runs none "
                              f"of them", me)
-        run_id = self._check_plans(comm, local)
+        # The plans are compared on a communicator's first run (all_gather_object: tens of ms among
+        # many processes, more than a small refit); later runs count on from that run's id, alike in
+        # every process. Keyed by the group or communicator object itself, held: a new one is checked.
+        handle = comm.group if isinstance(comm, TorchGroup) else getattr(comm, "communicator", comm)
+        key = (type(comm).__name__, "world" if handle is None else handle, tuple(comm.rank_map or ()), me, size)
+        if key not in self._checked:
+            self._checked[key] = [self._check_plans(comm, local), 0]
+        self._checked[key][1] += 1
+        run_id = f"{self._checked[key][0]}.{self._checked[key][1]}"
         watch = _Watch(comm.store(), f"reshard/{self.fingerprint}/{run_id}", me)
         if len(local) == 1 and not (set(sources or {}) | set(destinations or {})) <= set(local):
             sources, destinations = {local[0]: sources or {}}, {local[0]: destinations or {}}
@@ -1154,6 +1167,7 @@ class Refit:
             return self._run(comm, watch, local, sources, destinations, timeout, verify, _faults or {})
         except RefitError as e:
             watch.post(str(e) if str(e).startswith("rank ") else f"rank {e.rank if e.rank >= 0 else local[0]}: {e}")
+            self._drain()
             watch.linger(comm, timeout)
             raise
         except Exception as e:  # noqa: BLE001 - every rank is told, then the caller sees it as a RefitError
@@ -1165,12 +1179,20 @@ class Refit:
                     watch.check(force=True)
                     _time.sleep(_Watch.CHECK_SECONDS)
             except RefitError:
+                self._drain()
                 watch.linger(comm, timeout)
                 raise
             message = f"rank {local[0]}: {type(e).__name__}: {e}"
             watch.post(message)
+            self._drain()
             watch.linger(comm, timeout)
             raise RefitError(message, local[0]) from e
+
+    def _drain(self):
+        """After a failure is posted: the failed step's remaining sends (_Step.drain)."""
+        undrained, self._undrained = self._undrained, None
+        if undrained is not None:
+            undrained[0].drain(undrained[1])
 
     def _check_plans(self, comm, local):
         """Every process runs the same plan and the processes together run each plan rank once:
