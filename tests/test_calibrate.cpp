@@ -25,9 +25,9 @@ TEST(Calibrate, RecoversKnownOverheads) {
   //   t = h + 0.010 * buckets + 0.050 * stages
   //   (1.0 + 0.010*100 + 0.050*8  = 2.4), (2.0 + 0.010*40 + 0.050*16 = 3.2), (0.5 + 0 + 0.050*4 = 0.7)
   std::vector<Observation> obs(3);
-  obs[0] = {"a", Seconds{2.4}, Seconds{1.0}, {0, 0, 100, 8}};
-  obs[1] = {"b", Seconds{3.2}, Seconds{2.0}, {0, 0, 40, 16}};
-  obs[2] = {"c", Seconds{0.7}, Seconds{0.5}, {0, 0, 0, 4}};
+  obs[0] = {"a", Seconds{2.4}, Seconds{1.0}, Seconds{0}, Seconds{0}, {0, 0, 100, 8}};
+  obs[1] = {"b", Seconds{3.2}, Seconds{2.0}, Seconds{0}, Seconds{0}, {0, 0, 40, 16}};
+  obs[2] = {"c", Seconds{0.7}, Seconds{0.5}, Seconds{0}, Seconds{0}, {0, 0, 0, 4}};
   const auto c = calibrate(obs, CostParams{}, {"per_bucket", "per_stage"});
   EXPECT_NEAR(c.params.per_bucket.value, 0.010, 1e-12);
   EXPECT_NEAR(c.params.per_stage.value, 0.050, 1e-12);
@@ -38,8 +38,8 @@ TEST(Calibrate, OverheadsStayNonNegative) {
   // Measured below the hardware time: the unconstrained fit would want a negative overhead; the
   // constrained fit keeps it at 0.
   std::vector<Observation> obs(2);
-  obs[0] = {"a", Seconds{0.9}, Seconds{1.0}, {10, 0, 0, 0}};
-  obs[1] = {"b", Seconds{1.8}, Seconds{2.0}, {20, 0, 0, 0}};
+  obs[0] = {"a", Seconds{0.9}, Seconds{1.0}, Seconds{0}, Seconds{0}, {10, 0, 0, 0}};
+  obs[1] = {"b", Seconds{1.8}, Seconds{2.0}, Seconds{0}, Seconds{0}, {20, 0, 0, 0}};
   const auto c = calibrate(obs, CostParams{}, {"per_tensor"});
   EXPECT_EQ(c.params.per_tensor.value, 0);
   EXPECT_NEAR(c.rows[0].relative_error, 0.1 / 0.9, 1e-12);
@@ -51,7 +51,7 @@ TEST(Calibrate, WarnsWhenItFitsAsManyConstantsAsPoints) {
   // solved exactly by per_tensor a = 0.04 alone (the first subset that fits, the others 0). The rms
   // error is 0 by construction, which is no evidence: the fit must say so.
   std::vector<Observation> obs(1);
-  obs[0] = {"host run", Seconds{0.5}, Seconds{0.1}, {10, 20, 3, 1}};
+  obs[0] = {"host run", Seconds{0.5}, Seconds{0.1}, Seconds{0}, Seconds{0}, {10, 20, 3, 1}};
   const auto c = calibrate(obs, CostParams{});
   EXPECT_NEAR(c.params.per_tensor.value, 0.04, 1e-12);
   EXPECT_NEAR(c.rms_relative_error, 0, 1e-12);
@@ -73,8 +73,8 @@ TEST(Calibrate, WarnsWhenItFitsAsManyConstantsAsPoints) {
 
   // Two points, two constants: still no freedom left to check the fit ("as many").
   std::vector<Observation> two(2);
-  two[0] = {"a", Seconds{2.4}, Seconds{1.0}, {0, 0, 100, 8}};
-  two[1] = {"b", Seconds{3.2}, Seconds{2.0}, {0, 0, 40, 16}};
+  two[0] = {"a", Seconds{2.4}, Seconds{1.0}, Seconds{0}, Seconds{0}, {0, 0, 100, 8}};
+  two[1] = {"b", Seconds{3.2}, Seconds{2.0}, Seconds{0}, Seconds{0}, {0, 0, 40, 16}};
   const auto c2 = calibrate(two, CostParams{}, {"per_bucket", "per_stage"});
   ASSERT_EQ(c2.warnings.size(), 1u);
   EXPECT_NE(c2.warnings[0].find("fitting 2 constants (per_bucket, per_stage) to 2 measurements"), std::string::npos)
@@ -89,9 +89,9 @@ TEST(Calibrate, SaysHowManyPointsEachConstantRestsOn) {
   // values are those the data was made with (per_tensor fixed at the base's 0 adds nothing):
   //   2.4 = 1.0 + 0.010*100 + 0.050*8,  3.2 = 2.0 + 0.010*40 + 0.050*16,  0.7 = 0.5 + 0.050*4.
   std::vector<Observation> obs(3);
-  obs[0] = {"a", Seconds{2.4}, Seconds{1.0}, {0, 0, 100, 8}};
-  obs[1] = {"b", Seconds{3.2}, Seconds{2.0}, {5, 0, 40, 16}};
-  obs[2] = {"c", Seconds{0.7}, Seconds{0.5}, {0, 0, 0, 4}};
+  obs[0] = {"a", Seconds{2.4}, Seconds{1.0}, Seconds{0}, Seconds{0}, {0, 0, 100, 8}};
+  obs[1] = {"b", Seconds{3.2}, Seconds{2.0}, Seconds{0}, Seconds{0}, {5, 0, 40, 16}};
+  obs[2] = {"c", Seconds{0.7}, Seconds{0.5}, Seconds{0}, Seconds{0}, {0, 0, 0, 4}};
   const auto c = calibrate(obs, CostParams{}, {"per_bucket", "per_stage"});
   const int points[kOverheadParams] = {1, 0, 2, 3};
   const bool fitted[kOverheadParams] = {false, false, true, true};
