@@ -61,6 +61,7 @@ SYSTEM_MODELS = {
     "verl_mooncake_ckpt_engine": "verl_mooncake",
     "checkpoint_engine": "checkpoint_engine",
     "checkpoint_engine_p2p": "checkpoint_engine_p2p",
+    "nemo_rl_nccl_xfer_premerge": "nemo_rl_nccl_xfer_premerge",  # NeMo RL's pre-merge NCCL-Xfer refit, every tensor
 }
 
 # Rows whose published path is not the system column's, each with the evidence: the row is then
@@ -78,6 +79,8 @@ ROW_PROFILES = {
 EXPLAINED_MISSES = {
     "nrl-dd-h100-q4b": "a 4 B model: fixed per-refit costs the profile does not have; the same setup measured "
                        "0.075 s with the earlier NCCL transfer (nrl-pr2808-q4b)",
+    "nrl-pr2808-q4b": "a 4 B model: per-refit costs (group setup, control RPCs) the profile does not have, as "
+                      "nrl-dd-h100-q4b; the two constants fitted on Qwen3-30B-A3B and DeepSeek-V3 price only the calls",
     "nrl-dd-h100-q30b-fp8": "FP8 block weights on both sides: the Python fallback quantises each weight's blocks and "
                             "moves its scales as tensors of their own, per-tensor work the profile does not price",
 }
