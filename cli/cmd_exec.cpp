@@ -1,6 +1,6 @@
 // reshard exec SCENARIO|SCHEDULE.json [--scenario S] [--strategy S] [--backend host|cuda|nccl] [--json]
 //   [--timeout 30s] [-o measurement.json] [--inject corrupt:OP|die:RANK|drop:OP]
-// reshard check MEASUREMENT [--params FILE] [--json]
+// reshard check MEASUREMENT [--params FILE] [--scenario FILE] [--json]
 //
 // exec runs a schedule for real (docs/design.md §10): under mpirun for host and nccl (one process per GPU
 // of the scenario), in one process for cuda. Process 0 prints and writes the measurement; the other
@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "reshard/exec/measurement.hpp"
 #include "reshard/model/defaults.hpp"
 #include "reshard/model/cost.hpp"
+#include "reshard/model/device_cost.hpp"
 #include "reshard/model/host_cost.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/schedule.hpp"
@@ -40,6 +42,7 @@ struct ExecArgs {
   std::string input, scenario, strategy = model::kDefaultStrategy, backend = "host", timeout = "30s", output, profile = model::kDefaultProfile, params;
   int max_chain = 0;  // 0: the strategy's own
   std::string max_staging;  // --max-staging: every GPU's staging budget held to at most this
+  std::string device_profile;  // --device-profile: a dry run predicts a cuda-backend run with it
   bool json = false, dry_run = false;
   std::vector<std::string> inject;
   std::vector<std::string> sets;  // --set overrides of the scenario
@@ -128,12 +131,17 @@ void run_exec(const ExecArgs& a) {
       std::cerr << "reshard: note: " << a.input << ": " << read_line << '\n';
   }
   if (a.dry_run) {  // what a run needs, without starting one (no MPI, no GPU)
+    std::optional<DevicePrediction> device;  // the cuda backend's model (model/device_cost.hpp)
+    if (!a.device_profile.empty()) device = estimate_device(schedule, DeviceProfile::load(a.device_profile));
     if (a.json) {
       nlohmann::json j{{"schema", "reshard-exec-dry-run-1"}};
       j.update(common);
       j["processes"] = rp.gpus.size();
       j["steps"] = rp.steps;
       j["bytes_needed"] = ts.bytes_needed.value;
+      if (device)
+        j["device_prediction"] = {{"device_profile_file", a.device_profile}, {"time_s", device->time.value},
+                                  {"calls", device->calls}, {"copied_bytes", device->copied.value}};
       std::cout << j.dump(2) << '\n';
     } else {
       std::vector<std::pair<std::string, std::string>> fields{
@@ -143,6 +151,10 @@ void run_exec(const ExecArgs& a) {
           {"operations", std::to_string(schedule.ops.size()) + " in " + std::to_string(rp.steps) + (rp.steps == 1 ? " step" : " steps")},
           {"bytes moved", format(Bytes{moved})}};
       if (from_schedule) fields.emplace_back("schedule file", a.input + ": " + read_line);
+      if (device)
+        fields.emplace_back("cuda backend", "predicted " + format(device->time) + " on one device (" + std::to_string(device->calls) +
+                                                " CUDA calls, " + format(device->copied) + " copied; model/device_cost.hpp with " +
+                                                a.device_profile + ")");
       print_fields(std::cout, fields);
     }
     return;
@@ -223,23 +235,30 @@ void print_staging(const std::vector<exec::StagingComparison>& staging) {
             << " (GPU " << p.gpu << "), measured " << format(Bytes{q.measured_bytes}) << " (GPU " << q.gpu << ")\n";
 }
 
-void run_check(const std::string& path, bool json, bool accept_unverified, const std::string& params) {
-  exec::Measurement m = exec::load_measurement(path, accept_unverified);
+void run_check(const std::string& path, bool json, bool accept_unverified, const std::string& params,
+               const std::string& scenario) {
+  exec::Measurement m = exec::load_measurement(path, accept_unverified, scenario);
   // --params: a host profile (reshard bench-host) predicts with the host model; any other parameters
   // file replaces the one (or the profile) the measurement recorded.
+  // A device profile predicts a cuda-backend run with the cuda backend's model.
   const bool host = !params.empty() && HostProfile::is_host_profile(params);
+  const bool device = !params.empty() && !host && DeviceProfile::is_device_profile(params);
   HostPrediction terms;
-  if (!params.empty() && !host) m.params_file = std::filesystem::absolute(params).string();
+  DevicePrediction device_terms;
+  if (!params.empty() && !host && !device) m.params_file = std::filesystem::absolute(params).string();
   const auto rows = [&] {
     try {
-      return host ? exec::compare_with_host_model(m, HostProfile::load(params), path, &terms)
-                  : exec::compare_with_prediction(m);
+      if (host) return exec::compare_with_host_model(m, HostProfile::load(params), path, &terms);
+      if (device) return exec::compare_with_device_model(m, DeviceProfile::load(params), path, &device_terms);
+      return exec::compare_with_prediction(m);
     } catch (const model::ScheduleError& e) {
       throw model::ConfigError(path, 0, "schedule", e.what());
     }
   }();
-  const std::string predictor = host ? "the host model with the profile of " + params
-                                     : m.params_file.empty() ? "profile '" + m.profile + "'" : "the cost parameters of " + m.params_file;
+  const std::string predictor = host     ? "the host model with the profile of " + params
+                                : device ? "the cuda backend's model with the device profile of " + params
+                                : m.params_file.empty() ? "profile '" + m.profile + "'"
+                                                        : "the cost parameters of " + m.params_file;
   const std::vector<exec::StagingComparison> staging = exec::compare_staging(m);
   if (json) {
     nlohmann::json j;
@@ -249,8 +268,9 @@ void run_check(const std::string& path, bool json, bool accept_unverified, const
     j["scenario_file"] = m.scenario_path;
     j["strategy"] = to_string(m.schedule.params.strategy);
     j["params"] = describe(m.schedule.params);
-    j["profile"] = host ? std::string("host") : m.profile;
+    j["profile"] = host ? std::string("host") : device ? std::string("device") : m.profile;
     if (host) j["host_profile_file"] = params;
+    else if (device) j["device_profile_file"] = params;
     else if (!m.params_file.empty()) j["params_file"] = m.params_file;
     j["predicted_by"] = predictor;
     j["backend"] = m.backend;
@@ -269,6 +289,11 @@ void run_check(const std::string& path, bool json, bool accept_unverified, const
                                {"transported_bytes", t.transported.value}, {"copied_bytes", t.copied.value},
                                {"touched_bytes", t.touched.value}, {"messages", t.messages}, {"pairs", t.pairs}};
         }
+        if (device) {  // the cuda backend's model's terms (model/device_cost.hpp)
+          const DeviceStep& t = device_terms.steps[static_cast<std::size_t>(r.step)];
+          row["device_terms"] = {{"issue_s", t.issue.value}, {"copy_s", t.copy.value}, {"calls", t.calls},
+                                 {"copied_bytes", t.copied.value}};
+        }
         steps.push_back(row);
       }
     }
@@ -283,7 +308,9 @@ void run_check(const std::string& path, bool json, bool accept_unverified, const
   }
   print_fields(std::cout, {{"measurement", path}, {"scenario", m.schedule.scenario + " (" + m.scenario_path + ")"},
                            {"strategy", describe(m.schedule.params)}, {"backend", m.backend},
-                           {"profile", host ? "host (" + params + ")" : m.params_file.empty() ? m.profile : m.params_file},
+                           {"profile", host     ? "host (" + params + ")"
+                                       : device ? "device (" + params + ")"
+                                       : m.params_file.empty() ? m.profile : m.params_file},
                            {"verified", m.verified ? "yes" : "no"}});
   std::cout << '\n';
   Table t({"step", "ops>", "bytes>", "predicted>", "measured>", "error>"});
@@ -294,6 +321,10 @@ void run_check(const std::string& path, bool json, bool accept_unverified, const
   if (host) {
     std::cout << "error is (measured - predicted) / predicted; predicted by " << predictor
               << " (model/host_cost.hpp): this machine's host backend, " << m.ranks << " processes.\n";
+  } else if (device) {
+    std::cout << "error is (measured - predicted) / predicted; predicted by " << predictor
+              << " (model/device_cost.hpp): " << device_terms.calls << " CUDA calls issued, "
+              << format(device_terms.copied) << " copied on the one device.\n";
   } else {
     std::cout << "error is (measured - predicted) / predicted; the prediction is the cost model of the scenario's "
                  "topology with " << predictor << ".\n";
@@ -332,6 +363,9 @@ void add_exec_command(CLI::App& app) {
   cmd->add_option("--inject", a->inject, "Test-only fault: corrupt:OP[@middle|@last], die:RANK, kill:RANK, stop:RANK[@init], drop:OP");
   cmd->add_flag("--json", a->json, "Print one JSON object (process 0)");
   cmd->add_flag("--dry-run", a->dry_run, "Build and check the schedule, print the process count it needs, run nothing");
+  cmd->add_option("--device-profile", a->device_profile,
+                  "With --dry-run: predict the run of the cuda backend (every GPU a virtual rank on one device) with this "
+                  "device profile (profile: device; params/gpu-check-h200.yaml)");
   cmd->callback([a] {
     try {
       run_exec(*a);
@@ -350,6 +384,7 @@ void add_check_command(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   auto accept = std::make_shared<bool>(false);
   auto params = std::make_shared<std::string>();
+  auto scenario = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("check", "Compare a Measurement with the cost model's prediction, step by step");
   cmd->add_option("measurement", *path, "Measurement JSON written by reshard exec -o")->required();
   cmd->add_flag("--json", *json, "Print one JSON object");
@@ -357,8 +392,12 @@ void add_check_command(CLI::App& app) {
                 "Use a Measurement whose digest does not match its content or scenario, or whose run was not verified");
   cmd->add_option("--params", *params,
                   "Predict with this file: a host profile (reshard bench-host -o host.yaml) predicts a host-backend run "
-                  "with the host model; other cost parameters replace the measurement's profile");
-  cmd->callback([path, json, accept, params] { run_check(*path, *json, *accept, *params); });
+                  "with the host model, a device profile (profile: device) a cuda-backend run with the cuda backend's "
+                  "model; other cost parameters replace the measurement's profile");
+  cmd->add_option("--scenario", *scenario,
+                  "The scenario file the run used, where the path the measurement records is not on this machine "
+                  "(its digest is checked all the same)");
+  cmd->callback([path, json, accept, params, scenario] { run_check(*path, *json, *accept, *params, *scenario); });
 }
 
 }  // namespace reshard::cli

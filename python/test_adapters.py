@@ -15,11 +15,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "examples"))  # framework_layouts: the frameworks' parameter layouts
 
 import torch  # noqa: E402
 
-from framework_fakes import cut, full_tensors, megatron_module, vllm_module  # noqa: E402
+from framework_layouts import cut, full_tensors, megatron_module, vllm_module  # noqa: E402
 from reshard.adapters import AdapterError, megatron_sources, vllm_destinations  # noqa: E402
 from reshard.torch import Refit  # noqa: E402
 
@@ -102,7 +102,7 @@ class Adapters(unittest.TestCase):
         for g in gates:
             self.assertEqual(params[g].dtype, torch.float32, g)
             self.assertTrue(torch.equal(params[g], cut(full[g], refit.destination_boxes(rank)[g][0]).float()), g)
-        # The Megatron side's FP32 router (framework_fakes: always FP32) arrives as a BF16 copy.
+        # The Megatron side's FP32 router (framework_layouts: always FP32) arrives as a BF16 copy.
         src = next(r for r in range(refit.world_size) if refit.source_boxes(r))
         got = megatron_sources(refit, src, megatron_module(refit, src, full).named_parameters())
         routers = [n for n in got if n.endswith("mlp.gate.weight")]

@@ -78,18 +78,25 @@ if $dry; then
   echo "   torch-nccl on $(ls "$B/plans" | wc -l) plan files; copy bandwidth"
   echo "   the bundle carries $(du -sh "$B" | cut -f1) ($(du -sh "$B/bin" | cut -f1) of binaries, $(du -sh "$B/plans" | cut -f1) of plans)"
 else
+  # The cuda backend's model (model/device_cost.hpp) predicts each cuda run from this profile:
+  # device-check-*.json beside each check-*.json (docs/validation.md, "The engine: predicted against
+  # measured"); its copy rate is the copy.json figure of the machine it was made on.
+  DEV="$B/params/gpu-check-h200.yaml"
   step gpu nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   step gpu-tests "$B/bin/test_exec_gpu" --gtest_output=json:"$OUT/gpu-tests.json"
   for s in direct domain_chain gather_broadcast nemo_rl_reshard; do
     step "cuda-$s" bash -c "'$BIN' exec '$SC' --backend cuda --strategy $s --timeout 120s -o '$OUT/cuda-$s.json' && \
-      '$BIN' check '$OUT/cuda-$s.json' && '$BIN' check '$OUT/cuda-$s.json' --json > '$OUT/check-cuda-$s.json'"
+      '$BIN' check '$OUT/cuda-$s.json' && '$BIN' check '$OUT/cuda-$s.json' --json > '$OUT/check-cuda-$s.json' && \
+      '$BIN' check '$OUT/cuda-$s.json' --params '$DEV' --json > '$OUT/device-check-cuda-$s.json'"
   done
   step cuda-staging-256MiB bash -c "'$BIN' exec '$SC' --backend cuda --strategy gather_broadcast --max-staging 256MiB \
     --timeout 120s -o '$OUT/cuda-staging.json' && '$BIN' check '$OUT/cuda-staging.json' && \
-    '$BIN' check '$OUT/cuda-staging.json' --json > '$OUT/check-cuda-staging.json'"
+    '$BIN' check '$OUT/cuda-staging.json' --json > '$OUT/check-cuda-staging.json' && \
+      '$BIN' check '$OUT/cuda-staging.json' --params '$DEV' --json > '$OUT/device-check-cuda-staging.json'"
   step cuda-domain_chain-64MiB bash -c "'$BIN' exec '$SC' --backend cuda --strategy 'domain_chain chunk=64MiB' --timeout 120s \
     -o '$OUT/cuda-chain-64MiB.json' && '$BIN' check '$OUT/cuda-chain-64MiB.json' && \
-    '$BIN' check '$OUT/cuda-chain-64MiB.json' --json > '$OUT/check-cuda-chain-64MiB.json'"
+    '$BIN' check '$OUT/cuda-chain-64MiB.json' --json > '$OUT/check-cuda-chain-64MiB.json' && \
+      '$BIN' check '$OUT/cuda-chain-64MiB.json' --params '$DEV' --json > '$OUT/device-check-cuda-chain-64MiB.json'"
   step refit-cuda-buffers "$B/bin/refit_cuda" "$SC" hybrid 3 "model=$B/models/qwen3-0.6b.yaml"
   step refit-cuda-buffers-256MiB "$B/bin/refit_cuda" "$B/scenarios/small-moe-ep.yaml" gather_broadcast 3 268435456
   for s in domain_chain gather_broadcast; do

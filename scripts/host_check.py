@@ -64,7 +64,8 @@ def main():
     ap.add_argument("--out", help="keep the profile and measurements here (default: a temporary folder)")
     ap.add_argument("--profile", help="a host profile to use instead of measuring one")
     ap.add_argument("--passes", type=int, default=3, help="bench-host --passes: each constant the median of this many")
-    ap.add_argument("--scenarios", default=os.path.join(ROOT, "scenarios", "small-*.yaml"))
+    ap.add_argument("--scenarios", default=os.path.join(ROOT, "scenarios", "small-*.yaml"),
+                    help="a glob of scenario files (default: every small shipped scenario)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--check", action="store_true", help="fail only when the pipeline does not work (ctest)")
     a = ap.parse_args()

@@ -4,8 +4,10 @@
 
 #include "paths.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "reshard/exec/executor.hpp"
 #include "reshard/model/scenario.hpp"
@@ -20,12 +22,23 @@ inline std::string scenario_path(const std::string& name) {
 // The staging budget of the tight runs: 1 MiB on every GPU (model/memory.hpp), two 512 KiB slots.
 inline constexpr std::int64_t kTightBudget = 1 << 20;
 
+// The small shipped scenarios (scenarios/small-*.yaml), file names in name order.
+inline std::vector<std::string> small_scenarios() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(source_dir() + "/scenarios")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("small-", 0) == 0 && entry.path().extension() == ".yaml") names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 // Calls f(scenario file name, strategy, loaded scenario, plan, schedule, run plan) for every small
 // shipped scenario and every named strategy with its defaults, built within the scenario's staging
 // budgets and again within kTightBudget on every GPU (the name then ends in " (1 MiB)").
 template <class F>
 void for_each_small_run(F&& f) {
-  for (const char* name : {"small-gqa-megatron-vllm.yaml", "small-moe-ep.yaml", "small-dtensor-uneven.yaml"}) {
+  for (const std::string& name : small_scenarios()) {
     const model::LoadedScenario sc = model::load_scenario(std::filesystem::path(scenario_path(name)));
     const model::TransferSet ts = model::plan(sc.inventory, sc.source, sc.destination);
     for (bool tight : {false, true}) {

@@ -1,5 +1,6 @@
-// The host backend's cost model (model/host_cost.hpp): hand-worked cases of its equations, and its
-// profile file (every key required, each error naming the file, line and key).
+// The host backend's cost model (model/host_cost.hpp) and the cuda backend's (model/device_cost.hpp):
+// hand-worked cases of their equations, and their profile files (every key required, each error
+// naming the file, line and key).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <sstream>
 
 #include "config_error.hpp"
+#include "reshard/model/device_cost.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/host_cost.hpp"
 
@@ -210,6 +212,99 @@ TEST(HostProfile, BadFilesNameFileLineAndKey) {
   EXPECT_HAS(reshard::test::config_error([&] { HostProfile::load(unknown); }), "per_op: unknown key");
   const auto cores = write("reshard_test_host_cores.yaml", replaced("cores", "0"));
   EXPECT_HAS(reshard::test::config_error([&] { HostProfile::load(cores); }), "cores");
+}
+
+// The cuda backend's model (model/device_cost.hpp), round constants: t_call = 1 us, R = 1 GB/s.
+DeviceProfile device_profile() {
+  DeviceProfile p;
+  p.machine = "test";
+  p.call_time = Seconds{1e-6};
+  p.copy_rate = BytesPerSecond{1e9};
+  return p;
+}
+
+// A transfer of 1 MiB + 1 B in 512 KiB chunks, GPU 0 -> 1: n = 3 chunks, H = 1 hop, F = 0
+//   calls  = 3 (3 + 6 x 1 + 0) = 27                 T_issue = 27 us
+//   copied = (1 MiB + 1) (1 + 2 x 1) = 3 145 731 B   T_copy  = 3.145731 ms
+//   T      = max = T_copy
+// The same with t_call = 1 ms: T_issue = 27 ms, the larger.
+// (A model that counted the calls per operation rather than per chunk gives 9 calls; one that
+// forgot the pack or the unpack copies 2 097 154 B: both differ here.)
+TEST(DeviceCost, TransferIsTheLargerOfIssuingAndCopying) {
+  const Schedule s = transfers({{0, 1, kMiB + 1, {}}});
+  const DevicePrediction p = estimate_device(s, device_profile());
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].calls, 27);
+  EXPECT_EQ(p.steps[0].copied.value, 3 * (kMiB + 1));
+  EXPECT_NEAR(p.steps[0].issue.value, 27e-6, 1e-15);
+  EXPECT_NEAR(p.steps[0].copy.value, 3.145731e-3, 1e-15);
+  EXPECT_NEAR(p.time.value, 3.145731e-3, 1e-15);
+  DeviceProfile slow = device_profile();
+  slow.call_time = Seconds{1e-3};
+  EXPECT_NEAR(estimate_device(s, slow).time.value, 27e-3, 1e-12);
+}
+
+// A chain of 1 MiB in 256 KiB chunks (its own chunk, not the schedule's 512 KiB) along 0 -> 1 and
+// 1 -> 2, 1 -> 3 (a tree: H = 3 hops, F = 2 forwarded by GPU 1): n = 4 chunks
+//   calls  = 4 (3 + 6 x 3 + 2) = 92;  copied = 1 MiB (1 + 2 x 3) = 7 MiB
+// and a transfer 2 -> 3 of 512 KiB after it (step 1): calls = 1 x 9, copied = 1.5 MiB. With
+// t_call = 100 us: step 0 = max(9.2 ms, 7.340032 ms) = 9.2 ms; step 1 = max(0.9 ms, 1.572864 ms);
+// T = 10.772864 ms.
+TEST(DeviceCost, ChainHopsAndForwardsCountPerChunkAndStepsAdd) {
+  Schedule s;
+  s.params.chunk = Bytes{512 << 10};
+  s.chains.push_back(Chain{{{0, 1}, {1, 2}, {1, 3}}, Bytes{256 << 10}});
+  Op o;
+  o.src = 0;
+  o.dst = 3;
+  o.chain = 0;
+  o.bytes = Bytes{kMiB};
+  s.add_op(o, {});
+  Op t;
+  t.src = 2;
+  t.dst = 3;
+  t.bytes = Bytes{512 << 10};
+  const std::vector<std::int64_t> after_chain{0};
+  s.add_op(t, after_chain);
+  DeviceProfile prof = device_profile();
+  prof.call_time = Seconds{100e-6};
+  const DevicePrediction p = estimate_device(s, prof);
+  ASSERT_EQ(p.steps.size(), 2u);
+  EXPECT_EQ(p.steps[0].calls, 92);
+  EXPECT_EQ(p.steps[0].copied.value, 7 * kMiB);
+  EXPECT_EQ(p.steps[1].calls, 9);
+  EXPECT_EQ(p.steps[1].copied.value, 3 * (512 << 10));
+  EXPECT_NEAR(p.steps[0].time.value, 9.2e-3, 1e-12);
+  EXPECT_NEAR(p.steps[1].time.value, 1.572864e-3, 1e-12);
+  EXPECT_NEAR(p.time.value, 10.772864e-3, 1e-12);
+  EXPECT_EQ(p.calls, 101);
+}
+
+TEST(DeviceProfile, ShippedProfileReadsAndBadFilesNameFileLineAndKey) {
+  const auto shipped = std::filesystem::path(RESHARD_SOURCE_DIR) / "params" / "gpu-check-h200.yaml";
+  ASSERT_TRUE(DeviceProfile::is_device_profile(shipped));
+  const DeviceProfile p = DeviceProfile::load(shipped);
+  EXPECT_NEAR(p.call_time.value, 2.3096e-6, 1e-12);
+  EXPECT_NEAR(p.copy_rate.value, 2148e9, 1);
+  EXPECT_HAS(p.call_time_source, "fitted");
+  EXPECT_FALSE(HostProfile::is_host_profile(shipped));
+  const std::string text = "profile: device\nmachine: m\ncall_time: 2us\ncopy_rate: 1000GBps\n"
+                           "call_time_source: a\ncopy_rate_source: b\n";
+  EXPECT_NEAR(DeviceProfile::load(write("reshard_test_device_good.yaml", text)).copy_rate.value, 1e12, 1);
+  const auto missing = write("reshard_test_device_missing.yaml", "profile: device\nmachine: m\ncopy_rate: 1000GBps\n"
+                                                                 "call_time_source: a\ncopy_rate_source: b\n");
+  const std::string e = reshard::test::config_error([&] { DeviceProfile::load(missing); });
+  EXPECT_HAS(e, missing.string() + ":");
+  EXPECT_HAS(e, "call_time: required key is missing");
+  std::string zero = text;
+  zero.replace(zero.find("2us"), 3, "0us");
+  EXPECT_HAS(reshard::test::config_error([&] { DeviceProfile::load(write("reshard_test_device_zero.yaml", zero)); }),
+             "call_time: must be a positive duration");
+  const auto other = write("reshard_test_device_other.yaml", "profile: host\n" + text.substr(text.find('\n') + 1));
+  EXPECT_FALSE(DeviceProfile::is_device_profile(other));
+  EXPECT_HAS(reshard::test::config_error([&] { DeviceProfile::load(other); }), "a device profile says 'profile: device'");
+  EXPECT_HAS(reshard::test::config_error([&] { DeviceProfile::load(write("reshard_test_device_unknown.yaml", text + "per_op: 3us\n")); }),
+             "per_op: unknown key");
 }
 
 }  // namespace

@@ -161,6 +161,28 @@ std::vector<StepComparison> compare_with_host_model(const Measurement& m, const 
   return out;
 }
 
+std::vector<StepComparison> compare_with_device_model(const Measurement& m, const DeviceProfile& profile,
+                                                      const std::string& file, DevicePrediction* terms) {
+  if (m.backend != "cuda")
+    throw ConfigError(file, 0, "backend",
+                      "'" + m.backend + "': the device profile predicts runs of the cuda backend (reshard exec --backend cuda, "
+                      "every GPU a virtual rank on one device); check this measurement without it");
+  const auto [sc, ts] = measured_plan(m);
+  const RunPlan rp = make_run_plan(sc, ts, m.schedule);
+  const DevicePrediction pred = estimate_device(m.schedule, profile);
+  const auto sp = spans(m, rp.step_of, rp.steps);
+  std::vector<StepComparison> out;
+  for (const DeviceStep& st : pred.steps) {
+    const auto& s = sp[static_cast<std::size_t>(st.step)];
+    out.push_back({st.step, s.ops, s.bytes, st.time.value, s.end >= s.start ? s.end - s.start : 0.0});
+  }
+  std::int64_t bytes = 0;
+  for (const auto& o : m.schedule.ops) bytes += o.bytes.value;
+  out.push_back({-1, static_cast<std::int64_t>(m.schedule.ops.size()), bytes, pred.time.value, m.elapsed_s});
+  if (terms) *terms = pred;
+  return out;
+}
+
 std::vector<StagingComparison> compare_staging(const Measurement& m) {
   const StagingMemory predicted = staging_memory(m.schedule);
   std::vector<StagingComparison> out;

@@ -25,7 +25,7 @@ Verification verification_named(const std::string& name, const std::string& key)
   throw ConfigError(key, 0, name, "expected pattern, digest or none");
 }
 
-Measurement load_measurement(const std::filesystem::path& path, bool accept_unverified) {
+Measurement load_measurement(const std::filesystem::path& path, bool accept_unverified, const std::filesystem::path& scenario_file) {
   using namespace checked;
   const std::string file = path.string();
   const nlohmann::json j = read_json_file(path, "measurement file");
@@ -85,8 +85,8 @@ Measurement load_measurement(const std::filesystem::path& path, bool accept_unve
                                    std::numeric_limits<std::int64_t>::max())});
     }
   }
-  std::filesystem::path scenario = m.scenario_path;
-  if (scenario.is_relative()) scenario = (path.parent_path() / scenario).lexically_normal();
+  std::filesystem::path scenario = scenario_file.empty() ? std::filesystem::path(m.scenario_path) : scenario_file;
+  if (scenario_file.empty() && scenario.is_relative()) scenario = (path.parent_path() / scenario).lexically_normal();
   m.scenario_path = scenario.string();
   if (!accept_unverified) {
     // The scenario as exec ran it, with its --set overrides.

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "reshard/exec/program.hpp"
+#include "reshard/model/device_cost.hpp"
 #include "reshard/model/host_cost.hpp"
 #include "reshard/model/measurement.hpp"
 
@@ -37,6 +38,11 @@ std::vector<StepComparison> compare_with_prediction(const Measurement& m);
 // `backend`. `terms`, when given, gets the prediction with each step's terms.
 std::vector<StepComparison> compare_with_host_model(const Measurement& m, const model::HostProfile& profile,
                                                     const std::string& file, model::HostPrediction* terms = nullptr);
+// The same with the cuda backend's own model (model/device_cost.hpp, a device profile) for a
+// Measurement of the cuda backend (every GPU a virtual rank on one device). A Measurement of another
+// backend is a ConfigError naming `file` and its key `backend`.
+std::vector<StepComparison> compare_with_device_model(const Measurement& m, const model::DeviceProfile& profile,
+                                                      const std::string& file, model::DevicePrediction* terms = nullptr);
 
 // The staging memory each GPU held at most (Measurement::staging) against model::staging_memory's
 // peak for it; empty when the run did not measure it.

@@ -58,8 +58,11 @@ struct Measurement {
 
 // Reads a Measurement file (throws ConfigError naming the file and the JSON path of a bad value).
 // Unless `accept_unverified`, a file whose digest does not match its content or its scenario's
-// files, or whose run was not verified, is refused (model/digest.hpp).
-Measurement load_measurement(const std::filesystem::path& path, bool accept_unverified = false);
+// files, or whose run was not verified, is refused (model/digest.hpp). `scenario_file`, when given,
+// replaces the scenario path the file records (a run measured on another machine, its scenario
+// copied there); its digest is checked all the same.
+Measurement load_measurement(const std::filesystem::path& path, bool accept_unverified = false,
+                             const std::filesystem::path& scenario_file = {});
 
 // The `--set KEY=VALUE` overrides a Measurement records, parsed (the scenario as the run had it).
 std::vector<Override> measurement_overrides(const Measurement& m);

@@ -2,8 +2,9 @@
 one rank of a Refit, the layouts written out here independently of reshard.adapters: Megatron-Core
 (per query group interleaved linear_qkv, [gate; up] linear_fc1, grouped or sequential experts, the
 FP32 router, DDP's `module.` prefix) and vLLM (qkv_proj [q; k; v], gate_up_proj, FusedMoE w13/w2,
-padded vocabulary rows). For the adapters' tests and the RL loop example; Megatron-LM and vLLM
-themselves cannot be installed here."""
+padded vocabulary rows). The RL loop example's trainer and server hold these in place of
+Megatron-LM's and vLLM's modules (which cannot be installed here); a real loop passes its own
+modules to reshard.adapters instead. python/test_adapters.py tests the adapters against them."""
 import torch
 
 
