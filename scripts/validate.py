@@ -466,10 +466,17 @@ def documented_predictions(path=VALIDATION_DOC):
     """{row id: (predicted seconds, the half-unit of its last printed digit)} from the table of
     docs/validation.md (| id | system | platform | measured | predicted | error | class |)."""
     out = {}
+    header = ["id", "system", "platform", "measured", "predicted", "error", "class"]
+    in_table = False  # only that table's rows: the document has other tables of seven columns
     with open(path) as f:
         for line in f:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) != 7 or not cells[4].endswith(" s"):
+            if cells == header:
+                in_table = True
+                continue
+            if not line.startswith("|"):
+                in_table = False
+            if not in_table or len(cells) != 7 or not cells[4].endswith(" s"):
                 continue
             number = cells[4][:-2]
             try:
