@@ -11,8 +11,7 @@ namespace {
 
 using namespace refinement;  // mix64, bits, Numbering, Sum, Side, compact
 
-constexpr std::uint64_t kFlowSalt = 0x243f6a8885a308d3ull, kLinkSalt = 0x13198a2e03707344ull,
-                        kPredSalt = 0xa4093822299f31d0ull;
+constexpr std::uint64_t kFlowSalt = 0x243f6a8885a308d3ull;
 
 }  // namespace
 

@@ -17,8 +17,7 @@ namespace {
 
 using namespace refinement;  // mix64, bits, Numbering, Sum, Side, compact
 
-constexpr std::uint64_t kLinkSalt = 0x13198a2e03707344ull, kPredSalt = 0xa4093822299f31d0ull,
-                        kOpSalt = 0x082efa98ec4e6c89ull, kPathSalt = 0x452821e638d01377ull,
+constexpr std::uint64_t kOpSalt = 0x082efa98ec4e6c89ull, kPathSalt = 0x452821e638d01377ull,
                         kSubFlowSalt = 0xbe5466cf34e90c6cull, kJoinSalt = 0xc0ac29b7c97c50ddull,
                         kProductSalt = 0x3f84d5b5b5470917ull;
 

@@ -17,6 +17,10 @@ namespace reshard::sim::refinement {
 // sum is recomputed in order: cheaper then than scattered updates through the successors.
 inline constexpr std::size_t kRecomputeAllDivisor = 4;
 
+// Salts of the two quotients' hashes (flow_quotient.cpp, op_quotient.cpp) shared by both: a link's
+// colour and a predecessor's.
+inline constexpr std::uint64_t kLinkSalt = 0x13198a2e03707344ull, kPredSalt = 0xa4093822299f31d0ull;
+
 inline std::uint64_t mix64(std::uint64_t x) {  // splitmix64's finalizer: a bijection that scatters bits
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;

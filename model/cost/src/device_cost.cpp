@@ -11,7 +11,7 @@ namespace reshard::model {
 
 namespace {
 
-constexpr const char* kKeys[] = {"profile", "machine", "call_time", "copy_rate", "call_time_source", "copy_rate_source"};
+constexpr const char* kDeviceProfileKeys[] = {"profile", "machine", "call_time", "copy_rate", "call_time_source", "copy_rate_source"};
 
 }  // namespace
 
@@ -23,7 +23,7 @@ bool DeviceProfile::is_device_profile(const std::filesystem::path& path) {
 
 DeviceProfile DeviceProfile::load(const std::filesystem::path& path) {
   const auto root = yaml::load_file(path);
-  root.allow_only({std::begin(kKeys), std::end(kKeys)});
+  root.allow_only({std::begin(kDeviceProfileKeys), std::end(kDeviceProfileKeys)});
   DeviceProfile p;
   const auto profile = root.at("profile");
   if (profile.str() != "device") profile.fail("'" + profile.str() + "': a device profile says 'profile: device'");
