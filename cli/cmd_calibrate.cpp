@@ -14,9 +14,15 @@ namespace reshard::cli {
 using namespace reshard::model;
 using namespace reshard::study;
 
-void run_calibrate(const std::vector<std::string>& files, const std::string& profile, const std::vector<std::string>& fit,
-                   const std::string& name, const std::string& out, bool json, bool accept_unverified) {
-  CostParams base = CostParams::profile_named(profile);
+namespace {
+// per_call_rank is shown only where the profile has it or the fit chose it: most profiles have none.
+bool shown(const Calibration& c, int k) { return k != 5 || c.fitted[k] || overhead_value(c.params, k) != 0; }
+}  // namespace
+
+void run_calibrate(const std::vector<std::string>& files, const std::string& profile, const std::string& params,
+                   const std::vector<std::string>& fit, const std::string& name, const std::string& out, bool json,
+                   bool accept_unverified) {
+  CostParams base = CostParams::named_or_loaded(profile, params);
   std::vector<Observation> obs;
   for (const auto& f : files) {
     if (!json) std::cerr << "  planning the measurements of " << f << "\n";
@@ -25,7 +31,7 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
   }
   Calibration c = calibrate(obs, base, fit);
   if (!name.empty()) c.params.profile = name;
-  if (!out.empty()) write_params(out, c, "Base profile: " + profile + ".");
+  if (!out.empty()) write_params(out, c, "Base profile: " + (params.empty() ? profile : params) + ".");
   // A fit with as many constants as points matches them by construction: said on stderr (and in
   // the JSON), not left to the rms error to hide.
   for (const auto& w : c.warnings) std::cerr << "reshard: warning: " << w << '\n';
@@ -48,7 +54,8 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
     j["rms_relative_error"] = c.rms_relative_error;
     auto& constants = j["constants"] = nlohmann::json::array();
     for (int k = 0; k < kOverheadParams; ++k)
-      constants.push_back({{"name", kOverheadNames[k]}, {"value", overhead_value(c.params, k)},
+      if (shown(c, k))
+        constants.push_back({{"name", kOverheadNames[k]}, {"value", overhead_value(c.params, k)},
                            {"unit", k == 4 ? "passes" : "s"}, {"fitted", c.fitted[k]},
                            {"points", c.points[k]}});
     j["points"] = c.rows.size();
@@ -61,12 +68,14 @@ void run_calibrate(const std::vector<std::string>& files, const std::string& pro
   // fitted: the base profile's; its term in 2 of 4 points)".
   std::vector<std::pair<std::string, std::string>> fields{{"profile", c.params.profile}};
   const std::string of = " of " + std::to_string(c.rows.size()) + (c.rows.size() == 1 ? " point" : " points");
-  for (int k = 0; k < kOverheadParams; ++k)
+  for (int k = 0; k < kOverheadParams; ++k) {
+    if (!shown(c, k)) continue;
     fields.push_back({kOverheadNames[k], format_overhead(k, overhead_value(c.params, k)) + "  (" +
                                              (c.fitted[k] ? "fitted on " + std::to_string(c.points[k]) + of
                                                           : "not fitted: the base profile's; its term in " +
                                                                 std::to_string(c.points[k]) + of) +
                                              ")"});
+  }
   fields.push_back({"rms relative error", fixed(100 * c.rms_relative_error, 1) + " %"});
   print_fields(std::cout, fields);
   std::cout << '\n';
@@ -90,13 +99,15 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--fit", *fit, "Parameters to fit (default all): per_tensor per_broadcast_tensor per_bucket per_stage")
       ->delimiter(',');
   cmd->add_option("measurements", *files, "CSV files: scenario,strategy,measured_s")->required();
-  cmd->add_option("--profile", *profile, "Base profile whose hardware parameters stay fixed: reshard or nemo_rl");
+  cmd->add_option("--profile", *profile, "Base profile whose hardware parameters stay fixed: reshard, nemo_rl or a system's");
+  auto params = std::make_shared<std::string>();
+  cmd->add_option("--params", *params, "Base parameters file (as compare --params reads) instead of --profile");
   cmd->add_option("-o,--output", *out, "Write the fitted parameters (YAML, read by compare --params)");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_flag("--accept-unverified", *accept,
                 "Use Measurements whose digest does not match their content or scenario, or whose run was not verified");
-  cmd->callback([files, profile, fit, name, out, json, accept] {
-    run_calibrate(*files, *profile, *fit, *name, *out, *json, *accept);
+  cmd->callback([files, profile, params, fit, name, out, json, accept] {
+    run_calibrate(*files, *profile, *params, *fit, *name, *out, *json, *accept);
   });
 }
 

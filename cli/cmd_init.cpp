@@ -168,6 +168,7 @@ std::string scenario_yaml(const std::string& name, const std::string& model_text
   y.line("source:", "the training side");
   y.line("  framework: megatron", "megatron, vllm, sglang or dtensor");
   y.line("  gpus: " + src_gpus, "each rank's GPU, in order: ranges and indices");
+  y.line("  # weights_in: gpu", "where the weights live: gpu, or host (a CPU replica); default gpu");
   y.line("  tp: " + std::to_string(m.tp), "tensor parallel; default 1");
   y.line(std::string(m.pp == 1 ? "  # " : "  ") + "pp: " + std::to_string(m.pp), "pipeline stages; default 1");
   y.line("  # cp: 1", "context parallel; default 1");

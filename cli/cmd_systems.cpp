@@ -14,6 +14,35 @@ namespace reshard::cli {
 using namespace reshard::model;
 
 namespace {
+// Every cost parameter of a profile, durations in seconds, under the keys a parameters file takes
+// (CostParams::load): what a caller needs to write the profile as a file and change a constant.
+nlohmann::json cost_json(const CostParams& p) {
+  nlohmann::json eff = nlohmann::json::object(), hop = nlohmann::json::object();
+  for (std::size_t k = 0; k < kLinkKinds; ++k) {
+    eff[kLinkKindKeys[k]] = p.efficiency[k];
+    hop[kLinkKindKeys[k]] = p.chain_hop_latency[k].value;
+  }
+  return {{"profile", p.profile},
+          {"efficiency", eff},
+          {"chain_hop_latency", hop},
+          {"per_op", p.per_op.value},
+          {"per_tensor", p.per_tensor.value},
+          {"per_call_rank", p.per_call_rank.value},
+          {"per_broadcast_tensor", p.per_broadcast_tensor.value},
+          {"per_bucket", p.per_bucket.value},
+          {"per_stage", p.per_stage.value},
+          {"load_per_tensor", p.load_per_tensor.value},
+          {"load_per_expert", p.load_per_expert.value},
+          {"per_read", p.per_read.value},
+          {"per_refit", p.per_refit.value},
+          {"tensor_streams", p.tensor_streams},
+          {"barriers_per_tensor", p.barriers_per_tensor},
+          {"copy_passes", p.copy_passes},
+          {"host_passes", p.host_passes},
+          {"host_overlaps", p.host_overlaps},
+          {"step_barriers", p.step_barriers}};
+}
+
 void run_systems(const std::string& name, bool json) {
   std::vector<const SystemProfile*> chosen;
   for (const auto& p : system_profiles())
@@ -23,11 +52,25 @@ void run_systems(const std::string& name, bool json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto* p : chosen) {
       nlohmann::json c = nlohmann::json::array();
-      for (const auto& k : p->constants)
-        c.push_back({{"name", k.name}, {"value", k.value}, {"meaning", k.meaning}, {"source", k.source}, {"fitted", k.fitted}});
-      j.push_back({{"name", p->name}, {"system", p->system}, {"strategy", p->strategy}, {"schedule", p->schedule}, {"constants", c}});
+      for (const auto& k : p->constants) {
+        const ProfileFit* fit = k.fit.empty() ? nullptr : find_profile_fit(k.fit);
+        c.push_back({{"name", k.name},
+                     {"value", k.value},
+                     {"meaning", k.meaning},
+                     {"source", k.source},
+                     {"fitted", k.fitted},
+                     {"fit", fit ? nlohmann::json(fit->name) : nlohmann::json(nullptr)},
+                     {"fit_constant", fit ? (k.fit_constant.empty() ? k.name : k.fit_constant) : ""},
+                     {"fitted_to", fit ? nlohmann::json(fit->rows) : nlohmann::json::array()}});
+      }
+      j.push_back({{"name", p->name}, {"system", p->system}, {"strategy", p->strategy}, {"schedule", p->schedule},
+                   {"constants", c}, {"cost", cost_json(p->cost)}});
     }
-    std::cout << nlohmann::json{{"schema", "reshard-systems-1"}, {"systems", j}}.dump(2) << '\n';
+    nlohmann::json fits = nlohmann::json::array();
+    for (const auto& f : profile_fits())
+      fits.push_back({{"name", f.name}, {"calibration", f.calibration}, {"base", f.base}, {"constants", f.constants},
+                      {"rows", f.rows}});
+    std::cout << nlohmann::json{{"schema", "reshard-systems-1"}, {"systems", j}, {"fits", fits}}.dump(2) << '\n';
     return;
   }
   Table t({"profile", "system", "schedule (reshard strategy)"});
@@ -39,8 +82,17 @@ void run_systems(const std::string& name, bool json) {
     for (const auto& k : p->constants) c.add({k.name, k.value, k.fitted ? "fitted" : "-", k.meaning, k.source});
     c.print(std::cout);
   }
-  std::cout << "\nfitted: on the calibration subset (NeMo RL's published DGX H100 refit times); every other published "
-               "measurement is a prediction (scripts/validate.py, docs/validation.md).\n";
+  std::cout << "\nfitted: on a calibration subset of params/published-refit.csv, one per fit (a constant another profile's "
+               "fit gave is carried, not fitted); every other published measurement is a prediction (scripts/validate.py, "
+               "docs/validation.md):\n";
+  Table f({"fit", "calibration subset", "constants", "rows"});
+  for (const auto& fit : profile_fits()) {
+    std::string constants, rows;
+    for (const auto& c : fit.constants) constants += (constants.empty() ? "" : ", ") + c;
+    for (const auto& r : fit.rows) rows += (rows.empty() ? "" : ", ") + r;
+    f.add({fit.name, fit.calibration, constants, rows});
+  }
+  f.print(std::cout);
 }
 }  // namespace
 

@@ -78,21 +78,30 @@ TEST(TopologyGenerator, DgxH100TwoNodesCountsAndBandwidths) {
   EXPECT_EQ(*t.nic_of(3), out.from);
 }
 
-// One small cluster per template: GPUs per domain, NVLink and NIC speed per direction.
+// One small cluster per template: GPUs per domain, NVLink and NIC speed per direction, HBM bandwidth
+// and capacity per GPU.
 TEST(TopologyGenerator, EveryTemplate) {
   struct Case {
     const char* tmpl;
     const char* size;
     int gpus, nodes, domains;
     double nvlink, nic, host;
+    double hbm, memory;
   };
   const Case cases[] = {
       // DGX: 2 nodes x 8 GPUs; NVL72: 1 rack = 18 trays x 4 GPUs = 72 GPUs in one domain.
-      {"dgx-h100", "nodes: 2", 16, 2, 2, 450e9, 50e9, 64e9},
-      {"dgx-h200", "nodes: 2", 16, 2, 2, 450e9, 50e9, 64e9},
-      {"dgx-b200", "nodes: 2", 16, 2, 2, 900e9, 50e9, 64e9},
-      {"gb200-nvl72", "racks: 1", 72, 18, 1, 900e9, 50e9, 64e9},
-      {"gb300-nvl72", "racks: 1", 72, 18, 1, 900e9, 100e9, 128e9},  // 800 Gb/s = 100 GB/s; PCIe Gen6
+      {"dgx-h100", "nodes: 2", 16, 2, 2, 450e9, 50e9, 64e9, 3.35e12, 80e9},
+      {"dgx-h200", "nodes: 2", 16, 2, 2, 450e9, 50e9, 64e9, 4.8e12, 141e9},
+      {"dgx-b200", "nodes: 2", 16, 2, 2, 900e9, 50e9, 64e9, 8e12, 180e9},
+      {"gb200-nvl72", "racks: 1", 72, 18, 1, 900e9, 50e9, 64e9, 8e12, 186e9},
+      {"gb300-nvl72", "racks: 1", 72, 18, 1, 900e9, 100e9, 128e9, 8e12, 288e9},  // 800 Gb/s = 100 GB/s; PCIe Gen6
+      // HGX: 2 nodes x 8 GPUs, one NVLink domain per node. NVIDIA H800 SXM datasheet: NVLink 400 GB/s
+      // bidirectional = 200 GB/s per direction, HBM as H100 SXM (3.35 TB/s, 80 GB). NVIDIA H20
+      // datasheet: NVLink 900 GB/s bidirectional = 450 GB/s per direction, HBM3 4.0 TB/s, 96 GB.
+      // Neither datasheet sets the NICs: 400 Gb/s = 50 GB/s per GPU behind PCIe Gen5 x16 (64 GB/s),
+      // as DGX H100 (the templates' assumption, docs/topology.md).
+      {"hgx-h800", "nodes: 2", 16, 2, 2, 200e9, 50e9, 64e9, 3.35e12, 80e9},
+      {"hgx-h20", "nodes: 2", 16, 2, 2, 450e9, 50e9, 64e9, 4.0e12, 96e9},
   };
   EXPECT_EQ(Topology::template_names().size(), std::size(cases));
   for (const auto& c : cases) {
@@ -113,6 +122,44 @@ TEST(TopologyGenerator, EveryTemplate) {
     for (const auto& l : t.links())
       if (l.to == nic && l.kind == LinkKind::PCIe) host = l.bandwidth.value;
     EXPECT_DOUBLE_EQ(host, c.host);
+    EXPECT_DOUBLE_EQ(t.gpu_memory_bandwidth(c.gpus - 1).value, c.hbm);
+    EXPECT_DOUBLE_EQ(t.gpu_memory(c.gpus - 1).as_double(), c.memory);
+  }
+}
+
+// The two shipped HGX clusters of the checkpoint-engine benchmarks (MoonshotAI/checkpoint-engine
+// README, 'Benchmark': 8 H800 in one node, 16 and 256 H20).
+TEST(TopologyGenerator, ShippedHgxClusters) {
+  const auto h800 = shipped("hgx-h800-1n.yaml");
+  // One node: 8 GPUs in one NVLink domain, 200 GB/s per direction (400 GB/s bidirectional, H800
+  // SXM datasheet), 3.35 TB/s and 80 GB of HBM each.
+  EXPECT_EQ(h800.gpu_count(), 8);
+  EXPECT_EQ(h800.node_count(), 1);
+  EXPECT_EQ(h800.domain_count(), 1);
+  for (GpuId g = 0; g < 8; ++g) {
+    EXPECT_DOUBLE_EQ(h800.gpu_nvlink_bandwidth(g).value, 200e9);
+    EXPECT_DOUBLE_EQ(h800.gpu_memory_bandwidth(g).value, 3.35e12);
+    EXPECT_DOUBLE_EQ(h800.gpu_memory(g).as_double(), 80e9);
+  }
+  const auto h20 = shipped("hgx-h20-32n.yaml");
+  // 32 nodes x 8 GPUs = 256 GPUs, a domain per node; 450 GB/s NVLink per direction (900 GB/s
+  // bidirectional, H20 datasheet), 4.0 TB/s and 96 GB of HBM, NICs at 400 Gb/s = 50 GB/s (assumed).
+  EXPECT_EQ(h20.gpu_count(), 256);
+  EXPECT_EQ(h20.node_count(), 32);
+  EXPECT_EQ(h20.domain_count(), 32);
+  EXPECT_EQ(h20.rail_count(), 8);
+  // The fabric of dgx-h100-2n with 32 nodes in its one leaf group: devices 256 GPUs + 32 NVSwitch +
+  // 256 NICs + 8 rail leaves + 4 spines = 556; directed links per GPU 2 NVLink + 2 PCIe + 2
+  // NIC-leaf = 6 -> 1 536, leaf-spine 8 x 4 x 2 = 64.
+  EXPECT_EQ(h20.device_count(), 556);
+  EXPECT_EQ(h20.link_count(), 1536 + 64);
+  for (GpuId g : {0, 255}) {
+    EXPECT_DOUBLE_EQ(h20.gpu_nvlink_bandwidth(g).value, 450e9);
+    EXPECT_DOUBLE_EQ(h20.gpu_nic_bandwidth(g).value, 50e9);
+    EXPECT_DOUBLE_EQ(h20.gpu_memory_bandwidth(g).value, 4.0e12);
+    EXPECT_DOUBLE_EQ(h20.gpu_memory(g).as_double(), 96e9);
+    EXPECT_EQ(h20.node_of(g), g / 8);
+    EXPECT_EQ(h20.rail_of(g), g % 8);
   }
 }
 

@@ -25,10 +25,11 @@ using namespace reshard::model;
 
 namespace {
 Seconds* duration_field(CostParams& p, int k) {
-  Seconds* fields[] = {&p.per_tensor, &p.per_broadcast_tensor, &p.per_bucket, &p.per_stage};
+  Seconds* fields[] = {&p.per_tensor, &p.per_broadcast_tensor, &p.per_bucket, &p.per_stage, nullptr, &p.per_call_rank};
   return fields[k];
 }
 constexpr int kCopyPasses = 4;  // the one constant that is not a duration
+constexpr int kPerCallRank = 5;
 }  // namespace
 
 double overhead_value(const CostParams& p, int k) {
@@ -53,7 +54,8 @@ Calibration calibrate(const std::vector<Observation>& obs, const CostParams& bas
   if (obs.empty()) throw ConfigError("", 0, "", "calibrate needs at least one measurement");
   bool is_free[kOverheadParams];
   for (int k = 0; k < kOverheadParams; ++k)
-    is_free[k] = free.empty() || std::find(free.begin(), free.end(), kOverheadNames[k]) != free.end();
+    // Without names every constant but per_call_rank (a term most profiles do not have) is free.
+    is_free[k] = free.empty() ? k != kPerCallRank : std::find(free.begin(), free.end(), kOverheadNames[k]) != free.end();
   for (const auto& f : free)
     if (std::find_if(std::begin(kOverheadNames), std::end(kOverheadNames), [&](const char* n) { return f == n; }) ==
         std::end(kOverheadNames))
@@ -65,13 +67,13 @@ Calibration calibrate(const std::vector<Observation>& obs, const CostParams& bas
   // profile's host work overlaps the GPUs' (CostParams::host_overlaps), the larger of the GPU side
   // (hardware plus the copy term) and the host side (the per-tensor, per-bucket and per-stage terms).
   auto parts = [&](const Observation& o, const Eigen::VectorXd& x) {
-    double gpu = o.hardware.value, host = 0;
+    double gpu = o.hardware.value, host = o.host_fixed.value;
     for (int k = 0; k < kOverheadParams; ++k) (k == kCopyPasses ? gpu : host) += o.counts[k] * x(k);
     return std::pair{gpu, host};
   };
   auto predict = [&](const Observation& o, const Eigen::VectorXd& x) {
     const auto [gpu, host] = parts(o, x);
-    return base.host_overlaps ? std::max(gpu, host) : gpu + host;
+    return o.serial.value + (base.host_overlaps ? std::max(gpu, host) : gpu + host);
   };
   // Least squares on relative errors, every constant >= 0, for the observations' regimes (which
   // side sets each one's time; all "both" when nothing overlaps): every subset of the free
@@ -84,7 +86,9 @@ Calibration calibrate(const std::vector<Observation>& obs, const CostParams& bas
       const auto& o = obs[static_cast<std::size_t>(i)];
       const double w = 1.0 / o.measured.value;  // relative errors
       const Regime r = regime[static_cast<std::size_t>(i)];
-      double rest = r == Host ? 0 : o.hardware.value;  // what the fit does not choose
+      // What the fit does not choose: the serial part always, the GPU side's and the host side's
+      // fixed parts where they count.
+      double rest = o.serial.value + (r == Host ? 0 : o.hardware.value) + (r == Gpu ? 0 : o.host_fixed.value);
       for (int k = 0; k < kOverheadParams; ++k) {
         const bool counts = r == Both || (r == Gpu) == (k == kCopyPasses);
         A(i, k) = counts && is_free[k] ? o.counts[k] * w : 0;
@@ -210,6 +214,7 @@ namespace {
 CostParams hardware_only(CostParams p) {
   p.per_tensor = p.per_broadcast_tensor = p.per_bucket = p.per_stage = Seconds{0};
   p.copy_passes = 1;
+  p.per_call_rank = Seconds{1e-9};  // a token value, so the estimate counts call_ranks; its time is taken out
   return p;
 }
 
@@ -219,12 +224,17 @@ Observation observe(const std::string& label, Seconds measured, const Schedule& 
   Observation o;
   o.label = label;
   o.measured = measured;
-  o.hardware = pr.time - pr.copies;  // hw runs one copy pass: its time is the copy term's count
+  // hw runs one copy pass (its time is the copy term's count) and no fittable host work: what host
+  // work it has is the fixed part, apart from the GPU side (time = converts + GPUs + overheads).
+  o.hardware = pr.time - pr.overheads + pr.device - pr.copies;
+  o.host_fixed = pr.host - hw.per_call_rank * (static_cast<double>(pr.call_ranks) / std::max(1, hw.tensor_streams));
+  o.serial = pr.host_copies + pr.fixed;
   o.counts[0] = static_cast<double>(pr.reshard_tensors) / std::max(1, hw.tensor_streams);  // per_tensor's calls
   o.counts[1] = static_cast<double>(pr.broadcast_tensors);
   o.counts[2] = static_cast<double>(pr.broadcast_buckets);
   o.counts[3] = static_cast<double>(pr.broadcast_stages);
   o.counts[4] = pr.copies.value;
+  o.counts[5] = static_cast<double>(pr.call_ranks) / std::max(1, hw.tensor_streams);
   return o;
 }
 
@@ -353,7 +363,8 @@ void write_params(const std::filesystem::path& out, const Calibration& c, const 
     f << "#   " << r.label << ": measured " << r.measured.value << " s, predicted " << r.predicted.value << " s ("
       << (r.relative_error >= 0 ? "+" : "") << r.relative_error * 100 << " %)\n";
   for (int k = 0; k < kOverheadParams; ++k)
-    f << "# " << kOverheadNames[k] << ": "
+    if (k != kPerCallRank || c.fitted[k] || overhead_value(c.params, k) != 0)  // per_call_rank: where the profile has it
+      f << "# " << kOverheadNames[k] << ": "
       << (c.fitted[k] ? "fitted on " : "not fitted (the base profile's value); its term in ") << c.points[k] << " of "
       << c.rows.size() << " measurements\n";
   for (const auto& w : c.warnings) f << "# warning: " << w << "\n";
@@ -369,9 +380,17 @@ void write_params(const std::filesystem::path& out, const Calibration& c, const 
   f << "per_broadcast_tensor: " << p.per_broadcast_tensor.value * 1e6 << "us\n";
   f << "per_bucket: " << p.per_bucket.value * 1e6 << "us\n";
   f << "per_stage: " << p.per_stage.value * 1e6 << "us\n";
+  if (p.per_call_rank.value > 0) f << "per_call_rank: " << p.per_call_rank.value * 1e6 << "us\n";
   f << "tensor_streams: " << p.tensor_streams << "\n";
   f << "barriers_per_tensor: " << p.barriers_per_tensor << "\n";
   f << "copy_passes: " << p.copy_passes << "\n";
+  // The terms no fit chooses, written when the profile has them (a file for a profile without them
+  // reads as before).
+  if (p.load_per_tensor.value > 0) f << "load_per_tensor: " << p.load_per_tensor.value * 1e6 << "us\n";
+  if (p.load_per_expert.value > 0) f << "load_per_expert: " << p.load_per_expert.value * 1e6 << "us\n";
+  if (p.per_read.value > 0) f << "per_read: " << p.per_read.value * 1e6 << "us\n";
+  if (p.per_refit.value > 0) f << "per_refit: " << p.per_refit.value * 1e6 << "us\n";
+  if (p.host_passes > 0) f << "host_passes: " << p.host_passes << "\n";
   f << "host_overlaps: " << (p.host_overlaps ? "true" : "false") << "\n";
   f << "step_barriers: " << (p.step_barriers ? "true" : "false") << "\n";
 }

@@ -18,8 +18,9 @@ CostParams CostParams::named_or_loaded(const std::string& profile, const std::fi
 
 CostParams CostParams::load(const std::filesystem::path& path) {
   const auto root = yaml::load_file(path);
-  root.allow_only({"profile", "efficiency", "chain_hop_latency", "per_op", "per_tensor", "per_broadcast_tensor",
-                   "per_bucket", "per_stage", "tensor_streams", "barriers_per_tensor", "copy_passes", "host_overlaps", "step_barriers"});
+  root.allow_only({"profile", "efficiency", "chain_hop_latency", "per_op", "per_tensor", "per_call_rank", "per_broadcast_tensor",
+                   "per_bucket", "per_stage", "load_per_tensor", "load_per_expert", "per_read", "per_refit",
+                   "tensor_streams", "barriers_per_tensor", "copy_passes", "host_passes", "host_overlaps", "step_barriers"});
   CostParams p;
   if (auto n = root.get("profile")) p.profile = n->str();
   const auto& kinds = kLinkKindKeys;
@@ -40,9 +41,14 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   }
   if (auto n = root.get("per_op")) p.per_op = n->duration();
   if (auto n = root.get("per_tensor")) p.per_tensor = n->duration();
+  if (auto n = root.get("per_call_rank")) p.per_call_rank = n->duration();
   if (auto n = root.get("per_broadcast_tensor")) p.per_broadcast_tensor = n->duration();
   if (auto n = root.get("per_bucket")) p.per_bucket = n->duration();
   if (auto n = root.get("per_stage")) p.per_stage = n->duration();
+  if (auto n = root.get("load_per_tensor")) p.load_per_tensor = n->duration();
+  if (auto n = root.get("load_per_expert")) p.load_per_expert = n->duration();
+  if (auto n = root.get("per_read")) p.per_read = n->duration();
+  if (auto n = root.get("per_refit")) p.per_refit = n->duration();
   if (auto n = root.get("tensor_streams")) p.tensor_streams = static_cast<std::int32_t>(n->integer_in(1, 1024));
   if (auto n = root.get("barriers_per_tensor")) {
     p.barriers_per_tensor = n->number();
@@ -51,6 +57,10 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   if (auto n = root.get("copy_passes")) {
     p.copy_passes = n->number();
     if (p.copy_passes < 0) n->fail("copy_passes must be at least 0");
+  }
+  if (auto n = root.get("host_passes")) {
+    p.host_passes = n->number();
+    if (p.host_passes < 0) n->fail("host_passes must be at least 0");
   }
   if (auto n = root.get("host_overlaps")) p.host_overlaps = n->boolean();
   if (auto n = root.get("step_barriers")) p.step_barriers = n->boolean();
@@ -332,6 +342,87 @@ Seconds copy_time(const Schedule& s, const Topology& topo, double passes) {
   return memory_pass_time(work, topo, "packs and unpacks what it moves (the profile's copy_passes)");
 }
 
+// call_ranks (cost.hpp): per tensor moved by reshard operations, the GPUs that send or receive a
+// part of it by one, summed.
+std::int64_t call_ranks(const Schedule& s, const TransferSet& ts, const std::vector<char>& tensor_path) {
+  std::unordered_map<std::int32_t, std::vector<GpuId>> spans;  // per tensor: its GPUs, with repeats
+  for (const Op& op : s.ops) {
+    if (op.phase == OpPhase::Broadcast || op.phase == OpPhase::Gather) continue;
+    for (const auto& sl : s.buffers[static_cast<std::size_t>(op.buffer)].slices) {
+      const std::int32_t t = ts.pieces[static_cast<std::size_t>(sl.piece)].tensor;
+      if (!(tensor_path[static_cast<std::size_t>(t)] & 1)) continue;
+      auto& v = spans[t];
+      v.push_back(op.src);
+      if (op.chain < 0) {
+        v.push_back(op.dst);
+      } else {
+        for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) v.push_back(h.to);
+      }
+    }
+  }
+  std::int64_t n = 0;
+  for (auto& [t, v] : spans) {
+    std::sort(v.begin(), v.end());
+    n += std::unique(v.begin(), v.end()) - v.begin();
+  }
+  return n;
+}
+
+// T_host_copy: `passes` crossings of its host link by every byte a GPU sends (a transfer's sender,
+// a chain's root: the forwarders pass on what they received into GPU memory), the slowest GPU's.
+Seconds host_copy_time(const Schedule& s, const Topology& topo, double passes) {
+  std::vector<double> sent(static_cast<std::size_t>(topo.gpu_count()), 0.0);
+  for (const Op& op : s.ops)
+    if (op.src != op.dst || op.chain >= 0) sent[static_cast<std::size_t>(op.src)] += op.bytes.as_double();
+  Seconds t{0};
+  for (std::size_t g = 0; g < sent.size(); ++g) {
+    if (sent[g] == 0) continue;
+    const auto link = topo.host_link(static_cast<GpuId>(g));
+    if (!link || link->bandwidth.value <= 0)
+      throw PlanError("GPU " + std::to_string(g) + " stages what it sends through host memory (the profile's host_passes), "
+                      "but the topology '" + topo.name() + "' gives it no host link");
+    t = std::max(t, Seconds{passes * sent[g] / link->bandwidth.value});
+  }
+  return t;
+}
+
+// T_load and T_reads (cost.hpp): per destination GPU, the tensors the schedule delivers any part of
+// to it (its loader is handed each once; a chain delivers its buffer to every GPU it reaches, a
+// local copy to its own GPU) and the piece slices it reads from another GPU; the busiest GPU's.
+void add_receive_side(const Schedule& s, const TransferSet& ts, const Inventory& inv, const CostParams& params,
+                      Prediction& pr) {
+  std::unordered_map<GpuId, std::vector<std::int32_t>> handed;  // per GPU: tensor ids, with repeats
+  std::unordered_map<GpuId, std::int64_t> reads;
+  auto hand = [&](GpuId g, const Buffer& b) {
+    auto& v = handed[g];
+    for (const auto& sl : b.slices) v.push_back(ts.pieces[static_cast<std::size_t>(sl.piece)].tensor);
+  };
+  for (const Op& op : s.ops) {
+    if (op.phase == OpPhase::Gather) continue;  // gathered to a head for its broadcast, not for its engine
+    const Buffer& b = s.buffers[static_cast<std::size_t>(op.buffer)];
+    if (op.chain < 0) {
+      hand(op.dst, b);
+      if (op.src != op.dst) reads[op.dst] += static_cast<std::int64_t>(b.slices.size());
+      continue;
+    }
+    for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) hand(h.to, b);
+  }
+  for (auto& [g, v] : handed) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    std::int64_t experts = 0;
+    for (auto t : v) experts += inv.tensor(t).expert >= 0 ? 1 : 0;
+    const Seconds load = params.load_per_tensor * static_cast<double>(v.size()) + params.load_per_expert * static_cast<double>(experts);
+    if (load > pr.load || pr.loaded_tensors == 0) {
+      pr.load = load;
+      pr.loaded_tensors = static_cast<std::int64_t>(v.size());
+      pr.loaded_experts = experts;
+    }
+  }
+  for (const auto& [g, n] : reads) pr.read_count = std::max(pr.read_count, n);
+  pr.reads = params.per_read * static_cast<double>(pr.read_count);
+}
+
 // Framework overheads: what each path moves (tensors by reshard ops, tensors by gather/broadcast
 // ops, each buffer walked once), the broadcast buckets, and the heads that start broadcast rings
 // (GPUs that send on a ring without receiving on one: the source PP stages).
@@ -366,15 +457,22 @@ void add_overheads(const Schedule& s, const TransferSet& ts, const Inventory& in
     pr.reshard_tensors += (t & 1) ? 1 : 0;
     pr.broadcast_tensors += (t & 2) ? 1 : 0;
   }
+  if (params.per_call_rank.value > 0) pr.call_ranks = call_ranks(s, ts, tensor_path);
   for (std::size_t g = 0; g < ring_sender.size(); ++g)
     if (ring_sender[g] && !ring_member[g]) ++pr.broadcast_stages;
   pr.broadcast_buckets = std::count(bucket.begin(), bucket.end(), 1);
   if (params.barriers_per_tensor > 0) pr.barrier = barrier_time(s, topo);
   if (params.copy_passes > 0) pr.copies = copy_time(s, topo, params.copy_passes);
+  if (params.host_passes > 0) pr.host_copies = host_copy_time(s, topo, params.host_passes);
+  if (params.load_per_tensor.value > 0 || params.load_per_expert.value > 0 || params.per_read.value > 0)
+    add_receive_side(s, ts, inv, params, pr);
+  pr.fixed = params.per_refit;
   const double calls = static_cast<double>(pr.reshard_tensors) / std::max(1, params.tensor_streams);
-  pr.host = params.per_tensor * calls + params.per_broadcast_tensor * static_cast<double>(pr.broadcast_tensors) +
+  pr.host = params.per_tensor * calls +
+            params.per_call_rank * (static_cast<double>(pr.call_ranks) / std::max(1, params.tensor_streams)) +
+            params.per_broadcast_tensor * static_cast<double>(pr.broadcast_tensors) +
             params.per_bucket * static_cast<double>(pr.broadcast_buckets) +
-            params.per_stage * static_cast<double>(pr.broadcast_stages);
+            params.per_stage * static_cast<double>(pr.broadcast_stages) + pr.load + pr.reads;
   pr.device = pr.barrier * (params.barriers_per_tensor * calls) + pr.copies;
 }
 
@@ -475,7 +573,8 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   const Seconds gpus{std::max({pr.pipeline.value, pr.critical_path.value, pr.steps_bound.value})};
   // The host's work hides behind the GPUs' when the profile says it overlaps: only what it takes
   // beyond them adds (cost.hpp).
-  pr.overheads = pr.device + (params.host_overlaps ? std::max(Seconds{0}, pr.host - gpus - pr.device) : pr.host);
+  pr.overheads = pr.host_copies + pr.fixed + pr.device +
+                 (params.host_overlaps ? std::max(Seconds{0}, pr.host - gpus - pr.device) : pr.host);
   pr.time = pr.convert_source + gpus + pr.overheads + pr.convert_destination;
   return pr;
 }

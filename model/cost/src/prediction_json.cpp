@@ -26,25 +26,33 @@ constexpr std::pair<const char*, Seconds Prediction::*> kTimes[] = {
     {"convert_source_s", &Prediction::convert_source},
     {"convert_destination_s", &Prediction::convert_destination},
     {"fill_s", &Prediction::fill},
-    {"steps_bound_s", &Prediction::steps_bound}};
+    {"steps_bound_s", &Prediction::steps_bound},
+    {"load_s", &Prediction::load},
+    {"reads_s", &Prediction::reads},
+    {"host_copies_s", &Prediction::host_copies},
+    {"fixed_s", &Prediction::fixed}};
 constexpr std::pair<const char*, Bytes Prediction::*> kBytes[] = {{"network_bytes", &Prediction::network_bytes},
                                                                   {"nvlink_bytes", &Prediction::nvlink_bytes},
                                                                   {"peak_staging_bytes", &Prediction::staging_peak}};
 constexpr std::pair<const char*, std::int64_t Prediction::*> kCounts[] = {
     {"operations", &Prediction::operations},
     {"reshard_tensors", &Prediction::reshard_tensors},
+    {"call_ranks", &Prediction::call_ranks},
     {"broadcast_tensors", &Prediction::broadcast_tensors},
     {"broadcast_buckets", &Prediction::broadcast_buckets},
-    {"broadcast_stages", &Prediction::broadcast_stages}};
+    {"broadcast_stages", &Prediction::broadcast_stages},
+    {"loaded_tensors", &Prediction::loaded_tensors},
+    {"loaded_experts", &Prediction::loaded_experts},
+    {"read_count", &Prediction::read_count}};
 constexpr std::pair<const char*, std::int32_t Prediction::*> kSmallCounts[] = {
     {"bottleneck", &Prediction::bottleneck},
     {"chain_depth", &Prediction::chain_depth},
     {"peak_staging_gpu", &Prediction::staging_gpu},
     {"steps", &Prediction::steps},
     {"over_budget_gpus", &Prediction::over_budget}};
-// The tables above hold every field (14 times, 3 byte counts, 5 + 5 counts and the padding of the
+// The tables above hold every field (18 times, 3 byte counts, 9 + 5 counts and the padding of the
 // 32-bit ones on LP64): a field added to Prediction fails here until it is added to them.
-static_assert(sizeof(Prediction) == 14 * 8 + 3 * 8 + 5 * 8 + 5 * 4 + 3 * 4,
+static_assert(sizeof(Prediction) == 18 * 8 + 3 * 8 + 9 * 8 + 5 * 4 + 3 * 4,
               "Prediction has a field the JSON tables above do not: add it");
 
 double time_value(const nlohmann::json& v, const checked::JsonWhere& w) {

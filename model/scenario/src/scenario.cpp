@@ -91,6 +91,13 @@ Bytes refit_memory_size(const yaml::Node& n) {
 // layouts are parsed first, so the framework's own keys are known to be allowed.
 void read_memory_keys(const yaml::Node& src, const yaml::Node& dst, Scenario& s) {
   if (auto r = src.get("refit_memory")) s.source_refit_memory = refit_memory_size(*r);
+  if (auto w = dst.get("weights_in"))
+    w->fail("weights_in says where the source's weights live (a source key); the destination's are on its GPUs");
+  if (auto w = src.get("weights_in")) {
+    const std::string v = w->str();
+    if (v != "gpu" && v != "host") w->fail("expected gpu or host, got " + checked::quote(v));
+    s.source_weights_in_host = v == "host";
+  }
   if (auto r = dst.get("refit_memory")) s.destination_refit_memory = refit_memory_size(*r);
   const std::string fw = s.destination.framework();
   s.memory_fraction_key = fw == "vllm" ? "gpu_memory_utilization" : fw == "sglang" ? "mem_fraction_static" : "";
@@ -411,7 +418,7 @@ std::vector<GpuMemoryUse> gpu_memory_use(const Scenario& s, const Inventory& inv
     const auto i = static_cast<std::size_t>(g);
     GpuMemoryUse& u = out[i];
     u.capacity = topo.gpu_memory(g);
-    u.source_weights = held_src[i];
+    u.source_weights = s.source_weights_in_host ? Bytes{0} : held_src[i];
     u.destination_weights = held_dst[i];
     u.budget = refit_budget(s, u.capacity, side[i], &u.budget_side);
     u.limit = (side[i] & 2) ? Bytes{static_cast<std::int64_t>(std::llround(s.memory_fraction * u.capacity.as_double()))}

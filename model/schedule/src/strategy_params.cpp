@@ -18,14 +18,14 @@ namespace {
 // file stores: never reused, a new strategy takes an id no strategy has had), what each takes,
 // whether the tuner moves its parameters (gather_broadcast and nemo_rl_reshard are fixed
 // deployments; direct has no parameter to move).
-//   strategy                  name           id   chunk  chan.  max_ch bucket relays tuned
+//   strategy                  name           id   chunk  chan.  max_ch bucket relays egress tuned
 constexpr StrategyTraits kStrategies[] = {
-    {Strategy::GatherBroadcast, "gather_broadcast", 0, true, true, false, true, false, false},
-    {Strategy::Direct, "direct", 1, false, false, false, false, false, false},
-    {Strategy::DomainGrouped, "domain_grouped", 2, true, false, false, false, true, true},
-    {Strategy::DomainChain, "domain_chain", 3, true, false, true, false, true, true},
-    {Strategy::Hybrid, "hybrid", 4, true, false, true, false, true, true},
-    {Strategy::NemoRlReshard, "nemo_rl_reshard", 5, true, true, false, true, true, false},
+    {Strategy::GatherBroadcast, "gather_broadcast", 0, true, true, false, true, false, true, false},
+    {Strategy::Direct, "direct", 1, false, false, false, false, false, false, false},
+    {Strategy::DomainGrouped, "domain_grouped", 2, true, false, false, false, true, true, true},
+    {Strategy::DomainChain, "domain_chain", 3, true, false, true, false, true, true, true},
+    {Strategy::Hybrid, "hybrid", 4, true, false, true, false, true, true, true},
+    {Strategy::NemoRlReshard, "nemo_rl_reshard", 5, true, true, false, true, true, true, false},
 };
 static_assert([] {
   for (std::size_t i = 0; i < std::size(kStrategies); ++i) {
@@ -46,7 +46,7 @@ const StrategyParameter kParameters[] = {
     {K::Count, "max_chain", "max_chain", &T::max_chain, nullptr, &P::max_chain, nullptr, true, false},
     {K::Size, "bucket", "bucket_bytes", &T::bucket, &P::bucket, nullptr, nullptr, true, true},
     {K::Flag, "relay_ingress", "relay_ingress", &T::relays, nullptr, nullptr, &P::relay_ingress, true, false},
-    {K::Flag, "relay_egress", "relay_egress", &T::relays, nullptr, nullptr, &P::relay_egress, true, false},
+    {K::Flag, "relay_egress", "relay_egress", &T::egress, nullptr, nullptr, &P::relay_egress, true, false},
     {K::Flag, "rail_blind", "rail_blind", &T::relays, nullptr, nullptr, &P::rail_aligned_ingress, false, false},
 };
 

@@ -534,6 +534,24 @@ class Builder {
     std::vector<GpuId> heads;
     for (const auto& [head, list] : by_head) heads.push_back(head);
     const Bytes bucket = broadcast_bucket(heads, channels, total);
+    // relay_egress (verl's multi_sender, verl/checkpoint_engine/nccl_checkpoint_engine.py,
+    // NCCLCheckpointEngine._multi_sender_ranks): the source GPUs of the head's NVLink domain that are
+    // not destinations join its rings, so ring c first crosses NVLink to the c-th of them (the head
+    // itself first) and leaves the domain through that GPU's NIC.
+    std::vector<char> is_source;  // 1: holds a piece; 2: a destination GPU
+    if (p_.relay_egress) {
+      is_source.assign(static_cast<std::size_t>(topo_.gpu_count()), 0);
+      for (auto i : pieces)
+        for (GpuId g : holder_gpus(ts_.pieces[static_cast<std::size_t>(i)].holders)) is_source[static_cast<std::size_t>(g)] = 1;
+      for (GpuId g : dst_.gpus()) is_source[static_cast<std::size_t>(g)] = 2;
+    }
+    auto relays_of = [&](GpuId head) {
+      std::vector<GpuId> relays{head};
+      if (!p_.relay_egress) return relays;
+      for (GpuId g : topo_.gpus_in_domain(domain_of(head)))
+        if (g != head && is_source[static_cast<std::size_t>(g)] == 1) relays.push_back(g);
+      return relays;
+    };
     auto ring_for = [&](std::int32_t c, GpuId head) {
       std::vector<GpuId> ring;
       std::int32_t k = 0;
@@ -551,9 +569,14 @@ class Builder {
       // each leaving the head once the previous one has (NCCL runs a communicator's collectives
       // in order on its channels).
       std::vector<std::int32_t> ring_of_channel;
+      const std::vector<GpuId> relays = relays_of(head);
       for (std::int32_t c = 0; c < channels; ++c) {
         std::vector<ChainHop> hops;
         GpuId from = head;
+        if (const GpuId relay = relays[static_cast<std::size_t>(c) % relays.size()]; relay != head) {
+          hops.push_back({head, relay});
+          from = relay;
+        }
         for (auto d : ring_for(c, head)) {
           hops.push_back({from, d});
           from = d;

@@ -23,6 +23,14 @@ const std::vector<NodeTemplate>& node_templates() {
       // HBM: H200 4.8 TB/s (datasheet); 141 GB HBM3e per GPU (H200 datasheet; DGX H200 1128 GB in
       // all).
       {"dgx-h200", 8, 1, false, 450_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe, 4800_GBps, 141_GB},
+      // HGX H800: 8 GPUs; NVLink 4 with 8 links, 400 GB/s bidirectional = 200 GB/s per direction
+      // (H800 SXM datasheet); HBM 3.35 TB/s and 80 GB as H100 SXM (datasheet). NICs: the
+      // datasheet sets none; 8 x 400 Gb/s ConnectX-7, one per GPU behind a PCIe Gen5 switch, as
+      // DGX H100 (an assumption, docs/topology.md).
+      {"hgx-h800", 8, 1, false, 200_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe, 3350_GBps, 80_GB},
+      // HGX H20: 8 GPUs; NVLink 4, 900 GB/s bidirectional = 450 GB/s per direction; HBM3 4.0 TB/s,
+      // 96 GB (H20 datasheet). NICs: 8 x 400 Gb/s, one per GPU, as DGX H100 (an assumption).
+      {"hgx-h20", 8, 1, false, 450_GBps, 400_Gbps, 64_GBps, LinkKind::PCIe, 4000_GBps, 96_GB},
       // DGX B200: 8 GPUs; NVLink 5, 1.8 TB/s bidirectional = 900 GB/s per direction; 8 x ConnectX-7
       // 400 Gb/s (datasheet); host link PCIe Gen5 x16 about 64 GB/s (non-datasheet source).
       // HBM: B200 8 TB/s (datasheet); 180 GB per GPU (DGX B200 datasheet: 1440 GB of GPU memory

@@ -2,10 +2,12 @@
 //
 // Each observation is a schedule with a measured time t. Its prediction is linear in the
 // overhead parameters x = (per_tensor, per_broadcast_tensor, per_bucket, per_stage):
-//     t_hat = h + a . x
-// where h is the schedule's hardware time (estimate with zero overheads) and a = (tensors moved by
+//     t_hat = h + f + a . x
+// where h is the schedule's hardware time (estimate with zero overheads), f the host work no
+// fitted constant multiplies (the receive side's load and reads, cost.hpp) and a = (tensors moved by
 // reshard operations, tensors moved by gather/broadcast, broadcast buckets, broadcasting source
-// stages). Only the parameters named free are fitted; the others keep the base value. The fit minimises the
+// stages); with overlapping host work, s + max(h + copies, f + a . x), s what overlaps nothing
+// (T_serial). Only the parameters named free are fitted; the others keep the base value. The fit minimises the
 // sum of squared *relative* errors, sum_i ((h_i + a_i . x - t_i) / t_i)^2, subject to x >= 0 (an
 // overhead cannot be negative): weighted least squares (Eigen, column-pivoting QR) on every subset
 // of the parameters, the best feasible subset wins. Parameters no observation informs (a zero
@@ -24,11 +26,12 @@ using model::CostParams;
 using model::Seconds;
 using model::StrategyParams;
 
-inline constexpr int kOverheadParams = 5;
+inline constexpr int kOverheadParams = 6;
 // Names of the constants a fit may choose, in the order of Observation::counts: four durations
-// (CostParams's per_* overheads) and copy_passes, a count whose term is T_copy (cost.hpp).
+// (CostParams's per_* overheads), copy_passes, a count whose term is T_copy (cost.hpp), and
+// per_call_rank, a duration.
 inline constexpr const char* kOverheadNames[kOverheadParams] = {"per_tensor", "per_broadcast_tensor", "per_bucket",
-                                                                "per_stage", "copy_passes"};
+                                                                "per_stage", "copy_passes", "per_call_rank"};
 // Constant k of p: seconds for the durations, passes for copy_passes.
 double overhead_value(const CostParams& p, int k);
 void set_overhead_value(CostParams& p, int k, double value);
@@ -38,7 +41,9 @@ std::string format_overhead(int k, double value);
 struct Observation {
   std::string label;  // "deepseek-v3-h100 gather_broadcast"
   Seconds measured;
-  Seconds hardware;   // estimate with every fittable constant 0
+  Seconds hardware;   // estimate with every fittable constant 0, less the host work below
+  Seconds host_fixed; // host work no fittable constant multiplies (the receive side's T_load, T_reads)
+  Seconds serial;     // what overlaps nothing (T_serial: a host-memory copy, per_refit)
   double counts[kOverheadParams] = {};  // what each constant multiplies (copy_passes: T_copy of one pass, s)
 };
 
@@ -65,7 +70,7 @@ struct Calibration {
   std::vector<std::string> warnings;
 };
 
-// `free`: names from kOverheadNames to fit (empty: all). Fills every field of Calibration,
+// `free`: names from kOverheadNames to fit (empty: all but per_call_rank). Fills every field of Calibration,
 // warnings included; throws only on bad input (no observation, an unknown name, a time <= 0).
 Calibration calibrate(const std::vector<Observation>& observations, const CostParams& base,
                       const std::vector<std::string>& free = {});

@@ -31,13 +31,31 @@
 //   T_convert_*  = a precision change's conversion on each side (model/precision.hpp): the
 //                  largest over that side's GPUs of (bytes it converts, read + written) / its
 //                  memory bandwidth (Topology::gpu_memory_bandwidth); 0 without a change
-//   overheads    = T_device + T_host, or, for a profile whose host work overlaps the GPUs'
-//                  (host_overlaps), T_device + max(0, T_host - T_gpu - T_device), with T_gpu =
-//                  max(T_pipeline, T_critical, T_steps): only the host time beyond the GPUs' adds
-//   T_host       = per_tensor * calls + per_broadcast_tensor * tensors moved by gather/broadcast
-//                  operations + per_bucket * broadcast buckets + per_stage * broadcasting stages
+//   overheads    = T_serial + T_device + T_host, or, for a profile whose host work overlaps the
+//                  GPUs' (host_overlaps), T_serial + T_device + max(0, T_host - T_gpu - T_device),
+//                  with T_gpu = max(T_pipeline, T_critical, T_steps): only the host time beyond the
+//                  GPUs' adds
+//   T_serial     = T_host_copy + per_refit: what runs before or between the transfers and overlaps
+//                  nothing
+//   T_host       = per_tensor * calls + per_call_rank * call_ranks + per_broadcast_tensor * tensors
+//                  moved by gather/broadcast operations + per_bucket * broadcast buckets + per_stage *
+//                  broadcasting stages + T_load + T_reads
 //   calls        = tensors moved by reshard operations / tensor_streams
+//   call_ranks   = the sum over those tensors of the GPUs that send or receive a part of each (the
+//                  ranks a per-tensor call spans, whose planning and signalling grow with them) /
+//                  tensor_streams
+//   T_load       = load_per_tensor * L + load_per_expert * L_expert: the inference engine's
+//                  load_weights on the busiest destination GPU, L the tensors handed to it (every
+//                  tensor the schedule delivers any part of to that GPU, a local copy included),
+//                  L_expert the routed-expert tensors among them (its MoE expert loop)
+//   T_reads      = per_read * R: a pull-based transfer's reads (NIXL, Mooncake), R the piece slices
+//                  the busiest destination GPU reads from other GPUs
 //   T_device     = barriers_per_tensor * calls * T_barrier + T_copy
+//   T_host_copy  = host_passes passes over the bytes each GPU sends (as a transfer's sender or a
+//                  chain's root; weights staged in host memory and copied in before they leave),
+//                  the slowest GPU's, at its host link's bandwidth (Topology::host_link)
+//   per_refit    = what a refit pays once whatever it moves (group setup, control RPCs, the first
+//                  synchronisation), where a source says what it covers
 //   T_barrier    = the largest route latency from the schedule's lowest GPU to another: one round of
 //                  a barrier in which every GPU signals every other at once (NCCL's GIN barrier)
 //   T_copy       = copy_passes extra passes over the bytes each GPU sends and receives (a pack before
@@ -76,6 +94,7 @@ struct CostParams {
   // (measured in nccl-tests reports), of which the NVLink route accounts for about 0.6 us.
   Seconds per_op{2.4e-6};
   Seconds per_tensor{0};         // per tensor moved by reshard operations (framework bookkeeping)
+  Seconds per_call_rank{0};      // per such tensor and per GPU its call spans (call_ranks above)
   Seconds per_broadcast_tensor{0};  // per tensor moved by the gather/broadcast path
   Seconds per_bucket{0};         // per broadcast bucket (packing, launch, synchronisation)
   Seconds per_stage{0};          // per source pipeline stage that broadcasts (group setup, sequencing)
@@ -88,6 +107,18 @@ struct CostParams {
   // Extra passes over the bytes moved, at each end, at the GPU's memory bandwidth (copy-engine pack
   // and unpack, torch.cat and split): T_copy above. 0: the transfer reads and writes in place.
   double copy_passes = 0;
+  // The receive side: the inference engine's load_weights per tensor handed to it and per
+  // routed-expert tensor on top (T_load above). 0: the transfer writes into the live tensors
+  // (reshard's own engine).
+  Seconds load_per_tensor{0};
+  Seconds load_per_expert{0};
+  // Per read of a pull-based transfer, the busiest destination GPU's reads (T_reads above).
+  Seconds per_read{0};
+  // Passes over the bytes each GPU sends through its host link (T_host_copy above): weights staged
+  // in host memory (the scenario's source.weights_in: host). 0: they leave from GPU memory.
+  double host_passes = 0;
+  // Once per refit (T_serial above).
+  Seconds per_refit{0};
   // Whether the host's per-tensor, per-bucket and per-stage work runs while the GPUs transfer (a
   // Python loop issuing asynchronous NCCL calls): then only the part of T_host beyond the GPUs'
   // time adds (the equations above). Off: it adds in full.
@@ -104,9 +135,9 @@ struct CostParams {
   // name. Throws ConfigError naming the known ones for other names.
   static CostParams profile_named(const std::string& name);
   // A YAML file with keys profile, efficiency {nvlink, c2c, pcie, network}, chain_hop_latency
-  // {nvlink, c2c, pcie, network}, per_op, per_tensor, per_broadcast_tensor, per_bucket, per_stage
-  // (durations with units), tensor_streams, barriers_per_tensor, copy_passes, host_overlaps,
-  // step_barriers.
+  // {nvlink, c2c, pcie, network}, per_op, per_tensor, per_call_rank, per_broadcast_tensor,
+  // per_bucket, per_stage, load_per_tensor, load_per_expert, per_read, per_refit (durations with units), tensor_streams,
+  // barriers_per_tensor, copy_passes, host_passes, host_overlaps, step_barriers.
   static CostParams load(const std::filesystem::path& path);
   // The parameters file when one is named (`--params`), else the built-in profile (`--profile`).
   static CostParams named_or_loaded(const std::string& profile, const std::filesystem::path& params_file);
@@ -125,14 +156,23 @@ struct Prediction {
   Seconds copies;               // T_copy
   Seconds convert_source;       // T_convert_source: before the first byte is sent
   Seconds convert_destination;  // T_convert_destination: after the last byte has arrived
+  Seconds load;                 // T_load: the receive side's load_weights (part of T_host)
+  Seconds reads;                // T_reads: a pull's per-read cost (part of T_host)
+  Seconds host_copies;          // T_host_copy: staging through host memory (part of T_serial)
+  Seconds fixed;                // per_refit (part of T_serial)
   LinkId bottleneck = -1;  // the link with the largest load/capacity
   Bytes network_bytes;     // bytes of operations routed over the network
   Bytes nvlink_bytes;      // bytes of operations inside an NVLink domain
   std::int64_t operations = 0;
   std::int64_t reshard_tensors = 0;    // tensors moved by reshard operations
+  std::int64_t call_ranks = 0;         // the sum over them of the GPUs each one's moves span (counted
+                                       // only for a profile with per_call_rank)
   std::int64_t broadcast_tensors = 0;  // tensors moved by gather/broadcast operations
   std::int64_t broadcast_buckets = 0;
   std::int64_t broadcast_stages = 0;   // distinct heads that start broadcast rings (source PP stages)
+  std::int64_t loaded_tensors = 0;     // L: tensors handed to the busiest destination GPU's loader
+  std::int64_t loaded_experts = 0;     // L_expert: the routed-expert tensors among them
+  std::int64_t read_count = 0;         // R: the piece slices the busiest destination GPU reads
   Seconds fill;                        // the largest pipeline fill of a chain op alone (T_fill)
   std::int32_t chain_depth = 0;        // the deepest chain (hops from root to its farthest leaf)
   Bytes staging_peak;                  // peak extra (staging) memory of one GPU (model/memory.hpp)

@@ -25,7 +25,24 @@ struct ProfileConstant {
   std::string value;    // with its unit ("58.7 us")
   std::string meaning;  // what it stands for in the system
   std::string source;   // where the value comes from: a fit (which rows), a source file, a measurement
-  bool fitted = false;  // fitted to measured refit times (the calibration subset)
+  bool fitted = false;  // fitted to measured refit times (the calibration subset) for this profile
+  // The fit (profile_fits()) the value comes from: fitted there for this profile (fitted) or carried
+  // from another profile's fit; "" for a value taken from a source. fit_constant: its name in that
+  // fit, "" when it is `name`.
+  std::string fit;
+  std::string fit_constant;
+};
+
+// A fit of constants to published refit times: its calibration subset (a `reshard calibrate` CSV,
+// path from the repository's top), the profile calibrate starts from, the constants it fits and the
+// rows of params/published-refit.csv the subset holds. Every other published row is a prediction of
+// these constants (scripts/validate.py).
+struct ProfileFit {
+  std::string name;         // "nemo_rl"
+  std::string calibration;  // "params/nemo_rl-published.csv"
+  std::string base;         // the base profile ("nemo_rl")
+  std::vector<std::string> constants;
+  std::vector<std::string> rows;
 };
 
 struct SystemProfile {
@@ -39,6 +56,9 @@ struct SystemProfile {
 
 // Every implementation profile, in the order `compare --systems all` lists them.
 const std::vector<SystemProfile>& system_profiles();
+// Every fit the profiles' fitted constants come from, each listed once.
+const std::vector<ProfileFit>& profile_fits();
+const ProfileFit* find_profile_fit(const std::string& name);
 // The profile named `name`, nullptr when there is none.
 const SystemProfile* find_system_profile(const std::string& name);
 // The names, comma-separated, for error messages and help.

@@ -35,6 +35,10 @@ struct Scenario {
   bool colocated = false;
   // Each side's `refit_memory`; nullopt: default_refit_memory of each GPU's memory.
   std::optional<Bytes> source_refit_memory, destination_refit_memory;
+  // `source.weights_in: host`: the source's weights live in host memory (a checkpoint-engine's
+  // ParameterServer, a trainer's CPU replica), so they take no GPU memory; a profile's host_passes
+  // prices their copy in (cost.hpp). Default: GPU memory.
+  bool source_weights_in_host = false;
   // The share of a destination GPU's memory its engine may use: `gpu_memory_utilization` (vllm) or
   // `mem_fraction_static` (sglang), 0.9 when absent; 1 for a megatron or dtensor destination.
   double memory_fraction = 1.0;

@@ -37,7 +37,9 @@ struct StrategyTraits {
   bool channels;   // broadcast rings per bucket: channels=N
   bool max_chain;  // domains per chain: max_chain=N
   bool bucket;     // broadcast buckets: bucket=SIZE
-  bool relays;     // relay_ingress, relay_egress, rail_blind
+  bool relays;     // relay_ingress, rail_blind
+  bool egress;     // relay_egress (every strategy with relays; gather_broadcast: its rings leave
+                   // through the head's NVLink peers among the source GPUs)
   bool tuned;      // the tuner's coordinate descent moves its parameters
 };
 const StrategyTraits& traits(Strategy s);
@@ -69,7 +71,9 @@ struct StrategyParams {
   Bytes bucket{0};
   bool rail_aligned_ingress = true;  // prefer ingress GPUs on the holder's rail
   bool relay_ingress = false;        // any GPU of a domain may be its ingress, needed there or not
-  bool relay_egress = false;         // any GPU of a holder's domain may send (fed over NVLink)
+  bool relay_egress = false;         // any GPU of a holder's domain may send (fed over NVLink);
+                                     // gather_broadcast: ring c leaves through the head's c-th NVLink
+                                     // peer among the source GPUs (verl's multi_sender relays)
   bool operator==(const StrategyParams&) const = default;
 };
 
