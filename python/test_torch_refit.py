@@ -326,13 +326,13 @@ class TorchRefit(unittest.TestCase):
 
     def test_a_rank_that_fails_mid_run_is_named_by_every_rank_at_once(self):
         # Rank 5 raises in the run's last step (an error of its own, not a peer's): every rank ends
-        # with a RefitError naming rank 5 and what failed, long before the 60 s timeout.
+        # with a RefitError naming rank 5 and what failed. Only the relayed failure carries rank 5's
+        # own message ("injected failure"); a rank that reached the 60 s timeout instead would name
+        # a peer that did not answer. (No wall-clock bound: on a loaded machine the processes' start
+        # alone varies by tens of seconds.)
         plan = make_plan(self.tmp, "small-moe-ep", "gather_broadcast")
         world = Refit.load(plan).world_size
-        import time
-        t0 = time.time()
         out = run_world(world, [plan], faults={"raise": 5, "timeout": 60}, timeout=120)
-        self.assertLess(time.time() - t0, 50)
         self.assertEqual(len(out), world, out)
         for rank, (status, payload) in out.items():
             self.assertEqual(status, "RefitError", f"rank {rank}: {payload}")
@@ -344,10 +344,9 @@ class TorchRefit(unittest.TestCase):
         plan = make_plan(self.tmp, "small-moe-ep", "direct")
         other = make_plan(self.tmp, "small-moe-ep", "domain_chain")
         world = Refit.load(plan).world_size
-        import time
-        t0 = time.time()
+        # Every rank names the plan mismatch and the odd process (the plan check, before any
+        # transfer), not a peer that went silent at the 60 s timeout.
         out = run_world(world, [plan], faults={"other_plan": (7, other), "timeout": 60}, timeout=120)
-        self.assertLess(time.time() - t0, 50)
         self.assertEqual(len(out), world, out)
         for rank, (status, payload) in out.items():
             self.assertEqual(status, "RefitError", f"rank {rank}: {payload}")
