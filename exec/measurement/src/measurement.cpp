@@ -139,6 +139,26 @@ std::vector<StepComparison> compare_with_prediction(const Measurement& m) {
   return out;
 }
 
+namespace {
+
+// A backend model's prediction (its steps, each with `step` and `time`, and its total) against the
+// measured span of each step and the whole run.
+template <class Prediction>
+std::vector<StepComparison> compare_steps(const Measurement& m, const RunPlan& rp, const Prediction& pred) {
+  const auto sp = spans(m, rp.step_of, rp.steps);
+  std::vector<StepComparison> out;
+  for (const auto& st : pred.steps) {
+    const auto& s = sp[static_cast<std::size_t>(st.step)];
+    out.push_back({st.step, s.ops, s.bytes, st.time.value, s.end >= s.start ? s.end - s.start : 0.0});
+  }
+  std::int64_t bytes = 0;
+  for (const auto& o : m.schedule.ops) bytes += o.bytes.value;
+  out.push_back({-1, static_cast<std::int64_t>(m.schedule.ops.size()), bytes, pred.time.value, m.elapsed_s});
+  return out;
+}
+
+}  // namespace
+
 std::vector<StepComparison> compare_with_host_model(const Measurement& m, const HostProfile& profile,
                                                     const std::string& file, HostPrediction* terms) {
   if (m.backend != "host")
@@ -148,17 +168,8 @@ std::vector<StepComparison> compare_with_host_model(const Measurement& m, const 
   const auto [sc, ts] = measured_plan(m);
   const RunPlan rp = make_run_plan(sc, ts, m.schedule);  // the run's GPUs, as the backend dealt them to processes
   const HostPrediction pred = estimate_host(m.schedule, rp.gpus, m.ranks, profile);
-  const auto sp = spans(m, rp.step_of, rp.steps);
-  std::vector<StepComparison> out;
-  for (const HostStep& st : pred.steps) {
-    const auto& s = sp[static_cast<std::size_t>(st.step)];
-    out.push_back({st.step, s.ops, s.bytes, st.time.value, s.end >= s.start ? s.end - s.start : 0.0});
-  }
-  std::int64_t bytes = 0;
-  for (const auto& o : m.schedule.ops) bytes += o.bytes.value;
-  out.push_back({-1, static_cast<std::int64_t>(m.schedule.ops.size()), bytes, pred.time.value, m.elapsed_s});
   if (terms) *terms = pred;
-  return out;
+  return compare_steps(m, rp, pred);
 }
 
 std::vector<StepComparison> compare_with_device_model(const Measurement& m, const DeviceProfile& profile,
@@ -170,17 +181,8 @@ std::vector<StepComparison> compare_with_device_model(const Measurement& m, cons
   const auto [sc, ts] = measured_plan(m);
   const RunPlan rp = make_run_plan(sc, ts, m.schedule);
   const DevicePrediction pred = estimate_device(m.schedule, profile);
-  const auto sp = spans(m, rp.step_of, rp.steps);
-  std::vector<StepComparison> out;
-  for (const DeviceStep& st : pred.steps) {
-    const auto& s = sp[static_cast<std::size_t>(st.step)];
-    out.push_back({st.step, s.ops, s.bytes, st.time.value, s.end >= s.start ? s.end - s.start : 0.0});
-  }
-  std::int64_t bytes = 0;
-  for (const auto& o : m.schedule.ops) bytes += o.bytes.value;
-  out.push_back({-1, static_cast<std::int64_t>(m.schedule.ops.size()), bytes, pred.time.value, m.elapsed_s});
   if (terms) *terms = pred;
-  return out;
+  return compare_steps(m, rp, pred);
 }
 
 std::vector<StagingComparison> compare_staging(const Measurement& m) {
