@@ -13,6 +13,27 @@ namespace {
 
 constexpr const char* kDeviceProfileKeys[] = {"profile", "machine", "call_time", "copy_rate", "call_time_source", "copy_rate_source"};
 
+// The CUDA calls and the bytes copied of one operation (calls(o), copied(o), device_cost.hpp).
+struct DeviceOpWork {
+  std::int64_t calls = 0;
+  Bytes copied;
+};
+
+DeviceOpWork device_op_work(const Schedule& s, const Op& op) {
+  std::int64_t hops = 0, forwarded = 0;
+  if (op.chain < 0) {
+    hops = op.src != op.dst ? 1 : 0;
+  } else {
+    for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) {
+      ++hops;
+      if (h.from != op.src) ++forwarded;
+    }
+  }
+  const std::int64_t chunk = std::max<std::int64_t>(1, stream_chunk(s, op).value);
+  const std::int64_t chunks = (op.bytes.value + chunk - 1) / chunk;
+  return {chunks * (3 + 6 * hops + forwarded), Bytes{op.bytes.value * (1 + 2 * hops)}};
+}
+
 }  // namespace
 
 bool DeviceProfile::is_device_profile(const std::filesystem::path& path) {
@@ -37,21 +58,6 @@ DeviceProfile DeviceProfile::load(const std::filesystem::path& path) {
   p.call_time_source = root.at("call_time_source").str();
   p.copy_rate_source = root.at("copy_rate_source").str();
   return p;
-}
-
-DeviceOpWork device_op_work(const Schedule& s, const Op& op) {
-  std::int64_t hops = 0, forwarded = 0;
-  if (op.chain < 0) {
-    hops = op.src != op.dst ? 1 : 0;
-  } else {
-    for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) {
-      ++hops;
-      if (h.from != op.src) ++forwarded;
-    }
-  }
-  const std::int64_t chunk = std::max<std::int64_t>(1, stream_chunk(s, op).value);
-  const std::int64_t chunks = (op.bytes.value + chunk - 1) / chunk;
-  return {chunks * (3 + 6 * hops + forwarded), Bytes{op.bytes.value * (1 + 2 * hops)}};
 }
 
 DevicePrediction estimate_device(const Schedule& s, const DeviceProfile& profile) {

@@ -79,13 +79,6 @@ struct DevicePrediction {
   Bytes copied;
 };
 
-// The CUDA calls and the bytes copied of one operation (calls(o), copied(o) above).
-struct DeviceOpWork {
-  std::int64_t calls = 0;
-  Bytes copied;
-};
-DeviceOpWork device_op_work(const Schedule& s, const Op& op);
-
 // The prediction for a cuda-backend run of `s` (above). Throws ScheduleError for an op list
 // op_problem refuses.
 DevicePrediction estimate_device(const Schedule& s, const DeviceProfile& profile);
