@@ -171,22 +171,10 @@ def worker(rank, world, port, plan_files, seeds, faults, queue, hide_extension):
 _port = [29500 + os.getpid() % 2000]
 
 
-def process_context(hide_extension):
-    """Where the extension must be absent, spawn: a fresh interpreter reads RESHARD_BUILD_DIR as set
-    here. Elsewhere a fork server that has imported torch already, so a process starts in
-    milliseconds instead of importing torch again (about 2 s of CPU each: 16 processes on 2 cores
-    spent 16 s in imports per launch)."""
-    if hide_extension:
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed"])
-    return ctx
-
-
 def run_world(world, plan_files, seeds=(0,), faults=None, hide_extension=False, timeout=240):
     """Runs `world` processes; returns {rank: (status, payload)} for those that reported."""
     _port[0] += 1
-    ctx = process_context(hide_extension)
+    ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     env_before = os.environ.get("RESHARD_BUILD_DIR")
     if hide_extension:
