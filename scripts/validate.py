@@ -23,8 +23,8 @@ or an explained row no longer misses, and when a row's prediction is not the one
 prints for it (to the digits printed there): the 35 % band would absorb a profile's prediction
 moving by 10 %, the published table does not. A change meant to move a prediction updates the
 table. It also fails when a system of the CSV has no profile and docs/limitations.md
-("Implementation profiles") does not name it with its reason. The shipped constants are the calibration subsets' fits (tests/test_calibrate.cpp,
-CalibrateShipped).
+("Implementation profiles") does not name it with its reason. The shipped constants are the
+calibration subsets' fits (tests/test_calibrate.cpp, CalibrateShipped).
 
     scripts/validate.py [--binary build/cli/reshard] [--csv params/published-refit.csv] [--json] [--check]
                         [--no-folds] [--plot docs/img/validation.png]
@@ -477,7 +477,6 @@ def systems_without_reason(systems, path=LIMITATIONS_DOC):
             elif section:
                 named.update(line.split("`")[1::2])
     return sorted(set(systems) - named)
-
 
 
 def documented_predictions(path=VALIDATION_DOC):
