@@ -238,8 +238,10 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
     return better(evaluate(a)->prediction, evaluate(b)->prediction, options.max_staging);
   });
   // The moves of a pass from `cur`, in order: the toggles first (balance, from relays, decides
-  // which chain length pays off), then the chain lengths, then the chunk sizes.
-  auto moves = [](const StrategyParams& cur) {
+  // which chain length pays off), then the chain lengths, then the chunk sizes where the profile
+  // prices what the engine issues per chunk (without that cost a larger chunk only adds fill).
+  const bool chunk_costs = cost.engine_call.value > 0;
+  auto moves = [chunk_costs](const StrategyParams& cur) {
     std::vector<StrategyParams> out(3, cur);
     out[0].relay_ingress = !cur.relay_ingress;
     out[1].relay_egress = !cur.relay_egress;
@@ -249,10 +251,11 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
         out.push_back(cur);
         out.back().max_chain = chain;
       }
-    for (std::int64_t chunk : kChunkSizes) {
-      out.push_back(cur);
-      out.back().chunk = Bytes{chunk};
-    }
+    if (chunk_costs)
+      for (std::int64_t chunk : kChunkSizes) {
+        out.push_back(cur);
+        out.back().chunk = Bytes{chunk};
+      }
     return out;
   };
   for (std::size_t s = 0; s < kDescents && s < starts.size(); ++s) {

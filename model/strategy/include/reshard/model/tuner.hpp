@@ -6,8 +6,9 @@
 //      the seeds, not counted against the budgets; taken in strategy order (stable), so `auto` is
 //      the same search whether compare passes its rows as seeds or plan and exec run it alone;
 //   2. coordinate descent from the best two: relay_ingress, relay_egress and rail_aligned_ingress
-//      toggled, then max_chain in {1, 2, 4, 8, 16, 64}, then the chunk in {512 KiB, 2, 8, 32 MiB}
-//      (larger chunks: fewer calls for the engine to issue, more staging and fill); a move is kept
+//      toggled, then max_chain in {1, 2, 4, 8, 16, 64}, then, where the profile prices the calls
+//      the engine issues per chunk (engine_call), the chunk in {512 KiB, 2, 8, 32 MiB} (fewer calls,
+//      more staging and fill); a move is kept
 //      when it beats the current point (a lower estimate, or an equal one with fewer operations);
 //      passes repeat, at most three, until one moves nothing.
 //   3. the `confirm` judge (if given) re-scores the best `confirm_top` candidates; the estimate's
