@@ -20,26 +20,13 @@ nlohmann::json box_json(const Box& b) {
   return j;
 }
 
-// Copy runs as strided groups: consecutive runs between the same two regions, of one length, at
-// constant strides on both sides, are one [src, dst, src offset, dst offset, bytes, count, src
-// stride, dst stride] (a box's rows in its shard); a lone run stays [src, dst, src offset, dst
-// offset, bytes]. A program's size grows with its boxes, not with their rows.
-nlohmann::json runs_json(const std::vector<CopyRun>& runs) {
+// Copy runs as the plan file writes them: [src, dst, src offset, dst offset, bytes], or with
+// [..., count, src stride, dst stride] for a group of more than one (StridedRuns).
+nlohmann::json runs_json(StridedRuns& runs) {
   nlohmann::json j = nlohmann::json::array();
-  for (std::size_t i = 0; i < runs.size();) {
-    const CopyRun& c = runs[i];
-    std::size_t k = i + 1;
-    std::int64_t ss = 0, ds = 0;
-    if (k < runs.size() && runs[k].src == c.src && runs[k].dst == c.dst && runs[k].bytes == c.bytes) {
-      ss = runs[k].src_offset - c.src_offset;
-      ds = runs[k].dst_offset - c.dst_offset;
-      while (k < runs.size() && runs[k].src == c.src && runs[k].dst == c.dst && runs[k].bytes == c.bytes &&
-             runs[k].src_offset - runs[k - 1].src_offset == ss && runs[k].dst_offset - runs[k - 1].dst_offset == ds)
-        ++k;
-    }
-    if (k - i == 1) j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes});
-    else j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes, k - i, ss, ds});
-    i = k;
+  for (const StridedRun& c : runs.groups()) {
+    if (c.count == 1) j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes});
+    else j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes, c.count, c.src_stride, c.dst_stride});
   }
   return j;
 }
@@ -136,7 +123,7 @@ nlohmann::json rank_json(const RunPlan& plan, std::size_t index) {
   Rank destination_rank = -1;
   for (Rank r = 0; r < sc.destination.world_size() && destination_rank < 0; ++r)
     if (sc.destination.gpu_of(r) == g) destination_rank = r;
-  const GpuProgram prog = build_program(plan, g);
+  StridedProgram prog = build_strided_program(plan, g);
   nlohmann::json r;
   r["gpu"] = g;
   if (destination_rank >= 0 && !sc.destination.expert_slots(destination_rank).empty())
@@ -147,7 +134,7 @@ nlohmann::json rank_json(const RunPlan& plan, std::size_t index) {
   r["local"] = runs_json(prog.local);
   for (const char* list : {"sends", "receives"}) {
     auto& out = r[list] = nlohmann::json::array();
-    for (const OpStream& t : std::string(list) == "sends" ? prog.sends : prog.receives) {
+    for (auto& t : std::string(list) == "sends" ? prog.sends : prog.receives) {
       nlohmann::json children = nlohmann::json::array();
       for (GpuId c : t.children) children.push_back(rank_of(c));
       out.push_back({{"op", t.op},
