@@ -1,6 +1,7 @@
 #include "reshard/exec/plan_file.hpp"
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -150,11 +151,28 @@ nlohmann::json rank_json(const RunPlan& plan, std::size_t index) {
                      {"copies", runs_json(t.copies)}});
     }
   }
+  // Each piece's weight in the run's digest checksum: its first holder (the lowest rank) -(H + N - 1),
+  // every other holder and every needer +1, so that a piece's weights add up to 0 (H holders, N
+  // needers, counted as GPUs: one entry per GPU and side).
+  auto gpus_of = [&](const ShardMap& m, std::int32_t tensor, std::int32_t shard) {
+    std::vector<GpuId> out;
+    m.rank_set(m.shards(tensor)[static_cast<std::size_t>(shard)].ranks).for_each([&](Rank k) { out.push_back(m.gpu_of(k)); });
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  };
+  auto weight = [&](std::int32_t p, bool source) -> std::int64_t {
+    const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
+    const auto holders = gpus_of(sc.source, pc.tensor, plan.piece_source_shard[static_cast<std::size_t>(p)]);
+    if (!source || holders.front() != g) return 1;
+    const auto needers = gpus_of(sc.destination, pc.tensor, plan.piece_destination_shard[static_cast<std::size_t>(p)]);
+    return -static_cast<std::int64_t>(holders.size() + needers.size() - 1);
+  };
   auto& pieces = r["pieces"] = nlohmann::json::array();
   for (int side = 0; side < 2; ++side)
     for (const auto& [p, region] : side == 0 ? prog.source_pieces : prog.destination_pieces)
       pieces.push_back({p, side == 0 ? "source" : "destination", region,
-                        box_json(ts.pieces[static_cast<std::size_t>(p)].box)});
+                        box_json(ts.pieces[static_cast<std::size_t>(p)].box), weight(p, side == 0)});
   return r;
 }
 
