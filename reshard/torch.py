@@ -1371,7 +1371,7 @@ class Refit:
     def _verify(self, runs, comm, watch, timeout, source_digests):
         """Every piece's digest where it is held and where it is needed, checked across the group.
         Each digest is of the caller's tensor (the source as given, the destination as written),
-        never of a staged copy: the digest of exec's piece_digest (_digest), computed with tensor
+        never of a staged copy: the digest of exec's piece_digest (_digests), computed with tensor
         operations on the tensors' device. One sum over the group checks them all: each piece's
         digests weighted by the plan's piece weights (which add up to 0 per piece) and a mix of the
         piece's id, and for each weight in `source_digests` its first holders' position digests
