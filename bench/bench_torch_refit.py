@@ -13,8 +13,10 @@ each after a warm-up:
       contiguously must be gathered and scattered by any transfer);
   (c) the same messages without packing or unpacking: the transfer alone.
 Each timed from a barrier to the slowest rank's end. Prints the medians and a / b, a / c
-(docs/performance.md, "reshard.torch"). With --verify, (a) verifies every piece's digest and the
-table is its cost: verify_seconds against the transfer's seconds (rank 0's stats, medians).
+(docs/performance.md, "reshard.torch"). With --verify, the rounds alternate (a) with digest
+verification and without, and the table is verification's cost: the verified refit's wall time over
+the unverified one's (slowest rank, medians), and rank 0's verify_seconds against its transfer's
+seconds (medians).
 """
 import argparse
 import os
@@ -119,8 +121,21 @@ def worker(rank, world, port, plan_file, rounds, queue, verify):
     stats = []
 
     def engine():
-        stats.append(refit.run(sources=sources, destinations=destinations, verify="digest" if verify else "none"))
+        refit.run(sources=sources, destinations=destinations, verify="none")
 
+    def verified():
+        stats.append(refit.run(sources=sources, destinations=destinations, verify="digest"))
+
+    if verify:  # (a) verified against (a) unverified
+        timed(verified), timed(engine)  # warm-up
+        a, b = [], []
+        for _ in range(rounds):
+            a.append(timed(verified))
+            b.append(timed(engine))
+        if rank == 0:
+            queue.put((a, b, None, stats[1:]))
+        dist.destroy_process_group()
+        return
     timed(engine), timed(baseline), timed(transfer_only)  # warm-up
     a, b, c = [], [], []
     for _ in range(rounds):
@@ -128,7 +143,7 @@ def worker(rank, world, port, plan_file, rounds, queue, verify):
         b.append(timed(baseline))
         c.append(timed(transfer_only))
     if rank == 0:
-        queue.put((a, b, c, stats[2:]))  # the timed runs' stats (after the warm-up's)
+        queue.put((a, b, c, stats))
     dist.destroy_process_group()
 
 
@@ -139,14 +154,14 @@ def main():
                                                  "small-gqa-megatron-vllm:auto", "small-dtensor-uneven:auto",
                                                  "small-gqa-megatron-tp8:auto"])
     ap.add_argument("--verify", action="store_true",
-                    help="run (a) with digest verification and report its cost: verify_seconds against the "
-                         "transfer's seconds (Refit.run's stats, rank 0, medians)")
+                    help="alternate (a) with and without digest verification and report its cost: the verified "
+                         "refit's wall time over the unverified one's, and rank 0's verify_seconds")
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="reshard_bench_"))
     if args.verify:
-        print("| scenario | strategy | processes | transfer (stats seconds) | digest verification (verify_seconds) "
-              "| verification / transfer |")
-        print("|---|---|---:|---:|---:|---:|")
+        print("| scenario | strategy | processes | Refit.run, verify=\"none\" | Refit.run, verify=\"digest\" "
+              "| verification's cost | rank 0: transfer (`seconds`) | rank 0: `verify_seconds` |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
     else:
         print("| scenario | strategy | processes | messages of rank 0 | Refit.run (a) | one message per pair, packed (b) "
               "| the same, transfer only (c) | a / b | a / c |")
@@ -168,10 +183,11 @@ def main():
         for p in procs:
             p.join()
         if args.verify:
+            mv, mu = statistics.median(a), statistics.median(b)
             mt = statistics.median(st["seconds"] for st in stats)
-            mv = statistics.median(st["verify_seconds"] for st in stats)
-            print(f"| {scenario} | {refit.strategy} | {refit.world_size} | {mt * 1e3:.2f} ms | {mv * 1e3:.2f} ms | "
-                  f"{mv / mt:.2f} |", flush=True)
+            ms = statistics.median(st["verify_seconds"] for st in stats)
+            print(f"| {scenario} | {refit.strategy} | {refit.world_size} | {mu * 1e3:.2f} ms | {mv * 1e3:.2f} ms | "
+                  f"{(mv / mu - 1) * 100:+.0f} % | {mt * 1e3:.2f} ms | {ms * 1e3:.2f} ms |", flush=True)
             continue
         ma, mb, mc = statistics.median(a), statistics.median(b), statistics.median(c)
         print(f"| {scenario} | {refit.strategy} | {refit.world_size} | {stats[-1]['messages']} | {ma * 1e3:.2f} ms | "

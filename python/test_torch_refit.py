@@ -1,7 +1,8 @@
 """reshard.torch over torch.distributed's gloo on CPU processes: every strategy on small-moe-ep and
 `auto` on the other small scenarios, byte-exact against an independent slicing of full tensors made
 here; three refits in a row on one Refit; the plan-file runner with the extension absent; a peer
-that dies mid-run named within the timeout; a flipped byte caught by the digests, naming the piece.
+that dies mid-run named within the timeout; a flipped byte caught by the digests, naming the piece;
+a source slice misplaced where no replica exists, named through the trainer's weight digests.
 
     python3 python/test_torch_refit.py            (ctest: torch_refit, label python)
 """
@@ -19,7 +20,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-from reshard.torch import PyNcclGroup, Refit, RefitError, TorchGroup  # noqa: E402
+from reshard.torch import PyNcclGroup, Refit, RefitError, TorchGroup, tensor_digest  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -139,15 +140,20 @@ def worker(rank, world, port, plan_files, seeds, faults, queue, hide_extension):
                     for n, boxes in refit.source_boxes(r).items():
                         for b, t in zip(boxes, sources[r][n]):
                             t.copy_(slice_box(ref(n), b))
+                    if faults.get("misplace") == r:  # test-only: one source tensor holds another box's slice
+                        n, i, other = misplaced_box(refit, r)
+                        sources[r][n][i].copy_(slice_box(ref(n), other))
                     for ts in destinations[r].values():
                         for t in ts:
                             t.zero_()
+                # test-only: the trainer's digests of its whole weights ({"source_digests": True})
+                digests = {n: tensor_digest(ref(n)) for n in tensors} if faults.get("source_digests") else None
                 if len(mine) == 1:
                     stats = refit.run(comm=comm, sources=sources[mine[0]], destinations=destinations[mine[0]],
-                                      timeout=faults.get("timeout", 20), _faults=faults)
+                                      timeout=faults.get("timeout", 20), source_digests=digests, _faults=faults)
                 else:
                     stats = refit.run(comm=comm, sources=sources, destinations=destinations, timeout=faults.get("timeout", 20),
-                                      _faults=faults)
+                                      source_digests=digests, _faults=faults)
                 wrong = 0
                 for r in mine:
                     for n, boxes in refit.destination_boxes(r).items():
@@ -166,6 +172,20 @@ def worker(rank, world, port, plan_files, seeds, faults, queue, hide_extension):
                 dist.destroy_process_group()
             except Exception:  # noqa: BLE001
                 pass
+
+
+def misplaced_box(refit, rank):
+    """(name, index, box): rank's first source box (in name order) that has a box of the same shape
+    beside it along some dimension, and that neighbour -- another rank's slice in a sharded weight."""
+    for name, boxes in sorted(refit.source_boxes(rank).items()):
+        shape = refit.tensors[name][0]
+        for i, box in enumerate(boxes):
+            for d, (lo, hi) in enumerate(box):
+                n = hi - lo
+                at = lo + n if hi + n <= shape[d] else lo - n
+                if n < shape[d] and at >= 0:
+                    return name, i, [(at, at + n) if k == d else b for k, b in enumerate(box)]
+    raise AssertionError(f"rank {rank} holds no sharded weight")
 
 
 _port = [29500 + os.getpid() % 2000]
@@ -399,8 +419,9 @@ class TorchRefit(unittest.TestCase):
 
     def test_the_digest_is_execs(self):
         # reshard.torch's vectorised digest gives exec's piece digest (exec/verify.hpp) on any
-        # length and alignment: hand-worked, then against the extension on random bytes.
-        from reshard.torch import _digest
+        # length and alignment: hand-worked, then against the extension on random bytes, one at a
+        # time and all in one batch (_digests: the pieces end to end in one matrix).
+        from reshard.torch import _digest, _digests
         # 9 bytes 01 00 .. 00 | 02: w0 = 1, w1 = 2 -> 9 + 1*1 + 2*3 = 16.
         self.assertEqual(_digest(torch.tensor([1, 0, 0, 0, 0, 0, 0, 0, 2], dtype=torch.uint8)), 16)
         self.assertEqual(_digest(torch.zeros(0, dtype=torch.uint8)), 0)
@@ -408,9 +429,12 @@ class TorchRefit(unittest.TestCase):
         if reshard._reshard is None:
             self.skipTest("the extension is not built")
         g = torch.Generator().manual_seed(7)
-        for n in (1, 7, 8, 9, 4095, 4096 * 8 + 3, 1 << 20):
+        pieces = []
+        for n in (1, 7, 8, 9, 0, 2047, 2048, 2049, 4095, 4096 * 8 + 3, 1 << 20):
             data = torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g)
             self.assertEqual(_digest(data), reshard._reshard._piece_digest(bytes(data.numpy())), n)
+            pieces.append(data)
+        self.assertEqual(_digests(pieces, {}), [reshard._reshard._piece_digest(bytes(d.numpy())) for d in pieces])
 
     def test_a_process_builds_only_its_ranks_programs(self):
         # Refit(..., ranks=[r]) asks the extension for rank r's program alone (the plan file's other
@@ -443,6 +467,112 @@ class TorchRefit(unittest.TestCase):
         self.assertTrue(boxes)
         name, (box,) = next(iter(boxes.items()))
         self.assertEqual(len(box), len(plan.tensors[name][0]))
+
+
+def position_digest(tensor, box, shape):
+    """tensor_digest written out element by element (an independent re-implementation): sum of the
+    element's bits times splitmix64's finaliser (made odd) of its row-major index in the weight."""
+    import itertools
+    mask = (1 << 64) - 1
+
+    def mix(x):
+        x = (x * 0x9E3779B97F4A7C15) & mask
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+        return (x ^ (x >> 31)) | 1
+
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    es = tensor.element_size()
+    raw = bytes(tensor.contiguous().view(-1).view(torch.uint8).tolist())
+    total = 0
+    for k, idx in enumerate(itertools.product(*[range(lo, hi) for lo, hi in box])):
+        g = sum(i * s for i, s in zip(idx, strides))
+        total += int.from_bytes(raw[k * es:(k + 1) * es], "little") * mix(g)
+    return total & mask
+
+
+class Digests(unittest.TestCase):
+    """What verification reads, and the trainer's whole-weight digests (tensor_digest) against the
+    refit's source boxes."""
+
+    def test_verification_reads_each_piece_where_it_lies(self):
+        # A piece read as a byte range of its region (no copy) is exactly its box's elements: on every
+        # rank of five small scenarios, the range of a tensor numbered element by element equals the
+        # box sliced out of it.
+        import reshard
+        if reshard._reshard is None:
+            self.skipTest("the extension is not built")
+        ranges = 0
+        for scenario in ("small-gqa-megatron-vllm", "small-moe-ep", "small-dtensor-uneven", "small-gqa-megatron-tp8",
+                         "small-qwen3-next"):
+            refit = Refit(str(ROOT / "scenarios" / f"{scenario}.yaml"), strategy="auto")
+            p = refit._plan
+            for r in range(refit.world_size):
+                regions = p["ranks"][r]["regions"]
+                for piece, side, region, where, span, box, weight, factor in refit._verify_entries(r):
+                    if span is None:
+                        continue
+                    shape = [hi - lo for lo, hi in regions[region]["box"]]
+                    size = p["tensors"][regions[region]["tensor"]]["element_size"]
+                    numbered = torch.arange(size * int(torch.tensor(shape).prod()), dtype=torch.int64).view(*shape, size)
+                    self.assertTrue(torch.equal(numbered.reshape(-1)[span[0]:span[1]], numbered[where].reshape(-1)),
+                                    f"{scenario} rank {r} piece {piece} box {box} in {regions[region]['box']}")
+                    ranges += 1
+        self.assertGreater(ranges, 1000)
+
+    def test_box_digests_add_up_to_the_weights(self):
+        # Against the element-by-element re-implementation, on each dtype's size and on boxes of a
+        # 3-D weight; the boxes of a tiling add up (mod 2^64) to the whole weight's digest, and a
+        # box's bytes at its neighbour's box do not.
+        g = torch.Generator().manual_seed(48)
+        full = torch.randn((6, 5, 7), generator=g)
+        mask = (1 << 64) - 1
+        for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64, torch.uint8):
+            w = full.to(dtype) if dtype != torch.uint8 else torch.randint(0, 256, (6, 5, 7), dtype=dtype, generator=g)
+            self.assertEqual(tensor_digest(w), position_digest(w, [(0, 6), (0, 5), (0, 7)], [6, 5, 7]), dtype)
+            box = [(1, 4), (0, 5), (2, 6)]
+            part = w[1:4, :, 2:6]
+            self.assertEqual(tensor_digest(part, box, [6, 5, 7]), position_digest(part, box, [6, 5, 7]), dtype)
+            tiles = [[(0, 3), (0, 5), (0, 7)], [(3, 6), (0, 5), (0, 4)], [(3, 6), (0, 5), (4, 7)]]
+            parts = [w[tuple(slice(lo, hi) for lo, hi in b)] for b in tiles]
+            self.assertEqual(sum(tensor_digest(p, b, [6, 5, 7]) for p, b in zip(parts, tiles)) & mask, tensor_digest(w))
+            halves = [[(0, 3), (0, 5), (0, 7)], [(3, 6), (0, 5), (0, 7)]]
+            swapped = tensor_digest(w[3:], halves[0], [6, 5, 7]) + tensor_digest(w[:3], halves[1], [6, 5, 7])
+            self.assertNotEqual(swapped & mask, tensor_digest(w), dtype)
+        self.assertEqual(tensor_digest(torch.tensor(2.5)), position_digest(torch.tensor([2.5]), [(0, 1)], [1]))
+
+    def test_a_misplaced_source_slice_without_a_replica_is_named(self):
+        # small-gqa-megatron-tp8 trains with TP 8 and no data parallelism: no source box has a replica.
+        # Rank 2's first sharded weight holds its neighbour's slice: its pieces' digests agree with
+        # what the needers receive, so only the trainer's weight digests can tell; every rank names the
+        # weight and the two boxes that hold the same bytes.
+        tmp = Path(tempfile.mkdtemp())
+        plan = make_plan(tmp, "small-gqa-megatron-tp8", "direct")
+        refit = Refit.load(plan)
+        from reshard.torch import _box
+        name, i, other = misplaced_box(refit, 2)
+        mine = refit.source_boxes(2)[name][i]
+        out = run_world(refit.world_size, [plan], faults={"misplace": 2, "source_digests": True})
+        self.assertEqual(len(out), refit.world_size, out)
+        for rank, (status, payload) in out.items():
+            self.assertEqual(status, "RefitError", f"rank {rank}: {payload}")
+            message = payload[0]
+            self.assertIn(f"the sources of '{name}' do not add up to its source digest", message, f"rank {rank}")
+            self.assertIn(f"rank 2's box {_box(mine)}", message, f"rank {rank}")
+            self.assertIn(f"'s box {_box(other)}", message, f"rank {rank}")  # the neighbour's, whose bytes rank 2 holds
+            self.assertIn("hold the same bytes", message, f"rank {rank}")
+
+    def test_the_right_slices_pass_with_the_source_digests(self):
+        tmp = Path(tempfile.mkdtemp())
+        plan = make_plan(tmp, "small-gqa-megatron-tp8", "direct")
+        out = run_world(Refit.load(plan).world_size, [plan], seeds=(1, 2), faults={"source_digests": True})
+        for rank, (status, payload) in out.items():
+            self.assertEqual(status, "ok", f"rank {rank}: {payload}")
+            for _, seed, wrong, stats in payload:
+                self.assertEqual(wrong, 0)
+                self.assertTrue(stats["verified"])
 
 
 if __name__ == "__main__":

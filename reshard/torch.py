@@ -590,8 +590,48 @@ class _Watch:
         try:
             ticket = self.store.add(f"{self.prefix}/failures", 1)
             self.store.set(f"{self.prefix}/failure/{ticket}", message)
+            self.store.set(f"{self.prefix}/total", "failed")  # wakes the ranks waiting in total()
         except Exception:  # noqa: BLE001 - the store's host may be what failed
             pass
+
+    def total(self, comm, value, timeout):
+        """The sum, mod 2^64, of every process's `value` (once per run): through the store where there
+        is one -- each process adds its value's two 32-bit halves, counting itself in with the second
+        (2 additions), the last one in writes the sum, the others wait for it and read it, and a failure
+        any rank posts (post()) wakes them at once; the run's three keys stay (as its failure count
+        does) -- else the communicator's all_gather_object."""
+        value &= _MASK64
+        if self.store is None:
+            return sum(comm.all_gather_object(value)) & _MASK64
+        key = f"{self.prefix}/total"
+        try:
+            # The high half first; the low half (under 2^32) with the count above bit 40: once the count
+            # is every process, every high half is in.
+            self.store.add(f"{key}/hi", value >> 32)
+            arrived = self.store.add(f"{key}/lo", (value & 0xFFFFFFFF) + (1 << 40))
+            if arrived >> 40 == comm.size:
+                total = ((arrived & ((1 << 40) - 1)) + (self.store.add(f"{key}/hi", 0) << 32)) & _MASK64
+                self.store.set(key, str(total))
+            if hasattr(self.store, "wait"):
+                self.store.wait([key], _dt.timedelta(seconds=timeout))
+            else:  # a store without wait: polled
+                deadline = _time.monotonic() + timeout
+                while not self.store.check([key]):
+                    if _time.monotonic() > deadline:
+                        raise RuntimeError("timeout")
+                    _time.sleep(self.CHECK_SECONDS / 4)
+            answer = self.store.get(key).decode()
+        except RuntimeError:  # the wait's timeout
+            self.check(force=True)
+            arrived = self.store.add(f"{key}/lo", 0) >> 40
+            message = (f"rank {self.me}: {comm.size - arrived} of the {comm.size} processes did not send their "
+                       f"digests within {timeout:g} s")
+            self.post(message)
+            raise RefitError(message, self.me) from None
+        if answer == "failed":
+            self.check(force=True)
+            raise RefitError(f"rank {self.me}: a failure was posted but not found in the store", self.me)
+        return int(answer)
 
     def exchange(self, comm, name, obj, timeout):
         """Every process's `obj`, in process order: through the store where there is one, waiting
@@ -938,6 +978,8 @@ class Refit:
         self._arenas = {}  # rank -> its staging arena, kept between runs
         self._checked = {}  # (communicator, its rank map, this process) -> [run id of its plan check, runs since]
         self._undrained = None  # a failed step and its actions not issued: drained once the failure is posted
+        self._verify_cache = {}  # rank -> its pieces as verification reads them (_verify_entries)
+        self._scratch = {}  # device -> the digests' matrix memory (_digests), kept between runs
         self._bound = {}   # (rank, region) -> (tensor, its place, its flat byte view, staged): the last run's
 
     # ---- the plan
@@ -948,9 +990,11 @@ class Refit:
         return cls(plan=_plan_from_file(path))
 
     def release(self):
-        """Gives back the staging memory the runs keep between them (the next run takes it again)."""
+        """Gives back the staging and verification memory the runs keep between them (the next run
+        takes it again)."""
         self._arenas.clear()
         self._bound.clear()
+        self._scratch.clear()
 
     def save(self, path):
         """Writes the plan file (format FORMAT), for a machine without the extension."""
@@ -1110,7 +1154,7 @@ class Refit:
         return self._wave
 
     def run(self, group=None, sources=None, destinations=None, *, comm=None, rank_map=None, timeout=60.0, verify="digest",
-            _faults=None):
+            source_digests=None, _faults=None):
         """Moves the sources' bytes into the destinations. Collective: every process of the
         communicator calls it -- `comm` (TorchGroup, PyNcclGroup, or an object of their shape), else
         TorchGroup(group, rank_map) over `group` (default: the world). A process runs the plan's
@@ -1119,8 +1163,14 @@ class Refit:
         or [tensor, ...] in the order of its boxes}), several otherwise (then {plan rank: {HF name:
         ...}}); bytes between two plan ranks of one process are copied, the others travel through
         the communicator. Each tensor has its box's shape and the plan's dtype (views of a
-        framework's parameters allowed). `verify`: "digest" (every piece's 64-bit digest at its
-        holder and at every needer, of the caller's tensors, compared across the group) or "none".
+        framework's parameters allowed). `verify`: "digest" (every piece's 64-bit digest at each of
+        its holders and needers, of the caller's tensors, checked across the group by one weighted
+        sum; where it fails, the digests are exchanged to name the piece) or "none".
+        `source_digests`: {HF name: tensor_digest of the whole weight} as the trainer knows it (the
+        same on every process): with verify="digest", each weight's source boxes are checked against
+        it, which catches a source tensor holding another box's slice where no replica could (the
+        pieces' digests agree with each other then); a failure names the weight and, where two
+        boxes hold the same bytes, the ranks and boxes.
 
         Every rank learns of a failure on any rank: the run begins by checking that every process
         runs the same plan (a different one is named at once); a rank that fails (an error of its
@@ -1164,7 +1214,8 @@ class Refit:
                 if extra:
                     raise RefitError(f"process {me} of {size} runs the plan's ranks {local}; {what} names {extra}", me)
         try:
-            return self._run(comm, watch, local, sources, destinations, timeout, verify, _faults or {})
+            return self._run(comm, watch, local, sources, destinations, timeout, verify, source_digests or {},
+                             _faults or {})
         except RefitError as e:
             watch.post(str(e) if str(e).startswith("rank ") else f"rank {e.rank if e.rank >= 0 else local[0]}: {e}")
             self._drain()
@@ -1212,7 +1263,7 @@ class Refit:
             raise RefitError(f"the processes run plan ranks {ran}, not each of 0..{self.world_size - 1} once", comm.rank)
         return everyone[0][2]
 
-    def _run(self, comm, watch, local, sources, destinations, timeout, verify, faults):
+    def _run(self, comm, watch, local, sources, destinations, timeout, verify, source_digests, faults):
         # Check-only: bytes between two ranks of this process through the communicator too (a send
         # to itself: NCCL at world size 1 on one GPU), not copied.
         self_send = bool(faults.get("self_send"))
@@ -1246,7 +1297,7 @@ class Refit:
         stats["verified"] = False
         t1 = _time.perf_counter()
         if verify == "digest":
-            self._verify(runs, comm, watch, timeout)
+            self._verify(runs, comm, watch, timeout, source_digests)
             stats["verified"] = True
         stats["verify_seconds"] = _time.perf_counter() - t1
         return stats
@@ -1317,62 +1368,290 @@ class Refit:
                 raise RefitError(f"rank {rank}: {kind} tensors this rank does not hold in the plan: {sorted(extra)[:5]}", rank)
         return views, write_back, device
 
-    def _verify(self, runs, comm, watch, timeout):
-        """Every piece's digest where it is held and where it is needed, compared across the group.
+    def _verify(self, runs, comm, watch, timeout, source_digests):
+        """Every piece's digest where it is held and where it is needed, checked across the group.
         Each digest is of the caller's tensor (the source as given, the destination as written),
-        never of a staged copy: the digest of exec's piece_digest (_digest), computed with tensor
-        operations on the tensors' device."""
+        never of a staged copy: the digest of exec's piece_digest (_digests), computed with tensor
+        operations on the tensors' device. One sum over the group checks them all: each piece's
+        digests weighted by the plan's piece weights (which add up to 0 per piece) and a mix of the
+        piece's id, and for each weight in `source_digests` its first holders' position digests
+        (tensor_digest) less the trainer's, at the holder of the weight's first element. A sum of 0
+        passes; any other sends every digest to every process (watch.exchange), which names what
+        differs. A plan without weights (older files) is always checked that way."""
         p = self._plan
+        entries, parts, check = [], [], 0
+        for r in runs:
+            for piece, side, region, where, span, box, weight, factor in self._verify_entries(r):
+                tensor, _, flat, staged = self._bound[(r, region)]
+                if box is None:  # an older plan without boxes: the piece's byte runs in the bound view
+                    v = runs[r].views[region]
+                    data = torch.cat([v[off:off + n] for off, n in where]) if where else v[:0]
+                elif span is not None and not staged:  # a byte range of the caller's tensor itself
+                    data = flat[span[0]:span[1]]
+                else:  # the piece's part of the caller's tensor
+                    data = tensor[where].contiguous().reshape(-1).view(torch.uint8)
+                entries.append((r, piece, side, region, weight, factor, where, box))
+                parts.append(data)
+        weighted = all(e[4] is not None for e in entries)
         mine = []
-        for r, run in runs.items():
-            regions = p["ranks"][r]["regions"]
-            for entry in p["ranks"][r]["pieces"]:
-                piece, side, region = int(entry[0]), entry[1], int(entry[2])
-                tensor = self._bound[(r, region)][0]
-                box = entry[3] if len(entry) == 4 and p["format"] == FORMAT else entry[4] if len(entry) > 4 else None
-                if box is not None:  # the piece's box: its part of the caller's tensor
-                    lo = [d[0] for d in regions[region]["box"]]
-                    part = tensor[tuple(slice(a - o, b - o) for (a, b), o in zip(box, lo))]
-                    data = part.contiguous().reshape(-1).view(torch.uint8)
-                else:  # an older plan without boxes: the piece's byte runs in the bound view
-                    v = run.views[region]
-                    data = torch.cat([v[off:off + n] for off, n in entry[3]]) if entry[3] else v[:0]
-                mine.append((r, piece, side, region, _digest(data)))
-        entries = [e for part in watch.exchange(comm, "digests", mine, timeout) for e in part]
-        held, wrong = {}, None
-        for r, piece, side, region, digest in sorted(entries):
-            if side == "source":
-                held.setdefault(piece, (digest, r))
-        for r, piece, side, region, digest in sorted(entries):
-            if side != "destination" or piece not in held or held[piece][0] == digest:
-                continue
-            reg = p["ranks"][r]["regions"][region]
-            wrong = (f"verification failed: piece {piece} of '{p['tensors'][reg['tensor']]['name']}' in the "
-                     f"destination box {_box(reg['box'])} at rank {r} (GPU {p['gpus'][r]}) has digest {digest:016x}, "
-                     f"its holder rank {held[piece][1]} has {held[piece][0]:016x}", r)
-            break
+        for (r, piece, side, region, weight, factor, where, box), digest in zip(entries, _digests(parts, self._scratch)):
+            position = None
+            if weighted:
+                check += factor * digest
+                index = p["ranks"][r]["regions"][region]["tensor"]
+                name = p["tensors"][index]["name"]
+                if side == "source" and weight < 0 and name in source_digests:  # its first holder
+                    position = tensor_digest(self._bound[(r, region)][0][where], box, p["tensors"][index]["shape"])
+                    check += _mix64(~index) * position
+                    if all(d[0] == 0 for d in box):  # the weight's first element: the trainer's digest
+                        check -= _mix64(~index) * int(source_digests[name])
+            mine.append((r, piece, side, region, digest, weight, position))
+        if weighted and watch.total(comm, check, timeout) == 0:
+            return
+        # Something differs (or the plan has no weights): every digest to every process, to name it.
+        # The source regions' whole-box digests, for the weights in source_digests: which box's bytes
+        # a misplaced one holds.
+        listed = [(r, i) for r in runs for i, reg in enumerate(p["ranks"][r]["regions"])
+                  if reg["kind"] == "source" and p["tensors"][reg["tensor"]]["name"] in source_digests]
+        sourced = dict(zip(listed, _digests([runs[r].views[i] for r, i in listed])))
+        everyone = watch.exchange(comm, "digests", (mine, sourced, dict(source_digests)), timeout)
+        wrong = self._what_differs(everyone)
+        if wrong is None and weighted:
+            wrong = (f"verification failed: the run's digest sum is not 0, and no single piece differs (the processes "
+                     f"were given different source_digests?)", -1)
         if wrong:
             raise RefitError(wrong[0], wrong[1], wrong[1])
 
+    def _verify_entries(self, rank):
+        """Rank's pieces as verification reads them, parsed once per rank: (piece, side, region,
+        where -- the slices of the region's tensor the piece is, or an older plan's byte runs --,
+        span -- its byte range in the region where it is one, else None --, box, weight in the digest
+        sum (None: an older plan), weight x _mix64(piece))."""
+        cached = self._verify_cache.get(rank)
+        if cached is not None:
+            return cached
+        p = self._plan
+        regions = p["ranks"][rank]["regions"]
+        out = []
+        for entry in p["ranks"][rank]["pieces"]:
+            piece, side, region = int(entry[0]), entry[1], int(entry[2])
+            if p["format"] == FORMAT:
+                box, weight = entry[3], (int(entry[4]) if len(entry) > 4 else None)
+            else:  # plan-1: [piece, side, region, runs] or [..., box]
+                box, weight = (entry[4] if len(entry) > 4 else None), None
+            span = None
+            if box is None:
+                where = entry[3]
+            else:
+                whole = regions[region]["box"]
+                where = tuple(slice(a - o[0], b - o[0]) for (a, b), o in zip(box, whole))
+                # A box that is its region's whole extent after its last partial dimension and one
+                # element wide before it is one byte range of the region: read there, without a copy.
+                partial = [d for d, ((a, b), o) in enumerate(zip(box, whole)) if (a, b) != tuple(o)]
+                if not partial or all(box[d][1] - box[d][0] == 1 for d in range(partial[-1])):
+                    size = p["tensors"][regions[region]["tensor"]]["element_size"]
+                    start, inner = 0, size
+                    for d in range(len(box) - 1, -1, -1):
+                        start += (box[d][0] - whole[d][0]) * inner
+                        inner *= whole[d][1] - whole[d][0]
+                    n = size
+                    for a, b in box:
+                        n *= b - a
+                    span = (start, start + n)
+            out.append((piece, side, region, where, span, box, weight,
+                        None if weight is None else weight * _mix64(piece)))
+        self._verify_cache[rank] = out
+        return out
 
-# Words per row of the digest's sum (below): the index of word (r, c) is r * _DIGEST_ROW + c.
-_DIGEST_ROW = 4096
-_MASK64 = (1 << 64) - 1
+    def _what_differs(self, everyone):
+        """(message, rank) for the first piece whose digests differ, or the first weight whose source
+        boxes do not add up to its source digest, from every process's (entries, source region
+        digests, source_digests); None if nothing does."""
+        p = self._plan
+        entries = sorted(e for part in everyone for e in part[0])
+
+        def where(r, region):
+            reg = p["ranks"][r]["regions"][region]
+            return f"'{p['tensors'][reg['tensor']]['name']}' in the {reg['kind']} box {_box(reg['box'])} at rank {r} (GPU {p['gpus'][r]})"
+
+        held = {}  # piece -> (digest, rank) of its first holder (the lowest rank)
+        for r, piece, side, region, digest, weight, _ in entries:
+            if side == "source":
+                held.setdefault(piece, (digest, r))
+        for r, piece, side, region, digest, weight, _ in entries:
+            if piece in held and held[piece][0] != digest and (side == "destination" or r != held[piece][1]):
+                return (f"verification failed: piece {piece} of {where(r, region)} has digest {digest:016x}, its "
+                        f"holder rank {held[piece][1]} has {held[piece][0]:016x}", r)
+        expected = {}
+        for part in everyone:
+            for name, d in part[2].items():
+                if expected.setdefault(name, int(d)) != int(d):
+                    return f"verification failed: the processes were given different source_digests for '{name}'", -1
+        totals = {}
+        for r, piece, side, region, digest, weight, position in entries:
+            if position is not None:
+                name = p["tensors"][p["ranks"][r]["regions"][region]["tensor"]]["name"]
+                totals[name] = (totals.get(name, 0) + position) & _MASK64
+        boxes = {}  # (tensor, box shape, digest) -> the source regions with those bytes
+        for part in everyone:
+            for (r, i), digest in part[1].items():
+                reg = p["ranks"][r]["regions"][i]
+                boxes.setdefault((reg["tensor"], tuple(hi - lo for lo, hi in reg["box"]), digest), []).append((r, i))
+        for name, want in sorted(expected.items()):
+            got = totals.get(name, 0)
+            if got == want:
+                continue
+            index = next(i for i, t in enumerate(p["tensors"]) if t["name"] == name)
+            same = [(places, key) for key, places in boxes.items()
+                    if key[0] == index and len({_box(p["ranks"][r]["regions"][i]["box"]) for r, i in places}) > 1]
+            if same:  # one box's bytes at two boxes: one of them is the other's slice
+                at = {}
+                for r, i in sorted(same[0][0]):
+                    at.setdefault(_box(p["ranks"][r]["regions"][i]["box"]), r)
+                named = " and ".join(f"rank {r}'s box {b}" for b, r in sorted(at.items(), key=lambda x: x[1]))
+                return (f"verification failed: the sources of '{name}' do not add up to its source digest "
+                        f"{want:016x} (they give {got:016x}): {named} hold the same bytes (one of them is the other's "
+                        f"slice, misplaced)", -1)
+            holders = sorted({r for r, i in (k for places in boxes.values() for k in places)
+                              if p["ranks"][r]["regions"][i]["tensor"] == index})
+            return (f"verification failed: the sources of '{name}' do not add up to its source digest {want:016x} "
+                    f"(they give {got:016x}): a source box holds other bytes than the trainer's (held at ranks "
+                    f"{holders})", -1)
+        return None
+
+
+_DIGEST_ROW = 256         # words per row of the digest's matrix (2 KiB)
+_DIGEST_BATCH = 1 << 28   # bytes of pieces per matrix (each copied into it once)
+
+
+def _digests(parts, scratch=None):
+    """exec's piece digest (exec/verify.hpp, PieceDigest) of each of `parts`, 1-D uint8 tensors of
+    pieces' bytes in row-major order (on one device): h = n + sum_i w_i (2 i + 1) mod 2^64 over a
+    piece's little-endian 64-bit words w_i (the last one zero-padded).
+
+    The pieces, each zero-padded to whole rows, are laid end to end in a matrix of R = _DIGEST_ROW
+    int64 columns (batches of at most _DIGEST_BATCH bytes, a larger piece alone). For the piece in
+    rows a .. b-1, word i = (r - a) R + c, so sum_i w_i (2 i + 1) = 2 R sum_r (r - a) s_r +
+    2 sum_r u_r + sum_r s_r, with s_r = sum_c w_rc and u_r = sum_c c w_rc: the matrix's
+    row sums and column-weighted row sums (an int64 matrix-vector product), added up per piece -- the same
+    dozen tensor operations however many pieces there are. int64 sums wrap, which is the mod 2^64.
+    `scratch` ({device: uint8 tensor}, kept by the caller between calls) holds the matrix's memory,
+    so that a verification in a loop does not fault in fresh pages every time."""
+    R = _DIGEST_ROW
+    out = []
+    at = 0
+    while at < len(parts):
+        chunks, rows, size = [], [], 0
+        while at < len(parts) and (not chunks or size + parts[at].numel() <= _DIGEST_BATCH):
+            data = parts[at]
+            n = data.numel()
+            k = -(-n // (8 * R))
+            chunks.append(data)
+            if k * 8 * R > n:
+                chunks.append(data.new_zeros(k * 8 * R - n))
+            rows.append(k)
+            size += n
+            at += 1
+        first = len(out)
+        out += [p.numel() for p in parts[first:at]]  # n, each digest's first term
+        if not any(rows):
+            continue
+        dev = chunks[0].device
+        nbytes = sum(rows) * 8 * R
+        if scratch is None:
+            m = torch.cat(chunks)
+        else:
+            if dev not in scratch or scratch[dev].numel() < nbytes:
+                scratch[dev] = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+            m = torch.cat(chunks, out=scratch[dev][:nbytes])
+        m = m.view(torch.int64).view(-1, R)
+        counts = torch.tensor(rows, dtype=torch.int64, device=dev)
+        piece = torch.repeat_interleave(torch.arange(len(rows), dtype=torch.int64, device=dev), counts)
+        starts = torch.cumsum(counts, 0) - counts
+        local = torch.arange(m.shape[0], dtype=torch.int64, device=dev) - starts[piece]  # r - a
+        cols = torch.arange(R, dtype=torch.int64, device=dev)
+        row_sums = m.sum(1)
+        # sum_c c w_rc: a matrix-vector product on the host (int64, exact); CUDA has none for int64
+        weighted = torch.mv(m, cols) if m.device.type == "cpu" else (m * cols).sum(1)
+        per_piece = torch.zeros((len(rows), 3), dtype=torch.int64, device=dev)
+        per_piece.index_add_(0, piece, torch.stack([row_sums * local, weighted, row_sums], 1))
+        h = 2 * R * per_piece[:, 0] + 2 * per_piece[:, 1] + per_piece[:, 2]
+        for k, v in enumerate(h.tolist()):
+            out[first + k] = (out[first + k] + v) & _MASK64
+    return out
 
 
 def _digest(data):
-    """exec's piece digest (exec/verify.hpp, PieceDigest) of `data`, a 1-D uint8 tensor of a piece's
-    bytes in row-major order: h = n + sum_i w_i (2 i + 1) mod 2^64 over its little-endian 64-bit
-    words w_i (the last one zero-padded). With the words in rows of _DIGEST_ROW, i = r R + c, so
-    h = n + sum_{r,c} w_rc (2c + 1) + 2R sum_r r (sum_c w_rc): two sums over the words, no index
-    tensor as large as the data; int64 arithmetic wraps, which is the mod 2^64."""
-    n = data.numel()
-    rows = max(1, -(-n // (8 * _DIGEST_ROW)))
-    pad = rows * 8 * _DIGEST_ROW - n
-    if pad:
-        data = torch.cat([data, data.new_zeros(pad)])
-    words = data.view(torch.int64).view(rows, _DIGEST_ROW)
-    col = torch.arange(1, 2 * _DIGEST_ROW, 2, dtype=torch.int64, device=data.device)
-    row = torch.arange(rows, dtype=torch.int64, device=data.device) * (2 * _DIGEST_ROW)
-    h = int((words * col).sum()) + int((words.sum(1) * row).sum())
-    return (h + n) & _MASK64
+    """exec's piece digest of one piece's bytes (_digests)."""
+    return _digests([data])[0]
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(x):
+    """splitmix64's finaliser of x mod 2^64, made odd: a piece's (or weight's) factor in the run's
+    digest sum, so that one differing digest always changes the sum."""
+    x = (x * 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (x ^ (x >> 31)) | 1
+
+
+def _signed(x):
+    x &= _MASK64
+    return x - (1 << 64) if x >> 63 else x
+
+
+_ELEMENT_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_POSITION_BLOCK = 1 << 20  # elements per block of position digest work (its int64 temporaries)
+
+
+def tensor_digest(tensor, box=None, shape=None):
+    """A weight's position digest: sum over its elements of v_e m(g_e) mod 2^64, v_e the element's
+    bits as an unsigned integer and m(g_e) an odd mix (splitmix64's finaliser) of its row-major index
+    g_e in the whole weight. `tensor` is the whole weight, or with `box` ([(lo, hi), ...] per
+    dimension) and `shape` (the whole weight's) the part of it in that box. Digests of boxes that
+    tile a weight add up, mod 2^64, to the whole weight's, and a box's bytes placed at another box
+    give another sum: a trainer computes each weight's digest once (from the full tensor, or as the
+    sum of its shards' at their boxes), and Refit.run(..., source_digests={name: digest}) checks the
+    refit's sources against it."""
+    if box is None:
+        box = [(0, n) for n in tensor.shape]
+        shape = list(tensor.shape)
+    if shape is None:
+        raise ValueError("tensor_digest: a box needs the whole weight's shape")
+    if tuple(tensor.shape) != tuple(hi - lo for lo, hi in box):
+        raise ValueError(f"tensor_digest: a tensor of shape {tuple(tensor.shape)} for the box {box}")
+    if tensor.numel() == 0:
+        return 0
+    es = tensor.element_size()
+    bits = tensor.contiguous().view(-1).view(torch.uint8).view(_ELEMENT_INT[es]).to(torch.int64)
+    if es < 8:
+        bits &= (1 << (8 * es)) - 1
+    # Each element's index in the whole weight: the first element of its row (every dimension but the
+    # last) plus its column.
+    dev = tensor.device
+    if not box:  # a scalar: one element at index 0
+        box, shape = [(0, 1)], [1]
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * int(shape[d + 1])
+    starts = torch.tensor([int(box[-1][0])], dtype=torch.int64, device=dev)
+    for d in range(len(box) - 1):
+        ids = torch.arange(int(box[d][0]), int(box[d][1]), dtype=torch.int64, device=dev) * strides[d]
+        starts = (starts.unsqueeze(1) + ids.unsqueeze(0)).reshape(-1)
+    row = int(box[-1][1] - box[-1][0])
+    cols = torch.arange(row, dtype=torch.int64, device=dev)
+    bits = bits.view(-1, row)
+    c1, c2, c3 = (_signed(c) for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
+    total = 0
+    step = max(1, _POSITION_BLOCK // row)
+    for at in range(0, bits.shape[0], step):
+        g = starts[at:at + step].unsqueeze(1) + cols
+        x = g * c1
+        x = (x ^ ((x >> 30) & ((1 << 34) - 1))) * c2
+        x = (x ^ ((x >> 27) & ((1 << 37) - 1))) * c3
+        x = (x ^ ((x >> 31) & ((1 << 33) - 1))) | 1
+        total += int((bits[at:at + step] * x).sum())
+    return total & _MASK64

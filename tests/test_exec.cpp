@@ -1125,6 +1125,140 @@ TEST(RefitPlanFile, StridedRunsExpandToTheProgramsRuns) {
   EXPECT_GT(strided, 0);  // TP slices of 2-D weights: rows at a constant stride
 }
 
+// piece_row_groups is piece_runs grouped: on random boxes inside random shards (1-4 dimensions,
+// some extents 1, the piece's last dimension sometimes the shard's whole row) and random element
+// ranges [b, e) (partial first and last rows), its groups expanded row by row are piece_runs' rows,
+// in order.
+TEST(RowWalk, RowGroupsExpandToTheRowsOnRandomBoxes) {
+  std::mt19937_64 rng(48);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  std::int64_t grouped = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const auto nd = static_cast<std::size_t>(pick(1, 4));
+    Box shard, piece;
+    for (std::size_t d = 0; d < nd; ++d) {
+      const std::int64_t lo = pick(0, 3), size = pick(1, 6);
+      shard.dims.push_back({lo, lo + size});
+      const std::int64_t a = pick(lo, lo + size - 1), b = pick(0, 2) == 0 ? lo + size : pick(a + 1, lo + size);
+      piece.dims.push_back(pick(0, 3) == 0 ? Interval{lo, lo + size} : Interval{a, b});
+    }
+    const std::int64_t n = piece.elements(), b = pick(0, n - 1), e = pick(b + 1, n);
+    std::vector<std::array<std::int64_t, 3>> rows, expanded;
+    piece_runs(piece, shard, b, e, [&](std::int64_t off, std::int64_t k, std::int64_t c) { rows.push_back({off, k, c}); });
+    piece_row_groups(piece, shard, b, e, [&](std::int64_t off, std::int64_t k, std::int64_t c, std::int64_t count, std::int64_t stride) {
+      ASSERT_GE(count, 1);
+      grouped += count > 1;
+      for (std::int64_t i = 0; i < count; ++i) expanded.push_back({off + i * stride, k + i * c, c});
+    });
+    ASSERT_EQ(expanded, rows) << "trial " << trial << ": piece " << to_string(piece) << " in shard " << to_string(shard)
+                              << " elements [" << b << ", " << e << ")";
+  }
+  EXPECT_GT(grouped, 500);  // many walks have whole rows at a stride
+}
+
+// StridedRuns adds a group in constant time and keeps the one canonical form: on random sequences of
+// groups (few regions, lengths and strides, so that runs continue each other, join groups and break
+// them), what it holds is what it holds when given the same runs one at a time, and expanded it is
+// add_runs' merged runs, in order.
+TEST(RowWalk, StridedRunsAreTheRunsMergedAndGroupedOnRandomSequences) {
+  std::mt19937_64 rng(4848);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  std::int64_t merged = 0, long_groups = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    StridedRuns bulk, one_by_one;
+    std::vector<CopyRun> runs;
+    std::int64_t at_src = 0, at_dst = 0;
+    for (int g = pick(1, 8); g > 0; --g) {
+      const std::int64_t bytes = pick(1, 3) * 2, count = pick(1, 5);
+      const std::int64_t ss = pick(0, 2) == 0 ? bytes : bytes * pick(2, 4), ds = pick(0, 2) == 0 ? bytes : pick(0, 3) * 4;
+      if (pick(0, 2) != 0) {  // often where the last run ended: the group may continue it
+        at_src = runs.empty() ? 0 : runs.back().src_offset + runs.back().bytes;
+        at_dst = runs.empty() ? 0 : runs.back().dst_offset + runs.back().bytes;
+      } else {
+        at_src = pick(0, 40);
+        at_dst = pick(0, 40);
+      }
+      const CopyRun first{static_cast<std::int32_t>(pick(0, 3) == 0), 2, at_src, at_dst, bytes};
+      bulk.add(first, count, ss, ds);
+      add_runs(runs, first, count, ss, ds);
+      at_src += count * ss;
+      at_dst += count * ds;
+    }
+    for (const CopyRun& r : runs) one_by_one.add(r);
+    const auto& groups = bulk.groups();
+    ASSERT_EQ(groups, one_by_one.groups()) << "trial " << trial;
+    std::vector<CopyRun> expanded;
+    for (const StridedRun& g : groups) {
+      long_groups += g.count > 2;
+      for (std::int64_t k = 0; k < g.count; ++k)
+        expanded.push_back({g.src, g.dst, g.src_offset + k * g.src_stride, g.dst_offset + k * g.dst_stride, g.bytes});
+    }
+    ASSERT_EQ(expanded.size(), runs.size()) << "trial " << trial;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      ASSERT_EQ(expanded[i].src, runs[i].src) << trial;
+      ASSERT_EQ(expanded[i].dst, runs[i].dst) << trial;
+      ASSERT_EQ(expanded[i].src_offset, runs[i].src_offset) << trial << " run " << i;
+      ASSERT_EQ(expanded[i].dst_offset, runs[i].dst_offset) << trial << " run " << i;
+      ASSERT_EQ(expanded[i].bytes, runs[i].bytes) << trial << " run " << i;
+      merged += runs[i].bytes > 6;  // longer than any one added run: merged
+    }
+  }
+  EXPECT_GT(merged, 100);
+  EXPECT_GT(long_groups, 100);
+}
+
+// The strided program is build_program's: for every small scenario and strategy (and the 1 MiB
+// budgets), each GPU's local runs and each stream's copies, as strided groups, expand to exactly
+// build_program's runs and are the groups of those runs given one at a time; the rest of the
+// program is the same.
+TEST(RefitPlanFile, StridedProgramsAreTheProgramsGroupedForEverySmallRun) {
+  std::int64_t groups = 0, runs = 0;
+  reshard::test::for_each_small_run([&](const std::string& name, const std::string& strategy, const LoadedScenario&,
+                                        const TransferSet&, const Schedule&, const RunPlan& rp) {
+    auto grouped = [](const std::vector<CopyRun>& list) {
+      StridedRuns out;
+      for (const CopyRun& r : list) out.add(r);
+      return out.groups();
+    };
+    auto expanded = [](StridedRuns& runs) {  // as (src, dst, src offset, dst offset, bytes) rows
+      std::vector<std::array<std::int64_t, 5>> out;
+      for (const StridedRun& g : runs.groups())
+        for (std::int64_t k = 0; k < g.count; ++k)
+          out.push_back({g.src, g.dst, g.src_offset + k * g.src_stride, g.dst_offset + k * g.dst_stride, g.bytes});
+      return out;
+    };
+    auto rows = [](const std::vector<CopyRun>& list) {
+      std::vector<std::array<std::int64_t, 5>> out;
+      for (const CopyRun& r : list) out.push_back({r.src, r.dst, r.src_offset, r.dst_offset, r.bytes});
+      return out;
+    };
+    for (GpuId g : rp.gpus) {
+      const GpuProgram prog = build_program(rp, g);
+      StridedProgram strided = build_strided_program(rp, g);
+      const std::string where = name + " " + strategy + " GPU " + std::to_string(g);
+      ASSERT_EQ(strided.regions.size(), prog.regions.size()) << where;
+      EXPECT_EQ(strided.source_pieces, prog.source_pieces) << where;
+      EXPECT_EQ(strided.destination_pieces, prog.destination_pieces) << where;
+      EXPECT_EQ(strided.local.groups(), grouped(prog.local)) << where << " local";
+      EXPECT_EQ(expanded(strided.local), rows(prog.local)) << where << " local";
+      for (int side = 0; side < 2; ++side) {
+        auto& mine = side == 0 ? strided.sends : strided.receives;
+        const auto& theirs = side == 0 ? prog.sends : prog.receives;
+        ASSERT_EQ(mine.size(), theirs.size()) << where;
+        for (std::size_t t = 0; t < mine.size(); ++t) {
+          EXPECT_EQ(mine[t].op, theirs[t].op) << where;
+          EXPECT_EQ(mine[t].region, theirs[t].region) << where;
+          EXPECT_EQ(mine[t].copies.groups(), grouped(theirs[t].copies)) << where << " op " << theirs[t].op;
+          EXPECT_EQ(expanded(mine[t].copies), rows(theirs[t].copies)) << where << " op " << theirs[t].op;
+          groups += static_cast<std::int64_t>(mine[t].copies.groups().size());
+          runs += static_cast<std::int64_t>(theirs[t].copies.size());
+        }
+      }
+    }
+  });
+  EXPECT_LT(groups, runs);  // rows at a stride are one group
+}
+
 // A write that fails part way (here: the file-size limit, as a full disk) is one ConfigError naming
 // the file, and leaves neither the file nor its .partial; an earlier file at the path is kept.
 TEST(RefitPlanFile, AFailedWriteLeavesNothing) {

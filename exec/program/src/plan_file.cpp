@@ -1,6 +1,7 @@
 #include "reshard/exec/plan_file.hpp"
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -20,26 +21,13 @@ nlohmann::json box_json(const Box& b) {
   return j;
 }
 
-// Copy runs as strided groups: consecutive runs between the same two regions, of one length, at
-// constant strides on both sides, are one [src, dst, src offset, dst offset, bytes, count, src
-// stride, dst stride] (a box's rows in its shard); a lone run stays [src, dst, src offset, dst
-// offset, bytes]. A program's size grows with its boxes, not with their rows.
-nlohmann::json runs_json(const std::vector<CopyRun>& runs) {
+// Copy runs as the plan file writes them: [src, dst, src offset, dst offset, bytes], or with
+// [..., count, src stride, dst stride] for a group of more than one (StridedRuns).
+nlohmann::json runs_json(StridedRuns& runs) {
   nlohmann::json j = nlohmann::json::array();
-  for (std::size_t i = 0; i < runs.size();) {
-    const CopyRun& c = runs[i];
-    std::size_t k = i + 1;
-    std::int64_t ss = 0, ds = 0;
-    if (k < runs.size() && runs[k].src == c.src && runs[k].dst == c.dst && runs[k].bytes == c.bytes) {
-      ss = runs[k].src_offset - c.src_offset;
-      ds = runs[k].dst_offset - c.dst_offset;
-      while (k < runs.size() && runs[k].src == c.src && runs[k].dst == c.dst && runs[k].bytes == c.bytes &&
-             runs[k].src_offset - runs[k - 1].src_offset == ss && runs[k].dst_offset - runs[k - 1].dst_offset == ds)
-        ++k;
-    }
-    if (k - i == 1) j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes});
-    else j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes, k - i, ss, ds});
-    i = k;
+  for (const StridedRun& c : runs.groups()) {
+    if (c.count == 1) j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes});
+    else j.push_back({c.src, c.dst, c.src_offset, c.dst_offset, c.bytes, c.count, c.src_stride, c.dst_stride});
   }
   return j;
 }
@@ -136,7 +124,7 @@ nlohmann::json rank_json(const RunPlan& plan, std::size_t index) {
   Rank destination_rank = -1;
   for (Rank r = 0; r < sc.destination.world_size() && destination_rank < 0; ++r)
     if (sc.destination.gpu_of(r) == g) destination_rank = r;
-  const GpuProgram prog = build_program(plan, g);
+  StridedProgram prog = build_strided_program(plan, g);
   nlohmann::json r;
   r["gpu"] = g;
   if (destination_rank >= 0 && !sc.destination.expert_slots(destination_rank).empty())
@@ -147,7 +135,7 @@ nlohmann::json rank_json(const RunPlan& plan, std::size_t index) {
   r["local"] = runs_json(prog.local);
   for (const char* list : {"sends", "receives"}) {
     auto& out = r[list] = nlohmann::json::array();
-    for (const OpStream& t : std::string(list) == "sends" ? prog.sends : prog.receives) {
+    for (auto& t : std::string(list) == "sends" ? prog.sends : prog.receives) {
       nlohmann::json children = nlohmann::json::array();
       for (GpuId c : t.children) children.push_back(rank_of(c));
       out.push_back({{"op", t.op},
@@ -163,11 +151,28 @@ nlohmann::json rank_json(const RunPlan& plan, std::size_t index) {
                      {"copies", runs_json(t.copies)}});
     }
   }
+  // Each piece's weight in the run's digest checksum: its first holder (the lowest rank) -(H + N - 1),
+  // every other holder and every needer +1, so that a piece's weights add up to 0 (H holders, N
+  // needers, counted as GPUs: one entry per GPU and side).
+  auto gpus_of = [&](const ShardMap& m, std::int32_t tensor, std::int32_t shard) {
+    std::vector<GpuId> out;
+    m.rank_set(m.shards(tensor)[static_cast<std::size_t>(shard)].ranks).for_each([&](Rank k) { out.push_back(m.gpu_of(k)); });
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  };
+  auto weight = [&](std::int32_t p, bool source) -> std::int64_t {
+    const Piece& pc = ts.pieces[static_cast<std::size_t>(p)];
+    const auto holders = gpus_of(sc.source, pc.tensor, plan.piece_source_shard[static_cast<std::size_t>(p)]);
+    if (!source || holders.front() != g) return 1;
+    const auto needers = gpus_of(sc.destination, pc.tensor, plan.piece_destination_shard[static_cast<std::size_t>(p)]);
+    return -static_cast<std::int64_t>(holders.size() + needers.size() - 1);
+  };
   auto& pieces = r["pieces"] = nlohmann::json::array();
   for (int side = 0; side < 2; ++side)
     for (const auto& [p, region] : side == 0 ? prog.source_pieces : prog.destination_pieces)
       pieces.push_back({p, side == 0 ? "source" : "destination", region,
-                        box_json(ts.pieces[static_cast<std::size_t>(p)].box)});
+                        box_json(ts.pieces[static_cast<std::size_t>(p)].box), weight(p, side == 0)});
   return r;
 }
 

@@ -38,20 +38,98 @@ std::int32_t find_shard(const ShardMap& m, const Piece& p, RankSetId ranks) {
   return -1;
 }
 
-// Appends a copy run, merging it with the previous one when both sides continue it.
-void push_run(std::vector<CopyRun>& runs, const CopyRun& r) {
-  if (!runs.empty()) {
-    auto& p = runs.back();
-    if (p.src == r.src && p.dst == r.dst && p.src_offset + p.bytes == r.src_offset &&
-        p.dst_offset + p.bytes == r.dst_offset) {
-      p.bytes += r.bytes;
-      return;
-    }
-  }
-  runs.push_back(r);
+// Whether run r continues run p on both sides (the two are one run).
+bool continues(const CopyRun& p, const CopyRun& r) {
+  return p.src == r.src && p.dst == r.dst && p.src_offset + p.bytes == r.src_offset && p.dst_offset + p.bytes == r.dst_offset;
+}
+
+CopyRun nth(const CopyRun& first, std::int64_t k, std::int64_t src_stride, std::int64_t dst_stride) {
+  CopyRun r = first;
+  r.src_offset += k * src_stride;
+  r.dst_offset += k * dst_stride;
+  return r;
 }
 
 }  // namespace
+
+void add_runs(std::vector<CopyRun>& runs, const CopyRun& first, std::int64_t count, std::int64_t src_stride,
+              std::int64_t dst_stride) {
+  for (std::int64_t k = 0; k < count; ++k) {
+    const CopyRun r = nth(first, k, src_stride, dst_stride);
+    if (!runs.empty() && continues(runs.back(), r)) runs.back().bytes += r.bytes;
+    else runs.push_back(r);
+  }
+}
+
+// Two stages, each in constant time per call: merging (last_ holds the last run while the next may
+// continue it, as add_runs merges) and grouping (open_ is the group a merged run may join).
+void StridedRuns::add(const CopyRun& first, std::int64_t count, std::int64_t src_stride, std::int64_t dst_stride) {
+  if (count <= 0) return;
+  CopyRun head = first;
+  if (count >= 2 && src_stride == first.bytes && dst_stride == first.bytes) {  // rows that continue each other: one run
+    head.bytes *= count;
+    count = 1;
+  }
+  if (has_last_ && continues(last_, head)) {
+    last_.bytes += head.bytes;
+  } else {
+    if (has_last_) group_row(last_);
+    last_ = head;
+    has_last_ = true;
+  }
+  if (count == 1) return;
+  // Runs 2..count continue none before them (else the rows would have been one run): run 1 (in
+  // last_) is final, runs 2..count-1 are grouped at once, the last one may still grow.
+  group_row(last_);
+  if (count > 2) group_rows(nth(first, 1, src_stride, dst_stride), count - 2, src_stride, dst_stride);
+  last_ = nth(first, count - 1, src_stride, dst_stride);
+}
+
+void StridedRuns::group_row(const CopyRun& r) {
+  if (open_.count > 0 && open_.src == r.src && open_.dst == r.dst && open_.bytes == r.bytes) {
+    if (open_.count == 1) {
+      open_.src_stride = r.src_offset - open_.src_offset;
+      open_.dst_stride = r.dst_offset - open_.dst_offset;
+      open_.count = 2;
+      return;
+    }
+    if (r.src_offset - (open_.src_offset + (open_.count - 1) * open_.src_stride) == open_.src_stride &&
+        r.dst_offset - (open_.dst_offset + (open_.count - 1) * open_.dst_stride) == open_.dst_stride) {
+      ++open_.count;
+      return;
+    }
+  }
+  close_group();
+  open_ = StridedRun{r.src, r.dst, r.src_offset, r.dst_offset, r.bytes, 1, 0, 0};
+}
+
+// `count` runs at the strides, grouped as group_row would one by one: the first two decide where the
+// group stands (joined to the open group, or a new one), the rest follow at its strides.
+void StridedRuns::group_rows(const CopyRun& first, std::int64_t count, std::int64_t src_stride, std::int64_t dst_stride) {
+  group_row(first);
+  if (count == 1) return;
+  group_row(nth(first, 1, src_stride, dst_stride));
+  if (count == 2) return;
+  if (open_.count == 1) {
+    open_.src_stride = src_stride;
+    open_.dst_stride = dst_stride;
+  }
+  open_.count += count - 2;
+}
+
+void StridedRuns::close_group() {
+  if (open_.count == 0) return;
+  if (open_.count == 1) open_.src_stride = open_.dst_stride = 0;
+  done_.push_back(open_);
+  open_.count = 0;
+}
+
+const std::vector<StridedRun>& StridedRuns::groups() {
+  if (has_last_) group_row(last_);
+  has_last_ = false;
+  close_group();
+  return done_;
+}
 
 RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Schedule& s) {
   RunPlan rp;
@@ -119,7 +197,9 @@ namespace {
 
 // One GPU's program, in three phases: the regions of the shards its ranks hold, the pieces it
 // copies locally, then each op it sends or receives (in id order, so a forward finds what it
-// received).
+// received). Runs are added a box's rows at a time (piece_row_groups): `Runs` keeps them one by one
+// or as strided groups.
+template <class Runs>
 class ProgramBuilder {
  public:
   ProgramBuilder(const RunPlan& rp, GpuId gpu)
@@ -138,15 +218,19 @@ class ProgramBuilder {
       if (from < 0 || to < 0) continue;
       const Piece& pc = ts_.pieces[static_cast<std::size_t>(p)];
       const std::int64_t es = dtype_size(sc_.inventory.tensor(pc.tensor).dtype);
-      // Both shards contain the piece; map each row into both.
-      std::vector<std::pair<std::int64_t, std::int64_t>> src_rows;  // (offset, count) in piece order
-      piece_runs(pc.box, shard_box(from), 0, pc.box.elements(),
-               [&](std::int64_t off, std::int64_t, std::int64_t n) { src_rows.emplace_back(off, n); });
-      std::size_t row = 0;
-      piece_runs(pc.box, shard_box(to), 0, pc.box.elements(), [&](std::int64_t off, std::int64_t, std::int64_t n) {
-        push_run(prog_.local, CopyRun{from, to, src_rows[row].first * es, off * es, n * es});
-        ++row;
-      });
+      // Both shards contain the piece; its row groups are the same in both (piece_row_groups).
+      std::vector<std::pair<std::int64_t, std::int64_t>> src_groups;  // (offset, stride) in piece order
+      piece_row_groups(pc.box, shard_box(from), 0, pc.box.elements(),
+                       [&](std::int64_t off, std::int64_t, std::int64_t, std::int64_t, std::int64_t stride) {
+                         src_groups.emplace_back(off, stride);
+                       });
+      std::size_t group = 0;
+      piece_row_groups(pc.box, shard_box(to), 0, pc.box.elements(),
+                       [&](std::int64_t off, std::int64_t, std::int64_t n, std::int64_t rows, std::int64_t stride) {
+                         const auto [src_off, src_stride] = src_groups[group++];
+                         add_runs(prog_.local, CopyRun{from, to, src_off * es, off * es, n * es}, rows, src_stride * es,
+                                  stride * es);
+                       });
     }
   }
 
@@ -155,15 +239,15 @@ class ProgramBuilder {
   // sends to (a transfer: its one hop, src -> dst).
   void add_op(const Op& op) {
     const GpuId gpu = prog_.gpu;
-    OpStream t;
+    OpStreamOf<Runs> t;
     t.op = op.id;
     t.chain = op.chain;
     t.chunk = std::max<std::int64_t>(stream_chunk(s_, op).value, 1);
     t.bytes = op.bytes.value;
     const bool sends = op.src == gpu;
     bool receives = false;
-    OpStream in = t;
-    OpStream out = t;
+    OpStreamOf<Runs> in = t;
+    OpStreamOf<Runs> out = t;
     out.slots = s_.slots;
     if (op.chain < 0) {
       if (sends) {
@@ -204,7 +288,7 @@ class ProgramBuilder {
     }
   }
 
-  GpuProgram take() { return std::move(prog_); }
+  ProgramOf<Runs> take() { return std::move(prog_); }
 
  private:
   using Regions = std::map<std::pair<std::int32_t, std::int32_t>, std::int32_t>;  // (tensor, shard) -> region
@@ -243,13 +327,13 @@ class ProgramBuilder {
   const Box& shard_box(std::int32_t region) const { return prog_.regions[static_cast<std::size_t>(region)].box; }
 
   // A staging region's bytes: the whole part of `bytes` when kept, else its ring (model::ring_bytes).
-  static std::int64_t region_bytes(const OpStream& t, std::int64_t bytes) {
+  static std::int64_t region_bytes(const OpStreamOf<Runs>& t, std::int64_t bytes) {
     if (t.kept()) return bytes;
     return t.chunk > bytes / t.slots ? bytes : t.slots * t.chunk;
   }
 
   // A send: its part packed from the source shards here, or from what an op it waits for brought.
-  void add_send(const Op& op, OpStream t) {
+  void add_send(const Op& op, OpStreamOf<Runs> t) {
     prog_.regions.push_back(Region{Region::Kind::Send, -1, {}, op.id, 0});
     std::int64_t pos = 0;
     for_each_in_part(s_.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
@@ -257,9 +341,11 @@ class ProgramBuilder {
       const Piece& pc = ts_.pieces[static_cast<std::size_t>(p)];
       const std::int64_t es = dtype_size(sc_.inventory.tensor(pc.tensor).dtype);
       if (const std::int32_t from = piece_src(p); from >= 0) {
-        piece_runs(pc.box, shard_box(from), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
-          push_run(t.copies, CopyRun{from, t.region, off * es, pos + (k - b) * es, n * es});
-        });
+        piece_row_groups(pc.box, shard_box(from), b, e,
+                         [&](std::int64_t off, std::int64_t k, std::int64_t n, std::int64_t rows, std::int64_t stride) {
+                           add_runs(t.copies, CopyRun{from, t.region, off * es, pos + (k - b) * es, n * es}, rows,
+                                    stride * es, n * es);
+                         });
       } else if (!copy_received(op, p, b, e, es, pos, t)) {
         throw ScheduleError("operation " + std::to_string(op.id) + ": GPU " + std::to_string(prog_.gpu) +
                             " sends elements of piece " + std::to_string(p) + " it neither holds nor received before");
@@ -271,13 +357,13 @@ class ProgramBuilder {
   }
   // Elements [b, e) of piece p from a receive of an op that op waits for, into t at byte pos.
   bool copy_received(const Op& op, std::int32_t p, std::int64_t b, std::int64_t e, std::int64_t es, std::int64_t pos,
-                     OpStream& t) const {
+                     OpStreamOf<Runs>& t) const {
     for (auto a : s_.after_of(op)) {
       auto it = received_.find(a);
       if (it == received_.end()) continue;
       for (const Held& h : it->second.second)
         if (h.piece == p && h.b <= b && e <= h.e) {
-          push_run(t.copies, CopyRun{it->second.first, t.region, h.offset + (b - h.b) * es, pos, (e - b) * es});
+          add_runs(t.copies, CopyRun{it->second.first, t.region, h.offset + (b - h.b) * es, pos, (e - b) * es}, 1, 0, 0);
           return true;
         }
     }
@@ -285,7 +371,7 @@ class ProgramBuilder {
   }
   // A receive: unpacked into the destination shards here (pieces not also held here), and kept
   // for forwarding.
-  void add_receive(const Op& op, OpStream t) {
+  void add_receive(const Op& op, OpStreamOf<Runs> t) {
     prog_.regions.push_back(Region{Region::Kind::Receive, -1, {}, op.id, 0});
     auto& held = received_[op.id];
     held.first = t.region;
@@ -296,9 +382,11 @@ class ProgramBuilder {
       const std::int64_t es = dtype_size(sc_.inventory.tensor(pc.tensor).dtype);
       held.second.push_back({p, b, e, pos});
       if (const std::int32_t to = piece_dst(p); to >= 0 && piece_src(p) < 0) {
-        piece_runs(pc.box, shard_box(to), b, e, [&](std::int64_t off, std::int64_t k, std::int64_t n) {
-          push_run(t.copies, CopyRun{t.region, to, pos + (k - b) * es, off * es, n * es});
-        });
+        piece_row_groups(pc.box, shard_box(to), b, e,
+                         [&](std::int64_t off, std::int64_t k, std::int64_t n, std::int64_t rows, std::int64_t stride) {
+                           add_runs(t.copies, CopyRun{t.region, to, pos + (k - b) * es, off * es, n * es}, rows, n * es,
+                                    stride * es);
+                         });
       }
       pos += (e - b) * es;
     });
@@ -315,19 +403,25 @@ class ProgramBuilder {
   const LoadedScenario& sc_;
   const TransferSet& ts_;
   const Schedule& s_;
-  GpuProgram prog_;
+  ProgramOf<Runs> prog_;
   Regions src_regions_, dst_regions_;
   std::map<std::int64_t, std::pair<std::int32_t, std::vector<Held>>> received_;  // op -> (region, runs)
 };
 
 }  // namespace
 
-GpuProgram build_program(const RunPlan& rp, GpuId gpu) {
-  ProgramBuilder b(rp, gpu);
+namespace {
+template <class Runs>
+ProgramOf<Runs> build(const RunPlan& rp, GpuId gpu) {
+  ProgramBuilder<Runs> b(rp, gpu);
   b.add_local_copies();
   for (const Op& op : rp.schedule->ops) b.add_op(op);
   return b.take();
 }
+}  // namespace
+
+GpuProgram build_program(const RunPlan& rp, GpuId gpu) { return build<std::vector<CopyRun>>(rp, gpu); }
+StridedProgram build_strided_program(const RunPlan& rp, GpuId gpu) { return build<StridedRuns>(rp, gpu); }
 
 StepWaves step_waves(const Schedule& s, const std::vector<std::int64_t>& ops) {
   StepWaves out;

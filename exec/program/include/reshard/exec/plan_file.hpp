@@ -27,8 +27,11 @@
 //             reshard/adapters.py maps a fused expert tensor by), regions [{kind, tensor, box [[lo, hi], ...], op, bytes}], local copy
 //             runs, sends and receives (the streams: op, peer rank, region, chain, chunk, bytes,
 //             slots (0: kept), children ranks, hop, child_hops, copies), and pieces [[piece, side,
-//             region, box]] (each piece it holds or needs: its box in the tensor, which with the
-//             region's box says where it lies in the shard: what digest verification reads).
+//             region, box, weight]] (each piece it holds or needs: its box in the tensor, which with the
+//             region's box says where it lies in the shard: what digest verification reads; weight:
+//             the piece's first holder -(H + N - 1), every other holder and needer 1, for H holding
+//             and N needing GPUs, so that the weighted sum of a piece's digests over the run is 0
+//             when all are equal: one sum over the group checks every piece).
 // A copy run is [src region, dst region, src offset, dst offset, bytes], or with three more fields
 // [..., count, src stride, dst stride] `count` such runs, the k-th at offsets + k strides (a box's
 // rows in its shard: a program grows with its boxes, not their rows); a stream's copies are in

@@ -51,6 +51,45 @@ struct CopyRun {
   std::int64_t src_offset = 0, dst_offset = 0, bytes = 0;
 };
 
+// `count` copy runs of `bytes` between two regions, the k-th at src_offset + k src_stride and
+// dst_offset + k dst_stride (a box's rows in its shard); count 1: one run (strides 0).
+struct StridedRun {
+  std::int32_t src = -1, dst = -1;
+  std::int64_t src_offset = 0, dst_offset = 0, bytes = 0, count = 1, src_stride = 0, dst_stride = 0;
+  bool operator==(const StridedRun&) const = default;
+};
+
+// Appends the `count` runs of `first` at the given strides to `runs`, one by one, merging each with
+// the previous one when both sides continue it (what the backends execute).
+void add_runs(std::vector<CopyRun>& runs, const CopyRun& first, std::int64_t count, std::int64_t src_stride,
+              std::int64_t dst_stride);
+
+// The same runs kept as strided groups, in the one canonical form the plan file writes: the runs
+// add_runs(std::vector<CopyRun>&, ...) would hold (merged where both sides continue), grouped
+// greedily: a run joins the group before it when it has the group's regions and length and lies at
+// the group's strides after its last run (the group's first two runs set the strides). Adding a
+// group of any count costs the same: a program's size and build time grow with its boxes, not
+// with their rows.
+class StridedRuns {
+ public:
+  void add(const CopyRun& first, std::int64_t count = 1, std::int64_t src_stride = 0, std::int64_t dst_stride = 0);
+  // The groups, once every run has been added.
+  const std::vector<StridedRun>& groups();
+
+ private:
+  void group_row(const CopyRun& r);
+  void group_rows(const CopyRun& first, std::int64_t count, std::int64_t src_stride, std::int64_t dst_stride);
+  void close_group();
+  std::vector<StridedRun> done_;
+  StridedRun open_{.count = 0};    // the group runs join (count 0: none)
+  CopyRun last_{};                 // the last run, still growing while the next continues it
+  bool has_last_ = false;
+};
+inline void add_runs(StridedRuns& runs, const CopyRun& first, std::int64_t count, std::int64_t src_stride,
+                     std::int64_t dst_stride) {
+  runs.add(first, count, src_stride, dst_stride);
+}
+
 // Chunks of a stream: chunk k covers bytes [begin, begin + bytes) of the B-byte part,
 // [k c, min((k + 1) c, B)); there are ceil(B / c) of them (none when B is 0).
 struct ChunkRange {
@@ -69,11 +108,14 @@ inline ChunkRange chain_chunk(std::int64_t part_bytes, std::int64_t chunk, std::
 // parent: a transfer's src, the chain hop's `from`); `children` are the GPUs it sends every chunk
 // to (the sender's and an inner GPU's, in hop order; none for a leaf). A plain transfer is a
 // stream of one hop: its sender's one child is its dst.
-struct OpStream {
+// `Runs`: the copy runs one by one (std::vector<CopyRun>: what the backends execute) or as
+// strided groups (StridedRuns: what the plan file writes).
+template <class Runs>
+struct OpStreamOf {
   std::int64_t op = -1;
   model::GpuId peer = -1;
   std::int32_t region = -1;         // its staging region
-  std::vector<CopyRun> copies;      // pack (send) or unpack (receive), in stream coordinates
+  Runs copies;                      // pack (send) or unpack (receive), in stream coordinates
   std::int32_t chain = -1;          // model::Op::chain (-1: a plain transfer)
   std::int64_t chunk = 0;           // c
   std::int64_t bytes = 0;           // B, the part
@@ -91,6 +133,7 @@ struct OpStream {
     return (k % slots) * chunk + (at - k * chunk);
   }
 };
+using OpStream = OpStreamOf<std::vector<CopyRun>>;
 
 // Calls f(run) for the copy runs of chunk k of `t` (sliced to it), with the stream side mapped to
 // the region (OpStream::slot_offset): a send's runs write chunk k's slot, a receive's read it.
@@ -140,17 +183,63 @@ void piece_runs(const model::Box& piece, const model::Box& shard, std::int64_t b
   }
 }
 
-struct GpuProgram {
+// The same runs as piece_runs, grouped: calls emit(shard_element_offset, piece_element, count,
+// rows, shard_stride) for `rows` runs of `count` elements, the i-th at shard_element_offset + i
+// shard_stride in the shard and piece_element + i count in the piece: the whole rows of the piece
+// along its second-to-last dimension (at the shard's stride of that dimension) are one group, a
+// partial first or last row a group of its own. The groups depend on the piece's box and [b, e)
+// alone, so the same elements walked in two shards give groups that match one for one.
+template <class F>
+void piece_row_groups(const model::Box& piece, const model::Box& shard, std::int64_t b, std::int64_t e, F&& emit) {
+  const std::size_t nd = piece.dims.size();
+  if (nd == 0) {
+    if (b < e) emit(std::int64_t{0}, b, e - b, std::int64_t{1}, std::int64_t{0});
+    return;
+  }
+  std::vector<std::int64_t> stride(nd, 1);
+  for (std::size_t i = nd - 1; i > 0; --i) stride[i - 1] = stride[i] * shard.dims[i].size();
+  const std::int64_t row_len = piece.dims[nd - 1].size();
+  if (row_len <= 0) return;
+  const std::int64_t block = nd >= 2 ? piece.dims[nd - 2].size() : 1;  // rows at one stride
+  const std::int64_t row_stride = nd >= 2 ? stride[nd - 2] : 0;
+  auto offset = [&](std::int64_t row, std::int64_t col) {
+    std::int64_t off = piece.dims[nd - 1].lo - shard.dims[nd - 1].lo + col, rest = row;
+    for (std::size_t i = nd - 1; i > 0; --i) {
+      const std::int64_t extent = piece.dims[i - 1].size();
+      off += (piece.dims[i - 1].lo - shard.dims[i - 1].lo + rest % extent) * stride[i - 1];
+      rest /= extent;
+    }
+    return off;
+  };
+  std::int64_t k = b;
+  while (k < e) {
+    const std::int64_t row = k / row_len, col = k % row_len;
+    if (col != 0 || e - k < row_len) {  // a partial row
+      const std::int64_t n = std::min(row_len - col, e - k);
+      emit(offset(row, col), k, n, std::int64_t{1}, std::int64_t{0});
+      k += n;
+      continue;
+    }
+    const std::int64_t rows = std::min((e - k) / row_len, block - row % block);
+    emit(offset(row, 0), k, row_len, rows, row_stride);
+    k += rows * row_len;
+  }
+}
+
+template <class Runs>
+struct ProgramOf {
   model::GpuId gpu = -1;
   std::vector<Region> regions;
-  std::vector<CopyRun> local;       // pieces held as source and needed as destination here
-  std::vector<OpStream> sends;      // in op id order: the streams it is the sender of
-  std::vector<OpStream> receives;   // in op id order: the streams it receives
+  Runs local;                                  // pieces held as source and needed as destination here
+  std::vector<OpStreamOf<Runs>> sends;         // in op id order: the streams it is the sender of
+  std::vector<OpStreamOf<Runs>> receives;      // in op id order: the streams it receives
   std::int64_t destination_bytes = 0;
   // (piece, region): the pieces it holds as a source and those it needs as a destination, each
   // with its shard's region (what digest verification reads, exec/verify.hpp).
   std::vector<std::pair<std::int32_t, std::int32_t>> source_pieces, destination_pieces;
 };
+using GpuProgram = ProgramOf<std::vector<CopyRun>>;  // what the backends run
+using StridedProgram = ProgramOf<StridedRuns>;       // the same program, its runs grouped (the plan file)
 
 // Everything a run needs, built once (the same on every process).
 struct RunPlan {
@@ -172,6 +261,8 @@ struct RunPlan {
 // ScheduleError before anything runs.
 RunPlan make_run_plan(const model::LoadedScenario& sc, const model::TransferSet& ts, const model::Schedule& s);
 GpuProgram build_program(const RunPlan& plan, model::GpuId gpu);
+// The same program with its runs as strided groups: expanded, each list is build_program's.
+StridedProgram build_strided_program(const RunPlan& plan, model::GpuId gpu);
 
 // The waves of one step of the nccl backend: each wave is one grouped send/receive. Stream c of an
 // op moves chunk c over hop h in wave offset + c + depth[h] - 1 (depth: hops from the sender to the
