@@ -99,7 +99,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--fit", *fit, "Parameters to fit (default all): per_tensor per_broadcast_tensor per_bucket per_stage")
       ->delimiter(',');
   cmd->add_option("measurements", *files, "CSV files: scenario,strategy,measured_s")->required();
-  cmd->add_option("--profile", *profile, "Base profile whose hardware parameters stay fixed: reshard, nemo_rl or a system's");
+  cmd->add_option("--profile", *profile, "Base profile whose hardware parameters stay fixed: reshard, links, nemo_rl or a system's");
   auto params = std::make_shared<std::string>();
   cmd->add_option("--params", *params, "Base parameters file (as compare --params reads) instead of --profile");
   cmd->add_option("-o,--output", *out, "Write the fitted parameters (YAML, read by compare --params)");

@@ -146,7 +146,7 @@ void add_compare_command(CLI::App& app) {
   auto timings = std::make_shared<bool>(false);
   cmd->add_flag("--simulate", *simulate, "Also simulate every schedule (and let auto confirm its best by simulation)");
   cmd->add_option("scenario", *path, "Scenario YAML file (default: the source tree's scenarios/deepseek-v3-h100.yaml, DeepSeek-V3 on 2 x 256 DGX H100)");
-  cmd->add_option("--profile", *profile, "Implementation profile: reshard or nemo_rl");
+  cmd->add_option("--profile", *profile, "Cost profile: reshard (its engine; default), links (the schedules alone), nemo_rl, miles, nccl or a system's (reshard systems)");
   cmd->add_option("--params", *params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_option("--strategy", *extra,

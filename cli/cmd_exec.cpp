@@ -358,7 +358,7 @@ void add_exec_command(CLI::App& app) {
   cmd->add_option("--backend", a->backend, "host (MPI), cuda (one GPU, virtual ranks), nccl (one process per GPU)");
   cmd->add_option("--timeout", a->timeout, "A peer that does not answer within this ends the run (e.g. 30s)");
   cmd->add_option("-o,--output", a->output, "Write the Measurement JSON here");
-  cmd->add_option("--profile", a->profile, "Cost profile auto tunes for and reshard check predicts with (reshard or nemo_rl)");
+  cmd->add_option("--profile", a->profile, "Cost profile auto tunes for and reshard check predicts with (reshard, links, nemo_rl, ...)");
   cmd->add_option("--params", a->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_option("--inject", a->inject, "Test-only fault: corrupt:OP[@middle|@last], die:RANK, kill:RANK, stop:RANK[@init], drop:OP");
   cmd->add_flag("--json", a->json, "Print one JSON object (process 0)");

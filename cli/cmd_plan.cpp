@@ -199,7 +199,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--programs", a->programs,
                 "With -o: write the refit plan file instead, every GPU's program expanded (JSON), which reshard.torch runs "
                 "without the extension (docs/execution.md)");
-  cmd->add_option("--profile", a->profile, "Implementation profile auto tunes for: reshard or nemo_rl");
+  cmd->add_option("--profile", a->profile, "Cost profile auto tunes for: reshard (its engine; default), links (the schedules alone), nemo_rl, miles or a system's");
   cmd->add_option("--params", a->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   add_max_staging_option(cmd, a->max_staging);
   cmd->add_flag("--json", a->json, "Print one JSON object");

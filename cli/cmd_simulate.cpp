@@ -291,7 +291,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--max-chain", o->max_chain, "Domains per chain for domain_chain / hybrid (default 8)")
       ->check(CLI::PositiveNumber);
   add_max_staging_option(cmd, o->max_staging);
-  cmd->add_option("--profile", o->profile, "Implementation profile for efficiencies and overheads: reshard or nemo_rl");
+  cmd->add_option("--profile", o->profile, "Cost profile for efficiencies and overheads: reshard (its engine; default), links (the schedules alone), nemo_rl, miles, nccl or a system's");
   cmd->add_option("--params", o->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_option("--topology", o->topology, "Topology YAML (raw traffic replay)");
   cmd->add_option("--flows", o->flows, "Traffic CSV: id,src,dst,bytes[,after] with GPU indices; after = ids joined by ';'");

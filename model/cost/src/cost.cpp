@@ -3,6 +3,7 @@
 #include <Eigen/SparseCore>
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <unordered_map>
 
 #include "reshard/model/chain.hpp"
@@ -429,6 +430,9 @@ void add_receive_side(const Schedule& s, const TransferSet& ts, const Inventory&
 // E(g) of T_issue (cost.hpp) for every GPU. `step` is op_steps' step of every operation, `steps`
 // their count. A hop of depth d (its `to`'s, chain_depths; 1 for a transfer) carries chunk c of an
 // operation in wave offset + c + d - 1 (exec::step_waves); its two GPUs take part in those waves.
+// A chain's operations are summed first (their chunks and their count, per step the chunks that
+// set its waves), then spread over its hops once: a ring through thousands of GPUs carrying
+// thousands of operations costs its hops, not their product.
 std::vector<std::int64_t> engine_calls(const Schedule& s, const std::vector<std::int32_t>& step, std::int32_t steps,
                                        std::int32_t gpu_count) {
   std::vector<std::int64_t> calls(static_cast<std::size_t>(gpu_count), 0);
@@ -440,8 +444,11 @@ std::vector<std::int64_t> engine_calls(const Schedule& s, const std::vector<std:
     first[i] = std::min(first[i], from);
     last[i] = std::max(last[i], to);
   };
-  std::vector<std::pair<std::int32_t, std::int64_t>> chain_offset(s.chains.size(), {-1, 0});  // (step, chunks so far)
-  std::vector<std::vector<std::int32_t>> chain_depth(s.chains.size());
+  struct ChainSum {
+    std::int64_t chunks = 0, ops = 0;             // over its operations
+    std::map<std::int32_t, std::int64_t> waves;   // per step: its operations' chunks there
+  };
+  std::vector<ChainSum> chain(s.chains.size());
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const Op& op = s.ops[i];
     if (op.chain < 0 && op.src == op.dst) continue;  // a local copy: made before the steps, no calls
@@ -456,21 +463,30 @@ std::vector<std::int64_t> engine_calls(const Schedule& s, const std::vector<std:
       active(op.dst, k, 0, n - 1);
       continue;
     }
-    const auto c = static_cast<std::size_t>(op.chain);
-    const Chain& chain = s.chains[c];
-    if (chain_depth[c].empty()) chain_depth[c] = chain_depths(chain, op.src, "operation " + std::to_string(op.id));
-    auto& [offset_step, offset] = chain_offset[c];
-    if (offset_step != k) offset_step = k, offset = 0;
-    calls[static_cast<std::size_t>(op.src)] += n + 1;  // the root's pack per chunk and its start event
-    for (std::size_t h = 0; h < chain.hops.size(); ++h) {
-      const ChainHop& hop = chain.hops[h];
-      calls[static_cast<std::size_t>(hop.from)] += n;        // a send per chunk
-      calls[static_cast<std::size_t>(hop.to)] += 2 * n + 1;  // a receive and an unpack per chunk, the end event
-      const std::int64_t d = chain_depth[c][h];
-      active(hop.from, k, offset + d - 1, offset + n + d - 2);
-      active(hop.to, k, offset + d - 1, offset + n + d - 2);
+    ChainSum& c = chain[static_cast<std::size_t>(op.chain)];
+    const Chain& ch = s.chains[static_cast<std::size_t>(op.chain)];
+    if (c.ops == 0 || ch.hops.empty() || op.src != ch.hops.front().from)
+      chain_depths(ch, op.src, "operation " + std::to_string(op.id));  // throws for a shape the backend refuses
+    c.chunks += n;
+    ++c.ops;
+    c.waves[k] += n;
+  }
+  for (std::size_t c = 0; c < chain.size(); ++c) {
+    const ChainSum& sum = chain[c];
+    if (sum.ops == 0) continue;
+    const Chain& ch = s.chains[c];
+    const GpuId root = ch.hops.front().from;
+    const std::vector<std::int32_t> depth = chain_depths(ch, root, "chain " + std::to_string(c));
+    calls[static_cast<std::size_t>(root)] += sum.chunks + sum.ops;  // the root's pack per chunk, a start event per op
+    for (std::size_t h = 0; h < ch.hops.size(); ++h) {
+      calls[static_cast<std::size_t>(ch.hops[h].from)] += sum.chunks;               // a send per chunk
+      calls[static_cast<std::size_t>(ch.hops[h].to)] += 2 * sum.chunks + sum.ops;  // a receive and an unpack per chunk, an end event per op
+      for (const auto& [k, total] : sum.waves) {
+        const std::int64_t d = depth[h];
+        active(ch.hops[h].from, k, d - 1, total + d - 2);
+        active(ch.hops[h].to, k, d - 1, total + d - 2);
+      }
     }
-    offset += n;
   }
   // Per step a GPU takes part in: a group's start and end per wave, the step's end event.
   for (std::size_t g = 0; g < calls.size(); ++g)
