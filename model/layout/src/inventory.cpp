@@ -143,9 +143,10 @@ class Builder {
   //   o_proj bias whole on every TP rank: a RowParallelLinear's bias has the full output size and is
   //     added after the reduction (megatron/core/tensor_parallel/layers.py and vLLM's linear.py,
   //     RowParallelLinear.__init__ / forward).
-  //   sinks split by heads: Megatron-Core's softmax_offset holds num_attention_heads / TP
-  //     (megatron/core/transformer/dot_product_attention.py, DotProductAttention.__init__,
-  //     softmax_type "learnable"); vLLM's OAIAttention.__init__ holds heads / TP and the loader narrows
+  //   sinks split by heads: Megatron-Bridge maps them onto core_attention.softmax_offset
+  //     (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py, GPTOSSBridge.mapping_registry), which
+  //     holds num_attention_heads / TP (megatron/core/transformer/dot_product_attention.py,
+  //     DotProductAttention.__init__, softmax_type "learnable"); vLLM's OAIAttention.__init__ holds heads / TP and the loader narrows
   //     the checkpoint's sinks by the TP rank's heads (vllm/model_executor/models/gpt_oss.py,
   //     GptOssModel.load_weights); SGLang by the attention TP rank (python/sglang/srt/models/gpt_oss.py,
   //     GptOssAttention.__init__).
@@ -299,8 +300,10 @@ class Builder {
   // e's slice as `mlp.experts.e.<kind>` in the [out, in] orientation of the MXFP4 blocks and of vLLM's
   // w13 / w2: gate_up [2I, H] with gate and up rows interleaved (row 2j gate j, row 2j+1 up j),
   // gate_up_proj_bias [2I], down [H, I], down_proj_bias [H]. A tensor-parallel split of whole (gate,
-  // up) pairs is a contiguous range of rows (Megatron de-interleaves them into [gate; up] per rank,
-  // the same elements); the down bias is the bias of a row-parallel layer (whole).
+  // up) pairs is a contiguous range of rows (Megatron-Bridge de-interleaves them into linear_fc1's
+  // [gate; up], src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py,
+  // GPTOSSMLPGateUpProjMapping._interleave; a Megatron-Core GLU rank holds [gate_j; up_j], the same
+  // elements); the down bias is the bias of a row-parallel layer (whole).
   void gpt_oss_expert(const std::string& p, std::int32_t layer, std::int32_t e) {
     const auto H = c_.hidden_size, I = c_.intermediate_size;
     const std::string x = layer_prefix_of(p, e);
