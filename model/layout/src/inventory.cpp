@@ -146,10 +146,10 @@ class Builder {
   //   sinks split by heads: Megatron-Bridge maps them onto core_attention.softmax_offset
   //     (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py, GPTOSSBridge.mapping_registry), which
   //     holds num_attention_heads / TP (megatron/core/transformer/dot_product_attention.py,
-  //     DotProductAttention.__init__, softmax_type "learnable"); vLLM's OAIAttention.__init__ holds heads / TP and the loader narrows
-  //     the checkpoint's sinks by the TP rank's heads (vllm/model_executor/models/gpt_oss.py,
-  //     GptOssModel.load_weights); SGLang by the attention TP rank (python/sglang/srt/models/gpt_oss.py,
-  //     GptOssAttention.__init__).
+  //     DotProductAttention.__init__, softmax_type "learnable"); vLLM's OAIAttention.__init__ holds
+  //     heads / TP and its loader narrows the checkpoint's sinks to the TP rank's heads
+  //     (vllm/model_executor/models/gpt_oss.py, GptOssModel.load_weights); SGLang splits them by the
+  //     attention TP rank (python/sglang/srt/models/gpt_oss.py, GptOssAttention.__init__).
   struct Attn {
     bool qkv_bias = false;  // q/k/v biases, split as their rows
     bool o_bias = false;    // o_proj bias [H]: whole on every TP rank (a row-parallel layer's bias)
