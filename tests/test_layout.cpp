@@ -743,3 +743,48 @@ TEST(LayoutErrors, SizesThatDoNotFit) {
     EXPECT_NE(std::string(e.what()).find("Shard(2)"), std::string::npos) << e.what();
   }
 }
+
+// The new architectures' framework conventions, hand-worked on a one-layer gpt-oss (4 heads of 4,
+// 2 KV heads, 4 experts of width I = 6): vLLM's own loader gives MoE TP rank f the intermediate rows
+// [f*c, min((f+1)*c, I)), c = ceil(I / TP) (GptOssModel.load_weights), so over TP4 c = 2 and rank 3
+// holds none; gate_up's rows are the (gate, up) pairs, twice that range; down_proj_bias on rank 0
+// only; the sinks one head per rank. Then the refusals, each with its reason.
+TEST(NewArchitectureLayout, GptOssExpertsSinksAndRefusals) {
+  const char* oss = R"({"model_type": "gpt_oss", "hidden_size": 8, "num_hidden_layers": 1,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "intermediate_size": 6,
+    "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 20})";
+  const auto inv = Inventory::parse(oss, "oss/config.json");
+  const auto m = build_shard_map(inv, LayoutSpec{VllmSpec{.tp = 4}, iota(4)});
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.1.gate_up_proj"),
+            (Shards{{"[0:4, 0:8]", {0}}, {"[4:8, 0:8]", {1}}, {"[8:12, 0:8]", {2}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.1.down_proj"),
+            (Shards{{"[0:8, 0:2]", {0}}, {"[0:8, 2:4]", {1}}, {"[0:8, 4:6]", {2}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.3.down_proj_bias"), (Shards{{"[0:8]", {0}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.self_attn.sinks"),
+            (Shards{{"[0:1]", {0}}, {"[1:2]", {1}}, {"[2:3]", {2}}, {"[3:4]", {3}}}));
+  // SGLang's FusedMoE loader over MoE TP 2: whole pairs, down_proj_bias on MoE TP rank 0 only.
+  const auto g = build_shard_map(inv, LayoutSpec{SglangSpec{.tp = 2}, iota(2)});
+  EXPECT_EQ(shards_of(inv, g, "model.layers.0.mlp.experts.0.gate_up_proj_bias"),
+            (Shards{{"[0:6]", {0}}, {"[6:12]", {1}}}));
+  EXPECT_EQ(shards_of(inv, g, "model.layers.0.mlp.experts.0.down_proj_bias"), (Shards{{"[0:8]", {0}}}));
+  auto refused = [&](const Inventory& model, const LayoutSpec& spec) {
+    try {
+      (void)build_shard_map(model, spec);
+    } catch (const PlanError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << spec.describe() << " was not refused";
+    return std::string();
+  };
+  // vLLM's gpt-oss loader slices E/EP experts per EP rank itself: no EPLB slots, E divisible by EP.
+  EXPECT_NE(refused(inv, LayoutSpec{VllmSpec{.tp = 2, .redundant_experts = 2, .enable_expert_parallel = true}, iota(2)})
+                .find("redundant experts (EPLB) are not supported"),
+            std::string::npos);
+  EXPECT_NE(refused(inv, LayoutSpec{VllmSpec{.tp = 1, .dp = 3, .ep = 3}, iota(3)}).find("not divisible by EP 3"),
+            std::string::npos);
+  // SGLang's DP attention with gated DeltaNet layers is not modelled.
+  const auto next = Inventory::load(kRoot + "/models/tiny-qwen3-next.yaml");
+  EXPECT_NE(refused(next, LayoutSpec{SglangSpec{.tp = 2, .dp = 2, .enable_dp_attention = true}, iota(2)})
+                .find("DP attention with gated DeltaNet layers"),
+            std::string::npos);
+}
