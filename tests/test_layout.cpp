@@ -788,3 +788,47 @@ TEST(NewArchitectureLayout, GptOssExpertsSinksAndRefusals) {
                 .find("DP attention with gated DeltaNet layers"),
             std::string::npos);
 }
+
+// Qwen3.5's gated DeltaNet (2 key heads of 2, 4 value heads of 3: kd 4, vd 12) over vLLM TP2: conv1d
+// and in_proj_qkv split each of their [q; k; v] parts (mamba_v2_sharded_weight_loader, the merged
+// in_proj_qkvz's parts), in_proj_z / b / a, A_log and out_proj by whole key-head groups, the gated
+// norm whole; the gated q_proj ([q; gate] per head) by heads, the single KV head on both ranks. And
+// DeepSeek-V3.2's indexer whole on every rank.
+TEST(NewArchitectureLayout, GatedDeltaNetByPartsAndKeyHeadsIndexerWhole) {
+  const char* q35 = R"({"model_type": "qwen3_5", "tie_word_embeddings": true, "text_config": {
+    "hidden_size": 8, "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"],
+    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4, "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4, "linear_key_head_dim": 2, "linear_value_head_dim": 3,
+    "linear_conv_kernel_dim": 3, "intermediate_size": 10, "vocab_size": 20}})";
+  const auto inv = Inventory::parse(q35, "q35/config.json");
+  const auto m = build_shard_map(inv, LayoutSpec{VllmSpec{.tp = 2}, iota(2)});
+  const std::string p = "model.language_model.layers.0.linear_attn.";
+  EXPECT_EQ(shards_of(inv, m, p + "conv1d.weight"),
+            (Shards{{"[0:2, 0:1, 0:3]", {0}}, {"[14:20, 0:1, 0:3]", {1}}, {"[2:4, 0:1, 0:3]", {1}},
+                    {"[4:6, 0:1, 0:3]", {0}}, {"[6:8, 0:1, 0:3]", {1}}, {"[8:14, 0:1, 0:3]", {0}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "in_proj_qkv.weight"),
+            (Shards{{"[0:2, 0:8]", {0}}, {"[14:20, 0:8]", {1}}, {"[2:4, 0:8]", {1}}, {"[4:6, 0:8]", {0}},
+                    {"[6:8, 0:8]", {1}}, {"[8:14, 0:8]", {0}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "in_proj_z.weight"), (Shards{{"[0:6, 0:8]", {0}}, {"[6:12, 0:8]", {1}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "in_proj_a.weight"), (Shards{{"[0:2, 0:8]", {0}}, {"[2:4, 0:8]", {1}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "A_log"), (Shards{{"[0:2]", {0}}, {"[2:4]", {1}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "norm.weight"), (Shards{{"[0:3]", {0, 1}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "out_proj.weight"), (Shards{{"[0:8, 0:6]", {0}}, {"[0:8, 6:12]", {1}}}));
+  const std::string a = "model.language_model.layers.1.self_attn.";
+  EXPECT_EQ(shards_of(inv, m, a + "q_proj.weight"), (Shards{{"[0:8, 0:8]", {0}}, {"[8:16, 0:8]", {1}}}));
+  EXPECT_EQ(shards_of(inv, m, a + "k_proj.weight"), (Shards{{"[0:4, 0:8]", {0, 1}}}));
+  // TP4 would cut a key head: refused, naming the two heads.
+  try {
+    (void)build_shard_map(inv, LayoutSpec{VllmSpec{.tp = 4}, iota(4)});
+    ADD_FAILURE() << "TP4 over 2 key heads was not refused";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 heads are not divisible by TP 4"), std::string::npos) << e.what();
+  }
+  const auto v32 = Inventory::load(kRoot + "/models/tiny-deepseek-v32.yaml");
+  const auto d = build_shard_map(v32, LayoutSpec{VllmSpec{.tp = 2}, iota(2)});
+  for (const char* t : {"wq_b.weight", "wk.weight", "k_norm.bias", "weights_proj.weight"}) {
+    const auto* w = v32.find(std::string("model.layers.2.self_attn.indexer.") + t);
+    ASSERT_NE(w, nullptr) << t;
+    EXPECT_EQ(shards_of(v32, d, w->name), (Shards{{to_string(full_box(*w)), {0, 1}}})) << t;
+  }
+}
