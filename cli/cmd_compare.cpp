@@ -91,7 +91,7 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
   print_fields(std::cout, fields);
   std::cout << '\n';
   const double baseline = r.rows.front().prediction.time.value;
-  std::vector<std::string> headers = {"strategy", "estimate>", "simulated>", "x bound>", "speedup>", "network>", "NVLink>", "ops>", "staging/GPU>"};
+  std::vector<std::string> headers = {"strategy", "estimate>", "simulated>", "x bound>", "speedup>", "overheads>", "network>", "NVLink>", "ops>", "staging/GPU>"};
   if (converts) headers.insert(headers.begin() + 3, "convert>");
   headers.insert(headers.end(), {"limited by", "bottleneck link"});
   Table t(headers);
@@ -99,7 +99,7 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
     const Prediction& p = row.prediction;
     std::vector<std::string> cells = {row.name, format(p.time), row.simulated ? format(*row.simulated) : "-",
                                       fixed(p.time.value / lb.time.value, 2), fixed(baseline / p.time.value, 1) + "x",
-                                      format(p.network_bytes), format(p.nvlink_bytes), std::to_string(p.operations), staging_cell(p, r)};
+                                      format(p.overheads), format(p.network_bytes), format(p.nvlink_bytes), std::to_string(p.operations), staging_cell(p, r)};
     if (converts) cells.insert(cells.begin() + 3, format(p.convert_source) + " + " + format(p.convert_destination));
     cells.insert(cells.end(), {row.limited_by, row.bottleneck});
     t.add(cells);
@@ -116,7 +116,8 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
                                           format(*options.max_staging) + " of staging memory on one GPU"
                                     : std::string())
             << ")\n"
-            << "speedup is over " << r.rows.front().name << "; x bound is the ratio of the estimate to the lower bound; staging/GPU is "
+            << "speedup is over " << r.rows.front().name << "; x bound is the ratio of the estimate to the lower bound; overheads are "
+               "what the engine adds beyond the links (profile " << r.profile << ": `reshard systems " << r.profile << "`); staging/GPU is "
                "the staging memory the GPU that needs the most holds at once besides its shards, of its budget"
             << (options.simulate ? "; auto confirmed its best candidates by simulation.\n"
                                  : ". Add --simulate to simulate every schedule (flow-level max-min; auto's best candidates too).\n");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -13,6 +14,7 @@
 
 #include "reshard/study/calibrate.hpp"
 #include "reshard/model/errors.hpp"
+#include "reshard/model/planned.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/strategies.hpp"
 #include "reshard/model/systems.hpp"
@@ -323,17 +325,19 @@ std::optional<double> cost_field(const CostParams& c, const std::string& key) {
   if (key == "load_per_expert") return c.load_per_expert.value;
   if (key == "per_read") return c.per_read.value;
   if (key == "per_refit") return c.per_refit.value;
+  if (key == "engine_call") return c.engine_call.value;
   if (key == "tensor_streams") return c.tensor_streams;
   if (key == "barriers_per_tensor") return c.barriers_per_tensor;
   if (key == "copy_passes") return c.copy_passes;
   if (key == "host_passes") return c.host_passes;
   if (key == "host_overlaps") return c.host_overlaps ? 1.0 : 0.0;
+  if (key == "step_barriers") return c.step_barriers ? 1.0 : 0.0;
   return std::nullopt;
 }
 
 double documented_value(const std::string& key, const std::string& value) {
   if (value == "true" || value == "false") return value == "true" ? 1.0 : 0.0;
-  if (key.rfind("per_", 0) == 0 || key.rfind("load_per_", 0) == 0) {
+  if (key.rfind("per_", 0) == 0 || key.rfind("load_per_", 0) == 0 || key == "engine_call") {
     std::string compact;
     for (char ch : value)
       if (ch != ' ') compact += ch;
@@ -345,8 +349,8 @@ double documented_value(const std::string& key, const std::string& value) {
 // The cost fields a profile may set, with a perturbed value each (for the "unused" check below).
 const std::vector<std::string> kCostFields{
     "per_op", "per_tensor", "per_call_rank", "per_broadcast_tensor", "per_bucket", "per_stage", "load_per_tensor",
-    "load_per_expert", "per_read", "per_refit", "tensor_streams", "barriers_per_tensor", "copy_passes", "host_passes",
-    "host_overlaps"};
+    "load_per_expert", "per_read", "per_refit", "engine_call", "tensor_streams", "barriers_per_tensor", "copy_passes",
+    "host_passes", "host_overlaps"};
 void perturb(CostParams& c, const std::string& key) {
   if (key == "per_op") c.per_op = Seconds{c.per_op.value * 2};
   if (key == "per_tensor") c.per_tensor = Seconds{c.per_tensor.value * 2 + 1e-3};
@@ -358,6 +362,7 @@ void perturb(CostParams& c, const std::string& key) {
   if (key == "load_per_expert") c.load_per_expert = Seconds{c.load_per_expert.value * 2 + 1e-3};
   if (key == "per_read") c.per_read = Seconds{c.per_read.value * 2 + 1e-3};
   if (key == "per_refit") c.per_refit = Seconds{c.per_refit.value * 2 + 1e-3};
+  if (key == "engine_call") c.engine_call = Seconds{c.engine_call.value * 2 + 1e-3};
   if (key == "tensor_streams") c.tensor_streams = c.tensor_streams == 1 ? 3 : 1;
   if (key == "barriers_per_tensor") c.barriers_per_tensor = c.barriers_per_tensor * 2 + 1;
   if (key == "copy_passes") c.copy_passes = c.copy_passes * 2 + 1;
@@ -400,12 +405,12 @@ tie_word_embeddings: true
 // Each documented constant is the cost field it names, to the precision it is printed with (a
 // constant that names no field, or whose value is not the field's, fails: tried with
 // kNemoRlCopyPasses at 15.5 and its documentation left at 14.1). Every other field the
-// profile sets away from the reshard profile's hardware terms is one its schedule never uses:
+// profile sets away from the hardware terms it starts from is one its schedule never uses:
 // doubling it leaves the prediction of ManyTensors unchanged (nemo_rl_broadcast's tensor_streams,
 // slime's per_tensor, mooncake_p2p's per_broadcast_tensor, nemo_rl_nixl's per_broadcast_tensor).
 TEST(SystemProfiles, EachDocumentedConstantIsTheCostFieldItNames) {
   const ManyTensors m;
-  CostParams base = CostParams::profile_named("reshard");
+  CostParams base;  // the hardware terms every system profile starts from (systems.cpp, base())
   base.step_barriers = false;
   for (const auto& p : system_profiles()) {
     SCOPED_TRACE(p.name);
@@ -561,4 +566,62 @@ TEST(SystemProfiles, EachFittedOrCarriedConstantIsItsFitsValue) {
     EXPECT_FALSE(f.rows.empty());
     EXPECT_TRUE(fitted_in.count(f.name)) << "no profile's constant is fitted here";
   }
+}
+
+// reshard's own engine (the `reshard` cost profile, model/systems.hpp): each constant `reshard
+// systems reshard` documents is the cost field it names, to the precision it is printed with (the
+// link efficiencies as their two numbers).
+TEST(ReshardEngine, EachDocumentedConstantIsTheCostFieldItNames) {
+  const CostProfile* engine = find_cost_profile("reshard");
+  ASSERT_NE(engine, nullptr);
+  const CostParams c = engine->make();
+  const auto constants = engine->constants();
+  std::set<std::string> named;
+  for (const auto& k : constants) {
+    SCOPED_TRACE(k.name + " = " + k.value);
+    named.insert(k.name);
+    if (k.name == "efficiency") {
+      char text[64];
+      std::snprintf(text, sizeof text, "nvlink %.2f, network %.2f", c.efficiency[static_cast<std::size_t>(LinkKind::NVLink)],
+                    c.efficiency[static_cast<std::size_t>(LinkKind::Network)]);
+      EXPECT_EQ(k.value, text);
+      continue;
+    }
+    const auto field = cost_field(c, k.name);
+    ASSERT_TRUE(field.has_value()) << "a constant that names no cost field";
+    EXPECT_NEAR(documented_value(k.name, k.value), *field, 5e-3 * std::fabs(*field));
+  }
+  // The engine's own terms are all documented.
+  for (const char* key : {"engine_call", "copy_passes", "host_overlaps", "per_op"}) EXPECT_TRUE(named.count(key)) << key;
+  EXPECT_GT(c.engine_call.value, 0);
+}
+
+// The engine's issuing (T_issue, model/cost.hpp) hides behind the GPUs' time and adds only beyond
+// it: on small-moe-ep's direct schedule, the estimate with the reshard profile is the larger of the
+// estimate without the issue term and the issue itself, T_issue is engine_call times the busiest
+// process's calls, and at 1 ms per call the issue is the whole time. (A profile that added the
+// issue to the GPUs' time, or counted the calls of all processes together, fails.)
+TEST(ReshardEngine, IssuingAddsOnlyBeyondTheGpusTime) {
+  const PlannedScenario ps(load_scenario(std::filesystem::path(RESHARD_SOURCE_DIR) / "scenarios" / "small-moe-ep.yaml"));
+  ScheduleRequest request;
+  request.strategy = "direct";
+  const Schedule s = ps.schedule_for(request);
+  const LoadedScenario& sc = ps.scenario();
+  const CostParams engine = CostParams::profile_named("reshard");
+  CostParams links = engine;
+  links.engine_call = Seconds{0};
+  const Prediction with = estimate(s, ps.transfers(), sc.inventory, sc.topology, engine);
+  const Prediction without = estimate(s, ps.transfers(), sc.inventory, sc.topology, links);
+  const auto calls = engine_calls(s, sc.topology.gpu_count());
+  const std::int64_t busiest = *std::max_element(calls.begin(), calls.end());
+  ASSERT_GT(busiest, 0);
+  EXPECT_EQ(with.engine_calls, busiest);
+  EXPECT_EQ(without.engine_calls, 0);
+  EXPECT_NEAR(with.issue.value, engine.engine_call.value * static_cast<double>(busiest), 1e-15);
+  EXPECT_NEAR(with.time.value, std::max(without.time.value, with.issue.value), 1e-12);
+  CostParams slow = engine;
+  slow.engine_call = Seconds{1e-3};
+  const Prediction issue_bound = estimate(s, ps.transfers(), sc.inventory, sc.topology, slow);
+  EXPECT_GT(issue_bound.issue.value, without.time.value);
+  EXPECT_NEAR(issue_bound.time.value, 1e-3 * static_cast<double>(busiest), 1e-12);
 }

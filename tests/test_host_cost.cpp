@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "config_error.hpp"
+#include "reshard/model/cost.hpp"
 #include "reshard/model/device_cost.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/host_cost.hpp"
@@ -278,6 +279,39 @@ TEST(DeviceCost, ChainHopsAndForwardsCountPerChunkAndStepsAdd) {
   EXPECT_NEAR(p.steps[1].time.value, 1.572864e-3, 1e-12);
   EXPECT_NEAR(p.time.value, 10.772864e-3, 1e-12);
   EXPECT_EQ(p.calls, 101);
+}
+
+// reshard's engine over NCCL (T_issue, model/cost.hpp), on the chain and transfer above: the chain
+// (1 MiB in 256 KiB chunks, n = 4) along 0 -> 1 (depth 1) and 1 -> 2, 1 -> 3 (depth 2) in step 0,
+// then 2 -> 3 (512 KiB, n = 1) in step 1. A hop of depth d carries chunk c in wave c + d - 1:
+// 0 -> 1 in waves 0-3, 1 -> 2 and 1 -> 3 in waves 1-4.
+//   GPU 0: root: n + 1 = 5 (packs, start event); sends 0 -> 1: 4; waves 0-3: 2 x 4 + 1 = 9   -> 18
+//   GPU 1: receives 0 -> 1: 2n + 1 = 9; sends 1 -> 2 and 1 -> 3: 8; waves 0-4: 2 x 5 + 1 = 11 -> 28
+//   GPU 2: receives 1 -> 2: 9; waves 1-4: 9; step 1 sender: 2 x 1 + 1 = 3, wave 0: 3          -> 24
+//   GPU 3: receives 1 -> 3: 9; waves 1-4: 9; step 1 receiver: 3, wave 0: 3                    -> 24
+// A wrong rule fails here: groups over the whole step's waves (GPU 0: 5 waves, 20), a forwarder
+// packing as a root does (GPU 1: 33), receives without their unpacks (GPU 1: 24).
+TEST(EngineCalls, ChainAndTransferPerGpuChunkWaveAndStep) {
+  Schedule s;
+  s.params.chunk = Bytes{512 << 10};
+  s.chains.push_back(Chain{{{0, 1}, {1, 2}, {1, 3}}, Bytes{256 << 10}});
+  Op o;
+  o.src = 0;
+  o.dst = 3;
+  o.chain = 0;
+  o.bytes = Bytes{kMiB};
+  s.add_op(o, {});
+  Op t;
+  t.src = 2;
+  t.dst = 3;
+  t.bytes = Bytes{512 << 10};
+  const std::vector<std::int64_t> after_chain{0};
+  s.add_op(t, after_chain);
+  EXPECT_EQ(engine_calls(s, 5), (std::vector<std::int64_t>{18, 28, 24, 24, 0}));
+  // Two transfers from GPU 0 in one step, 3 and 1 chunks: 2 x 3 + 1 + 2 x 1 + 1 = 10, waves 0-2:
+  // 7 -> 17; GPU 1: 7 + 7 = 14; GPU 2: 3 + 3 = 6; a local copy issues nothing.
+  const Schedule two = transfers({{0, 1, kMiB + 1, {}}, {0, 2, 512 << 10, {}}, {3, 3, kMiB, {}}});
+  EXPECT_EQ(engine_calls(two, 4), (std::vector<std::int64_t>{17, 14, 6, 0}));
 }
 
 TEST(DeviceProfile, ShippedProfileReadsAndBadFilesNameFileLineAndKey) {

@@ -417,7 +417,7 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     sp.bucket = Bytes{256 + static_cast<std::int64_t>(rng() % 4096)};
     const Schedule sched = build_schedule(ts, inv, src, dst, topo, sp);
     ASSERT_NO_THROW(validate(sched, ts, inv, src, dst)) << sp.strategy;
-    const auto pred = estimate(sched, ts, inv, topo, CostParams::profile_named("reshard"));
+    const auto pred = estimate(sched, ts, inv, topo, CostParams::profile_named("links"));
     EXPECT_GE(pred.time.value, lb.time.value * (1 - 1e-9)) << sp.strategy;
   }
   // The random pairs cover every framework combination, Megatron with fewer KV heads than TP, and
@@ -599,7 +599,7 @@ TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
       sp.strategy = all_strategies()[static_cast<std::size_t>(cases) % all_strategies().size()];
       const Schedule sched = build_schedule(ts, inv, *src, *dst, topo, sp);
       ASSERT_NO_THROW(validate(sched, ts, inv, *src, *dst)) << sp.strategy;
-      const auto cost = CostParams::profile_named("reshard");
+      const auto cost = CostParams::profile_named("links");
       const auto pred = estimate(sched, ts, inv, topo, cost);
       EXPECT_GE(pred.time.value, lb.time.value * (1 - 1e-9)) << sp.strategy;
       const double simulated = reshard::sim::simulated_makespan(sched, topo, cost, pred.overheads).value;

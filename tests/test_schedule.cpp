@@ -248,7 +248,7 @@ TEST(Estimate, HandWorkedTwoDomains) {
   const auto src = build_shard_map(inv, LayoutSpec{one, {0}});
   const auto dst = build_shard_map(inv, LayoutSpec{eight, {8, 9, 10, 11, 12, 13, 14, 15}});
   const auto ts = plan(inv, src, dst);
-  const auto cost = CostParams::profile_named("reshard");
+  const auto cost = CostParams::profile_named("links");
   StrategyParams p;
   p.strategy = Strategy::Direct;
   const auto direct = estimate(build_schedule(ts, inv, src, dst, topo, p), ts, inv, topo, cost);
@@ -316,7 +316,7 @@ TEST(Estimate, HandWorkedBroadcastRing) {
   EXPECT_EQ(s.chains[0].hops, (std::vector<ChainHop>{{0, 8}, {8, 9}}));
   EXPECT_EQ(s.chains[1].hops, (std::vector<ChainHop>{{0, 9}, {9, 8}}));
   const double B = static_cast<double>(inv.bytes().value);
-  const auto cost = CostParams::profile_named("reshard");
+  const auto cost = CostParams::profile_named("links");
   const auto pr = estimate(s, ts, inv, topo, cost);
   EXPECT_EQ(pr.network_bytes.value, inv.bytes().value);
   EXPECT_EQ(pr.nvlink_bytes.value, inv.bytes().value);
@@ -352,7 +352,7 @@ TEST(Estimate, HandWorkedImplementationTerms) {
   StrategyParams p;
   p.strategy = Strategy::Direct;
   const auto s = build_schedule(ts, inv, src, dst, topo, p);
-  CostParams cost = CostParams::profile_named("reshard");
+  CostParams cost = CostParams::profile_named("links");
   cost.step_barriers = false;
   const auto plain = estimate(s, ts, inv, topo, cost);
   EXPECT_EQ(plain.overheads.value, 0);
@@ -425,7 +425,7 @@ TEST(Estimate, HandWorkedIdleRingAndChainOrder) {
   const DTensorSpec one{{1}, {"x"}, {{"default", {Placement{}}}}};
   const auto ts = plan(inv, build_shard_map(inv, LayoutSpec{one, {0}}), build_shard_map(inv, LayoutSpec{one, {1}}));
   const double M = 64 << 20, c = 1 << 20, r = 450e9 * 0.82, L = 7 * 0.6e-6, copies = 2 * c / 2.15e12;
-  const auto cost = CostParams::profile_named("reshard");
+  const auto cost = CostParams::profile_named("links");
   const auto piece_count = static_cast<std::int32_t>(ts.pieces.size());
   const auto one_op = estimate(hand_ring(1, piece_count), ts, inv, topo, cost);
   EXPECT_NEAR(one_op.latency_path.value, cost.per_op.value + L, 1e-12);
@@ -550,7 +550,7 @@ TEST(Estimate, HandWorkedSlotRateCapBinds) {
     s.add_op(op, {});
     return s;
   };
-  const auto cost = CostParams::profile_named("reshard");
+  const auto cost = CostParams::profile_named("links");
   const double r = 65536 / 2.5e-6;
   const auto two = estimate(chain_1_0_8(2), ts, inv, topo, cost);
   EXPECT_EQ(two.chain_depth, 2);

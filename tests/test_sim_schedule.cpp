@@ -267,7 +267,7 @@ TEST(ChainSim, IdleRingBroadcastIsItsBytesPlusTheFill) {
   for (model::GpuId g = 0; g < 7; ++g) ring.push_back({g, g + 1});
   const double M = 64 << 20, c = 1 << 20, r = 450e9 * 0.82;
   const auto s = hand_chains({ring}, {64 << 20}, 1 << 20);
-  const auto cost = model::CostParams::profile_named("reshard");
+  const auto cost = model::CostParams::profile_named("links");
   const auto sim = sim::simulate_schedule(s, two_nodes(), cost);
   const double m = 2.15e12;
   const double expected = cost.per_op.value + M / r + 7 * 0.6e-6 + 6 * c / r + 2 * c / m;
@@ -290,7 +290,7 @@ TEST(ChainSim, TwoRingsSharingALinkShareItMaxMin) {
   // per_op + L, so T_pipeline = B's simulated finish.
   const double M = 16 << 20, c = 512 << 10, r = 450e9 * 0.82, L = 3 * 0.6e-6, cp = 2 * c / 2.15e12;
   const auto s = hand_chains({{{0, 1}, {1, 2}, {2, 3}}, {{4, 5}, {5, 2}, {2, 6}}}, {16 << 20, 48 << 20}, 512 << 10);
-  const auto cost = model::CostParams::profile_named("reshard");
+  const auto cost = model::CostParams::profile_named("links");
   const auto sim = sim::simulate_schedule(s, two_nodes(), cost);
   EXPECT_NEAR(sim.ops[0].finish.value, cost.per_op.value + 2 * M / r + L + 2 * c / r + cp, 1e-12);
   EXPECT_NEAR(sim.ops[1].finish.value, cost.per_op.value + 4 * M / r + L + 2 * c / r + cp, 1e-12);
@@ -311,7 +311,7 @@ TEST(ChainSim, MiddleHopBottleneckSetsTheChainsRate) {
   const double M = 256 << 20, c = 512 << 10, r = 47e9, cp = 2 * c / 2.15e12;
   const double L = route_latency(0, 1) + route_latency(1, 9) + route_latency(9, 10);
   auto s = hand_chains({{{0, 1}, {1, 9}, {9, 10}}}, {256 << 20}, 512 << 10);
-  const auto cost = model::CostParams::profile_named("reshard");
+  const auto cost = model::CostParams::profile_named("links");
   const double expected = cost.per_op.value + M / r + L + 2 * c / r + cp;
   EXPECT_NEAR(sim::simulate_schedule(s, two_nodes(), cost).makespan.value, expected, 1e-12);
   EXPECT_NEAR(model::estimate(s, model::TransferSet{}, model::Inventory{}, two_nodes(), cost).time.value, expected, 1e-12);
@@ -331,7 +331,7 @@ TEST(ChainSim, OpsOnOneChainRunInOrder) {
   const double M = 32 << 20, c = 512 << 10, r = 450e9 * 0.82, L = 2 * 0.6e-6, cp = 2 * c / 2.15e12;
   auto s = hand_chains({{{0, 1}, {1, 2}}}, {32 << 20}, 512 << 10);
   s.add_op(s.ops[0], {});
-  const auto cost = model::CostParams::profile_named("reshard");
+  const auto cost = model::CostParams::profile_named("links");
   const auto sim = sim::simulate_schedule(s, two_nodes(), cost);
   EXPECT_NEAR(sim.ops[0].finish.value, cost.per_op.value + M / r + L + c / r + cp, 1e-12);
   EXPECT_NEAR(sim.ops[1].start.value, cost.per_op.value + M / r + cost.per_op.value, 1e-12);
@@ -563,7 +563,7 @@ TEST(ScheduleSim, HostLinkBoundIsApproachedByTheTunedSchedule) {
   const auto ts = model::plan(sc.inventory, sc.source, sc.destination);
   const auto lb = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
   EXPECT_NE(lb.binding.where.find("host links"), std::string::npos) << lb.binding.where;
-  const auto cost = model::CostParams::profile_named("reshard");
+  const auto cost = model::CostParams::profile_named("links");
   const auto best = model::tune(ts, sc.inventory, sc.source, sc.destination, sc.topology, cost).best;
   const auto s = model::build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, best.params);
   const double simulated = sim::simulated_makespan(s, sc.topology, cost, best.prediction.overheads).value;
@@ -845,7 +845,7 @@ TEST(SimulateScheduleCli, ScheduleFileModeMatchesScenarioModeAndRefusesAnotherPl
                            &status);
   ASSERT_EQ(status, 0) << out;
   const auto j = nlohmann::json::parse(out);
-  const double expected = sim::simulated_makespan(s, ts, sc.inventory, sc.topology, model::CostParams{}).value;
+  const double expected = sim::simulated_makespan(s, ts, sc.inventory, sc.topology, model::CostParams::profile_named("reshard")).value;
   EXPECT_DOUBLE_EQ(j["simulated_s"].get<double>(), expected);
   EXPECT_EQ(j["operations"].get<std::size_t>(), s.ops.size());
   // The dump holds every flow; its last finish is the makespan.

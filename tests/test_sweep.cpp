@@ -282,6 +282,7 @@ TEST(Sweep, RowsEqualComparingEachPointAlone) {
   for (std::size_t p = 0; p < spec.points.size(); ++p) {
     CompareOptions options;
     options.strategies = {"direct", "domain_chain", "hybrid"};
+    options.profile = spec.profiles.front();
     const auto alone = compare(load_scenario(spec.scenario, spec.overrides(p)), options);
     for (const auto& r : alone.rows) {
       ASSERT_LT(k, rows.size());

@@ -26,6 +26,7 @@ namespace {
 std::string limited_by(const Prediction& p) {
   const double hw = std::max(p.pipeline.value, p.critical_path.value);
   if ((p.convert_source + p.convert_destination).value > std::max(hw, p.overheads.value)) return "conversion";
+  if (p.issue.value > hw + p.device.value) return "engine calls";  // the engine's issuing outlasts the GPUs (cost.hpp)
   if (p.overheads.value > hw) return "overheads";
   if (p.critical_path > p.pipeline) return "dependencies";
   const double filled = p.pipeline.value - p.latency_path.value;  // bandwidth bound times the fill

@@ -243,16 +243,18 @@ std::string check_destinations(const GpuProgram& prog, const Inventory& inv, con
     const int es = static_cast<int>(dtype_size(t.dtype));
     const unsigned char* data = mem.data[i];
     std::int64_t bad = -1;
+    std::vector<unsigned char> want;  // a row's expected bytes, compared at once
     for_each_row(r.box, t.shape, [&](std::int64_t local, std::int64_t global, std::int64_t n) {
       if (bad >= 0) return;
-      unsigned char want[8];
-      for (std::int64_t k = 0; k < n; ++k) {
-        expected_bytes(inv, t, global + k, es, quantizers, want);
-        if (std::memcmp(want, data + (local + k) * es, static_cast<std::size_t>(es)) != 0) {
+      want.resize(static_cast<std::size_t>(n * es));
+      for (std::int64_t k = 0; k < n; ++k) expected_bytes(inv, t, global + k, es, quantizers, want.data() + k * es);
+      const unsigned char* got = data + local * es;
+      if (std::memcmp(want.data(), got, want.size()) == 0) return;
+      for (std::int64_t k = 0;; ++k)  // the first element that differs
+        if (std::memcmp(want.data() + k * es, got + k * es, static_cast<std::size_t>(es)) != 0) {
           bad = local + k;
           return;
         }
-      }
     });
     if (bad >= 0) return wrong_element(prog, inv, rank, static_cast<std::int32_t>(i), bad, data + bad * es);
     if (t.quant.converted() && t.quant.site == QuantSite::Destination)

@@ -8,6 +8,7 @@
 #include "reshard/model/chain.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/memory.hpp"
+#include "reshard/model/systems.hpp"
 #include "reshard/model/yaml_reader.hpp"
 
 namespace reshard::model {
@@ -20,7 +21,7 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   const auto root = yaml::load_file(path);
   root.allow_only({"profile", "efficiency", "chain_hop_latency", "per_op", "per_tensor", "per_call_rank", "per_broadcast_tensor",
                    "per_bucket", "per_stage", "load_per_tensor", "load_per_expert", "per_read", "per_refit",
-                   "tensor_streams", "barriers_per_tensor", "copy_passes", "host_passes", "host_overlaps", "step_barriers"});
+                   "engine_call", "tensor_streams", "barriers_per_tensor", "copy_passes", "host_passes", "host_overlaps", "step_barriers"});
   CostParams p;
   if (auto n = root.get("profile")) p.profile = n->str();
   const auto& kinds = kLinkKindKeys;
@@ -49,6 +50,7 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   if (auto n = root.get("load_per_expert")) p.load_per_expert = n->duration();
   if (auto n = root.get("per_read")) p.per_read = n->duration();
   if (auto n = root.get("per_refit")) p.per_refit = n->duration();
+  if (auto n = root.get("engine_call")) p.engine_call = n->duration();
   if (auto n = root.get("tensor_streams")) p.tensor_streams = static_cast<std::int32_t>(n->integer_in(1, 1024));
   if (auto n = root.get("barriers_per_tensor")) {
     p.barriers_per_tensor = n->number();
@@ -64,7 +66,8 @@ CostParams CostParams::load(const std::filesystem::path& path) {
   }
   if (auto n = root.get("host_overlaps")) p.host_overlaps = n->boolean();
   if (auto n = root.get("step_barriers")) p.step_barriers = n->boolean();
-  else p.step_barriers = p.profile == "reshard";
+  else if (const CostProfile* named = find_cost_profile(p.profile)) p.step_barriers = named->make().step_barriers;  // its profile's
+  else p.step_barriers = false;  // a system's: none runs reshard's steps
   return p;
 }
 
@@ -423,11 +426,66 @@ void add_receive_side(const Schedule& s, const TransferSet& ts, const Inventory&
   pr.reads = params.per_read * static_cast<double>(pr.read_count);
 }
 
+// E(g) of T_issue (cost.hpp) for every GPU. `step` is op_steps' step of every operation, `steps`
+// their count. A hop of depth d (its `to`'s, chain_depths; 1 for a transfer) carries chunk c of an
+// operation in wave offset + c + d - 1 (exec::step_waves); its two GPUs take part in those waves.
+std::vector<std::int64_t> engine_calls(const Schedule& s, const std::vector<std::int32_t>& step, std::int32_t steps,
+                                       std::int32_t gpu_count) {
+  std::vector<std::int64_t> calls(static_cast<std::size_t>(gpu_count), 0);
+  // Per GPU and step: the first and the last wave it takes part in.
+  const std::size_t cells = static_cast<std::size_t>(gpu_count) * static_cast<std::size_t>(std::max(steps, 1));
+  std::vector<std::int64_t> first(cells, std::numeric_limits<std::int64_t>::max()), last(cells, -1);
+  auto active = [&](GpuId g, std::int32_t k, std::int64_t from, std::int64_t to) {
+    const std::size_t i = static_cast<std::size_t>(g) * static_cast<std::size_t>(steps) + static_cast<std::size_t>(k);
+    first[i] = std::min(first[i], from);
+    last[i] = std::max(last[i], to);
+  };
+  std::vector<std::pair<std::int32_t, std::int64_t>> chain_offset(s.chains.size(), {-1, 0});  // (step, chunks so far)
+  std::vector<std::vector<std::int32_t>> chain_depth(s.chains.size());
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const Op& op = s.ops[i];
+    if (op.chain < 0 && op.src == op.dst) continue;  // a local copy: made before the steps, no calls
+    const std::int64_t chunk = std::max<std::int64_t>(1, stream_chunk(s, op).value);
+    const std::int64_t n = (op.bytes.value + chunk - 1) / chunk;
+    if (n == 0) continue;  // an empty stream has no wave and the backend issues nothing for it
+    const std::int32_t k = step[i];
+    if (op.chain < 0) {
+      calls[static_cast<std::size_t>(op.src)] += 2 * n + 1;  // pack + send per chunk, the start event
+      calls[static_cast<std::size_t>(op.dst)] += 2 * n + 1;  // receive + unpack per chunk, the end event
+      active(op.src, k, 0, n - 1);
+      active(op.dst, k, 0, n - 1);
+      continue;
+    }
+    const auto c = static_cast<std::size_t>(op.chain);
+    const Chain& chain = s.chains[c];
+    if (chain_depth[c].empty()) chain_depth[c] = chain_depths(chain, op.src, "operation " + std::to_string(op.id));
+    auto& [offset_step, offset] = chain_offset[c];
+    if (offset_step != k) offset_step = k, offset = 0;
+    calls[static_cast<std::size_t>(op.src)] += n + 1;  // the root's pack per chunk and its start event
+    for (std::size_t h = 0; h < chain.hops.size(); ++h) {
+      const ChainHop& hop = chain.hops[h];
+      calls[static_cast<std::size_t>(hop.from)] += n;        // a send per chunk
+      calls[static_cast<std::size_t>(hop.to)] += 2 * n + 1;  // a receive and an unpack per chunk, the end event
+      const std::int64_t d = chain_depth[c][h];
+      active(hop.from, k, offset + d - 1, offset + n + d - 2);
+      active(hop.to, k, offset + d - 1, offset + n + d - 2);
+    }
+    offset += n;
+  }
+  // Per step a GPU takes part in: a group's start and end per wave, the step's end event.
+  for (std::size_t g = 0; g < calls.size(); ++g)
+    for (std::int32_t k = 0; k < steps; ++k) {
+      const std::size_t i = g * static_cast<std::size_t>(steps) + static_cast<std::size_t>(k);
+      if (last[i] >= 0) calls[g] += 2 * (last[i] - first[i] + 1) + 1;
+    }
+  return calls;
+}
+
 // Framework overheads: what each path moves (tensors by reshard ops, tensors by gather/broadcast
 // ops, each buffer walked once), the broadcast buckets, and the heads that start broadcast rings
 // (GPUs that send on a ring without receiving on one: the source PP stages).
 void add_overheads(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,
-                   const CostParams& params, Prediction& pr) {
+                   const CostParams& params, const std::vector<std::int32_t>& step, Prediction& pr) {
   const std::int32_t gpu_count = topo.gpu_count();
   std::vector<char> buffer_path(s.buffers.size(), 0);  // bit 1: reshard op, bit 2: gather/broadcast op
   std::vector<char> bucket(s.buffers.size(), 0);       // buffers that travel a broadcast ring
@@ -467,16 +525,27 @@ void add_overheads(const Schedule& s, const TransferSet& ts, const Inventory& in
   if (params.load_per_tensor.value > 0 || params.load_per_expert.value > 0 || params.per_read.value > 0)
     add_receive_side(s, ts, inv, params, pr);
   pr.fixed = params.per_refit;
+  if (params.engine_call.value > 0) {
+    const auto calls = engine_calls(s, step, pr.steps, gpu_count);
+    pr.engine_calls = calls.empty() ? 0 : *std::max_element(calls.begin(), calls.end());
+    pr.issue = params.engine_call * static_cast<double>(pr.engine_calls);
+  }
   const double calls = static_cast<double>(pr.reshard_tensors) / std::max(1, params.tensor_streams);
   pr.host = params.per_tensor * calls +
             params.per_call_rank * (static_cast<double>(pr.call_ranks) / std::max(1, params.tensor_streams)) +
             params.per_broadcast_tensor * static_cast<double>(pr.broadcast_tensors) +
             params.per_bucket * static_cast<double>(pr.broadcast_buckets) +
-            params.per_stage * static_cast<double>(pr.broadcast_stages) + pr.load + pr.reads;
+            params.per_stage * static_cast<double>(pr.broadcast_stages) + pr.load + pr.reads + pr.issue;
   pr.device = pr.barrier * (params.barriers_per_tensor * calls) + pr.copies;
 }
 
 }  // namespace
+
+std::vector<std::int64_t> engine_calls(const Schedule& s, std::int32_t gpu_count) {
+  std::int32_t steps = 0;
+  const std::vector<std::int32_t> step = op_steps(s, steps);
+  return engine_calls(s, step, steps, gpu_count);
+}
 
 Seconds conversion_time(const std::vector<std::pair<GpuId, Bytes>>& work, const Topology& topo) {
   return memory_pass_time(work, topo, "converts weights to a new precision");
@@ -566,7 +635,7 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   // T_steps: each step's most loaded network link, the steps one after another.
   if (pr.steps > 1 && params.step_barriers) pr.steps_bound = steps_bound(s, routing, order, step, topo.links(), cap);
   add_bandwidth_bound(columns, column_bytes, middles, cap, pr);
-  add_overheads(s, ts, inv, topo, params, pr);
+  add_overheads(s, ts, inv, topo, params, step, pr);
   pr.pipeline = pr.bandwidth_bound + pr.fill + pr.latency_path;
   pr.convert_source = conversion_time(ts.conversion.source, topo);
   pr.convert_destination = conversion_time(ts.conversion.destination, topo);

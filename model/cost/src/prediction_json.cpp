@@ -30,7 +30,8 @@ constexpr std::pair<const char*, Seconds Prediction::*> kTimes[] = {
     {"load_s", &Prediction::load},
     {"reads_s", &Prediction::reads},
     {"host_copies_s", &Prediction::host_copies},
-    {"fixed_s", &Prediction::fixed}};
+    {"fixed_s", &Prediction::fixed},
+    {"issue_s", &Prediction::issue}};
 constexpr std::pair<const char*, Bytes Prediction::*> kBytes[] = {{"network_bytes", &Prediction::network_bytes},
                                                                   {"nvlink_bytes", &Prediction::nvlink_bytes},
                                                                   {"peak_staging_bytes", &Prediction::staging_peak}};
@@ -43,16 +44,17 @@ constexpr std::pair<const char*, std::int64_t Prediction::*> kCounts[] = {
     {"broadcast_stages", &Prediction::broadcast_stages},
     {"loaded_tensors", &Prediction::loaded_tensors},
     {"loaded_experts", &Prediction::loaded_experts},
-    {"read_count", &Prediction::read_count}};
+    {"read_count", &Prediction::read_count},
+    {"engine_calls", &Prediction::engine_calls}};
 constexpr std::pair<const char*, std::int32_t Prediction::*> kSmallCounts[] = {
     {"bottleneck", &Prediction::bottleneck},
     {"chain_depth", &Prediction::chain_depth},
     {"peak_staging_gpu", &Prediction::staging_gpu},
     {"steps", &Prediction::steps},
     {"over_budget_gpus", &Prediction::over_budget}};
-// The tables above hold every field (18 times, 3 byte counts, 9 + 5 counts and the padding of the
+// The tables above hold every field (19 times, 3 byte counts, 10 + 5 counts and the padding of the
 // 32-bit ones on LP64): a field added to Prediction fails here until it is added to them.
-static_assert(sizeof(Prediction) == 18 * 8 + 3 * 8 + 9 * 8 + 5 * 4 + 3 * 4,
+static_assert(sizeof(Prediction) == 19 * 8 + 3 * 8 + 10 * 8 + 5 * 4 + 3 * 4,
               "Prediction has a field the JSON tables above do not: add it");
 
 double time_value(const nlohmann::json& v, const checked::JsonWhere& w) {

@@ -16,6 +16,9 @@ bool same(const StrategyParams& a, const StrategyParams& b) { return describe(a)
 constexpr int kMaxPasses = 3;
 // The max_chain values coordinate descent tries (domains per chain).
 constexpr int kChainLengths[] = {1, 2, 4, 8, 16, 64};
+// The chunk sizes it tries: fewer, larger chunks cut what the engine issues per byte (T_issue,
+// model/cost.hpp) and cost staging memory and pipeline fill.
+constexpr std::int64_t kChunkSizes[] = {512 << 10, 2 << 20, 8 << 20, 32 << 20};
 // Of the ranked starting points, how many coordinate descent starts from.
 constexpr std::size_t kDescents = 2;
 
@@ -235,7 +238,7 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
     return better(evaluate(a)->prediction, evaluate(b)->prediction, options.max_staging);
   });
   // The moves of a pass from `cur`, in order: the toggles first (balance, from relays, decides
-  // which chain length pays off), then the chain lengths.
+  // which chain length pays off), then the chain lengths, then the chunk sizes.
   auto moves = [](const StrategyParams& cur) {
     std::vector<StrategyParams> out(3, cur);
     out[0].relay_ingress = !cur.relay_ingress;
@@ -246,6 +249,10 @@ TuneResult tune(const ScheduleBasis& basis, const CostParams& cost, const TuneOp
         out.push_back(cur);
         out.back().max_chain = chain;
       }
+    for (std::int64_t chunk : kChunkSizes) {
+      out.push_back(cur);
+      out.back().chunk = Bytes{chunk};
+    }
     return out;
   };
   for (std::size_t s = 0; s < kDescents && s < starts.size(); ++s) {

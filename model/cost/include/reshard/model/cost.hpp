@@ -39,7 +39,7 @@
 //                  nothing
 //   T_host       = per_tensor * calls + per_call_rank * call_ranks + per_broadcast_tensor * tensors
 //                  moved by gather/broadcast operations + per_bucket * broadcast buckets + per_stage *
-//                  broadcasting stages + T_load + T_reads
+//                  broadcasting stages + T_load + T_reads + T_issue
 //   calls        = tensors moved by reshard operations / tensor_streams
 //   call_ranks   = the sum over those tensors of the GPUs that send or receive a part of each (the
 //                  ranks a per-tensor call spans, whose planning and signalling grow with them) /
@@ -50,7 +50,23 @@
 //                  L_expert the routed-expert tensors among them (its MoE expert loop)
 //   T_reads      = per_read * R: a pull-based transfer's reads (NIXL, Mooncake), R the piece slices
 //                  the busiest destination GPU reads from other GPUs
-//   T_device     = barriers_per_tensor * calls * T_barrier + T_copy
+//   T_issue      = engine_call * max over GPUs g of E(g): the calls reshard's engine issues from g's
+//                  process (the nccl backend, exec/backends/src/nccl_backend.cpp: one process per GPU,
+//                  one stream, per wave of chunks one grouped send/receive). Per operation o of n
+//                  chunks (stream_chunk) that g takes part in, a local copy (src = dst) none:
+//                    as o's sender:          n (1 + h) + 1   a pack launch and a send per hop it
+//                                                            sends, per chunk; the op's start event
+//                    per hop g receives:     2 n + 1         a receive and an unpack launch per
+//                                                            chunk; the hop's end event
+//                    as a forwarder (chain): n h             a send per hop it sends, per chunk
+//                  (h: the hops g sends of o), and per step k it takes part in 2 W(g,k) + 1: the
+//                  group's start and end in every wave, and the step's end event. W(g,k): from the
+//                  first to the last wave g takes part in in step k (exec::step_waves: a hop of
+//                  depth d, 1 for a transfer, carries chunk c of o in wave offset(o) + c + d - 1,
+//                  offset(o) the chunks of the operations before o on its chain in k). Left out: an
+//                  event per 128 waves, and waves inside that range in which g has nothing (none
+//                  where g's operations overlap in time). The host issues asynchronously, so
+//                  T_issue hides behind the GPUs' time where host_overlaps (the reshard profile)
 //   T_host_copy  = host_passes passes over the bytes each GPU sends (as a transfer's sender or a
 //                  chain's root; weights staged in host memory and copied in before they leave),
 //                  the slowest GPU's, at its host link's bandwidth (Topology::host_link)
@@ -119,6 +135,9 @@ struct CostParams {
   double host_passes = 0;
   // Once per refit (T_serial above).
   Seconds per_refit{0};
+  // The host's time per call reshard's engine issues (a kernel launch, an NCCL send or receive, a
+  // group's start or end, an event): T_issue above. 0: the engine's issuing is not priced.
+  Seconds engine_call{0};
   // Whether the host's per-tensor, per-bucket and per-stage work runs while the GPUs transfer (a
   // Python loop issuing asynchronous NCCL calls): then only the part of T_host beyond the GPUs'
   // time adds (the equations above). Off: it adds in full.
@@ -136,7 +155,7 @@ struct CostParams {
   static CostParams profile_named(const std::string& name);
   // A YAML file with keys profile, efficiency {nvlink, c2c, pcie, network}, chain_hop_latency
   // {nvlink, c2c, pcie, network}, per_op, per_tensor, per_call_rank, per_broadcast_tensor,
-  // per_bucket, per_stage, load_per_tensor, load_per_expert, per_read, per_refit (durations with units), tensor_streams,
+  // per_bucket, per_stage, load_per_tensor, load_per_expert, per_read, per_refit, engine_call (durations with units), tensor_streams,
   // barriers_per_tensor, copy_passes, host_passes, host_overlaps, step_barriers.
   static CostParams load(const std::filesystem::path& path);
   // The parameters file when one is named (`--params`), else the built-in profile (`--profile`).
@@ -160,6 +179,7 @@ struct Prediction {
   Seconds reads;                // T_reads: a pull's per-read cost (part of T_host)
   Seconds host_copies;          // T_host_copy: staging through host memory (part of T_serial)
   Seconds fixed;                // per_refit (part of T_serial)
+  Seconds issue;                // T_issue: the engine's calls from its busiest process (part of T_host)
   LinkId bottleneck = -1;  // the link with the largest load/capacity
   Bytes network_bytes;     // bytes of operations routed over the network
   Bytes nvlink_bytes;      // bytes of operations inside an NVLink domain
@@ -173,6 +193,8 @@ struct Prediction {
   std::int64_t loaded_tensors = 0;     // L: tensors handed to the busiest destination GPU's loader
   std::int64_t loaded_experts = 0;     // L_expert: the routed-expert tensors among them
   std::int64_t read_count = 0;         // R: the piece slices the busiest destination GPU reads
+  std::int64_t engine_calls = 0;       // E(g) of the GPU whose process issues the most (counted only
+                                       // for a profile with engine_call)
   Seconds fill;                        // the largest pipeline fill of a chain op alone (T_fill)
   std::int32_t chain_depth = 0;        // the deepest chain (hops from root to its farthest leaf)
   Bytes staging_peak;                  // peak extra (staging) memory of one GPU (model/memory.hpp)
@@ -203,6 +225,10 @@ Seconds time_from_json(const nlohmann::json& j);
 // memory bandwidth the topology does not give.
 Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const Topology& topo,
                     const CostParams& params);
+
+// E(g) of T_issue (the equations above) for every GPU of a topology of `gpu_count` GPUs, index GpuId.
+// Throws ScheduleError for a chain whose shape chain_depths refuses.
+std::vector<std::int64_t> engine_calls(const Schedule& s, std::int32_t gpu_count);
 
 // T_convert of one side: the largest over its GPUs of bytes / memory bandwidth (0 for no work).
 Seconds conversion_time(const std::vector<std::pair<GpuId, Bytes>>& work, const Topology& topo);

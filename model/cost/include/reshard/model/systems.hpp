@@ -72,13 +72,16 @@ CostParams nemo_rl_cost();
 CostParams miles_cost();
 
 // The one table of the cost profiles `--profile` takes besides the system profiles above: each
-// one's name, what it models, and its terms. CostParams::profile_named looks a name up here, then
-// among system_profiles().
+// one's name, what it models, its terms, and the constants it sets with their sources (what
+// `reshard systems NAME` lists; none for a profile whose constants its systems list).
+// CostParams::profile_named looks a name up here, then among system_profiles().
 struct CostProfile {
   const char* name;
   const char* models;
   CostParams (*make)();
+  std::vector<ProfileConstant> (*constants)();
 };
+const CostProfile* find_cost_profile(const std::string& name);
 std::span<const CostProfile> cost_profiles();
 
 }  // namespace reshard::model

@@ -6,10 +6,10 @@
 //      the seeds, not counted against the budgets; taken in strategy order (stable), so `auto` is
 //      the same search whether compare passes its rows as seeds or plan and exec run it alone;
 //   2. coordinate descent from the best two: relay_ingress, relay_egress and rail_aligned_ingress
-//      toggled, then max_chain in {1, 2, 4, 8, 16, 64}; a move is kept when it beats the current
-//      point (a lower estimate, or an equal one with fewer operations); passes repeat, at most
-//      three, until one moves nothing. (The chunk a chain pipelines in is not searched: the model's
-//      fill only shrinks with it, while a real executor pays per chunk; it stays the strategy's.)
+//      toggled, then max_chain in {1, 2, 4, 8, 16, 64}, then the chunk in {512 KiB, 2, 8, 32 MiB}
+//      (larger chunks: fewer calls for the engine to issue, more staging and fill); a move is kept
+//      when it beats the current point (a lower estimate, or an equal one with fewer operations);
+//      passes repeat, at most three, until one moves nothing.
 //   3. the `confirm` judge (if given) re-scores the best `confirm_top` candidates; the estimate's
 //      pick stays unless another is confirmed faster by more than confirm_margin, and then the
 //      lowest confirmed time wins.
