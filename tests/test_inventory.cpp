@@ -1079,6 +1079,7 @@ TEST(InventoryReleased, KimiK25) {
   // text_config is Kimi K2's: the same weights under language_model.
   const auto inv = released("kimi-k2.5"), k2 = Inventory::load(hf_folder("kimi-k2"));
   EXPECT_EQ(inv.parameters(), k2.parameters());
+  expect_published(inv.parameters(), 1000, -3);  // 1026.41 B: "1T"
   expect_published(inv.active_parameters(), 32, 0);
   EXPECT_NE(inv.find("language_model.model.layers.60.mlp.experts.383.up_proj.weight"), nullptr);
   EXPECT_NE(inv.find("language_model.lm_head.weight"), nullptr);
@@ -1136,4 +1137,38 @@ TEST(InventoryErrors, UnknownModelTypeListsEveryKnownOne) {
   for (const char* known : {"qwen2", "llama", "glm4_moe", "gpt_oss", "qwen3_next", "qwen3_5", "qwen3_5_moe",
                             "deepseek_v32", "kimi_k25", "nemotron_h"})
     EXPECT_NE(std::string(e.what()).find(known), std::string::npos) << known << " in " << e.what();
+}
+
+// `reshard model` on the released config.json of each new architecture prints the library's count,
+// which is the published figure its InventoryReleased test above cites (the card's total, to the
+// digits published; the flags are those the publisher counts with).
+TEST(ModelCommand, ReleasedConfigOfEachNewArchitectureGivesItsPublishedTotal) {
+  struct Row {
+    const char* folder;
+    const char* flags;
+    double billions;
+    int digits;  // decimals of a billion: 2 for 7.61B, 0 for 106B, -3 for 1T
+  };
+  const Row rows[] = {
+      {"qwen2.5-7b-instruct", "", 7.61, 2},           // qwen2: Qwen2.5-7B-Instruct model card
+      {"llama-3.1-8b-instruct", "", 8.03, 2},         // llama: Hugging Face page, safetensors total
+      {"glm-4.5-air", "", 106, 0},                    // glm4_moe: GLM-4.5 report (arXiv 2508.06471), table 1
+      {"gpt-oss-20b", "", 20.91, 2},                  // gpt_oss: gpt-oss model card, table 1
+      {"qwen3-next-80b-a3b-instruct", "", 80, 0},     // qwen3_next: model card
+      {"qwen3.5-27b", " --vision", 27, 0},            // qwen3_5: model card, vision encoder included
+      {"qwen3.5-35b-a3b", " --vision", 35, 0},        // qwen3_5_moe: model card, vision encoder included
+      {"deepseek-v3.2", " --mtp", 685, 0},            // deepseek_v32: Hugging Face page, MTP layer included
+      {"kimi-k2.5", "", 1000, -3},                    // kimi_k25: model card, 1T
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.folder);
+    const auto r = run("model " + hf_folder(row.folder).string() + row.flags + " --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    const std::int64_t printed = nlohmann::json::parse(r.out).at("parameters");
+    InventoryOptions o;
+    o.include_mtp = std::string(row.flags).find("--mtp") != std::string::npos;
+    o.include_vision = std::string(row.flags).find("--vision") != std::string::npos;
+    EXPECT_EQ(printed, Inventory::load(hf_folder(row.folder), o).parameters());
+    expect_published(printed, row.billions, row.digits);
+  }
 }

@@ -743,3 +743,92 @@ TEST(LayoutErrors, SizesThatDoNotFit) {
     EXPECT_NE(std::string(e.what()).find("Shard(2)"), std::string::npos) << e.what();
   }
 }
+
+// The new architectures' framework conventions, hand-worked on a one-layer gpt-oss (4 heads of 4,
+// 2 KV heads, 4 experts of width I = 6): vLLM's own loader gives MoE TP rank f the intermediate rows
+// [f*c, min((f+1)*c, I)), c = ceil(I / TP) (GptOssModel.load_weights), so over TP4 c = 2 and rank 3
+// holds none; gate_up's rows are the (gate, up) pairs, twice that range; down_proj_bias on rank 0
+// only; the sinks one head per rank. Then the refusals, each with its reason.
+TEST(NewArchitectureLayout, GptOssExpertsSinksAndRefusals) {
+  const char* oss = R"({"model_type": "gpt_oss", "hidden_size": 8, "num_hidden_layers": 1,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "intermediate_size": 6,
+    "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 20})";
+  const auto inv = Inventory::parse(oss, "oss/config.json");
+  const auto m = build_shard_map(inv, LayoutSpec{VllmSpec{.tp = 4}, iota(4)});
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.1.gate_up_proj"),
+            (Shards{{"[0:4, 0:8]", {0}}, {"[4:8, 0:8]", {1}}, {"[8:12, 0:8]", {2}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.1.down_proj"),
+            (Shards{{"[0:8, 0:2]", {0}}, {"[0:8, 2:4]", {1}}, {"[0:8, 4:6]", {2}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.mlp.experts.3.down_proj_bias"), (Shards{{"[0:8]", {0}}}));
+  EXPECT_EQ(shards_of(inv, m, "model.layers.0.self_attn.sinks"),
+            (Shards{{"[0:1]", {0}}, {"[1:2]", {1}}, {"[2:3]", {2}}, {"[3:4]", {3}}}));
+  // SGLang's FusedMoE loader over MoE TP 2: whole pairs, down_proj_bias on MoE TP rank 0 only.
+  const auto g = build_shard_map(inv, LayoutSpec{SglangSpec{.tp = 2}, iota(2)});
+  EXPECT_EQ(shards_of(inv, g, "model.layers.0.mlp.experts.0.gate_up_proj_bias"),
+            (Shards{{"[0:6]", {0}}, {"[6:12]", {1}}}));
+  EXPECT_EQ(shards_of(inv, g, "model.layers.0.mlp.experts.0.down_proj_bias"), (Shards{{"[0:8]", {0}}}));
+  auto refused = [&](const Inventory& model, const LayoutSpec& spec) {
+    try {
+      (void)build_shard_map(model, spec);
+    } catch (const PlanError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << spec.describe() << " was not refused";
+    return std::string();
+  };
+  // vLLM's gpt-oss loader slices E/EP experts per EP rank itself: no EPLB slots, E divisible by EP.
+  EXPECT_NE(refused(inv, LayoutSpec{VllmSpec{.tp = 2, .redundant_experts = 2, .enable_expert_parallel = true}, iota(2)})
+                .find("redundant experts (EPLB) are not supported"),
+            std::string::npos);
+  EXPECT_NE(refused(inv, LayoutSpec{VllmSpec{.tp = 1, .dp = 3, .ep = 3}, iota(3)}).find("not divisible by EP 3"),
+            std::string::npos);
+  // SGLang's DP attention with gated DeltaNet layers is not modelled.
+  const auto next = Inventory::load(kRoot + "/models/tiny-qwen3-next.yaml");
+  EXPECT_NE(refused(next, LayoutSpec{SglangSpec{.tp = 2, .dp = 2, .enable_dp_attention = true}, iota(2)})
+                .find("DP attention with gated DeltaNet layers"),
+            std::string::npos);
+}
+
+// Qwen3.5's gated DeltaNet (2 key heads of 2, 4 value heads of 3: kd 4, vd 12) over vLLM TP2: conv1d
+// and in_proj_qkv split each of their [q; k; v] parts (mamba_v2_sharded_weight_loader, the merged
+// in_proj_qkvz's parts), in_proj_z / b / a, A_log and out_proj by whole key-head groups, the gated
+// norm whole; the gated q_proj ([q; gate] per head) by heads, the single KV head on both ranks. And
+// DeepSeek-V3.2's indexer whole on every rank.
+TEST(NewArchitectureLayout, GatedDeltaNetByPartsAndKeyHeadsIndexerWhole) {
+  const char* q35 = R"({"model_type": "qwen3_5", "tie_word_embeddings": true, "text_config": {
+    "hidden_size": 8, "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"],
+    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4, "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4, "linear_key_head_dim": 2, "linear_value_head_dim": 3,
+    "linear_conv_kernel_dim": 3, "intermediate_size": 10, "vocab_size": 20}})";
+  const auto inv = Inventory::parse(q35, "q35/config.json");
+  const auto m = build_shard_map(inv, LayoutSpec{VllmSpec{.tp = 2}, iota(2)});
+  const std::string p = "model.language_model.layers.0.linear_attn.";
+  EXPECT_EQ(shards_of(inv, m, p + "conv1d.weight"),
+            (Shards{{"[0:2, 0:1, 0:3]", {0}}, {"[14:20, 0:1, 0:3]", {1}}, {"[2:4, 0:1, 0:3]", {1}},
+                    {"[4:6, 0:1, 0:3]", {0}}, {"[6:8, 0:1, 0:3]", {1}}, {"[8:14, 0:1, 0:3]", {0}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "in_proj_qkv.weight"),
+            (Shards{{"[0:2, 0:8]", {0}}, {"[14:20, 0:8]", {1}}, {"[2:4, 0:8]", {1}}, {"[4:6, 0:8]", {0}},
+                    {"[6:8, 0:8]", {1}}, {"[8:14, 0:8]", {0}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "in_proj_z.weight"), (Shards{{"[0:6, 0:8]", {0}}, {"[6:12, 0:8]", {1}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "in_proj_a.weight"), (Shards{{"[0:2, 0:8]", {0}}, {"[2:4, 0:8]", {1}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "A_log"), (Shards{{"[0:2]", {0}}, {"[2:4]", {1}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "norm.weight"), (Shards{{"[0:3]", {0, 1}}}));
+  EXPECT_EQ(shards_of(inv, m, p + "out_proj.weight"), (Shards{{"[0:8, 0:6]", {0}}, {"[0:8, 6:12]", {1}}}));
+  const std::string a = "model.language_model.layers.1.self_attn.";
+  EXPECT_EQ(shards_of(inv, m, a + "q_proj.weight"), (Shards{{"[0:8, 0:8]", {0}}, {"[8:16, 0:8]", {1}}}));
+  EXPECT_EQ(shards_of(inv, m, a + "k_proj.weight"), (Shards{{"[0:4, 0:8]", {0, 1}}}));
+  // TP4 would cut a key head: refused, naming the two heads.
+  try {
+    (void)build_shard_map(inv, LayoutSpec{VllmSpec{.tp = 4}, iota(4)});
+    ADD_FAILURE() << "TP4 over 2 key heads was not refused";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 heads are not divisible by TP 4"), std::string::npos) << e.what();
+  }
+  const auto v32 = Inventory::load(kRoot + "/models/tiny-deepseek-v32.yaml");
+  const auto d = build_shard_map(v32, LayoutSpec{VllmSpec{.tp = 2}, iota(2)});
+  for (const char* t : {"wq_b.weight", "wk.weight", "k_norm.bias", "weights_proj.weight"}) {
+    const auto* w = v32.find(std::string("model.layers.2.self_attn.indexer.") + t);
+    ASSERT_NE(w, nullptr) << t;
+    EXPECT_EQ(shards_of(v32, d, w->name), (Shards{{to_string(full_box(*w)), {0, 1}}})) << t;
+  }
+}

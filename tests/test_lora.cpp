@@ -1,15 +1,18 @@
 // Adapter-only refit (model/lora.hpp): the adapters' shapes, names and roles by hand on the tiny
 // Qwen3-shaped model, each framework's split of A and B, the bytes a destination needs counted by
-// hand, and the refusals.
+// hand, the refusals, and per-operation costs ruling the adapters' refit where bandwidth rules the
+// weights'.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 
+#include "reshard/model/cost.hpp"
 #include "reshard/model/errors.hpp"
 #include "reshard/model/lora.hpp"
 #include "reshard/model/planner.hpp"
 #include "reshard/model/scenario.hpp"
+#include "reshard/model/strategies.hpp"
 
 using namespace reshard::model;
 
@@ -134,4 +137,28 @@ TEST(Lora, RoutedExpertsAreRefusedSharedOnesAdapted) {
   const auto e = load_error({set("model", (kRoot / "models/tiny-moe.yaml").string()), set("lora.target_modules", "[gate_proj]")});
   EXPECT_EQ(e.key(), "lora.target_modules");
   EXPECT_NE(std::string(e.what()).find("routed experts"), std::string::npos) << e.what();
+}
+
+// Per-operation costs rule an adapter refit where bandwidth rules the weights' (the LoRA compare's
+// "limited by: latency"): on small-lora-qwen3's layouts, the domain-grouped schedules' latency path
+// (route latency and per-operation cost along the DAG's longest path) exceeds their bandwidth bound
+// for the 56 adapters (606 kB), and falls below it for the tiny model's 7 MB of weights.
+TEST(Lora, PerOperationCostsRuleTheAdaptersBandwidthTheWeights) {
+  Scenario weights = Scenario::load(kScenario);
+  weights.model_options.lora.reset();
+  const auto cost = CostParams::profile_named("reshard");
+  for (const bool lora : {true, false}) {
+    const LoadedScenario sc = lora ? load_scenario(kScenario) : load_scenario(weights);
+    ASSERT_EQ(sc.inventory.lora() != nullptr, lora);
+    const TransferSet ts = plan(sc.inventory, sc.source, sc.destination);
+    for (const Strategy s : {Strategy::DomainGrouped, Strategy::DomainChain, Strategy::Hybrid}) {
+      SCOPED_TRACE(std::string(lora ? "adapters " : "weights ") + to_string(s));
+      StrategyParams sp;
+      sp.strategy = s;
+      const Schedule sched = build_schedule(ts, sc.inventory, sc.source, sc.destination, sc.topology, sp);
+      const Prediction p = estimate(sched, ts, sc.inventory, sc.topology, cost);
+      if (lora) EXPECT_GT(p.latency_path.value, p.bandwidth_bound.value);
+      else EXPECT_LT(p.latency_path.value, p.bandwidth_bound.value);
+    }
+  }
 }

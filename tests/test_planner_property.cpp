@@ -1,7 +1,8 @@
 // Property test over random layout pairs: random small models (dense or MoE, GQA, uneven
 // vocabularies, expert counts that EP does not divide; Qwen3, and the architectures with biases,
-// sinks, gpt-oss's stacked experts, gated attention and gated DeltaNet layers; a sixth of them
-// moving only LoRA adapters), random Megatron (TP up to 8, ETP default or
+// sinks, gpt-oss's stacked experts, gated attention and gated DeltaNet layers, MLA with the DSA
+// indexer and MTP layers, and Kimi K2.5's text_config nesting; a sixth of them moving only LoRA
+// adapters), random Megatron (TP up to 8, ETP default or
 // set, first/last stage sizes) / vLLM (engines or data parallel, EP on or off, linear or round-robin
 // expert placement, redundant experts) / SGLang (with and without DP attention, EP, dense TP 1, DP
 // lm_head, all-to-all backend) / DTensor layouts with random sizes, on random (disjoint or
@@ -25,6 +26,7 @@
 // bound.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -43,7 +45,10 @@ namespace {
 
 // A random small model: Qwen3 dense or MoE (half of them, as before), or one of the architectures
 // with biases, sinks, stacked experts, gated attention and gated DeltaNet layers (qwen2, llama,
-// glm4_moe, gpt_oss, qwen3_next, qwen3_5, qwen3_5_moe).
+// glm4_moe, gpt_oss, qwen3_next, qwen3_5, qwen3_5_moe), or MLA with the DSA indexer (deepseek_v32)
+// and Kimi K2.5 (a config.json: a DeepSeek-V3 text_config under a kimi_k25 wrapper, its tensors under
+// language_model.model.), each with or without an MTP layer. YAML text, or JSON for kimi_k25 (read
+// as a config.json: model_file).
 std::string random_model(std::mt19937& rng) {
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + std::uniform_int_distribution<int>(0, static_cast<int>(v.size()) - 1)(rng)); };
   auto flag = [&] { return std::string(rng() % 2 ? "true" : "false"); };
@@ -53,8 +58,43 @@ std::string random_model(std::mt19937& rng) {
   const int layers = pick({1, 2, 3, 4});
   static const char* const kArchitectures[] = {"qwen3", "qwen3_moe", "qwen3", "qwen3_moe", "qwen3", "qwen3_moe",
                                                "qwen2", "llama", "glm4_moe", "gpt_oss", "qwen3_next", "qwen3_5",
-                                               "qwen3_5_moe"};
+                                               "qwen3_5_moe", "deepseek_v32", "kimi_k25"};
   const std::string arch = kArchitectures[rng() % std::size(kArchitectures)];
+  const std::string experts = std::to_string(pick({2, 3, 4, 6, 8}));
+  if (arch == "deepseek_v32" || arch == "kimi_k25") {
+    // MLA (q LoRA, kv LoRA, nope / rope / v head sizes), dense layers first, routed and shared
+    // experts, an MTP layer or none; deepseek_v32 adds the indexer (index heads of index_head_dim).
+    const bool json = arch == "kimi_k25";
+    std::vector<std::pair<std::string, std::string>> f = {
+        {"hidden_size", std::to_string(pick({8, 12, 16}))},
+        {"num_hidden_layers", std::to_string(layers)},
+        {"num_attention_heads", std::to_string(heads)},
+        {"q_lora_rank", std::to_string(pick({json ? 0 : 4, 4, 6}))},
+        {"kv_lora_rank", std::to_string(pick({2, 4}))},
+        {"qk_nope_head_dim", std::to_string(pick({2, 4}))},
+        {"qk_rope_head_dim", std::to_string(pick({1, 2}))},
+        {"v_head_dim", std::to_string(pick({2, 3}))},
+        {"intermediate_size", std::to_string(pick({8, 16}))},
+        {"moe_intermediate_size", std::to_string(pick({4, 8}))},
+        {"n_routed_experts", experts},
+        {"n_shared_experts", std::to_string(pick({0, 1}))},
+        {"num_experts_per_tok", "2"},
+        {"first_k_dense_replace", std::to_string(std::uniform_int_distribution<int>(0, layers)(rng))},
+        {"num_nextn_predict_layers", std::to_string(pick({0, 1}))},
+        {"vocab_size", std::to_string(std::uniform_int_distribution<int>(5, 40)(rng))},
+        {"tie_word_embeddings", rng() % 2 ? "true" : "false"}};
+    if (!json) {
+      f.insert(f.begin(), {{"name", "random"}, {"architecture", arch}});
+      f.push_back({"index_n_heads", std::to_string(pick({1, 2, 4}))});
+      f.push_back({"index_head_dim", std::to_string(pick({2, 4}))});
+      std::string y;
+      for (const auto& [k, v] : f) y += k + ": " + v + "\n";
+      return y;
+    }
+    std::string t = R"({"model_type": "kimi_k25", "text_config": {"model_type": "kimi_k2")";
+    for (const auto& [k, v] : f) t += ", \"" + k + "\": " + v;
+    return t + R"(}, "vision_config": {"vt_hidden_size": 4, "vt_num_hidden_layers": 1}})";
+  }
   std::string y = "name: random\narchitecture: " + arch + "\n";
   y += "hidden_size: " + std::to_string(pick({8, 12, 16})) + "\n";
   y += "num_hidden_layers: " + std::to_string(layers) + "\n";
@@ -63,7 +103,6 @@ std::string random_model(std::mt19937& rng) {
   y += "head_dim: " + std::to_string(pick({2, 4})) + "\n";
   y += "vocab_size: " + std::to_string(std::uniform_int_distribution<int>(5, 40)(rng)) + "\n";
   y += std::string("tie_word_embeddings: ") + (rng() % 2 ? "true" : "false") + "\n";
-  const std::string experts = std::to_string(pick({2, 3, 4, 6, 8}));
   if (arch == "llama") y += "attention_bias: " + flag() + "\nmlp_bias: " + flag() + "\n";
   if (arch == "glm4_moe" || arch == "gpt_oss") y += "attention_bias: " + flag() + "\n";
   if (arch == "qwen3_moe" || arch == "qwen3_next" || arch == "qwen3_5_moe") {
@@ -92,6 +131,9 @@ std::string random_model(std::mt19937& rng) {
   }
   return y;
 }
+
+// The file name random_model's text is read under: a config.json for JSON, else a models/*.yaml.
+std::string model_file(const std::string& text) { return text.front() == '{' ? "random/config.json" : "random.yaml"; }
 
 // n distinct GPUs out of the first `pool`.
 std::vector<GpuId> random_gpus(std::mt19937& rng, int n, int pool = 16) {
@@ -233,8 +275,8 @@ void expect_exact_cover(const Inventory& inv, const ShardMap& m) {
 // whole). Returns 1 when the layout has fewer KV heads than TP.
 int expect_megatron_qkv_rows(const Inventory& inv, const LayoutSpec& spec, const ShardMap& map) {
   const auto* m = std::get_if<MegatronSpec>(&spec.spec);
-  if (!m) return 0;
   const auto& c = inv.config();
+  if (!m || c.kv_lora_rank > 0) return 0;  // MLA has no linear_qkv
   const std::int64_t kvh = c.num_key_value_heads, hd = c.head_dim;
   // q rows of a group: its heads' rows of q_proj ([q; gate] per head with an output gate).
   const std::int64_t q_rows = c.num_attention_heads / kvh * c.q_head_rows(), group = q_rows + 2 * hd, n = kvh * group;
@@ -244,7 +286,9 @@ int expect_megatron_qkv_rows(const Inventory& inv, const LayoutSpec& spec, const
       std::vector<std::int64_t> rows;
       for (const auto& seg : b.segments) {
         const auto& t = inv.tensor(seg.tensor);
-        if (t.shape.size() > 1) EXPECT_EQ(seg.box.dims[1].size(), t.shape[1]) << b.name;  // a bias has one dim
+        if (t.shape.size() > 1) {  // a bias has one dim
+          EXPECT_EQ(seg.box.dims[1].size(), t.shape[1]) << b.name;
+        }
         for (auto i = seg.box.dims[0].lo; i < seg.box.dims[0].hi; ++i) {
           if (t.fused == FusedPart::Q) rows.push_back(i / q_rows * group + i % q_rows);
           else if (t.fused == FusedPart::K) rows.push_back(i / hd * group + q_rows + i % hd);
@@ -275,14 +319,18 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
   std::map<std::string, int> architectures;  // valid pairs per architecture
   int gated_tp_over_kv = 0;                  // Megatron sides slicing a gated attention's query group
   int lora_pairs = 0;  // adapter-only refits (LoRA on the attention, and the MLP of dense models)
+  int mtp_pairs = 0;   // MLA models with their MTP layer (Megatron: on the last stage)
   while (pairs < 1000) {
     ASSERT_LT(++attempts, 200000) << "too few valid random layouts";
     InventoryOptions options;
     const std::string text = random_model(rng);
+    const bool mla = text.find("kv_lora_rank") != std::string::npos;
+    options.include_mtp = mla;
     if (rng() % 6 == 0) {
       LoraSpec l;
       l.rank = std::uniform_int_distribution<int>(1, 3)(rng) * 2;
       l.target_modules = {"q_proj", "v_proj", "o_proj"};
+      if (mla) l.target_modules = {"kv_a_proj_with_mqa", "kv_b_proj", "o_proj"};  // replicated, column, row
       if (text.find("intermediate_size") != std::string::npos && text.find("moe_intermediate_size") == std::string::npos &&
           text.find("gpt_oss") == std::string::npos)
         l.target_modules.insert(l.target_modules.end(), {"gate_proj", "up_proj", "down_proj"});
@@ -290,7 +338,7 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     }
     std::optional<Inventory> parsed;
     try {
-      parsed.emplace(Inventory::parse(text, "random.yaml", options));
+      parsed.emplace(Inventory::parse(text, model_file(text), options));
     } catch (const ConfigError&) {  // adapters that adapt nothing (a hybrid of DeltaNet layers only)
       continue;
     }
@@ -323,8 +371,10 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
     const int sliced = expect_megatron_qkv_rows(inv, a, src) + expect_megatron_qkv_rows(inv, b, dst);
     tp_over_kv_heads += sliced;
     if (inv.config().gated_attention()) gated_tp_over_kv += sliced;
-    ++architectures[inv.config().architecture];
+    const bool kimi = inv.config().model_prefix.rfind("language_model.", 0) == 0;  // under text_config
+    ++architectures[kimi ? "kimi_k25" : inv.config().architecture];
     lora_pairs += inv.lora() != nullptr;
+    mtp_pairs += inv.mtp_layers() > 0;
 
     const TransferSet ts = plan(inv, src, dst);
     // Every destination rank receives each of its elements exactly once.
@@ -378,10 +428,15 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
                         "sglang dp-attention", "sglang plain", "sglang ep"})
     EXPECT_GE(conventions[c], 20) << c;
   // Every architecture of random_model, and gated attention sliced inside a query group.
-  for (const char* arch : {"qwen3", "qwen3_moe", "qwen2", "llama", "glm4_moe", "gpt_oss", "qwen3_next", "qwen3_5", "qwen3_5_moe"})
+  for (const char* arch : {"qwen3", "qwen3_moe", "qwen2", "llama", "glm4_moe", "gpt_oss", "qwen3_next", "qwen3_5",
+                           "qwen3_5_moe", "deepseek_v32", "kimi_k25"})
     EXPECT_GE(architectures[arch], 20) << arch;
   EXPECT_GE(gated_tp_over_kv, 5);
   EXPECT_GE(lora_pairs, 50);
+  EXPECT_GE(mtp_pairs, 20);
+  std::cout << pairs << " layout pairs:";
+  for (const auto& [arch, n] : architectures) std::cout << " " << arch << " " << n;
+  std::cout << "; " << lora_pairs << " LoRA, " << mtp_pairs << " with an MTP layer\n";
 }
 
 namespace {
@@ -512,7 +567,8 @@ TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
     warned += !topo.warnings().empty();
     const int pool = topo.gpu_count();
     for (int pairs = 0, attempts = 0; pairs < 3 && attempts < 200; ++attempts) {
-      const auto inv = Inventory::parse(random_model(rng), "random.yaml");
+      const std::string text = random_model(rng);
+      const auto inv = Inventory::parse(text, model_file(text));
       const LayoutSpec a = random_layout(rng, pool), b = random_layout(rng, pool);
       std::optional<ShardMap> src, dst;
       try {
@@ -570,33 +626,41 @@ TEST(PlannerProperty, RandomTopologiesBoundNeverAboveAchievable) {
 // Bytes needed = the destination's bytes, counted by hand, for one small config of each new
 // architecture on vLLM TP2 (one engine on GPUs 8-9) from Megatron TP1 (GPU 0): every column- and
 // row-parallel tensor once, every replicated one (norms, routers, biases of row-parallel layers,
-// KV heads fewer than TP) twice, gpt-oss's expert down_proj_bias on MoE TP rank 0 only.
+// KV heads fewer than TP, MLA's down-projections, the DSA indexer) twice, gpt-oss's expert
+// down_proj_bias on MoE TP rank 0 only. The parameter count is the hand count of each config.
 TEST(PlannerProperty, NewArchitecturesBytesNeededByHand) {
   struct Case {
     const char* name;
     const char* json;
+    std::int64_t parameters;
     std::int64_t bytes;
   };
   const Case cases[] = {
+      // The llama hand model below without its o / MLP biases, q/k/v biases always: 7952 parameters
+      // (tests/test_inventory.cpp); twice: norms 2 x 2 x 16 + 16 = 80 (2 KV heads = TP: none
+      // replicated) -> 8032.
+      {"qwen2", R"({"model_type": "qwen2", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "intermediate_size": 32, "vocab_size": 100})",
+       7952, 8032 * 2},
       // 8144 parameters; twice: 2 layers x 2 norms x 16 + final norm 16 = 80, o_proj.bias 2 x 16,
       // down_proj.bias 2 x 16 -> 8288 elements of 2 bytes.
       {"llama", R"({"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 32, "vocab_size": 100, "attention_bias": true,
          "mlp_bias": true})",
-       8288 * 2},
+       8144, 8288 * 2},
       // 8436 parameters; twice: norms 2 x 32 + 16 = 80, QK norms 2 x 16, router 4 x 16 + fp32 bias 4
       // -> 8616 elements, 8 of them the fp32 bias (4 bytes).
       {"glm4_moe", R"({"model_type": "glm4_moe", "hidden_size": 16, "num_hidden_layers": 2,
          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 32,
          "moe_intermediate_size": 8, "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2,
          "first_k_dense_replace": 1, "vocab_size": 50, "attention_bias": true, "use_qk_norm": true})",
-       (8616 - 8) * 2 + 8 * 4},
+       8436, (8616 - 8) * 2 + 8 * 4},
       // 1291 parameters; twice: norms 2 x 8 + 8 = 24, o_proj.bias 8, router 24 + 3 -> 1350; the three
       // experts' down_proj_bias once (rank 0), their gate_up / down split 3 + 3 rows of I = 6.
       {"gpt_oss", R"({"model_type": "gpt_oss", "hidden_size": 8, "num_hidden_layers": 1,
          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "intermediate_size": 6,
          "num_local_experts": 3, "num_experts_per_tok": 2, "vocab_size": 20})",
-       1350 * 2},
+       1291, 1350 * 2},
       // 4934 parameters (the hand model of test_inventory.cpp with a shared expert of width 6);
       // twice: norms 4 x 16 + 8 = 72, DeltaNet norms 2 x 3, the single KV head's k and v (2 layers x
       // 64), QK norms 2 x 8, routers 4 x 32, shared expert gates 4 x 8 -> 5316.
@@ -605,7 +669,7 @@ TEST(PlannerProperty, NewArchitecturesBytesNeededByHand) {
          "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 2,
          "linear_value_head_dim": 3, "linear_conv_kernel_dim": 3, "moe_intermediate_size": 6,
          "num_experts": 4, "num_experts_per_tok": 2, "shared_expert_intermediate_size": 6, "vocab_size": 20})",
-       5316 * 2},
+       4934, 5316 * 2},
       // 1431 parameters; twice: norms 2 x 16 + 8 = 40, DeltaNet norm 3, k and v of the single KV head
       // 64, QK norms 8 -> 1546.
       {"qwen3_5", R"({"model_type": "qwen3_5", "tie_word_embeddings": true, "text_config": {
@@ -613,7 +677,19 @@ TEST(PlannerProperty, NewArchitecturesBytesNeededByHand) {
          "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4, "linear_num_key_heads": 2,
          "linear_num_value_heads": 4, "linear_key_head_dim": 2, "linear_value_head_dim": 3,
          "linear_conv_kernel_dim": 3, "intermediate_size": 10, "vocab_size": 20}})",
-       1546 * 2},
+       1431, 1546 * 2},
+      // The qwen3_5 model with a MoE in each layer: router 4 x 8 = 32, experts 4 x 3 x 6 x 8 = 576,
+      // shared expert 3 x 6 x 8 = 144, its gate 8 -> 760 per layer; DeltaNet layer 487 + 16 + 760 =
+      // 1263, attention layer 264 + 16 + 760 = 1040; embedding 160 (tied), norm 8 -> 2471. Twice:
+      // norms 40, DeltaNet norm 3, k and v of the single KV head 64, QK norms 8, routers 2 x 32,
+      // shared expert gates 2 x 8 -> 2666.
+      {"qwen3_5_moe", R"({"model_type": "qwen3_5_moe", "tie_word_embeddings": true, "text_config": {
+         "hidden_size": 8, "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"],
+         "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4, "linear_num_key_heads": 2,
+         "linear_num_value_heads": 4, "linear_key_head_dim": 2, "linear_value_head_dim": 3,
+         "linear_conv_kernel_dim": 3, "moe_intermediate_size": 6, "num_experts": 4, "num_experts_per_tok": 2,
+         "shared_expert_intermediate_size": 6, "vocab_size": 20}})",
+       2471, 2666 * 2},
       // 16996 parameters (the MLA hand model, 16340, with two indexers of 328); twice per layer:
       // q_a 512, q_a_layernorm 16, kv_a 320, kv_a_layernorm 8, 2 norms 64, the indexer 328; final
       // norm 32, router 128 + fp32 bias 4 -> 16996 + 2 x 1248 + 32 + 132 = 19656 elements, 8 fp32.
@@ -622,11 +698,21 @@ TEST(PlannerProperty, NewArchitecturesBytesNeededByHand) {
          "qk_rope_head_dim": 2, "v_head_dim": 4, "intermediate_size": 64, "moe_intermediate_size": 8,
          "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
          "vocab_size": 50, "index_n_heads": 2, "index_head_dim": 4})",
-       (19656 - 8) * 2 + 8 * 4},
+       16996, (19656 - 8) * 2 + 8 * 4},
+      // The MLA hand model (16340) as Kimi K2.5's text_config, its tensors under language_model.;
+      // twice per layer q_a 512, q_a_layernorm 16, kv_a 320, kv_a_layernorm 8, 2 norms 64 -> 920;
+      // final norm 32, router 128 + fp32 bias 4 -> 16340 + 2 x 920 + 164 = 18344 elements, 8 fp32.
+      {"kimi_k25", R"({"model_type": "kimi_k25", "text_config": {"model_type": "kimi_k2", "hidden_size": 32,
+         "num_hidden_layers": 2, "num_attention_heads": 2, "q_lora_rank": 16, "kv_lora_rank": 8,
+         "qk_nope_head_dim": 4, "qk_rope_head_dim": 2, "v_head_dim": 4, "intermediate_size": 64,
+         "moe_intermediate_size": 8, "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2,
+         "first_k_dense_replace": 1, "vocab_size": 50, "tie_word_embeddings": false}})",
+       16340, (18344 - 8) * 2 + 8 * 4},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     const auto inv = Inventory::parse(c.json, std::string(c.name) + "/config.json");
+    EXPECT_EQ(inv.parameters(), c.parameters);
     const LayoutSpec src{MegatronSpec{}, {0}};
     const LayoutSpec dst{VllmSpec{.tp = 2}, {8, 9}};
     const auto s = build_shard_map(inv, src), d = build_shard_map(inv, dst);

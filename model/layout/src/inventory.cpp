@@ -135,6 +135,21 @@ class Builder {
   void set_mtp(bool m) { mtp_ = m; }
 
   // What a GQA attention block carries besides q/k/v/o (see ModelConfig and docs/models.md).
+  //   q/k/v biases split as their rows: vLLM loads them into qkv_proj.bias by the same shard offsets
+  //     as the weight rows (vllm/model_executor/layers/linear.py, QKVParallelLinear.weight_loader,
+  //     replicating a KV head's bias with the head); Megatron-Core's linear_qkv is a
+  //     ColumnParallelLinear whose bias splits with its output rows (megatron/core/tensor_parallel/
+  //     layers.py, ColumnParallelLinear.__init__).
+  //   o_proj bias whole on every TP rank: a RowParallelLinear's bias has the full output size and is
+  //     added after the reduction (megatron/core/tensor_parallel/layers.py and vLLM's linear.py,
+  //     RowParallelLinear.__init__ / forward).
+  //   sinks split by heads: Megatron-Bridge maps them onto core_attention.softmax_offset
+  //     (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py, GPTOSSBridge.mapping_registry), which
+  //     holds num_attention_heads / TP (megatron/core/transformer/dot_product_attention.py,
+  //     DotProductAttention.__init__, softmax_type "learnable"); vLLM's OAIAttention.__init__ holds
+  //     heads / TP and its loader narrows the checkpoint's sinks to the TP rank's heads
+  //     (vllm/model_executor/models/gpt_oss.py, GptOssModel.load_weights); SGLang splits them by the
+  //     attention TP rank (python/sglang/srt/models/gpt_oss.py, GptOssAttention.__init__).
   struct Attn {
     bool qkv_bias = false;  // q/k/v biases, split as their rows
     bool o_bias = false;    // o_proj bias [H]: whole on every TP rank (a row-parallel layer's bias)
@@ -248,7 +263,13 @@ class Builder {
   //               in_proj_z [vd, H], in_proj_b, in_proj_a [nv, H].
   // conv1d [2kd + vd, 1, kernel] (no bias) = [q; k; v] channels (column_parts), dt_bias and A_log [nv]
   // by heads, the gated norm [dv] shared by all heads (replicated), out_proj [H, vd] row-parallel.
-  // Every split must give whole key heads (tp_groups = nk).
+  // Every split must give whole key heads (tp_groups = nk). Under tensor parallelism: vLLM builds
+  // in_proj_qkvz / in_proj_ba column-parallel (Qwen3.5's separate parts merged, each part split
+  // apart) and conv1d as a ColumnParallelLinear over [q; k; v] loaded by
+  // mamba_v2_sharded_weight_loader, dt_bias and A_log split by value heads, the gated norm whole
+  // (vllm/model_executor/models/qwen3_next.py, Qwen3NextGatedDeltaNet.__init__); SGLang the same
+  // (python/sglang/srt/models/qwen3_next.py, Qwen3GatedDeltaNet.__init__); Megatron-Core's in_proj
+  // splits each of its parts over TP (megatron/core/ssm/gated_delta_net.py, GatedDeltaNet.__init__).
   void deltanet(const std::string& p, std::int32_t layer, bool split_projections) {
     const auto H = c_.hidden_size, nk = c_.linear_num_key_heads, nv = c_.linear_num_value_heads;
     const auto kd = nk * c_.linear_key_head_dim, vd = nv * c_.linear_value_head_dim;
@@ -279,8 +300,10 @@ class Builder {
   // e's slice as `mlp.experts.e.<kind>` in the [out, in] orientation of the MXFP4 blocks and of vLLM's
   // w13 / w2: gate_up [2I, H] with gate and up rows interleaved (row 2j gate j, row 2j+1 up j),
   // gate_up_proj_bias [2I], down [H, I], down_proj_bias [H]. A tensor-parallel split of whole (gate,
-  // up) pairs is a contiguous range of rows (Megatron de-interleaves them into [gate; up] per rank,
-  // the same elements); the down bias is the bias of a row-parallel layer (whole).
+  // up) pairs is a contiguous range of rows (Megatron-Bridge de-interleaves them into linear_fc1's
+  // [gate; up], src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py,
+  // GPTOSSMLPGateUpProjMapping._interleave; a Megatron-Core GLU rank holds [gate_j; up_j], the same
+  // elements); the down bias is the bias of a row-parallel layer (whole).
   void gpt_oss_expert(const std::string& p, std::int32_t layer, std::int32_t e) {
     const auto H = c_.hidden_size, I = c_.intermediate_size;
     const std::string x = layer_prefix_of(p, e);
@@ -292,8 +315,12 @@ class Builder {
 
   // DeepSeek sparse attention's lightning indexer (deepseek_v32, DeepSeek's inference/model.py
   // Indexer): wq_b [n*d, q_lora], wk [d, H], k_norm (LayerNorm: weight and bias [d]), weights_proj
-  // [n, H]. Every framework keeps it whole on every rank (vLLM ReplicatedLinear, Megatron-Core
-  // DSAIndexer parallel_mode "duplicated").
+  // [n, H]. Every framework keeps it whole on every rank: vLLM's ReplicatedLinear wq_b, wk,
+  // weights_proj and a whole LayerNorm k_norm (vllm/model_executor/models/deepseek_v2.py,
+  // Indexer.__init__), SGLang likewise (python/sglang/srt/layers/attention/nsa/nsa_indexer.py,
+  // Indexer.__init__), Megatron-Core's linear_wq_b / linear_wk / linear_weights_proj with
+  // parallel_mode "duplicated" (megatron/core/transformer/experimental_attention_variant/dsa.py,
+  // DSAIndexer.__init__).
   void indexer(const std::string& p, std::int32_t layer) {
     const auto n = c_.index_n_heads, d = c_.index_head_dim;
     add(p + "wq_b.weight", {n * d, c_.q_lora_rank}, TC::Attention, PR::Replicated, layer);
