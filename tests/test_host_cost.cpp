@@ -246,12 +246,8 @@ TEST(DeviceCost, TransferIsTheLargerOfIssuingAndCopying) {
 }
 
 // A chain of 1 MiB in 256 KiB chunks (its own chunk, not the schedule's 512 KiB) along 0 -> 1 and
-// 1 -> 2, 1 -> 3 (a tree: H = 3 hops, F = 2 forwarded by GPU 1): n = 4 chunks
-//   calls  = 4 (3 + 6 x 3 + 2) = 92;  copied = 1 MiB (1 + 2 x 3) = 7 MiB
-// and a transfer 2 -> 3 of 512 KiB after it (step 1): calls = 1 x 9, copied = 1.5 MiB. With
-// t_call = 100 us: step 0 = max(9.2 ms, 7.340032 ms) = 9.2 ms; step 1 = max(0.9 ms, 1.572864 ms);
-// T = 10.772864 ms.
-TEST(DeviceCost, ChainHopsAndForwardsCountPerChunkAndStepsAdd) {
+// 1 -> 2, 1 -> 3, then a transfer 2 -> 3 of 512 KiB after it (step 1).
+Schedule chain_then_transfer() {
   Schedule s;
   s.params.chunk = Bytes{512 << 10};
   s.chains.push_back(Chain{{{0, 1}, {1, 2}, {1, 3}}, Bytes{256 << 10}});
@@ -267,6 +263,17 @@ TEST(DeviceCost, ChainHopsAndForwardsCountPerChunkAndStepsAdd) {
   t.bytes = Bytes{512 << 10};
   const std::vector<std::int64_t> after_chain{0};
   s.add_op(t, after_chain);
+  return s;
+}
+
+// A chain of 1 MiB in 256 KiB chunks (its own chunk, not the schedule's 512 KiB) along 0 -> 1 and
+// 1 -> 2, 1 -> 3 (a tree: H = 3 hops, F = 2 forwarded by GPU 1): n = 4 chunks
+//   calls  = 4 (3 + 6 x 3 + 2) = 92;  copied = 1 MiB (1 + 2 x 3) = 7 MiB
+// and a transfer 2 -> 3 of 512 KiB after it (step 1): calls = 1 x 9, copied = 1.5 MiB. With
+// t_call = 100 us: step 0 = max(9.2 ms, 7.340032 ms) = 9.2 ms; step 1 = max(0.9 ms, 1.572864 ms);
+// T = 10.772864 ms.
+TEST(DeviceCost, ChainHopsAndForwardsCountPerChunkAndStepsAdd) {
+  const Schedule s = chain_then_transfer();
   DeviceProfile prof = device_profile();
   prof.call_time = Seconds{100e-6};
   const DevicePrediction p = estimate_device(s, prof);
@@ -292,21 +299,7 @@ TEST(DeviceCost, ChainHopsAndForwardsCountPerChunkAndStepsAdd) {
 // A wrong rule fails here: groups over the whole step's waves (GPU 0: 5 waves, 20), a forwarder
 // packing as a root does (GPU 1: 33), receives without their unpacks (GPU 1: 24).
 TEST(EngineCalls, ChainAndTransferPerGpuChunkWaveAndStep) {
-  Schedule s;
-  s.params.chunk = Bytes{512 << 10};
-  s.chains.push_back(Chain{{{0, 1}, {1, 2}, {1, 3}}, Bytes{256 << 10}});
-  Op o;
-  o.src = 0;
-  o.dst = 3;
-  o.chain = 0;
-  o.bytes = Bytes{kMiB};
-  s.add_op(o, {});
-  Op t;
-  t.src = 2;
-  t.dst = 3;
-  t.bytes = Bytes{512 << 10};
-  const std::vector<std::int64_t> after_chain{0};
-  s.add_op(t, after_chain);
+  const Schedule s = chain_then_transfer();
   EXPECT_EQ(engine_calls(s, 5), (std::vector<std::int64_t>{18, 28, 24, 24, 0}));
   // Two transfers from GPU 0 in one step, 3 and 1 chunks: 2 x 3 + 1 + 2 x 1 + 1 = 10, waves 0-2:
   // 7 -> 17; GPU 1: 7 + 7 = 14; GPU 2: 3 + 3 = 6; a local copy issues nothing.
