@@ -106,7 +106,9 @@ json reshard_json(const std::string& args) {
 
 const std::string kSmall = kRoot + "/scenarios/small-moe-ep.yaml";
 const std::string kGqa = kRoot + "/scenarios/small-gqa-megatron-vllm.yaml";
-const fs::path kTmp = fs::temp_directory_path() / "reshard_test_json_schema";
+// A function, not a constant: TMPDIR is set before main() (scratch_folder.cpp), in no set order
+// with this file's constants.
+fs::path tmp() { return fs::temp_directory_path() / "reshard_test_json_schema"; }
 
 TEST(JsonSchemaValidator, CatchesMissingWrongAndUndocumentedKeys) {
   const json schema = json::parse(R"({"type": "object", "required": ["a_s", "rows"], "additionalProperties": false,
@@ -133,8 +135,8 @@ TEST(JsonSchemaValidator, CatchesMissingWrongAndUndocumentedKeys) {
 }
 
 TEST(JsonSchema, EverySubcommand) {
-  fs::create_directories(kTmp);
-  const std::string sched = (kTmp / "small-moe-ep.json").string();
+  fs::create_directories(tmp());
+  const std::string sched = (tmp() / "small-moe-ep.json").string();
   expect_valid(reshard_json("topo " + kRoot + "/topologies/dgx-h100-2n.yaml --json"), "reshard-topo-1", "topo");
   expect_valid(reshard_json("topo " + kRoot + "/topologies/irregular-example.yaml --json"), "reshard-topo-1", "topo explicit");
   expect_valid(reshard_json("model " + kRoot + "/models/tiny-moe.yaml --json"), "reshard-model-1", "model");
@@ -164,7 +166,7 @@ TEST(JsonSchema, EverySubcommand) {
   expect_valid(replayed, "reshard-simulate-1", "simulate SCHEDULE.json");
   EXPECT_EQ(replayed["simulated_s"], simulated["simulated_s"]);
   EXPECT_EQ(replayed["schedule_file"], sched);
-  const fs::path flows = kTmp / "flows.csv";
+  const fs::path flows = tmp() / "flows.csv";
   std::ofstream(flows) << "id,src,dst,bytes\n0,0,1,1000000\n1,0,9,1000000,0\n";
   expect_valid(reshard_json("simulate --topology " + kRoot + "/topologies/dgx-h100-2n.yaml --flows " + flows.string() +
                             " --json"),
@@ -177,7 +179,7 @@ TEST(JsonSchema, EverySubcommand) {
   expect_valid(reshard_json("backends --json"), "reshard-backends-1", "backends");
 
   int status = 0;
-  const std::string prefix = (kTmp / "sweep").string();
+  const std::string prefix = (tmp() / "sweep").string();
   run_command(std::string(RESHARD_BINARY) + " sweep " + kRoot + "/tests/sweep/small-moe-nic.yaml -o " + prefix + " >/dev/null 2>&1",
       &status);
   ASSERT_EQ(status, 0);
@@ -191,10 +193,10 @@ TEST(JsonSchema, EverySubcommand) {
 #ifdef RESHARD_MPIEXEC
 // exec (a real run, host backend), check and calibrate on its Measurement.
 TEST(JsonSchema, ExecCheckCalibrate) {
-  fs::create_directories(kTmp);
+  fs::create_directories(tmp());
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  const std::string m = (kTmp / "measurement.json").string();
+  const std::string m = (tmp() / "measurement.json").string();
   int status = 0;
   const auto out = run_command(std::string(RESHARD_MPIEXEC) + " --oversubscribe -np 16 " + RESHARD_BINARY + " exec " + kGqa +
                            " --strategy domain_chain --json --timeout 60s -o " + m + " 2>/dev/null",
@@ -206,11 +208,11 @@ TEST(JsonSchema, ExecCheckCalibrate) {
   expect_valid(check, "reshard-check-1", "check");
   EXPECT_EQ(check["scenario"], exec["scenario"]);  // a name in both, the path apart
   EXPECT_EQ(check["scenario_file"], kGqa);
-  const fs::path csv = kTmp / "measured.csv";
+  const fs::path csv = tmp() / "measured.csv";
   std::ofstream(csv) << "scenario,strategy,measured_s\n" << kGqa << ",domain_chain," << exec["measured_s"].get<double>() << "\n";
   expect_valid(reshard_json("calibrate " + csv.string() + " --json"), "reshard-calibrate-1", "calibrate");
   // The host profile, and check with it (the host model's terms per step).
-  const std::string host = (kTmp / "host.yaml").string();
+  const std::string host = (tmp() / "host.yaml").string();
   const auto bench = run_command(std::string(RESHARD_MPIEXEC) + " --oversubscribe -np 4 " + RESHARD_BINARY +
                                      " bench-host --seconds 0.05 --json -o " + host + " 2>/dev/null",
                                  &status);
