@@ -76,10 +76,12 @@ std::vector<float> source_values(const TensorInfo& w, const Box& box) {
   return v;
 }
 
-// The expected bytes of element `global` of tensor t: the pattern, or what a precision change makes of it.
-void expected_bytes(const Inventory& inv, const TensorInfo& t, std::int64_t global, int es,
+// The expected bytes of elements global .. global + n - 1 of tensor t: the pattern, or what a
+// precision change makes of it.
+void expected_bytes(const Inventory& inv, const TensorInfo& t, std::int64_t global, std::int64_t n, int es,
                     std::unordered_map<std::int32_t, ReferenceQuantizer>& quantizers, unsigned char* out) {
-  if (!converted_bytes(inv, t, global, quantizers, out)) pattern_bytes(t.id, global, es, out);
+  if (t.quant.format == QuantFormat::None) return pattern_row(t.id, global, n, es, out);
+  for (std::int64_t k = 0; k < n; ++k) converted_bytes(inv, t, global + k, quantizers, out + k * es);
 }
 
 }  // namespace
@@ -105,7 +107,7 @@ void fill_sources(const GpuProgram& prog, const Inventory& inv, HostMemory& mem)
     // The pattern, or a weight the destination quantises: its BF16 source values.
     std::unordered_map<std::int32_t, ReferenceQuantizer> none;
     for_each_row(r.box, t.shape, [&](std::int64_t local, std::int64_t global, std::int64_t n) {
-      for (std::int64_t k = 0; k < n; ++k) expected_bytes(inv, t, global + k, es, none, data + (local + k) * es);
+      expected_bytes(inv, t, global, n, es, none, data + local * es);
     });
   }
 }
@@ -170,7 +172,7 @@ std::string wrong_element(const GpuProgram& prog, const Inventory& inv, int rank
   });
   unsigned char want[8] = {};
   std::unordered_map<std::int32_t, ReferenceQuantizer> quantizers;
-  expected_bytes(inv, t, global, es, quantizers, want);
+  expected_bytes(inv, t, global, 1, es, quantizers, want);
   std::ostringstream os;
   os << "rank " << rank << " (GPU " << prog.gpu << "): tensor '" << t.name << "' box " << to_string(r.box)
      << ": wrong value at element offset " << offset << " (byte offset " << offset * es << ", global index " << global
@@ -247,7 +249,7 @@ std::string check_destinations(const GpuProgram& prog, const Inventory& inv, con
     for_each_row(r.box, t.shape, [&](std::int64_t local, std::int64_t global, std::int64_t n) {
       if (bad >= 0) return;
       want.resize(static_cast<std::size_t>(n * es));
-      for (std::int64_t k = 0; k < n; ++k) expected_bytes(inv, t, global + k, es, quantizers, want.data() + k * es);
+      expected_bytes(inv, t, global, n, es, quantizers, want.data());
       const unsigned char* got = data + local * es;
       if (std::memcmp(want.data(), got, want.size()) == 0) return;
       for (std::int64_t k = 0;; ++k)  // the first element that differs

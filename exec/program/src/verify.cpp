@@ -1,5 +1,6 @@
 #include "reshard/exec/verify.hpp"
 
+#include <bit>
 #include <cstring>
 
 #include "reshard/exec/program.hpp"
@@ -12,8 +13,36 @@ namespace reshard::exec {
 std::uint64_t pattern_word(std::int32_t tensor, std::int64_t index) { return detail::pattern_word(tensor, index); }
 
 void pattern_bytes(std::int32_t tensor, std::int64_t index, int element_size, unsigned char* out) {
-  const std::uint64_t w = detail::pattern_word(tensor, index);
-  for (int i = 0; i < element_size; ++i) out[i] = detail::pattern_byte(w, i % 8);
+  pattern_row(tensor, index, 1, element_size, out);
+}
+
+namespace {
+
+// Elements index .. index + n - 1 of `tensor`, each `Size` bytes: byte i of an element is byte i of
+// its word (little-endian), byte 0 with its low bit set (detail::pattern_byte).
+template <int Size>
+void pattern_elements(std::int32_t tensor, std::int64_t index, std::int64_t n, unsigned char* out) {
+  static_assert(std::endian::native == std::endian::little);
+  for (std::int64_t k = 0; k < n; ++k, out += Size) {
+    const std::uint64_t w = detail::pattern_word(tensor, index + k) | 1u;
+    std::memcpy(out, &w, Size);
+  }
+}
+
+}  // namespace
+
+void pattern_row(std::int32_t tensor, std::int64_t index, std::int64_t n, int element_size, unsigned char* out) {
+  switch (element_size) {
+    case 1: return pattern_elements<1>(tensor, index, n, out);
+    case 2: return pattern_elements<2>(tensor, index, n, out);
+    case 4: return pattern_elements<4>(tensor, index, n, out);
+    case 8: return pattern_elements<8>(tensor, index, n, out);
+    default:
+      for (std::int64_t k = 0; k < n; ++k) {
+        const std::uint64_t w = detail::pattern_word(tensor, index + k);
+        for (int i = 0; i < element_size; ++i) out[k * element_size + i] = detail::pattern_byte(w, i % 8);
+      }
+  }
 }
 
 void PieceDigest::add(const unsigned char* data, std::int64_t n) {

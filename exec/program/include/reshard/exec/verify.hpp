@@ -29,6 +29,8 @@ std::uint64_t pattern_word(std::int32_t tensor, std::int64_t index);
 // The element's bytes (element_size <= 8): the low bytes of pattern_word with bit 0 of byte 0 set,
 // so no element is ever all zero.
 void pattern_bytes(std::int32_t tensor, std::int64_t index, int element_size, unsigned char* out);
+// pattern_bytes of elements index .. index + n - 1, end to end.
+void pattern_row(std::int32_t tensor, std::int64_t index, std::int64_t n, int element_size, unsigned char* out);
 
 // The 64-bit digest of a piece, the same on every backend and in reshard.torch (which computes it
 // with tensor operations, on the device for CUDA tensors) so that any holder's and any needer's
