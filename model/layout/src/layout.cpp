@@ -260,6 +260,45 @@ void ShardMap::add_shard(std::int32_t tensor, Box box, RankSetId ranks) {
   v.push_back({std::move(box), ranks});
 }
 
+ShardMap ShardMap::restricted_to(const std::vector<bool>& alive, std::vector<RankSetId>& remap) const {
+  ShardMap out(tensor_count(), gpus_, description_);
+  out.conventions_ = conventions_;
+  out.expert_slots_ = expert_slots_;
+  remap.assign(rank_sets_.size(), -1);
+  for (std::size_t id = 0; id < rank_sets_.size(); ++id) {
+    std::vector<Rank> left;
+    bool lost = false;
+    rank_sets_[id].for_each([&](Rank r) {
+      if (alive[static_cast<std::size_t>(r)])
+        left.push_back(r);
+      else
+        lost = true;
+    });
+    if (left.empty()) continue;
+    if (!lost) {
+      remap[id] = out.intern(rank_sets_[id]);
+      continue;
+    }
+    std::sort(left.begin(), left.end());
+    std::vector<RankGrid> runs;
+    for (std::size_t i = 0; i < left.size();) {
+      std::size_t j = i + 1;
+      while (j < left.size() && left[j] == left[j - 1] + 1) ++j;
+      RankGrid g{left[i], {}};
+      if (j - i > 1) g.axes.push_back({static_cast<std::int32_t>(j - i), 1});
+      runs.push_back(std::move(g));
+      i = j;
+    }
+    remap[id] = out.intern(RankSet(std::move(runs)));
+  }
+  // Boxes of one tensor stay distinct, so the shards are copied as they are (add_shard's merge of
+  // equal boxes is not needed).
+  for (std::size_t t = 0; t < by_tensor_.size(); ++t)
+    for (const Shard& sh : by_tensor_[t])
+      if (const RankSetId id = remap[static_cast<std::size_t>(sh.ranks)]; id >= 0) out.by_tensor_[t].push_back({sh.box, id});
+  return out;
+}
+
 std::vector<GpuId> ShardMap::gpus_of(RankSetId id) const {
   std::vector<GpuId> v;
   rank_set(id).for_each([&](Rank r) { v.push_back(gpu_of(r)); });
