@@ -260,25 +260,23 @@ void ShardMap::add_shard(std::int32_t tensor, Box box, RankSetId ranks) {
   v.push_back({std::move(box), ranks});
 }
 
-ShardMap ShardMap::restricted_to(const std::vector<bool>& alive, std::vector<RankSetId>& remap) const {
+ShardMap ShardMap::restricted_to(const std::vector<Rank>& lost, std::vector<RankSetId>& remap) const {
   ShardMap out(tensor_count(), gpus_, description_);
   out.conventions_ = conventions_;
   out.expert_slots_ = expert_slots_;
   remap.assign(rank_sets_.size(), -1);
   for (std::size_t id = 0; id < rank_sets_.size(); ++id) {
-    std::vector<Rank> left;
-    bool lost = false;
-    rank_sets_[id].for_each([&](Rank r) {
-      if (alive[static_cast<std::size_t>(r)])
-        left.push_back(r);
-      else
-        lost = true;
-    });
-    if (left.empty()) continue;
-    if (!lost) {
-      remap[id] = out.intern(rank_sets_[id]);
+    const RankSet& set = rank_sets_[id];
+    // Membership tests for the few lost ranks; only a set that loses one is expanded.
+    if (std::none_of(lost.begin(), lost.end(), [&](Rank r) { return set.contains(r); })) {
+      remap[id] = out.intern(set);
       continue;
     }
+    std::vector<Rank> left;
+    set.for_each([&](Rank r) {
+      if (!std::binary_search(lost.begin(), lost.end(), r)) left.push_back(r);
+    });
+    if (left.empty()) continue;
     std::sort(left.begin(), left.end());
     std::vector<RankGrid> runs;
     for (std::size_t i = 0; i < left.size();) {

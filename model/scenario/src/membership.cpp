@@ -26,11 +26,12 @@ std::vector<GpuId> parse_lost_gpus(const std::string& text, const std::string& o
 
 namespace {
 
-// The ranks of `map` whose GPU `lost` (sorted) does not list.
-std::vector<bool> ranks_alive(const ShardMap& map, const std::vector<GpuId>& lost) {
-  std::vector<bool> alive(static_cast<std::size_t>(map.world_size()));
-  for (Rank r = 0; r < map.world_size(); ++r) alive[static_cast<std::size_t>(r)] = !std::binary_search(lost.begin(), lost.end(), map.gpu_of(r));
-  return alive;
+// The ranks of `map` on a GPU `lost` (sorted) lists, in order.
+std::vector<Rank> ranks_on(const ShardMap& map, const std::vector<GpuId>& lost) {
+  std::vector<Rank> out;
+  for (Rank r = 0; r < map.world_size(); ++r)
+    if (std::binary_search(lost.begin(), lost.end(), map.gpu_of(r))) out.push_back(r);
+  return out;
 }
 
 std::vector<GpuId> lost_in(const std::vector<GpuId>& lost, const std::vector<GpuId>& side) {
@@ -65,14 +66,15 @@ Survivors survivors(const LoadedScenario& sc, std::vector<GpuId> lost, const std
   // The destination: a serving unit with a lost GPU needs nothing any more.
   const std::int32_t world = sc.destination.world_size();
   c.unit_ranks = serving_unit_ranks(sc.scenario.destination, world);
-  std::vector<bool> dst_alive = ranks_alive(sc.destination, lost);
+  const std::vector<Rank> dst_lost = ranks_on(sc.destination, lost);
+  std::vector<Rank> dst_out;  // every rank of a unit with a lost rank
   for (std::int32_t u = 0; u * c.unit_ranks < world; ++u) {
-    const auto first = static_cast<std::size_t>(u * c.unit_ranks);
-    const auto last = std::min(first + static_cast<std::size_t>(c.unit_ranks), dst_alive.size());
-    const bool whole = std::all_of(dst_alive.begin() + static_cast<std::ptrdiff_t>(first),
-                                   dst_alive.begin() + static_cast<std::ptrdiff_t>(last), [](bool a) { return a; });
+    const Rank first = u * c.unit_ranks, last = std::min(first + c.unit_ranks, world);
+    const auto hit = std::lower_bound(dst_lost.begin(), dst_lost.end(), first);
+    const bool whole = hit == dst_lost.end() || *hit >= last;
     (whole ? c.served : c.dropped).push_back(u);
-    if (!whole) std::fill(dst_alive.begin() + static_cast<std::ptrdiff_t>(first), dst_alive.begin() + static_cast<std::ptrdiff_t>(last), false);
+    if (!whole)
+      for (Rank r = first; r < last; ++r) dst_out.push_back(r);
   }
   if (c.served.empty())
     throw PlanError(option + " " + text + ": every destination serving unit (" + std::to_string(c.units()) + " of " +
@@ -80,19 +82,23 @@ Survivors survivors(const LoadedScenario& sc, std::vector<GpuId> lost, const std
 
   // The source: a shard whose every rank is lost is held by no survivor; every surviving unit
   // needs all of every tensor, so its bytes are missing.
-  const std::vector<bool> src_alive = ranks_alive(sc.source, lost);
+  const std::vector<Rank> src_lost = ranks_on(sc.source, lost);
   std::vector<RankSetId> source_sets, destination_sets;
-  ShardMap source = sc.source.restricted_to(src_alive, source_sets);
-  ShardMap destination = sc.destination.restricted_to(dst_alive, destination_sets);
+  ShardMap source = sc.source.restricted_to(src_lost, source_sets);
+  ShardMap destination = sc.destination.restricted_to(dst_out, destination_sets);
   std::vector<UnheldTensor> unheld;
   Bytes total{0};
-  const std::vector<Bytes> per_rank = sc.source.bytes_per_rank(sc.inventory);
-  for (Rank r = 0; r < sc.source.world_size(); ++r)
-    if (!src_alive[static_cast<std::size_t>(r)]) c.source_bytes_lost += per_rank[static_cast<std::size_t>(r)];
+  // Per source rank set, how many of its ranks are lost (those that lose none are the most).
+  std::vector<std::int64_t> lost_in_set(static_cast<std::size_t>(sc.source.rank_set_count()), 0);
+  for (RankSetId id = 0; id < sc.source.rank_set_count(); ++id)
+    for (Rank r : src_lost) lost_in_set[static_cast<std::size_t>(id)] += sc.source.rank_set(id).contains(r);
   for (const TensorInfo& t : sc.inventory.tensors()) {
     Bytes bytes{0};
-    for (const Shard& sh : sc.source.shards(t.id))
-      if (source_sets[static_cast<std::size_t>(sh.ranks)] < 0) bytes += Bytes{sh.box.elements() * dtype_size(t.dtype)};
+    for (const Shard& sh : sc.source.shards(t.id)) {
+      const Bytes b{sh.box.elements() * dtype_size(t.dtype)};
+      c.source_bytes_lost += b * lost_in_set[static_cast<std::size_t>(sh.ranks)];
+      if (source_sets[static_cast<std::size_t>(sh.ranks)] < 0) bytes += b;
+    }
     if (bytes.value == 0) continue;
     unheld.push_back({t.id, t.name, bytes});
     total += bytes;
