@@ -32,11 +32,7 @@ std::int64_t refit_ranks(const LoadedScenario& sc) {
 
 Seconds parse_time(const std::string& option, const std::string& value, const std::string& text) {
   try {
-    const Seconds t = parse_duration(text);
-    if (!(t.value >= 0)) throw ConfigError(option, 0, value, "expected a time of at least 0s");
-    return t;
-  } catch (const ConfigError&) {
-    throw;
+    return parse_duration(text);  // refuses a negative time
   } catch (const std::exception& e) {
     throw ConfigError(option, 0, value, checked::quote(text) + " is not a time with its unit (0.5s, 200ms): " + e.what());
   }
