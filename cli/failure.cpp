@@ -18,6 +18,9 @@ void add_failure_options(CLI::App* cmd, FailureOptions& o) {
                   "rebuild against revoke + shrink + resume (docs/robustness.md)");
   cmd->add_option("--detect", o.detect,
                   "With --fail: the time to notice the failure (default 15s, tuned probes; PyTorch's NCCL timeout is 1800s)");
+  cmd->add_option("--init", o.init,
+                  "With --fail: the new communicator's init time for abort + rebuild, as measured on your cluster "
+                  "(default: 2.56s + 36ms per rank, docs/robustness.md)");
 }
 
 namespace {
@@ -45,6 +48,7 @@ std::optional<FailureReport> price_failure_option(const FailureOptions& o, const
                                                   const CostParams& cost) {
   if (o.fail.empty()) {
     if (!o.detect.empty()) throw ConfigError("--detect", 0, o.detect, "needs --fail");
+    if (!o.init.empty()) throw ConfigError("--init", 0, o.init, "needs --fail");
     return std::nullopt;
   }
   FailureReport r;
@@ -54,6 +58,10 @@ std::optional<FailureReport> price_failure_option(const FailureOptions& o, const
   const std::vector<GpuId> lost = parse_lost_gpus(o.fail.substr(0, at), "--fail");
   r.inputs.fail_at = parse_time("--fail", o.fail, o.fail.substr(at + 1));
   if (!o.detect.empty()) r.terms.detect = parse_time("--detect", o.detect, o.detect);
+  if (!o.init.empty()) {
+    r.terms.init_fixed = parse_time("--init", o.init, o.init);
+    r.terms.init_per_rank = Seconds{0};
+  }
   r.inputs.refit = sim.makespan;
   if (r.inputs.fail_at >= sim.makespan)
     throw ConfigError("--fail", 0, o.fail, "the refit ends at " + format(sim.makespan) + ", before the failure; give a time below it");
@@ -88,8 +96,10 @@ void print_failure(std::ostream& out, const FailureReport& r) {
   t.print(out);
   out << "\nresume saves " << format(r.cost.saving()) << " (" << fixed(r.cost.rebuild.total() / r.cost.resume.total(), 1)
       << "x). The refit as planned: " << format(in.refit) << "; over the survivors: " << format(in.survivors_refit) << ".\n"
-      << "init: NCCL init over " << in.survivor_ranks << " ranks, " << format(r.terms.init_fixed) << " + "
-      << format(r.terms.init_per_rank) << " per rank (one calibration point: 2.5 min at large scale, NVIDIA/nccl #1156); "
+      << "init: NCCL init over " << in.survivor_ranks << " ranks, "
+      << (r.terms.init_per_rank.value > 0 ? format(r.terms.init_fixed) + " + " + format(r.terms.init_per_rank) +
+                                                " per rank (one calibration point: 2.5 min at large scale, NVIDIA/nccl #1156); "
+                                          : format(r.terms.init_fixed) + " (--init); ")
       << "shrink: ncclCommShrink of " << in.ranks << " ranks, " << format(r.terms.shrink_fixed) << " + "
       << format(r.terms.shrink_per_doubling) << " x log2(ranks) (fitted to 32-1024 ranks, NVIDIA-NeMo/RL PR #3186"
       << (in.ranks > 1024 ? "; extrapolated here" : "") << "); the resumed transfer is the share of the survivors' refit not yet done.\n";

@@ -18,6 +18,7 @@ namespace reshard::cli {
 struct FailureOptions {
   std::string fail;    // GPUS@TIME
   std::string detect;  // a duration; empty: RecoveryTerms' default
+  std::string init;    // a duration replacing the init term (a measured init); empty: the model's
 };
 void add_failure_options(CLI::App* cmd, FailureOptions& o);
 
@@ -31,7 +32,7 @@ struct FailureReport {
 
 // The failure `o.fail` names, priced for `schedule` (simulated as `sim`) of `planned`: the
 // survivors' refit is the same strategy over planned.without(...), simulated under `cost`.
-// ConfigError naming --fail or --detect for text that is not GPUS@TIME or a duration, a time
+// ConfigError naming --fail, --detect or --init for text that is not GPUS@TIME or a duration, a time
 // outside the refit; survivors()'s errors (a GPU the layouts do not use, losing every holder).
 // nullopt when --fail is not given.
 std::optional<FailureReport> price_failure_option(const FailureOptions& o, const model::PlannedScenario& planned,

@@ -136,6 +136,9 @@ TEST(MembershipCli, FailurePricedOnAShippedScenario) {
   EXPECT_LT(f["revoke_shrink_resume"]["bytes"].get<double>(), f["abort_rebuild"]["bytes"].get<double>());
   const auto slow = run_json("simulate " + kQwen + " --strategy direct --fail 130@0.2s --detect 1800s");
   EXPECT_NEAR(slow["failure"]["abort_rebuild"]["total_s"].get<double>() - f["abort_rebuild"]["total_s"].get<double>(), 1785, 1e-6);
+  // A measured init replaces the init term.
+  const auto measured = run_json("simulate " + kQwen + " --strategy direct --fail 130@0.2s --init 20s");
+  EXPECT_EQ(measured["failure"]["abort_rebuild"]["communicator_s"], 20.0);
 }
 
 TEST(MembershipCli, BadInputIsOneClearError) {
@@ -153,6 +156,7 @@ TEST(MembershipCli, BadInputIsOneClearError) {
       {"simulate " + kQwen + " --strategy direct --fail 130@100s", "--fail: 130@100s: the refit ends at"},
       {"simulate " + kQwen + " --strategy direct --fail 0@0.1s", "--fail 0@0.1s: no surviving GPU holds"},
       {"simulate " + kQwen + " --strategy direct --detect 5s", "--detect: 5s: needs --fail"},
+      {"simulate " + kQwen + " --strategy direct --fail 130@0.1s --init 2min", "--init: 2min: '2min' is not a time"},
   };
   for (const auto& c : cases) {
     int status = 0;
