@@ -102,7 +102,7 @@ void print_failure(std::ostream& out, const FailureReport& r) {
                                           : format(r.terms.init_fixed) + " (--init); ")
       << "shrink: ncclCommShrink of " << in.ranks << " ranks, " << format(r.terms.shrink_fixed) << " + "
       << format(r.terms.shrink_per_doubling) << " x log2(ranks) (fitted to 32-1024 ranks, NVIDIA-NeMo/RL PR #3186"
-      << (in.ranks > 1024 ? "; extrapolated here" : "") << "); the resumed transfer is the share of the survivors' refit not yet done.\n";
+      << (in.ranks > 1024 || in.ranks < 32 ? "; extrapolated here" : "") << "); the resumed transfer is the share of the survivors' refit not yet done.\n";
 }
 
 nlohmann::json failure_json(const FailureReport& r) {
