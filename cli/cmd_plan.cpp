@@ -215,6 +215,8 @@ void add_plan_command(CLI::App& app) {
   cmd->callback([a] {
     if (!a->output.empty() && a->strategy.empty()) throw CLI::ValidationError("--output", "needs --strategy");
     if (a->programs && a->output.empty()) throw CLI::ValidationError("--programs", "needs -o FILE");
+    if (!a->output.empty() && !a->without.empty())
+      throw CLI::ValidationError("--without", "cannot go with -o: a schedule file does not record the lost GPUs");
     run_plan(*a);
   });
 }
