@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "inputs.hpp"
+#include "reshard/study/plan_summary.hpp"
 #include "progress.hpp"
 #include "reshard/exec/processes.hpp"
 #include "reshard/model/errors.hpp"
@@ -78,7 +79,7 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
   if (json) {
     nlohmann::json j = study::to_json(r);
     if (timings) j["timings"] = study::timings_json(r.wall);
-    if (change) j["membership"] = membership_json(*change);
+    if (change) j["membership"] = study::membership_json(*change);
     std::cout << j.dump(2) << '\n';
     return;
   }

@@ -186,7 +186,7 @@ void run_plan(const PlanArgs& a) {
 
   if (a.json) {
     nlohmann::json j = study::plan_report_json(sc, ts, lb, summary, schedule, output);
-    if (change) j["membership"] = membership_json(*change);
+    if (change) j["membership"] = study::membership_json(*change);
     std::cout << j.dump(2) << '\n';
     return;
   }

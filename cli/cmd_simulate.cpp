@@ -37,6 +37,7 @@
 #include "reshard/sim/traffic.hpp"
 #include "failure.hpp"
 #include "inputs.hpp"
+#include "reshard/study/plan_summary.hpp"
 #include "progress.hpp"
 #include "set_option.hpp"
 #include "simulate_report.hpp"
@@ -255,7 +256,7 @@ void run_schedule(const SimulateOptions& o) {
   if (o.json) {
     auto j = sim::schedule_simulation_json(schedule, sim, ref);
     add_jitter(j, o);
-    if (change) j["membership"] = membership_json(*change);
+    if (change) j["membership"] = study::membership_json(*change);
     if (failure) j["failure"] = failure_json(*failure);
     std::cout << j.dump(2) << '\n';
     return;

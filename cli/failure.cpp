@@ -6,6 +6,7 @@
 #include "reshard/model/checked.hpp"
 #include "reshard/model/errors.hpp"
 #include "inputs.hpp"
+#include "reshard/study/plan_summary.hpp"
 #include "table.hpp"
 
 namespace reshard::cli {
@@ -113,7 +114,7 @@ nlohmann::json failure_json(const FailureReport& r) {
   };
   const FailureInputs& in = r.inputs;
   return {{"fail", r.value},
-          {"membership", membership_json(r.change)},
+          {"membership", study::membership_json(r.change)},
           {"fail_at_s", in.fail_at.value},
           {"done", in.done},
           {"refit_s", in.refit.value},

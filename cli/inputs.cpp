@@ -69,15 +69,6 @@ std::vector<std::pair<std::string, std::string>> membership_fields(const Members
   return f;
 }
 
-nlohmann::json membership_json(const MembershipChange& c) {
-  return {{"lost", c.lost},
-          {"lost_source", c.lost_source},
-          {"lost_destination", c.lost_destination},
-          {"source_bytes_lost", c.source_bytes_lost.value},
-          {"unit_ranks", c.unit_ranks},
-          {"units_served", c.served},
-          {"units_dropped", c.dropped}};
-}
 
 std::optional<Bytes> parse_max_staging(const std::string& text) {
   if (text.empty()) return std::nullopt;
