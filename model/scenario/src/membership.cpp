@@ -78,7 +78,7 @@ Survivors survivors(const LoadedScenario& sc, std::vector<GpuId> lost, const std
   }
   if (c.served.empty())
     throw PlanError(option + " " + text + ": every destination serving unit (" + std::to_string(c.units()) + " of " +
-                    std::to_string(c.unit_ranks) + " ranks) has a lost GPU; nothing is left to refit");
+                    std::to_string(c.unit_ranks) + " ranks each) has a lost GPU; nothing is left to refit");
 
   // The source: a shard whose every rank is lost is held by no survivor; every surviving unit
   // needs all of every tensor, so its bytes are missing.

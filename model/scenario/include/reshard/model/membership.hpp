@@ -21,9 +21,8 @@ namespace reshard::model {
 
 // The destination's serving units: consecutive blocks of this many ranks that a framework runs as
 // one engine, so that losing one GPU stops the whole block:
-//   vllm engines: TP x PP ranks, or EP x PP with expert parallelism (a group of EP/TP engines'
-//     worth of ranks is one engine of data_parallel_size EP/TP, numbered contiguously:
-//     model/layout/src/layout_vllm.cpp);
+//   vllm engines: TP x PP ranks, or EP x PP with expert parallelism (one engine of
+//     data_parallel_size EP/TP, its ranks numbered contiguously: model/layout/src/layout_vllm.cpp);
 //   vllm data_parallel: the whole deployment (its MoE layers span TP x DP);
 //   sglang: one server (SglangSpec::server_world);
 //   megatron, dtensor: the whole world (one job).
