@@ -69,7 +69,6 @@ std::vector<std::pair<std::string, std::string>> membership_fields(const Members
   return f;
 }
 
-
 std::optional<Bytes> parse_max_staging(const std::string& text) {
   if (text.empty()) return std::nullopt;
   try {
