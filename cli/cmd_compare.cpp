@@ -15,6 +15,7 @@
 #include "reshard/model/defaults.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/study/compare.hpp"
+#include "reshard/study/plan_summary.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
 #include "warnings.hpp"
@@ -59,11 +60,12 @@ void print_systems(const study::CompareResult& r) {
 }
 }  // namespace
 
-void run_compare(const std::string& path, const std::vector<std::string>& sets, study::CompareOptions options, bool json,
-                 bool timings, const exec::ProcessGroup& processes) {
+void run_compare(const std::string& path, const std::vector<std::string>& sets, const std::string& without_gpus,
+                 study::CompareOptions options, bool json, bool timings, const exec::ProcessGroup& processes) {
   const bool root = processes.rank() == 0;
   const auto start = std::chrono::steady_clock::now();
-  const LoadedScenario sc = load_scenario(std::filesystem::path(path), model::parse_overrides(sets));
+  std::optional<model::MembershipChange> change;
+  const LoadedScenario sc = without(load_scenario(std::filesystem::path(path), model::parse_overrides(sets)), without_gpus, change);
   const Seconds loaded{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
   if (root) print_warnings(sc);
   // Rows, tuner candidates, confirmations: process 0's view.
@@ -77,6 +79,7 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
   if (json) {
     nlohmann::json j = study::to_json(r);
     if (timings) j["timings"] = study::timings_json(r.wall);
+    if (change) j["membership"] = study::membership_json(*change);
     std::cout << j.dump(2) << '\n';
     return;
   }
@@ -88,6 +91,8 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
       {"staging", "source " + budget_text(r.source_budget, sc.scenario.source_refit_memory, options.max_staging) + ", destination " +
                       budget_text(r.destination_budget, sc.scenario.destination_refit_memory, options.max_staging)}};
   if (converts) fields.insert(fields.begin() + 3, {"precision", precision_line(sc)});
+  if (change)
+    for (auto& f : membership_fields(*change)) fields.push_back(std::move(f));
   print_fields(std::cout, fields);
   std::cout << '\n';
   const double baseline = r.rows.front().prediction.time.value;
@@ -160,8 +165,10 @@ void add_compare_command(CLI::App& app) {
                 "Also print the wall time of each phase (load, plan, bound, basis, strategies, tune, systems); with --json "
                 "as \"timings\"");
   add_max_staging_option(cmd, *max_staging);
+  auto without_gpus = std::make_shared<std::string>();
+  add_without_option(cmd, *without_gpus);
   add_set_option(cmd, *sets);
-  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs, max_staging, systems, timings] {
+  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs, max_staging, systems, timings, without_gpus] {
     study::CompareOptions options;
     options.profile = *profile;
     options.params_file = *params;
@@ -174,7 +181,7 @@ void add_compare_command(CLI::App& app) {
     const exec::ProcessGroup processes;
     try {
       run_compare(path->empty() ? std::string(RESHARD_SOURCE_DIR) + "/scenarios/deepseek-v3-h100.yaml" : *path, *sets,
-                  options, *json, *timings, processes);
+                  *without_gpus, options, *json, *timings, processes);
     } catch (const model::Error&) {
       // Every process meets the same error (the same input, the results exchanged): process 0 says it.
       if (processes.rank() == 0) throw;

@@ -59,7 +59,7 @@ std::string memory_line(const LoadedScenario& sc, const study::SideMemory& m, bo
 }  // namespace
 
 struct PlanArgs {
-  std::string path, strategy, output, profile = model::kDefaultProfile, params, max_staging;
+  std::string path, strategy, output, profile = model::kDefaultProfile, params, max_staging, without;
   std::vector<std::string> sets;
   bool json = false;
   bool programs = false;  // -o writes the refit plan file (every GPU's program), not the schedule
@@ -151,7 +151,8 @@ void run_plan(const PlanArgs& a) {
   progress.clear();  // warnings on lines of their own
   print_warnings(loaded);
   progress.stage("plan");
-  const PlannedScenario planned(std::move(loaded));
+  std::optional<MembershipChange> change;
+  const PlannedScenario planned = without(PlannedScenario(std::move(loaded)), a.without, change);
   const LoadedScenario& sc = planned.scenario();
   const TransferSet& ts = planned.transfers();
   progress.stage("lower bound");
@@ -184,8 +185,14 @@ void run_plan(const PlanArgs& a) {
   progress.clear();
 
   if (a.json) {
-    std::cout << study::plan_report_json(sc, ts, lb, summary, schedule, output).dump(2) << '\n';
+    nlohmann::json j = study::plan_report_json(sc, ts, lb, summary, schedule, output);
+    if (change) j["membership"] = study::membership_json(*change);
+    std::cout << j.dump(2) << '\n';
     return;
+  }
+  if (change) {
+    print_fields(std::cout, membership_fields(*change));
+    std::cout << '\n';
   }
   print_plan(sc, ts, lb, summary, schedule, output.empty() ? "" : std::string(a.programs ? ", every GPU's program written to " : ", written to ") + output);
 }
@@ -202,11 +209,14 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--profile", a->profile, "Cost profile auto tunes for: reshard (its engine; default), links (the schedules alone), nemo_rl, miles or a system's");
   cmd->add_option("--params", a->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   add_max_staging_option(cmd, a->max_staging);
+  add_without_option(cmd, a->without);
   cmd->add_flag("--json", a->json, "Print one JSON object");
   add_set_option(cmd, a->sets);
   cmd->callback([a] {
     if (!a->output.empty() && a->strategy.empty()) throw CLI::ValidationError("--output", "needs --strategy");
     if (a->programs && a->output.empty()) throw CLI::ValidationError("--programs", "needs -o FILE");
+    if (!a->output.empty() && !a->without.empty())
+      throw CLI::ValidationError("--without", "cannot go with -o: a schedule file does not record the lost GPUs");
     run_plan(*a);
   });
 }

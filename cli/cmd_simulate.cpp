@@ -35,10 +35,13 @@
 #include "reshard/sim/simulate_json.hpp"
 #include "reshard/sim/trace.hpp"
 #include "reshard/sim/traffic.hpp"
+#include "reshard/study/plan_summary.hpp"
+#include "failure.hpp"
 #include "inputs.hpp"
 #include "progress.hpp"
 #include "set_option.hpp"
 #include "simulate_report.hpp"
+#include "table.hpp"
 #include "warnings.hpp"
 
 namespace reshard::cli {
@@ -52,6 +55,8 @@ struct SimulateOptions {
   std::string strategy = model::kDefaultStrategy;
   int max_chain = 0;  // 0: the default (8)
   std::string max_staging;  // --max-staging: auto's cap on one GPU's staging memory
+  std::string without;      // --without: the lost GPUs
+  FailureOptions failure;   // --fail, --detect
   std::string profile = model::kDefaultProfile;
   std::string params;  // cost parameters file (replaces the profile)
   std::string topology;
@@ -195,7 +200,8 @@ void run_schedule(const SimulateOptions& o) {
   model::LoadedScenario loaded = model::load_scenario(std::filesystem::path(scenario_file), model::parse_overrides(o.sets));
   progress.clear();  // warnings on lines of their own
   print_warnings(loaded);
-  const model::PlannedScenario planned(std::move(loaded));
+  std::optional<model::MembershipChange> change;
+  const model::PlannedScenario planned = without(model::PlannedScenario(std::move(loaded)), o.without, change);
   const model::LoadedScenario& sc = planned.scenario();
   const model::TransferSet& ts = planned.transfers();
   const model::CostParams cost = model::CostParams::named_or_loaded(o.profile, o.params);
@@ -228,6 +234,8 @@ void run_schedule(const SimulateOptions& o) {
   progress.stage("build flows");
   options.progress = progress.callback();
   const auto sim = sim::simulate_schedule(schedule, sc.topology, cost, options);
+  progress.stage("price the failure");
+  const std::optional<FailureReport> failure = price_failure_option(o.failure, planned, schedule, sim, cost);
   progress.clear();
 
   sim::ScheduleReference ref;
@@ -248,10 +256,17 @@ void run_schedule(const SimulateOptions& o) {
   if (o.json) {
     auto j = sim::schedule_simulation_json(schedule, sim, ref);
     add_jitter(j, o);
+    if (change) j["membership"] = study::membership_json(*change);
+    if (failure) j["failure"] = failure_json(*failure);
     std::cout << j.dump(2) << '\n';
     return;
   }
+  if (change) {
+    print_fields(std::cout, membership_fields(*change));
+    std::cout << '\n';
+  }
   print_schedule_report(std::cout, schedule, sim, ref);
+  if (failure) print_failure(std::cout, *failure);
   print_jitter(o);
   if (!o.dump_flows.empty()) std::cout << "\nflows written to " << o.dump_flows << '\n';
   if (!o.trace.empty()) std::cout << "trace written to " << o.trace << " (open in https://ui.perfetto.dev)\n";
@@ -291,6 +306,8 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--max-chain", o->max_chain, "Domains per chain for domain_chain / hybrid (default 8)")
       ->check(CLI::PositiveNumber);
   add_max_staging_option(cmd, o->max_staging);
+  add_without_option(cmd, o->without);
+  add_failure_options(cmd, o->failure);
   cmd->add_option("--profile", o->profile, "Cost profile for efficiencies and overheads: reshard (its engine; default), links (the schedules alone), nemo_rl, miles, nccl or a system's");
   cmd->add_option("--params", o->params, "Cost parameters file (as written by reshard calibrate); overrides --profile");
   cmd->add_option("--topology", o->topology, "Topology YAML (raw traffic replay)");

@@ -29,6 +29,46 @@ void add_max_staging_option(CLI::App* cmd, std::string& text) {
                   "(below the scenario's refit_memory budgets)");
 }
 
+void add_without_option(CLI::App* cmd, std::string& text) {
+  cmd->add_option("--without", text,
+                  "Refit over the survivors of these lost GPUs (0-7,12): a lost source GPU's shards come from the other "
+                  "holders, a lost destination GPU takes its serving unit out (docs/robustness.md)");
+}
+
+LoadedScenario without(LoadedScenario sc, const std::string& text, std::optional<MembershipChange>& change) {
+  if (text.empty()) return sc;
+  Survivors s = survivors(sc, parse_lost_gpus(text), "--without", text);
+  sc.source = std::move(s.source);
+  sc.destination = std::move(s.destination);
+  change = std::move(s.change);
+  return sc;
+}
+
+PlannedScenario without(PlannedScenario planned, const std::string& text, std::optional<MembershipChange>& change) {
+  if (text.empty()) return planned;
+  MembershipChange c;
+  PlannedScenario out = planned.without(parse_lost_gpus(text), &c, "--without", text);
+  change = std::move(c);
+  return out;
+}
+
+namespace {
+std::string units_text(const std::vector<std::int32_t>& units) {
+  return units.empty() ? "none" : gpu_ranges(std::vector<GpuId>(units.begin(), units.end()));
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> membership_fields(const MembershipChange& c) {
+  std::vector<std::pair<std::string, std::string>> f{
+      {"without", gpu_ranges(c.lost) + " (source GPUs " + gpu_ranges(c.lost_source) + "; destination GPUs " +
+                      gpu_ranges(c.lost_destination) + ")"}};
+  if (!c.lost_source.empty())
+    f.push_back({"lost shards", format(c.source_bytes_lost) + " the lost source GPUs held, all from surviving holders"});
+  f.push_back({"serving", std::to_string(c.served.size()) + " of " + std::to_string(c.units()) + " destination units (" +
+                              std::to_string(c.unit_ranks) + " ranks each): " + units_text(c.served) + "; out: " + units_text(c.dropped)});
+  return f;
+}
+
 std::optional<Bytes> parse_max_staging(const std::string& text) {
   if (text.empty()) return std::nullopt;
   try {

@@ -36,6 +36,16 @@ std::string schedule_scenario_file(const std::string& schedule_file, const std::
 // format, block, weights quantised at each side, bytes that travel against the model's own.
 std::string precision_line(const model::LoadedScenario& sc);
 
+// `--without GPUS` (plan, compare, simulate, exec): the refit over the survivors of these GPUs
+// (model/membership.hpp). `without` applies it to a loaded scenario (its layouts restricted; empty
+// text: unchanged) or to a planned one (its plan mapped onto the survivors), `change` getting what
+// changed; `membership_fields` reports it as text (study::membership_json as JSON).
+void add_without_option(CLI::App* cmd, std::string& text);
+model::LoadedScenario without(model::LoadedScenario sc, const std::string& text, std::optional<model::MembershipChange>& change);
+model::PlannedScenario without(model::PlannedScenario planned, const std::string& text,
+                               std::optional<model::MembershipChange>& change);
+std::vector<std::pair<std::string, std::string>> membership_fields(const model::MembershipChange& c);
+
 // Whether a path names a schedule file (.json, or the binary format by its magic) rather than a scenario.
 bool is_schedule_file(const std::string& path);
 

@@ -30,6 +30,7 @@
 #include "reshard/sim/schedule_sim.hpp"
 #include "reshard/sim/simulate_json.hpp"
 #include "reshard/study/compare.hpp"
+#include "reshard/study/plan_summary.hpp"
 #include "reshard/study/sweep.hpp"
 
 namespace py = pybind11;
@@ -363,6 +364,26 @@ PYBIND11_MODULE(_reshard, m) {
       .def_property_readonly("name", [](const LoadedScenario& s) { return s.scenario.name; })
       .def("summary", [](const LoadedScenario& s) { return to_python(scenario_json(s)); },
            "name, model, topology, both layouts and their sizes, as a dict")
+      .def(
+          "without",
+          [](const LoadedScenario& s, const std::vector<GpuId>& gpus) {
+            Survivors v = survivors(s, gpus, "gpus");
+            auto out = std::make_shared<LoadedScenario>(s);
+            out->source = std::move(v.source);
+            out->destination = std::move(v.destination);
+            return out;
+          },
+          py::arg("gpus"),
+          "The same scenario over the survivors of these lost GPUs (docs/robustness.md): plan, simulate, compare "
+          "and _refit_plan take it as they take any Scenario")
+      .def(
+          "membership",
+          [](const LoadedScenario& s, const std::vector<GpuId>& gpus) {
+            return to_python(study::membership_json(survivors(s, gpus, "gpus").change));
+          },
+          py::arg("gpus"),
+          "What losing these GPUs changes, as a dict (the `membership` of `reshard plan --without --json`): the "
+          "lost GPUs by side, the source bytes they held, the destination units served and out")
       .def("__repr__", [](const LoadedScenario& s) {
         return "<reshard.Scenario " + s.scenario.name + ": " + s.source.description() + " -> " +
                s.destination.description() + ">";

@@ -85,6 +85,24 @@ class Plan(unittest.TestCase):
         self.assertIn("unknown strategy 'no_such_strategy'", str(e.exception))
         self.assertTrue(issubclass(reshard.PlanError, reshard.Error))
 
+    def test_without_matches_the_command(self):
+        gqa = str(ROOT / "scenarios" / "small-gqa-megatron-vllm.yaml")
+        loaded = reshard.load(gqa)
+        survivors = loaded.without([0])
+        py = reshard.plan(survivors)
+        cli = cli_json("plan", gqa, "--without", "0")
+        for key in ("bytes_needed", "bytes_to_move", "pieces", "lower_bound_s", "bound_where"):
+            self.assertEqual(py[key], cli[key], key)
+        self.assertEqual(loaded.membership([0]), cli["membership"])
+        self.assertEqual(reshard.simulate(survivors, strategy="direct")["simulated_s"],
+                         cli_json("simulate", gqa, "--strategy", "direct", "--without", "0")["simulated_s"])
+        with self.assertRaises(reshard.PlanError) as e:
+            loaded.without(list(range(8)))  # every source GPU
+        self.assertIn("no surviving GPU holds", str(e.exception))
+        with self.assertRaises(reshard.ConfigError) as e:
+            loaded.without([99])
+        self.assertIn("GPU 99 is not in topology", str(e.exception))
+
 
 class Compare(unittest.TestCase):
     def test_compare_matches_the_command(self):

@@ -166,6 +166,13 @@ TEST(JsonSchema, EverySubcommand) {
   expect_valid(replayed, "reshard-simulate-1", "simulate SCHEDULE.json");
   EXPECT_EQ(replayed["simulated_s"], simulated["simulated_s"]);
   EXPECT_EQ(replayed["schedule_file"], sched);
+  // A changed membership and a failure: GPU 0's source shards have data-parallel replicas (TP2 on 8 GPUs).
+  const std::string gqa = kRoot + "/scenarios/small-gqa-megatron-vllm.yaml";
+  expect_valid(reshard_json("plan " + gqa + " --without 0 --json"), "reshard-plan-1", "plan --without");
+  expect_valid(reshard_json("compare " + gqa + " --without 0 --json"), "reshard-compare-1", "compare --without");
+  const json failed = reshard_json("simulate " + gqa + " --strategy direct --fail 0@0s --json");
+  expect_valid(failed, "reshard-simulate-1", "simulate --fail");
+  EXPECT_TRUE(failed.contains("failure"));
   const fs::path flows = tmp() / "flows.csv";
   std::ofstream(flows) << "id,src,dst,bytes\n0,0,1,1000000\n1,0,9,1000000,0\n";
   expect_valid(reshard_json("simulate --topology " + kRoot + "/topologies/dgx-h100-2n.yaml --flows " + flows.string() +

@@ -16,6 +16,12 @@
 //   - bytes_needed equals the destination's total held bytes;
 //   - the lower bound is positive and finite when anything must move;
 //   - a schedule of each strategy in turn (random parameters) validates and does not beat the bound.
+// Then with random lost GPUs (RandomLostGpusReplanExactly): over the survivors (model/membership.hpp)
+// every element some surviving source GPU holds reaches every destination rank of a still-served
+// unit that holds it, exactly once, from surviving holders only; the ranks of a unit with a lost GPU
+// receive nothing; the plan mapped from the full one equals a plan of the restricted layouts; a
+// schedule over the survivors validates; and when a lost GPU was the last holder of some elements,
+// the error names exactly the tensors and bytes of the elements no survivor holds.
 // Then over random topologies (RandomTopologiesBoundNeverAboveAchievable): generated clusters of
 // every template with random NIC speeds, host links (many NICs faster than their host link) and
 // fabrics, and explicit clusters with 1:1 NICs, NICs shared behind PCIe switches, GPUs without NICs,
@@ -33,6 +39,7 @@
 #include <random>
 
 #include "reshard/model/errors.hpp"
+#include "reshard/model/membership.hpp"
 #include "reshard/model/cost.hpp"
 #include "reshard/model/planner.hpp"
 #include "reshard/model/strategies.hpp"
@@ -437,6 +444,148 @@ TEST(PlannerProperty, RandomLayoutPairsAreExact) {
   std::cout << pairs << " layout pairs:";
   for (const auto& [arch, n] : architectures) std::cout << " " << arch << " " << n;
   std::cout << "; " << lora_pairs << " LoRA, " << mtp_pairs << " with an MTP layer\n";
+}
+
+TEST(PlannerProperty, RandomLostGpusReplanExactly) {
+  std::mt19937 rng(20261208);
+  const auto topo = Topology::load(std::string(RESHARD_SOURCE_DIR) + "/topologies/dgx-h100-2n.yaml");
+  int replanned = 0, unheld = 0, all_lost = 0, attempts = 0, from_replica = 0, units_dropped = 0;
+  while (replanned < 1000) {
+    ASSERT_LT(++attempts, 200000) << "too few valid random layouts";
+    const std::string text = random_model(rng);
+    InventoryOptions options;
+    options.include_mtp = text.find("kv_lora_rank") != std::string::npos;
+    const Inventory inv = Inventory::parse(text, model_file(text), options);
+    LoadedScenario sc{Scenario{}, inv, topo, ShardMap(0, {}, ""), ShardMap(0, {}, ""), {}};
+    sc.scenario.source = random_layout(rng, 16, inv.decoder_layers());
+    sc.scenario.destination = random_layout(rng, 16, inv.decoder_layers());
+    try {
+      sc.source = build_shard_map(inv, sc.scenario.source);
+      sc.destination = build_shard_map(inv, sc.scenario.destination);
+    } catch (const PlanError&) {
+      continue;
+    }
+    const ShardMap& src = sc.source;
+    const ShardMap& dst = sc.destination;
+    // 1 to 3 lost GPUs of either side.
+    std::vector<GpuId> pool = src.gpus();
+    pool.insert(pool.end(), dst.gpus().begin(), dst.gpus().end());
+    std::sort(pool.begin(), pool.end());
+    pool.erase(std::unique(pool.begin(), pool.end()), pool.end());
+    std::shuffle(pool.begin(), pool.end(), rng);
+    pool.resize(std::min<std::size_t>(pool.size(), 1 + rng() % 3));
+    const std::vector<GpuId> lost = pool;
+    auto is_lost = [&](GpuId g) { return std::find(lost.begin(), lost.end(), g) != lost.end(); };
+    SCOPED_TRACE(sc.scenario.source.describe() + " -> " + sc.scenario.destination.describe() + " without " + gpu_ranges(lost));
+
+    // The oracle, rank by rank and element by element. A destination unit is out when one of its
+    // ranks' GPUs is lost.
+    const std::int32_t unit = serving_unit_ranks(sc.scenario.destination, dst.world_size());
+    std::vector<bool> served(static_cast<std::size_t>(dst.world_size()), true);
+    bool any_served = false;
+    for (Rank u0 = 0; u0 < dst.world_size(); u0 += unit) {
+      bool whole = true;
+      for (Rank r = u0; r < std::min(u0 + unit, dst.world_size()); ++r) whole = whole && !is_lost(dst.gpu_of(r));
+      for (Rank r = u0; r < std::min(u0 + unit, dst.world_size()); ++r) served[static_cast<std::size_t>(r)] = whole;
+      any_served = any_served || whole;
+    }
+    if (!any_served) {
+      ++all_lost;
+      try {
+        survivors(sc, lost);
+        ADD_FAILURE() << "every unit lost, no error";
+      } catch (const UnheldError&) {
+        ADD_FAILURE() << "every unit lost: expected the error about the units";
+      } catch (const PlanError& e) {
+        EXPECT_NE(std::string(e.what()).find("--without"), std::string::npos) << e.what();
+      }
+      continue;
+    }
+    // Bytes of each tensor no surviving source rank holds.
+    std::vector<UnheldTensor> expect_unheld;
+    for (const auto& t : inv.tensors()) {
+      std::vector<char> held(static_cast<std::size_t>(full_box(t).elements()), 0);
+      for (const auto& sh : src.shards(t.id)) {
+        bool alive = false;
+        for (Rank r : src.rank_set(sh.ranks).to_vector()) alive = alive || !is_lost(src.gpu_of(r));
+        if (alive) for_each_element(t.shape, sh.box, [&](std::int64_t e) { held[static_cast<std::size_t>(e)] = 1; });
+      }
+      const auto missing = std::count(held.begin(), held.end(), 0);
+      if (missing) expect_unheld.push_back({t.id, t.name, Bytes{missing * dtype_size(t.dtype)}});
+    }
+    if (!expect_unheld.empty()) {
+      ++unheld;
+      try {
+        survivors(sc, lost);
+        ADD_FAILURE() << "elements no survivor holds, no error";
+      } catch (const UnheldError& e) {
+        ASSERT_EQ(e.tensors().size(), expect_unheld.size());
+        Bytes total{0};
+        for (std::size_t i = 0; i < expect_unheld.size(); ++i) {
+          EXPECT_EQ(e.tensors()[i].tensor, expect_unheld[i].tensor);
+          EXPECT_EQ(e.tensors()[i].bytes, expect_unheld[i].bytes) << expect_unheld[i].name;
+          total += expect_unheld[i].bytes;
+        }
+        EXPECT_EQ(e.total(), total);
+        EXPECT_NE(std::string(e.what()).find(expect_unheld[0].name), std::string::npos) << e.what();
+      }
+      continue;
+    }
+    ++replanned;
+    const Survivors s = survivors(sc, lost);
+    units_dropped += !s.change.dropped.empty();
+    from_replica += !s.change.lost_source.empty();
+    const TransferSet full = plan(inv, src, dst);
+    const TransferSet ts = restrict_transfers(full, s.source_sets, s.destination_sets, inv, s.source, s.destination);
+    // The full plan mapped onto the survivors is the plan of the survivors' layouts.
+    const TransferSet fresh = plan(inv, s.source, s.destination);
+    ASSERT_EQ(ts.pieces.size(), fresh.pieces.size());
+    for (std::size_t i = 0; i < ts.pieces.size(); ++i) {
+      const Piece &a = ts.pieces[i], &b = fresh.pieces[i];
+      ASSERT_TRUE(a.tensor == b.tensor && a.box == b.box && a.holders == b.holders && a.needers == b.needers && a.bytes == b.bytes)
+          << "piece " << i;
+    }
+    EXPECT_EQ(ts.bytes_needed, fresh.bytes_needed);
+    EXPECT_EQ(ts.bytes_to_move, fresh.bytes_to_move);
+    // Every served destination rank receives each element it holds exactly once; the others nothing.
+    Bytes needed{0};
+    const std::vector<Bytes> held_by = dst.bytes_per_rank(inv);
+    for (Rank r = 0; r < dst.world_size(); ++r)
+      if (served[static_cast<std::size_t>(r)]) needed += held_by[static_cast<std::size_t>(r)];
+    EXPECT_EQ(ts.bytes_needed, needed);
+    for (const auto& t : inv.tensors())
+      for (Rank r = 0; r < dst.world_size(); ++r) {
+        std::vector<int> count(static_cast<std::size_t>(full_box(t).elements()), 0);
+        auto add = [&](const Box& box, int d) {
+          for_each_element(t.shape, box, [&](std::int64_t e) { count[static_cast<std::size_t>(e)] += d; });
+        };
+        if (served[static_cast<std::size_t>(r)])
+          for (const auto& sh : dst.shards(t.id))
+            if (dst.rank_set(sh.ranks).contains(r)) add(sh.box, -1);
+        for (const auto& p : ts.pieces)
+          if (p.tensor == t.id && s.destination.rank_set(p.needers).contains(r)) add(p.box, +1);
+        for (auto c : count) ASSERT_EQ(c, 0) << t.name << " destination rank " << r;
+      }
+    // Every holder survives and holds its piece.
+    for (const auto& p : ts.pieces)
+      for (Rank h : s.source.rank_set(p.holders).to_vector()) {
+        ASSERT_FALSE(is_lost(src.gpu_of(h))) << "rank " << h;
+        bool held = false;
+        for (const auto& sh : src.shards(p.tensor))
+          if (src.rank_set(sh.ranks).contains(h) && intersect(sh.box, p.box) == p.box) held = true;
+        ASSERT_TRUE(held) << inv.tensor(p.tensor).name << " " << to_string(p.box) << " rank " << h;
+      }
+    // A schedule over the survivors (each strategy in turn) moves every piece to each needer once.
+    StrategyParams sp;
+    sp.strategy = all_strategies()[static_cast<std::size_t>(replanned) % all_strategies().size()];
+    const Schedule sched = build_schedule(ts, inv, s.source, s.destination, topo, sp);
+    ASSERT_NO_THROW(validate(sched, ts, inv, s.source, s.destination)) << sp.strategy;
+  }
+  EXPECT_GE(from_replica, 100);   // lost source GPUs whose shards came from other holders
+  EXPECT_GE(units_dropped, 100);  // served units left out
+  EXPECT_GE(all_lost, 5);
+  std::cout << replanned << " replanned, " << unheld << " with bytes no survivor holds, " << all_lost
+            << " with every destination unit lost\n";
 }
 
 namespace {

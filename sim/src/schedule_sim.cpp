@@ -577,6 +577,18 @@ ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const mode
   return finish_schedule_simulation(out, wall_start);
 }
 
+double work_done_by(const model::Schedule& schedule, const ScheduleSimulation& sim, model::Seconds t) {
+  double done = 0, all = 0;
+  for (std::size_t i = 0; i < schedule.ops.size(); ++i) {
+    const double bytes = schedule.ops[i].bytes.as_double();
+    const SimulatedOpTiming& op = sim.ops[i];
+    all += bytes;
+    if (op.finish <= t) done += bytes;
+    else if (op.start < t) done += bytes * ((t - op.start) / (op.finish - op.start));
+  }
+  return all > 0 ? done / all : 1.0;
+}
+
 ScheduleSimOptions closing_terms(const model::Prediction& p) {
   ScheduleSimOptions options;
   options.overheads = p.overheads;

@@ -127,4 +127,14 @@ nlohmann::json plan_report_json(const LoadedScenario& sc, const TransferSet& ts,
   return j;
 }
 
+nlohmann::json membership_json(const model::MembershipChange& c) {
+  return {{"lost", c.lost},
+          {"lost_source", c.lost_source},
+          {"lost_destination", c.lost_destination},
+          {"source_bytes_lost", c.source_bytes_lost.value},
+          {"unit_ranks", c.unit_ranks},
+          {"units_served", c.served},
+          {"units_dropped", c.dropped}};
+}
+
 }  // namespace reshard::study

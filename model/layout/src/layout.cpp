@@ -260,6 +260,43 @@ void ShardMap::add_shard(std::int32_t tensor, Box box, RankSetId ranks) {
   v.push_back({std::move(box), ranks});
 }
 
+ShardMap ShardMap::restricted_to(const std::vector<Rank>& lost, std::vector<RankSetId>& remap) const {
+  ShardMap out(tensor_count(), gpus_, description_);
+  out.conventions_ = conventions_;
+  out.expert_slots_ = expert_slots_;
+  remap.assign(rank_sets_.size(), -1);
+  for (std::size_t id = 0; id < rank_sets_.size(); ++id) {
+    const RankSet& set = rank_sets_[id];
+    // Membership tests for the few lost ranks; only a set that loses one is expanded.
+    if (std::none_of(lost.begin(), lost.end(), [&](Rank r) { return set.contains(r); })) {
+      remap[id] = out.intern(set);
+      continue;
+    }
+    std::vector<Rank> left;
+    set.for_each([&](Rank r) {
+      if (!std::binary_search(lost.begin(), lost.end(), r)) left.push_back(r);
+    });
+    if (left.empty()) continue;
+    std::sort(left.begin(), left.end());
+    std::vector<RankGrid> runs;
+    for (std::size_t i = 0; i < left.size();) {
+      std::size_t j = i + 1;
+      while (j < left.size() && left[j] == left[j - 1] + 1) ++j;
+      RankGrid g{left[i], {}};
+      if (j - i > 1) g.axes.push_back({static_cast<std::int32_t>(j - i), 1});
+      runs.push_back(std::move(g));
+      i = j;
+    }
+    remap[id] = out.intern(RankSet(std::move(runs)));
+  }
+  // Boxes of one tensor stay distinct, so the shards are copied as they are (add_shard's merge of
+  // equal boxes is not needed).
+  for (std::size_t t = 0; t < by_tensor_.size(); ++t)
+    for (const Shard& sh : by_tensor_[t])
+      if (const RankSetId id = remap[static_cast<std::size_t>(sh.ranks)]; id >= 0) out.by_tensor_[t].push_back({sh.box, id});
+  return out;
+}
+
 std::vector<GpuId> ShardMap::gpus_of(RankSetId id) const {
   std::vector<GpuId> v;
   rank_set(id).for_each([&](Rank r) { v.push_back(gpu_of(r)); });

@@ -296,6 +296,29 @@ std::optional<CutBound> source_fabric_egress(const CutDemand& c, const Topology&
   return worst_instance("source_fabric_egress", c.group_out, cap, [&](std::size_t f) { return to_string(fabric[f]); });
 }
 
+// The byte totals and conversion work of a transfer set's pieces (plan() and restrict_transfers()).
+void count_totals(TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst) {
+  std::vector<std::int64_t> needer_count(static_cast<std::size_t>(dst.rank_set_count()), -1);
+  // Needers that also hold the piece on the same GPU (colocated layouts) need no transfer.
+  std::map<std::pair<RankSetId, RankSetId>, std::int64_t> local_holders;
+  for (const auto& p : ts.pieces) {
+    auto& n = needer_count[static_cast<std::size_t>(p.needers)];
+    if (n < 0) n = dst.rank_set(p.needers).size();
+    ts.bytes_needed += p.bytes * n;
+    auto key = std::make_pair(p.holders, p.needers);
+    auto it = local_holders.find(key);
+    if (it == local_holders.end()) {
+      const std::vector<GpuId> hold = src.gpus_of(p.holders);
+      std::int64_t local = 0;
+      dst.rank_set(p.needers).for_each([&](Rank r) {
+        if (std::binary_search(hold.begin(), hold.end(), dst.gpu_of(r))) ++local;
+      });
+      it = local_holders.emplace(key, local).first;
+    }
+    ts.bytes_to_move += p.bytes * (n - it->second);
+  }
+  ts.conversion = conversion_work(inv, src, dst);
+}
 }  // namespace
 
 TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst, int threads) {
@@ -328,26 +351,28 @@ TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst,
     std::move(b.begin(), b.end(), std::back_inserter(ts.pieces));
     std::vector<Piece>().swap(b);
   }
-  std::vector<std::int64_t> needer_count(static_cast<std::size_t>(dst.rank_set_count()), -1);
-  // Needers that also hold the piece on the same GPU (colocated layouts) need no transfer.
-  std::map<std::pair<RankSetId, RankSetId>, std::int64_t> local_holders;
-  for (const auto& p : ts.pieces) {
-    auto& n = needer_count[static_cast<std::size_t>(p.needers)];
-    if (n < 0) n = dst.rank_set(p.needers).size();
-    ts.bytes_needed += p.bytes * n;
-    auto key = std::make_pair(p.holders, p.needers);
-    auto it = local_holders.find(key);
-    if (it == local_holders.end()) {
-      const std::vector<GpuId> hold = src.gpus_of(p.holders);
-      std::int64_t local = 0;
-      dst.rank_set(p.needers).for_each([&](Rank r) {
-        if (std::binary_search(hold.begin(), hold.end(), dst.gpu_of(r))) ++local;
-      });
-      it = local_holders.emplace(key, local).first;
-    }
-    ts.bytes_to_move += p.bytes * (n - it->second);
+  count_totals(ts, inv, src, dst);
+  return ts;
+}
+
+TransferSet restrict_transfers(const TransferSet& full, const std::vector<RankSetId>& holders,
+                               const std::vector<RankSetId>& needers, const Inventory& inv, const ShardMap& src,
+                               const ShardMap& dst) {
+  TransferSet ts;
+  ts.logical_bytes = full.logical_bytes;
+  ts.pieces.reserve(full.pieces.size());
+  for (const Piece& p : full.pieces) {
+    const RankSetId n = needers.at(static_cast<std::size_t>(p.needers));
+    if (n < 0) continue;
+    const RankSetId h = holders.at(static_cast<std::size_t>(p.holders));
+    if (h < 0)
+      throw PlanError("tensor '" + inv.tensor(p.tensor).name + "' " + to_string(p.box) + ": no surviving GPU holds it");
+    Piece q = p;
+    q.holders = h;
+    q.needers = n;
+    ts.pieces.push_back(std::move(q));
   }
-  ts.conversion = conversion_work(inv, src, dst);
+  count_totals(ts, inv, src, dst);
   return ts;
 }
 

@@ -34,6 +34,20 @@ PlannedScenario::PlannedScenario(std::shared_ptr<const LoadedScenario> scenario,
   state_ = std::make_unique<State>(std::move(scenario), std::move(ts));
 }
 
+PlannedScenario::PlannedScenario(std::shared_ptr<const LoadedScenario> scenario, TransferSet transfers)
+    : state_(std::make_unique<State>(std::move(scenario), std::move(transfers))) {}
+
+PlannedScenario PlannedScenario::without(const std::vector<GpuId>& lost, MembershipChange* change, const std::string& option,
+                                         const std::string& value) const {
+  const LoadedScenario& full = state_->scenario;
+  Survivors s = survivors(full, lost, option, value);
+  TransferSet ts = restrict_transfers(state_->transfers, s.source_sets, s.destination_sets, full.inventory, s.source, s.destination);
+  auto loaded = std::make_shared<LoadedScenario>(LoadedScenario{full.scenario, full.inventory, full.topology,
+                                                                std::move(s.source), std::move(s.destination), full.memory});
+  if (change) *change = std::move(s.change);
+  return PlannedScenario(std::move(loaded), std::move(ts));
+}
+
 PlannedScenario::~PlannedScenario() = default;
 PlannedScenario::PlannedScenario(PlannedScenario&&) noexcept = default;
 PlannedScenario& PlannedScenario::operator=(PlannedScenario&&) noexcept = default;

@@ -115,6 +115,11 @@ struct ScheduleSimulation {
 ScheduleSimulation simulate_schedule(const model::Schedule& schedule, const model::Topology& topology,
                                      const model::CostParams& params, const ScheduleSimOptions& options = {});
 
+// The share of the schedule's operation bytes moved by time `t` of its simulation: an op finished by
+// t counts whole, one running at t by the part of its time elapsed (its bytes taken as moving at an
+// even rate), one not started not at all. 0 at t = 0, 1 from the last op's finish.
+double work_done_by(const model::Schedule& schedule, const ScheduleSimulation& sim, model::Seconds t);
+
 // The options that add a prediction's overheads and conversion phases to a simulation.
 ScheduleSimOptions closing_terms(const model::Prediction& p);
 

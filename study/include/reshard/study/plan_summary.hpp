@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reshard/model/membership.hpp"
 #include "reshard/model/memory.hpp"
 #include "reshard/model/planner.hpp"
 #include "reshard/model/scenario.hpp"
@@ -57,5 +58,10 @@ PlanSummary summarize_plan(const model::LoadedScenario& sc, const model::Transfe
 nlohmann::json plan_report_json(const model::LoadedScenario& sc, const model::TransferSet& ts, const model::LowerBound& lb,
                                 const PlanSummary& summary, const std::optional<model::Schedule>& schedule,
                                 const std::string& schedule_file);
+
+// A changed membership (model/membership.hpp) as the `membership` object of plan, compare and
+// simulate JSON (docs/schema): the lost GPUs by side, the source bytes they held, the destination's
+// serving units served and out.
+nlohmann::json membership_json(const model::MembershipChange& c);
 
 }  // namespace reshard::study

@@ -245,6 +245,11 @@ class ShardMap {
   void add_tensors(std::int32_t count);  // `count` more tensors, without shards yet
   // Replaces every shard box of `tensor` by f(box) (a precision change packing a weight's elements).
   void map_boxes(std::int32_t tensor, const std::function<Box(const Box&)>& f);
+  // The same layout without the ranks `lost` (sorted): every rank set less those ranks, a shard left
+  // with no rank dropped; the world, its GPUs and the ranks' expert slots unchanged. `remap`
+  // receives, per rank set id of this map, its id in the new one (-1: no rank left). A set that
+  // loses no rank keeps its grids; one that does becomes its surviving ranks in runs.
+  ShardMap restricted_to(const std::vector<Rank>& lost, std::vector<RankSetId>& remap) const;
   ShardMap(std::int32_t tensors, std::vector<GpuId> gpus, std::string description);
 
  private:

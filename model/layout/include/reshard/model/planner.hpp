@@ -75,6 +75,16 @@ struct TransferSet {
 // the same order, on any number.
 TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst, int threads = 1);
 
+// The transfer set over a changed membership, from the full one without intersecting again: each
+// piece's holders and needers mapped through `holders` and `needers` (a rank set id of the full
+// plan's maps -> its id in `src` and `dst`, the maps ShardMap::restricted_to made, -1 where no rank
+// survives); a piece no surviving rank needs is dropped, the byte totals and conversion work counted
+// over `src` and `dst` as plan() counts them. PlanError when a needed piece keeps no holder (callers
+// name those first: model/membership.hpp). The pieces are plan(inv, src, dst)'s, in its order.
+TransferSet restrict_transfers(const TransferSet& full, const std::vector<RankSetId>& holders,
+                               const std::vector<RankSetId>& needers, const Inventory& inv, const ShardMap& src,
+                               const ShardMap& dst);
+
 LowerBound lower_bound(const TransferSet& ts, const ShardMap& src, const ShardMap& dst, const Topology& topo);
 
 // Bytes each destination rank must receive from another GPU, and each source rank's even share of

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "reshard/model/cost.hpp"
+#include "reshard/model/membership.hpp"
 #include "reshard/model/progress.hpp"
 #include "reshard/model/scenario.hpp"
 #include "reshard/model/strategies.hpp"
@@ -55,7 +56,14 @@ class PlannedScenario {
   // The schedule of `params` within `budget` (a binary schedule file's header: its own budgets).
   Schedule schedule_for(const StrategyParams& params, const std::vector<Bytes>& budget) const;
 
+  // The same scenario with the GPUs `lost` gone (model/membership.hpp): its layouts restricted to
+  // the survivors and this transfer set mapped onto them (restrict_transfers), not planned again.
+  // `change` receives what changed; the errors are survivors()'s, naming `option` and `value`.
+  PlannedScenario without(const std::vector<GpuId>& lost, MembershipChange* change = nullptr,
+                          const std::string& option = "--without", const std::string& value = "") const;
+
  private:
+  PlannedScenario(std::shared_ptr<const LoadedScenario> scenario, TransferSet transfers);
   struct State;
   std::unique_ptr<State> state_;
 };
