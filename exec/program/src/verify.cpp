@@ -2,8 +2,8 @@
 
 #include "reshard/exec/program.hpp"
 
+#include "reshard/exec/digest_terms.hpp"
 #include "reshard/exec/pattern.hpp"
-#include "reshard/model/digest.hpp"
 #include "reshard/model/errors.hpp"
 
 namespace reshard::exec {
@@ -16,11 +16,12 @@ void pattern_bytes(std::int32_t tensor, std::int64_t index, int element_size, un
 }
 
 std::uint64_t piece_digest(const model::Box& piece, const model::Box& shard, int element_size, const unsigned char* data) {
-  model::Fnv1a h;
-  piece_runs(piece, shard, 0, piece.elements(), [&](std::int64_t offset, std::int64_t, std::int64_t n) {
-    h.add(std::string_view(reinterpret_cast<const char*>(data + offset * element_size), static_cast<std::size_t>(n * element_size)));
+  const std::int64_t es = element_size;
+  std::uint64_t h = static_cast<std::uint64_t>(piece.elements() * es);
+  piece_runs(piece, shard, 0, piece.elements(), [&](std::int64_t offset, std::int64_t k, std::int64_t n) {
+    h += detail::digest_bytes(k * es, data + offset * es, n * es);
   });
-  return h.value();
+  return h;
 }
 
 }  // namespace reshard::exec

@@ -31,8 +31,13 @@ std::uint64_t pattern_word(std::int32_t tensor, std::int64_t index);
 void pattern_bytes(std::int32_t tensor, std::int64_t index, int element_size, unsigned char* out);
 
 // The digest of `piece` (a box inside `shard`'s box) as a shard holding `data` (row-major over
-// the shard's box, `element_size` bytes per element) has it: FNV-1a over 64 bits of the piece's
-// bytes in the piece's row-major order, so any two shards holding the same values agree.
+// the shard's box, `element_size` bytes per element) has it, over the piece's bytes in the piece's
+// row-major order, so any two shards holding the same values agree:
+//   h = n + sum_i w_i (2 i + 1)  mod 2^64
+// n the piece's bytes, w_i its i-th little-endian 64-bit word (the last one zero-padded). Every
+// word's term is independent of the others, so a GPU sums them in parallel (exec/digest_terms.hpp,
+// the one definition the host and the digest kernel share). A flipped byte changes one term by
+// d 2^(8 b) (2 i + 1), d in [-255, 255] not 0: never a multiple of 2^64, so it is always seen.
 std::uint64_t piece_digest(const model::Box& piece, const model::Box& shard, int element_size, const unsigned char* data);
 
 }  // namespace reshard::exec
