@@ -224,25 +224,25 @@ DeviceProfile device_profile() {
   return p;
 }
 
-// A transfer of 1 MiB + 1 B in 512 KiB chunks, GPU 0 -> 1: n = 3 chunks, H = 1 hop, F = 0
-//   calls  = 3 (3 + 6 x 1 + 0) = 27                 T_issue = 27 us
+// A transfer of 1 MiB + 1 B, GPU 0 -> 1 (H = 1 hop), one step:
+//   calls  = 1 (the step's launch)                  T_issue = 1 us
 //   copied = (1 MiB + 1) (1 + 2 x 1) = 3 145 731 B   T_copy  = 3.145731 ms
 //   T      = max = T_copy
-// The same with t_call = 1 ms: T_issue = 27 ms, the larger.
-// (A model that counted the calls per operation rather than per chunk gives 9 calls; one that
-// forgot the pack or the unpack copies 2 097 154 B: both differ here.)
-TEST(DeviceCost, TransferIsTheLargerOfIssuingAndCopying) {
+// The same with t_call = 10 ms: T_issue = 10 ms, the larger.
+// (A model that counted calls per chunk gives 27 at 512 KiB chunks; one that forgot the pack or the
+// unpack copies 2 097 154 B: both differ here.)
+TEST(DeviceCost, TransferIsTheLargerOfTheLaunchAndCopying) {
   const Schedule s = transfers({{0, 1, kMiB + 1, {}}});
   const DevicePrediction p = estimate_device(s, device_profile());
   ASSERT_EQ(p.steps.size(), 1u);
-  EXPECT_EQ(p.steps[0].calls, 27);
+  EXPECT_EQ(p.steps[0].calls, 1);
   EXPECT_EQ(p.steps[0].copied.value, 3 * (kMiB + 1));
-  EXPECT_NEAR(p.steps[0].issue.value, 27e-6, 1e-15);
+  EXPECT_NEAR(p.steps[0].issue.value, 1e-6, 1e-15);
   EXPECT_NEAR(p.steps[0].copy.value, 3.145731e-3, 1e-15);
   EXPECT_NEAR(p.time.value, 3.145731e-3, 1e-15);
   DeviceProfile slow = device_profile();
-  slow.call_time = Seconds{1e-3};
-  EXPECT_NEAR(estimate_device(s, slow).time.value, 27e-3, 1e-12);
+  slow.call_time = Seconds{10e-3};
+  EXPECT_NEAR(estimate_device(s, slow).time.value, 10e-3, 1e-12);
 }
 
 // A chain of 1 MiB in 256 KiB chunks (its own chunk, not the schedule's 512 KiB) along 0 -> 1 and
@@ -266,26 +266,24 @@ Schedule chain_then_transfer() {
   return s;
 }
 
-// A chain of 1 MiB in 256 KiB chunks (its own chunk, not the schedule's 512 KiB) along 0 -> 1 and
-// 1 -> 2, 1 -> 3 (a tree: H = 3 hops, F = 2 forwarded by GPU 1): n = 4 chunks
-//   calls  = 4 (3 + 6 x 3 + 2) = 92;  copied = 1 MiB (1 + 2 x 3) = 7 MiB
-// and a transfer 2 -> 3 of 512 KiB after it (step 1): calls = 1 x 9, copied = 1.5 MiB. With
-// t_call = 100 us: step 0 = max(9.2 ms, 7.340032 ms) = 9.2 ms; step 1 = max(0.9 ms, 1.572864 ms);
-// T = 10.772864 ms.
-TEST(DeviceCost, ChainHopsAndForwardsCountPerChunkAndStepsAdd) {
+// A chain of 1 MiB along 0 -> 1 and 1 -> 2, 1 -> 3 (a tree: H = 3 hops): copied = 1 MiB (1 + 2 x 3)
+// = 7 MiB, whatever its chunks; and a transfer 2 -> 3 of 512 KiB after it (step 1): copied =
+// 1.5 MiB. One launch per step; with t_call = 2 ms: step 0 = max(2 ms, 7.340032 ms), step 1 =
+// max(2 ms, 1.572864 ms) = 2 ms: T = 9.340032 ms.
+TEST(DeviceCost, ChainHopsCopyPerHopAndStepsAdd) {
   const Schedule s = chain_then_transfer();
   DeviceProfile prof = device_profile();
-  prof.call_time = Seconds{100e-6};
+  prof.call_time = Seconds{2e-3};
   const DevicePrediction p = estimate_device(s, prof);
   ASSERT_EQ(p.steps.size(), 2u);
-  EXPECT_EQ(p.steps[0].calls, 92);
+  EXPECT_EQ(p.steps[0].calls, 1);
   EXPECT_EQ(p.steps[0].copied.value, 7 * kMiB);
-  EXPECT_EQ(p.steps[1].calls, 9);
+  EXPECT_EQ(p.steps[1].calls, 1);
   EXPECT_EQ(p.steps[1].copied.value, 3 * (512 << 10));
-  EXPECT_NEAR(p.steps[0].time.value, 9.2e-3, 1e-12);
-  EXPECT_NEAR(p.steps[1].time.value, 1.572864e-3, 1e-12);
-  EXPECT_NEAR(p.time.value, 10.772864e-3, 1e-12);
-  EXPECT_EQ(p.calls, 101);
+  EXPECT_NEAR(p.steps[0].time.value, 7.340032e-3, 1e-12);
+  EXPECT_NEAR(p.steps[1].time.value, 2e-3, 1e-12);
+  EXPECT_NEAR(p.time.value, 9.340032e-3, 1e-12);
+  EXPECT_EQ(p.calls, 2);
 }
 
 // reshard's engine over NCCL (T_issue, model/cost.hpp), on the chain and transfer above, S = 8
