@@ -224,25 +224,25 @@ DeviceProfile device_profile() {
   return p;
 }
 
-// A transfer of 1 MiB + 1 B in 512 KiB chunks, GPU 0 -> 1: n = 3 chunks, H = 1 hop, F = 0
-//   calls  = 3 (3 + 6 x 1 + 0) = 27                 T_issue = 27 us
+// A transfer of 1 MiB + 1 B, GPU 0 -> 1 (H = 1 hop), one step:
+//   calls  = 1 (the step's launch)                  T_issue = 1 us
 //   copied = (1 MiB + 1) (1 + 2 x 1) = 3 145 731 B   T_copy  = 3.145731 ms
 //   T      = max = T_copy
-// The same with t_call = 1 ms: T_issue = 27 ms, the larger.
-// (A model that counted the calls per operation rather than per chunk gives 9 calls; one that
-// forgot the pack or the unpack copies 2 097 154 B: both differ here.)
-TEST(DeviceCost, TransferIsTheLargerOfIssuingAndCopying) {
+// The same with t_call = 10 ms: T_issue = 10 ms, the larger.
+// (A model that counted calls per chunk gives 27 at 512 KiB chunks; one that forgot the pack or the
+// unpack copies 2 097 154 B: both differ here.)
+TEST(DeviceCost, TransferIsTheLargerOfTheLaunchAndCopying) {
   const Schedule s = transfers({{0, 1, kMiB + 1, {}}});
   const DevicePrediction p = estimate_device(s, device_profile());
   ASSERT_EQ(p.steps.size(), 1u);
-  EXPECT_EQ(p.steps[0].calls, 27);
+  EXPECT_EQ(p.steps[0].calls, 1);
   EXPECT_EQ(p.steps[0].copied.value, 3 * (kMiB + 1));
-  EXPECT_NEAR(p.steps[0].issue.value, 27e-6, 1e-15);
+  EXPECT_NEAR(p.steps[0].issue.value, 1e-6, 1e-15);
   EXPECT_NEAR(p.steps[0].copy.value, 3.145731e-3, 1e-15);
   EXPECT_NEAR(p.time.value, 3.145731e-3, 1e-15);
   DeviceProfile slow = device_profile();
-  slow.call_time = Seconds{1e-3};
-  EXPECT_NEAR(estimate_device(s, slow).time.value, 27e-3, 1e-12);
+  slow.call_time = Seconds{10e-3};
+  EXPECT_NEAR(estimate_device(s, slow).time.value, 10e-3, 1e-12);
 }
 
 // A chain of 1 MiB in 256 KiB chunks (its own chunk, not the schedule's 512 KiB) along 0 -> 1 and
@@ -266,45 +266,55 @@ Schedule chain_then_transfer() {
   return s;
 }
 
-// A chain of 1 MiB in 256 KiB chunks (its own chunk, not the schedule's 512 KiB) along 0 -> 1 and
-// 1 -> 2, 1 -> 3 (a tree: H = 3 hops, F = 2 forwarded by GPU 1): n = 4 chunks
-//   calls  = 4 (3 + 6 x 3 + 2) = 92;  copied = 1 MiB (1 + 2 x 3) = 7 MiB
-// and a transfer 2 -> 3 of 512 KiB after it (step 1): calls = 1 x 9, copied = 1.5 MiB. With
-// t_call = 100 us: step 0 = max(9.2 ms, 7.340032 ms) = 9.2 ms; step 1 = max(0.9 ms, 1.572864 ms);
-// T = 10.772864 ms.
-TEST(DeviceCost, ChainHopsAndForwardsCountPerChunkAndStepsAdd) {
+// A chain of 1 MiB along 0 -> 1 and 1 -> 2, 1 -> 3 (a tree: H = 3 hops): copied = 1 MiB (1 + 2 x 3)
+// = 7 MiB, whatever its chunks; and a transfer 2 -> 3 of 512 KiB after it (step 1): copied =
+// 1.5 MiB. One launch per step; with t_call = 2 ms: step 0 = max(2 ms, 7.340032 ms), step 1 =
+// max(2 ms, 1.572864 ms) = 2 ms: T = 9.340032 ms.
+TEST(DeviceCost, ChainHopsCopyPerHopAndStepsAdd) {
   const Schedule s = chain_then_transfer();
   DeviceProfile prof = device_profile();
-  prof.call_time = Seconds{100e-6};
+  prof.call_time = Seconds{2e-3};
   const DevicePrediction p = estimate_device(s, prof);
   ASSERT_EQ(p.steps.size(), 2u);
-  EXPECT_EQ(p.steps[0].calls, 92);
+  EXPECT_EQ(p.steps[0].calls, 1);
   EXPECT_EQ(p.steps[0].copied.value, 7 * kMiB);
-  EXPECT_EQ(p.steps[1].calls, 9);
+  EXPECT_EQ(p.steps[1].calls, 1);
   EXPECT_EQ(p.steps[1].copied.value, 3 * (512 << 10));
-  EXPECT_NEAR(p.steps[0].time.value, 9.2e-3, 1e-12);
-  EXPECT_NEAR(p.steps[1].time.value, 1.572864e-3, 1e-12);
-  EXPECT_NEAR(p.time.value, 10.772864e-3, 1e-12);
-  EXPECT_EQ(p.calls, 101);
+  EXPECT_NEAR(p.steps[0].time.value, 7.340032e-3, 1e-12);
+  EXPECT_NEAR(p.steps[1].time.value, 2e-3, 1e-12);
+  EXPECT_NEAR(p.time.value, 9.340032e-3, 1e-12);
+  EXPECT_EQ(p.calls, 2);
 }
 
-// reshard's engine over NCCL (T_issue, model/cost.hpp), on the chain and transfer above: the chain
-// (1 MiB in 256 KiB chunks, n = 4) along 0 -> 1 (depth 1) and 1 -> 2, 1 -> 3 (depth 2) in step 0,
-// then 2 -> 3 (512 KiB, n = 1) in step 1. A hop of depth d carries chunk c in wave c + d - 1:
-// 0 -> 1 in waves 0-3, 1 -> 2 and 1 -> 3 in waves 1-4.
-//   GPU 0: root: n + 1 = 5 (packs, start event); sends 0 -> 1: 4; waves 0-3: 2 x 4 + 1 = 9   -> 18
-//   GPU 1: receives 0 -> 1: 2n + 1 = 9; sends 1 -> 2 and 1 -> 3: 8; waves 0-4: 2 x 5 + 1 = 11 -> 28
-//   GPU 2: receives 1 -> 2: 9; waves 1-4: 9; step 1 sender: 2 x 1 + 1 = 3, wave 0: 3          -> 24
-//   GPU 3: receives 1 -> 3: 9; waves 1-4: 9; step 1 receiver: 3, wave 0: 3                    -> 24
-// A wrong rule fails here: groups over the whole step's waves (GPU 0: 5 waves, 20), a forwarder
-// packing as a root does (GPU 1: 33), receives without their unpacks (GPU 1: 24).
-TEST(EngineCalls, ChainAndTransferPerGpuChunkWaveAndStep) {
-  const Schedule s = chain_then_transfer();
-  EXPECT_EQ(engine_calls(s, 5), (std::vector<std::int64_t>{18, 28, 24, 24, 0}));
-  // Two transfers from GPU 0 in one step, 3 and 1 chunks: 2 x 3 + 1 + 2 x 1 + 1 = 10, waves 0-2:
-  // 7 -> 17; GPU 1: 7 + 7 = 14; GPU 2: 3 + 3 = 6; a local copy issues nothing.
+// reshard's engine over NCCL (T_issue, model/cost.hpp), on the chain and transfer above, S = 8
+// slots: the chain (1 MiB in 256 KiB chunks, n = 4) moves in windows of S / 2 = 4 chunks: x = 1,
+// along 0 -> 1 (depth 1) and 1 -> 2, 1 -> 3 (depth 2) in step 0, then 2 -> 3 (512 KiB, n = 1, a
+// transfer's window S = 8 chunks: x = 1) in step 1. A hop of depth d carries window c in wave
+// c + d - 1: 0 -> 1 in wave 0, 1 -> 2 and 1 -> 3 in wave 1.
+//   GPU 0: start event 1, sends 0 -> 1: 1; wave 0, packs: (2 + 1) x 1 + 1 = 4            -> 6
+//   GPU 1: receives 0 -> 1: x + 1 = 2; sends 1 -> 2, 1 -> 3: 2; waves 0-1, unpacks: 3 x 2 + 1 = 7
+//                                                                                         -> 11
+//   GPU 2: receives 1 -> 2: 2; wave 1: 3 + 1 = 4; step 1 sender: x + 1 = 2, wave 0, packs: 4 -> 12
+//   GPU 3: receives 1 -> 3: 2 + 4; step 1 receiver: 2 + 4                                   -> 12
+// With S = 2 the chain's window is 1 chunk: x = 4, waves 0-3 (0 -> 1) and 1-4 (the others); the
+// transfer's window 2 chunks: x = 1.
+//   GPU 0: 1 + 4 sends; waves 0-3, packs: 3 x 4 + 1 = 13                                     -> 18
+//   GPU 1: receives 4 + 1; sends 2 x 4; waves 0-4, unpacks: 3 x 5 + 1 = 16                  -> 29
+//   GPU 2: receives 4 + 1; waves 1-4: 3 x 4 + 1 = 13; step 1: 2 + 4                         -> 24
+//   GPU 3: the same as GPU 2                                                                 -> 24
+// A wrong rule fails here: a call per chunk instead of per window (S = 8, GPU 0: 9), groups over
+// the whole step's waves (S = 2, GPU 0: 5 waves, 21), a forwarder packing as a root does (S = 2,
+// GPU 1: 34).
+TEST(EngineCalls, ChainAndTransferPerGpuWindowWaveAndStep) {
+  Schedule s = chain_then_transfer();
+  ASSERT_EQ(s.slots, 8);
+  EXPECT_EQ(engine_calls(s, 5), (std::vector<std::int64_t>{6, 11, 12, 12, 0}));
+  s.slots = 2;
+  EXPECT_EQ(engine_calls(s, 5), (std::vector<std::int64_t>{18, 29, 24, 24, 0}));
+  // Two transfers from GPU 0 in one step, 3 and 1 chunks (one window each): 2 + 2 sends and start
+  // events, wave 0, packs: 4 -> 8; GPUs 1 and 2: 2 + 4 = 6; a local copy issues nothing.
   const Schedule two = transfers({{0, 1, kMiB + 1, {}}, {0, 2, 512 << 10, {}}, {3, 3, kMiB, {}}});
-  EXPECT_EQ(engine_calls(two, 4), (std::vector<std::int64_t>{17, 14, 6, 0}));
+  EXPECT_EQ(engine_calls(two, 4), (std::vector<std::int64_t>{8, 6, 6, 0}));
 }
 
 TEST(DeviceProfile, ShippedProfileReadsAndBadFilesNameFileLineAndKey) {

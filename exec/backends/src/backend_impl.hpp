@@ -13,6 +13,10 @@ RunResult run_nccl(const RunPlan& plan, const ExecOptions& options);   // nccl_b
 // The host backend's session: MPI initialised for its lifetime (finalised at the end when it
 // initialised it) and the run's communicator, duplicated once (host_backend.cpp; null without MPI).
 std::shared_ptr<BackendSession> open_host_session();
+// The GPU backends' sessions: the device, the layout and the compiled lists kept between runs while
+// the caller's buffers stay the same; nccl's also its communicator (and MPI held initialised).
+std::shared_ptr<BackendSession> open_cuda_session();   // cuda_backend.cpp
+std::shared_ptr<BackendSession> open_nccl_session();   // nccl_backend.cpp
 
 // The measurement skeleton every backend fills in.
 Measurement new_measurement(const RunPlan& plan, const ExecOptions& options, int world);

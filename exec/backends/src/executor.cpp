@@ -66,12 +66,12 @@ const std::vector<Backend>& backends() {
       {"host", kMpi, kMpi ? "MPI point-to-point between processes, host memory" : "needs MPI (Debian libopenmpi-dev) at configure time",
        {true, false, true, true, true, true}, detail::run_host, detail::open_host_session},
       {"cuda", kCuda, kCuda ? "virtual ranks on one GPU, device-to-device copies" : "needs the CUDA toolkit at configure time",
-       {false, true, false, true, true, true}, detail::run_cuda, [] { return std::shared_ptr<BackendSession>(); }},
+       {false, true, false, true, true, true}, detail::run_cuda, detail::open_cuda_session},
       {"nccl", kNcclBackend,
        kNcclBackend ? (kMpi ? "one process per GPU under mpirun, ncclSend/ncclRecv (libnccl.so.2 loaded at run time)"
                      : "one process at world size 1 (no MPI in this build), ncclSend/ncclRecv (libnccl.so.2 loaded at run time)")
              : "needs CUDA and NCCL's header at configure time",
-       {kMpi, true, false, true, true, true}, detail::run_nccl, [] { return std::shared_ptr<BackendSession>(); }},
+       {kMpi, true, false, true, true, true}, detail::run_nccl, detail::open_nccl_session},
   };
   return table;
 }

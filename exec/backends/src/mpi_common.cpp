@@ -333,6 +333,7 @@ RunResult mpi_finish(const RunPlan& plan, const ExecOptions& options, const MpiW
   merged.start = std::move(start);
   merged.end = std::move(end);
   merged.bytes_verified = bytes;
+  merged.host_calls = local.host_calls;  // process 0's
   merged.elapsed = elapsed;
   merged.staging.assign(staging.begin(), staging.end());
   std::vector<std::string> errors;

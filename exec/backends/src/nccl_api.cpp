@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 
 #include "reshard/exec/executor.hpp"
@@ -24,12 +25,12 @@ struct Loaded {
   std::string path, error;
 };
 
-Loaded load() {
+// The first library of `names` that opens, with its entry points.
+Loaded load(std::initializer_list<const char*> names) {
   Loaded l;
   std::string tried;
   void* lib = nullptr;
-  const char* env = std::getenv("RESHARD_NCCL_LIBRARY");
-  for (const char* name : {env, "libnccl.so.2", "libnccl.so"}) {
+  for (const char* name : names) {
     if (!name || !*name) continue;
     lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (lib) {
@@ -66,11 +67,17 @@ Loaded load() {
 
 const NcclApi& nccl(int rank) {
   // Loaded once, by a function-local static's initializer.
-  static const Loaded loaded = load();
+  static const Loaded loaded = load({std::getenv("RESHARD_NCCL_LIBRARY"), "libnccl.so.2", "libnccl.so"});
   if (!loaded.error.empty()) throw ExecError(loaded.error, rank, -1);
   if (!loaded.api.GetUniqueId || !loaded.api.CommInitRank || !loaded.api.Send || !loaded.api.Recv)
     throw ExecError("the NCCL library " + loaded.path + " was opened but its entry points were not loaded", rank, -1);
   return loaded.api;
+}
+
+NcclApi load_nccl_library(const std::string& path) {
+  Loaded l = load({path.c_str()});
+  if (!l.error.empty()) throw ExecError(l.error, -1, -1);
+  return l.api;
 }
 
 }  // namespace reshard::exec::detail

@@ -29,5 +29,7 @@ struct NcclApi {
 
 // The loaded library's entry points (loaded once; throws ExecError naming rank when it cannot).
 const NcclApi& nccl(int rank = -1);
+// The entry points of the library at `path` alone (a test's stand-in for NCCL), loaded anew.
+NcclApi load_nccl_library(const std::string& path);
 
 }  // namespace reshard::exec::detail

@@ -32,6 +32,7 @@ RunResult reporter_result(const RunPlan& plan, const ExecOptions& options, int w
   m.elapsed_s = merged.elapsed;
   for (std::size_t i = 0; i < merged.staging.size() && i < plan.gpus.size(); ++i)
     if (merged.staging[i] >= 0) m.staging.push_back({plan.gpus[i], merged.staging[i]});
+  m.host_calls = merged.host_calls;
   m.verified = options.verification != Verification::None;
   m.verification = options.verification;
   return res;

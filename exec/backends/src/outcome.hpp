@@ -2,6 +2,7 @@
 // (mpi_common.cpp, which gathers every process's outcome) and a single process without MPI.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct LocalOutcome {
   std::vector<std::int64_t> staging;
   // Verification::Digest: the digests of the pieces its GPUs hold or need (host_memory.hpp).
   std::vector<PieceDigest> digests;
+  // The GPU backends: the host API calls of its timed run (the reporter's go into the Measurement).
+  std::optional<model::HostCalls> host_calls;
 };
 
 // The reporter's result from the outcomes merged over the processes (`merged`: start and end the

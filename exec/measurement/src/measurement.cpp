@@ -65,6 +65,11 @@ nlohmann::json to_json(const Measurement& m, const RunPlan& plan) {
   j["bytes_verified"] = m.bytes_verified;
   j["elapsed_s"] = m.elapsed_s;
   if (m.device_copy_bytes > 0) j["device_copy_bytes"] = m.device_copy_bytes;
+  if (m.host_calls) {
+    const HostCalls& c = *m.host_calls;
+    j["host_calls"] = {{"launches", c.launches}, {"copies", c.copies}, {"nccl", c.nccl}, {"syncs", c.syncs},
+                       {"events", c.events},     {"total", c.total()},  {"per_step", c.per_step}};
+  }
   auto& ops = j["ops"] = nlohmann::json::array();
   for (std::size_t i = 0; i < m.schedule.ops.size(); ++i) {
     const Op& o = m.schedule.ops[i];

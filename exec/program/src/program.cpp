@@ -423,7 +423,9 @@ ProgramOf<Runs> build(const RunPlan& rp, GpuId gpu) {
 GpuProgram build_program(const RunPlan& rp, GpuId gpu) { return build<std::vector<CopyRun>>(rp, gpu); }
 StridedProgram build_strided_program(const RunPlan& rp, GpuId gpu) { return build<StridedRuns>(rp, gpu); }
 
-StepWaves step_waves(const Schedule& s, const std::vector<std::int64_t>& ops) {
+StepWaves step_waves(const Schedule& s, const std::vector<std::int64_t>& ops) { return step_waves(s, ops, nullptr); }
+
+StepWaves step_waves(const Schedule& s, const std::vector<std::int64_t>& ops, std::int64_t (*window)(const Schedule&, const Op&)) {
   StepWaves out;
   std::map<std::int32_t, std::int64_t> next_offset;  // per chain: the wave its next op starts in
   for (auto id : ops) {
@@ -431,6 +433,7 @@ StepWaves step_waves(const Schedule& s, const std::vector<std::int64_t>& ops) {
     StreamWaves sw;
     sw.op = id;
     sw.chunks = chain_chunks(op.bytes.value, std::max<std::int64_t>(stream_chunk(s, op).value, 1));
+    if (window) sw.chunks = (sw.chunks + window(s, op) - 1) / window(s, op);
     if (op.chain >= 0) {
       const Chain& c = s.chains[static_cast<std::size_t>(op.chain)];
       sw.offset = next_offset[op.chain];

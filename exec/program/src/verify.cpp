@@ -5,6 +5,7 @@
 
 #include "reshard/exec/program.hpp"
 
+#include "reshard/exec/digest_terms.hpp"
 #include "reshard/exec/pattern.hpp"
 #include "reshard/model/errors.hpp"
 
@@ -46,35 +47,19 @@ void pattern_row(std::int32_t tensor, std::int64_t index, std::int64_t n, int el
 }
 
 void PieceDigest::add(const unsigned char* data, std::int64_t n) {
-  std::int64_t k = 0;
-  // Fill the pending word; then whole words straight from memory; then the tail into the pending word.
-  while (k < n && (bytes_ % 8 != 0 || n - k < 8)) {
-    pending_ |= static_cast<std::uint64_t>(data[k]) << (8 * (bytes_ % 8));
-    ++k;
-    if (++bytes_ % 8 == 0) {
-      h_ += pending_ * (2 * static_cast<std::uint64_t>(bytes_ / 8 - 1) + 1);
-      pending_ = 0;
-    }
-  }
-  for (; n - k >= 8; k += 8, bytes_ += 8) {
-    std::uint64_t w = 0;
-    std::memcpy(&w, data + k, 8);  // little-endian: the word's first byte is its lowest
-    h_ += w * (2 * static_cast<std::uint64_t>(bytes_ / 8) + 1);
-  }
-  for (; k < n; ++k, ++bytes_) pending_ |= static_cast<std::uint64_t>(data[k]) << (8 * (bytes_ % 8));
+  h_ += detail::digest_bytes(bytes_, data, n);
+  bytes_ += n;
 }
 
-std::uint64_t PieceDigest::value() const {
-  const std::uint64_t tail = bytes_ % 8 != 0 ? pending_ * (2 * static_cast<std::uint64_t>(bytes_ / 8) + 1) : 0;
-  return h_ + tail + static_cast<std::uint64_t>(bytes_);
-}
+std::uint64_t PieceDigest::value() const { return h_ + static_cast<std::uint64_t>(bytes_); }
 
 std::uint64_t piece_digest(const model::Box& piece, const model::Box& shard, int element_size, const unsigned char* data) {
-  PieceDigest h;
-  piece_runs(piece, shard, 0, piece.elements(), [&](std::int64_t offset, std::int64_t, std::int64_t n) {
-    h.add(data + offset * element_size, n * element_size);
+  const std::int64_t es = element_size;
+  std::uint64_t h = static_cast<std::uint64_t>(piece.elements() * es);
+  piece_runs(piece, shard, 0, piece.elements(), [&](std::int64_t offset, std::int64_t k, std::int64_t n) {
+    h += detail::digest_bytes(k * es, data + offset * es, n * es);
   });
-  return h.value();
+  return h;
 }
 
 }  // namespace reshard::exec

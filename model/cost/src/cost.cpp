@@ -436,17 +436,22 @@ void add_receive_side(const Schedule& s, const TransferSet& ts, const Inventory&
 std::vector<std::int64_t> engine_calls(const Schedule& s, const std::vector<std::int32_t>& step, std::int32_t steps,
                                        std::int32_t gpu_count) {
   std::vector<std::int64_t> calls(static_cast<std::size_t>(gpu_count), 0);
-  // Per GPU and step: the first and the last wave it takes part in.
+  // Per GPU and step: the first and the last wave it takes part in, and whether it packs (sends
+  // from its shards) and unpacks (receives) there.
   const std::size_t cells = static_cast<std::size_t>(gpu_count) * static_cast<std::size_t>(std::max(steps, 1));
   std::vector<std::int64_t> first(cells, std::numeric_limits<std::int64_t>::max()), last(cells, -1);
-  auto active = [&](GpuId g, std::int32_t k, std::int64_t from, std::int64_t to) {
+  std::vector<char> packs(cells, 0), unpacks(cells, 0);
+  auto active = [&](GpuId g, std::int32_t k, std::int64_t from, std::int64_t to, bool pack, bool unpack) {
     const std::size_t i = static_cast<std::size_t>(g) * static_cast<std::size_t>(steps) + static_cast<std::size_t>(k);
     first[i] = std::min(first[i], from);
     last[i] = std::max(last[i], to);
+    packs[i] = static_cast<char>(packs[i] || pack);
+    unpacks[i] = static_cast<char>(unpacks[i] || unpack);
   };
+  const std::int64_t slots = std::max<std::int32_t>(s.slots, 1);
   struct ChainSum {
-    std::int64_t chunks = 0, ops = 0;             // over its operations
-    std::map<std::int32_t, std::int64_t> waves;   // per step: its operations' chunks there
+    std::int64_t windows = 0, ops = 0;            // over its operations
+    std::map<std::int32_t, std::int64_t> waves;   // per step: its operations' windows there
   };
   std::vector<ChainSum> chain(s.chains.size());
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
@@ -455,21 +460,23 @@ std::vector<std::int64_t> engine_calls(const Schedule& s, const std::vector<std:
     const std::int64_t chunk = std::max<std::int64_t>(1, stream_chunk(s, op).value);
     const std::int64_t n = (op.bytes.value + chunk - 1) / chunk;
     if (n == 0) continue;  // an empty stream has no wave and the backend issues nothing for it
+    const std::int64_t per = op.chain < 0 ? slots : std::max<std::int64_t>(slots / 2, 1);  // chunks per window
+    const std::int64_t x = (n + per - 1) / per;
     const std::int32_t k = step[i];
     if (op.chain < 0) {
-      calls[static_cast<std::size_t>(op.src)] += 2 * n + 1;  // pack + send per chunk, the start event
-      calls[static_cast<std::size_t>(op.dst)] += 2 * n + 1;  // receive + unpack per chunk, the end event
-      active(op.src, k, 0, n - 1);
-      active(op.dst, k, 0, n - 1);
+      calls[static_cast<std::size_t>(op.src)] += x + 1;  // a send per window, the start event
+      calls[static_cast<std::size_t>(op.dst)] += x + 1;  // a receive per window, the end event
+      active(op.src, k, 0, x - 1, true, false);
+      active(op.dst, k, 0, x - 1, false, true);
       continue;
     }
     ChainSum& c = chain[static_cast<std::size_t>(op.chain)];
     const Chain& ch = s.chains[static_cast<std::size_t>(op.chain)];
     if (c.ops == 0 || ch.hops.empty() || op.src != ch.hops.front().from)
       chain_depths(ch, op.src, "operation " + std::to_string(op.id));  // throws for a shape the backend refuses
-    c.chunks += n;
+    c.windows += x;
     ++c.ops;
-    c.waves[k] += n;
+    c.waves[k] += x;
   }
   for (std::size_t c = 0; c < chain.size(); ++c) {
     const ChainSum& sum = chain[c];
@@ -477,22 +484,23 @@ std::vector<std::int64_t> engine_calls(const Schedule& s, const std::vector<std:
     const Chain& ch = s.chains[c];
     const GpuId root = ch.hops.front().from;
     const std::vector<std::int32_t> depth = chain_depths(ch, root, "chain " + std::to_string(c));
-    calls[static_cast<std::size_t>(root)] += sum.chunks + sum.ops;  // the root's pack per chunk, a start event per op
+    calls[static_cast<std::size_t>(root)] += sum.ops;  // a start event per op
     for (std::size_t h = 0; h < ch.hops.size(); ++h) {
-      calls[static_cast<std::size_t>(ch.hops[h].from)] += sum.chunks;               // a send per chunk
-      calls[static_cast<std::size_t>(ch.hops[h].to)] += 2 * sum.chunks + sum.ops;  // a receive and an unpack per chunk, an end event per op
+      calls[static_cast<std::size_t>(ch.hops[h].from)] += sum.windows;          // a send per window
+      calls[static_cast<std::size_t>(ch.hops[h].to)] += sum.windows + sum.ops;  // a receive per window, an end event per op
       for (const auto& [k, total] : sum.waves) {
         const std::int64_t d = depth[h];
-        active(ch.hops[h].from, k, d - 1, total + d - 2);
-        active(ch.hops[h].to, k, d - 1, total + d - 2);
+        active(ch.hops[h].from, k, d - 1, total + d - 2, ch.hops[h].from == root, false);
+        active(ch.hops[h].to, k, d - 1, total + d - 2, false, true);
       }
     }
   }
-  // Per step a GPU takes part in: a group's start and end per wave, the step's end event.
+  // Per step a GPU takes part in: per wave a group's start and end, its pack launch where it packs
+  // and its unpack launch where it unpacks; the step's end event.
   for (std::size_t g = 0; g < calls.size(); ++g)
     for (std::int32_t k = 0; k < steps; ++k) {
       const std::size_t i = g * static_cast<std::size_t>(steps) + static_cast<std::size_t>(k);
-      if (last[i] >= 0) calls[g] += 2 * (last[i] - first[i] + 1) + 1;
+      if (last[i] >= 0) calls[g] += (2 + packs[i] + unpacks[i]) * (last[i] - first[i] + 1) + 1;
     }
   return calls;
 }

@@ -13,25 +13,11 @@ namespace {
 
 constexpr const char* kDeviceProfileKeys[] = {"profile", "machine", "call_time", "copy_rate", "call_time_source", "copy_rate_source"};
 
-// The CUDA calls and the bytes copied of one operation (calls(o), copied(o), device_cost.hpp).
-struct DeviceOpWork {
-  std::int64_t calls = 0;
-  Bytes copied;
-};
-
-DeviceOpWork device_op_work(const Schedule& s, const Op& op) {
-  std::int64_t hops = 0, forwarded = 0;
-  if (op.chain < 0) {
-    hops = op.src != op.dst ? 1 : 0;
-  } else {
-    for (const ChainHop& h : s.chains[static_cast<std::size_t>(op.chain)].hops) {
-      ++hops;
-      if (h.from != op.src) ++forwarded;
-    }
-  }
-  const std::int64_t chunk = std::max<std::int64_t>(1, stream_chunk(s, op).value);
-  const std::int64_t chunks = (op.bytes.value + chunk - 1) / chunk;
-  return {chunks * (3 + 6 * hops + forwarded), Bytes{op.bytes.value * (1 + 2 * hops)}};
+// The bytes one operation copies on the device (copied(o), device_cost.hpp).
+Bytes device_copied(const Schedule& s, const Op& op) {
+  const std::int64_t hops = op.chain < 0 ? (op.src != op.dst ? 1 : 0)
+                                         : static_cast<std::int64_t>(s.chains[static_cast<std::size_t>(op.chain)].hops.size());
+  return Bytes{op.bytes.value * (1 + 2 * hops)};
 }
 
 }  // namespace
@@ -70,12 +56,11 @@ DevicePrediction estimate_device(const Schedule& s, const DeviceProfile& profile
   for (std::int32_t k = 0; k < count; ++k) pr.steps[static_cast<std::size_t>(k)].step = k;
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     DeviceStep& st = pr.steps[static_cast<std::size_t>(step[i])];
-    const DeviceOpWork w = device_op_work(s, s.ops[i]);
     ++st.ops;
-    st.calls += w.calls;
-    st.copied.value += w.copied.value;
+    st.copied.value += device_copied(s, s.ops[i]).value;
   }
   for (DeviceStep& st : pr.steps) {
+    st.calls = 1;  // the step's launch
     st.issue = Seconds{profile.call_time.value * static_cast<double>(st.calls)};
     st.copy = Seconds{st.copied.as_double() / profile.copy_rate.value};
     st.time = Seconds{std::max(st.issue.value, st.copy.value)};

@@ -56,6 +56,22 @@ Measurement load_measurement(const std::filesystem::path& path, bool accept_unve
   if (m.elapsed_s < 0) root.at("elapsed_s").fail("a negative elapsed time");
   if (j.contains("device_copy_bytes"))
     m.device_copy_bytes = integer(j.at("device_copy_bytes"), root.at("device_copy_bytes"), 0, std::numeric_limits<std::int64_t>::max());
+  if (j.contains("host_calls")) {
+    const auto w = root.at("host_calls");
+    const auto& h = j.at("host_calls");
+    HostCalls c;
+    const auto count = [&](const char* key) { return integer(member(h, key, w), w.at(key), 0, std::numeric_limits<std::int64_t>::max()); };
+    c.launches = count("launches");
+    c.copies = count("copies");
+    c.nccl = count("nccl");
+    c.syncs = count("syncs");
+    c.events = count("events");
+    if (count("total") != c.total()) w.at("total").fail("is not the sum of launches, copies, nccl, syncs and events");
+    const auto& steps = array(member(h, "per_step", w), w.at("per_step"));
+    for (std::size_t k = 0; k < steps.size(); ++k)
+      c.per_step.push_back(integer(steps[k], w.at("per_step").at(k), 0, std::numeric_limits<std::int64_t>::max()));
+    m.host_calls = std::move(c);
+  }
   m.schedule = schedule_from_json(member(j, "schedule", root), file, "schedule");
   // Exactly one timing per operation of the schedule, each time finite (-1: not recorded; start and
   // end come from different ranks' clocks, so end may precede start by the clocks' offset).

@@ -27,8 +27,8 @@ struct Backend {
   const char* detail;  // what it needs or what it found
   BackendCaps caps;
   RunResult (*run)(const RunPlan& plan, const ExecOptions& options);
-  // A session for the runs of one Refit (ExecOptions::session), or null where the backend keeps
-  // nothing between runs (cuda, nccl: each run makes its communicator).
+  // A session for the runs of one Refit (ExecOptions::session): host, its MPI communicator; cuda,
+  // its device, layout and compiled lists; nccl, those and its NCCL communicator.
   std::shared_ptr<BackendSession> (*open_session)();
 };
 

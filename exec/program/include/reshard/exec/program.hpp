@@ -293,5 +293,9 @@ struct StepWaves {
   std::vector<StreamWaves> streams;  // every op among `ops`, in id order
 };
 StepWaves step_waves(const model::Schedule& s, const std::vector<std::int64_t>& ops);
+// The same over windows of `window(s, op)` (>= 1) chunks each (the nccl backend's, exec/step_lists.hpp):
+// unit c of a stream is its chunks [c W, (c + 1) W), and StreamWaves::chunks counts windows.
+StepWaves step_waves(const model::Schedule& s, const std::vector<std::int64_t>& ops,
+                     std::int64_t (*window)(const model::Schedule&, const model::Op&));
 
 }  // namespace reshard::exec

@@ -40,13 +40,14 @@ void pattern_row(std::int32_t tensor, std::int64_t index, std::int64_t n, int el
 // Each word's weight is odd, so a change within one word always changes h; words add, so the
 // bytes can be summed in any order and in parallel (a reduction on the device, a vectorised sum
 // in torch). It detects what moving bytes breaks (a flipped, lost or misplaced word), not forgery.
+// The arithmetic is exec/digest_terms.hpp's, which the GPU backends' digest kernel shares.
 class PieceDigest {
  public:
   void add(const unsigned char* data, std::int64_t n);  // the next n bytes of the piece
   std::uint64_t value() const;
 
  private:
-  std::uint64_t h_ = 0, pending_ = 0;  // the sum so far; the bytes of an unfinished word
+  std::uint64_t h_ = 0;  // the terms so far
   std::int64_t bytes_ = 0;
 };
 // The digest of `piece` (a box inside `shard`'s box) as a shard holding `data` (row-major over the

@@ -51,20 +51,24 @@
 //   T_reads      = per_read * R: a pull-based transfer's reads (NIXL, Mooncake), R the piece slices
 //                  the busiest destination GPU reads from other GPUs
 //   T_issue      = engine_call * max over GPUs g of E(g): the calls reshard's engine issues from g's
-//                  process (the nccl backend, exec/backends/src/nccl_backend.cpp: one process per GPU,
-//                  one stream, per wave of chunks one grouped send/receive). Per operation o of n
-//                  chunks (stream_chunk) that g takes part in, a local copy (src = dst) none:
-//                    as o's sender:          n (1 + h) + 1   a pack launch and a send per hop it
-//                                                            sends, per chunk; the op's start event
-//                    per hop g receives:     2 n + 1         a receive and an unpack launch per
-//                                                            chunk; the hop's end event
-//                    as a forwarder (chain): n h             a send per hop it sends, per chunk
-//                  (h: the hops g sends of o), and per step k it takes part in 2 W(g,k) + 1: the
-//                  group's start and end in every wave, and the step's end event. W(g,k): from the
-//                  first to the last wave g takes part in in step k (exec::step_waves: a hop of
-//                  depth d, 1 for a transfer, carries chunk c of o in wave offset(o) + c + d - 1,
-//                  offset(o) the chunks of the operations before o on its chain in k). Left out: an
-//                  event per 128 waves, and waves inside that range in which g has nothing (none
+//                  process (the nccl backend, exec/backends/src/nccl_backend.cpp and
+//                  exec/step_lists.hpp: one process per GPU, one stream). A stream of n chunks
+//                  (stream_chunk) moves in x = ceil(n / w) windows, w = S chunks for a transfer and
+//                  max(floor(S / 2), 1) for a chain op (S the schedule's slots); per window and hop one
+//                  ncclSend at its sender and one ncclRecv at its receiver. Per operation o that g
+//                  takes part in, a local copy (src = dst) none:
+//                    as o's sender:          x h + 1   a send per window and hop it sends; the op's
+//                                                      start event
+//                    per hop g receives:     x + 1     a receive per window; the hop's end event
+//                    as a forwarder (chain): x h       a send per window and hop it sends
+//                  (h: the hops g sends of o), and per step k it takes part in
+//                  (2 + p + u) W(g,k) + 1: per wave the group's start and end, a pack launch where g
+//                  packs (p = 1: it is the sender of an op of k) and an unpack launch where it
+//                  receives (u = 1), and the step's end event. W(g,k): from the first to the last
+//                  wave g takes part in in step k (exec::step_waves over windows: a hop of depth d, 1
+//                  for a transfer, carries window c of o in wave offset(o) + c + d - 1, offset(o) the
+//                  windows of the operations before o on its chain in k). Left out: an event per 128
+//                  waves, and waves inside that range in which g has nothing (none
 //                  where g's operations overlap in time). The host issues asynchronously, so
 //                  T_issue hides behind the GPUs' time where host_overlaps (the reshard profile)
 //   T_host_copy  = host_passes passes over the bytes each GPU sends (as a transfer's sender or a

@@ -1,35 +1,29 @@
 // The cuda backend's cost model: the time `reshard exec --backend cuda` takes on one GPU, from the
-// schedule, the CUDA calls the backend issues per chunk (counted from its source,
+// schedule, the CUDA calls the backend issues (counted from its source,
 // exec/backends/src/cuda_backend.cpp) and two constants of the device and its host: the time one
 // call takes to issue, and the device's copy rate.
 //
 // The cuda backend runs every GPU of the scenario as a virtual rank on one device, driven by one
-// host thread: every chunk of every operation is a few CUDA calls (kernel launches for pack and
-// unpack, a device-to-device cudaMemcpyAsync per hop, events that order them across the ranks'
-// streams), and every byte is copied on the one device: packed at the root, copied along each hop,
-// unpacked at each receiver. So a step's time is the larger of the host's issuing and the device's
-// copying, which overlap (the calls are asynchronous):
+// host thread. Each step is compiled once into a device copy list (exec/step_lists.hpp) and run as
+// one kernel launch that walks it: every byte is copied on the one device, packed at the root,
+// copied along each hop and unpacked at each receiver, with the rings' flow control on the device.
+// So a step's time is the larger of its launch and the device's copying:
 //
-// Per operation o with B bytes in chunks of c (model::stream_chunk), n = ceil(B / c) chunks, its
-// hops (a transfer: src -> dst; a chain op: its tree's hops), H of them, F of them forwarded by a
-// GPU other than the root:
-//   calls(o)  = n (3 + 6 H + F)
-//               per chunk: the root waits for its slot, launches the pack, records the slot free
-//               (3); per hop: the copy waits for the target's slot, copies, records its arrival
-//               (3), a forwarded hop waits for the chunk's arrival at its sender (F); per receiver:
-//               it waits for the arrival, launches the unpack, records its slot free (3)
+// Per operation o with B bytes, its hops (a transfer: src -> dst; a chain op: its tree's hops), H
+// of them:
 //   copied(o) = B (1 + 2 H)
 //               the pack, each hop's copy and each receiver's unpack (an upper bound: a receiver
 //               unpacks only what it needs; every receiver of a transfer needs it all)
 // Per step k (model::op_steps), with t_call and R the profile's call time and copy rate:
-//   T_issue,k = t_call sum over o in k of calls(o)
+//   T_issue,k = t_call (one launch)
 //   T_copy,k  = sum over o in k of copied(o) / R
 //   T_k       = max(T_issue,k, T_copy,k)
 //   T         = sum over steps of T_k
-// What it leaves out: the steps' joins (a few calls per stream and step), the first chunk's
-// latency, copies of one step overlapping the next's issue, and copies slower than R when they are
-// small (R is the rate of large copies). docs/validation.md, "The engine: predicted against
-// measured", says which constant is fitted to which run and what it predicts.
+// What it leaves out: the run's 7 calls outside its clock (a reset, two events, a wait, their time,
+// the stamps' copy and its wait), the walk's waits on its counters (a chunk's task waits for its
+// parent's), and copies slower than R when they are small (R is the rate of large copies). The
+// per-chunk engine this replaced was measured on an H200 (docs/validation.md, "The engine:
+// predicted against measured"); the list engine has not yet run on a GPU.
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,17 @@ Verification verification_named(const std::string& name, const std::string& key 
 // the latest).
 struct MeasuredOpTiming {
   double start_s = -1, end_s = -1;  // from the common start; -1: not run here
+};
+
+// The host API calls a GPU backend's timed run made (docs/execution.md, "The GPU engine"):
+// kernel launches, memory copies and sets, NCCL calls (group starts and ends, sends, receives),
+// waits (one per wait, however often it polls) and event records and reads; `per_step[k]` the calls
+// issued for step k (the calls of the run's start and end are in none).
+struct HostCalls {
+  std::int64_t launches = 0, copies = 0, nccl = 0, syncs = 0, events = 0;
+  std::vector<std::int64_t> per_step;
+  std::int64_t total() const { return launches + copies + nccl + syncs + events; }
+  bool operator==(const HostCalls&) const = default;
 };
 
 struct GpuStaging {
@@ -54,6 +66,8 @@ struct Measurement {
   // local copies and the copies between GPUs' slots); 0 where not counted. Over elapsed_s it is the
   // backend's copy rate, which the GPU check compares with a plain device-to-device copy.
   std::int64_t device_copy_bytes = 0;
+  // The GPU backends: the host API calls of the timed run; absent where not counted (the host backend).
+  std::optional<HostCalls> host_calls;
 };
 
 // Reads a Measurement file (throws ConfigError naming the file and the JSON path of a bad value).
