@@ -12,12 +12,12 @@ namespace {
 //   NVLink: NCCL's usable 20.6 GB/s x 18 links = 371 of 450 GB/s (src/graph/topo.h) -> 0.82.
 //   Network: 47 of 50 GB/s measured per NDR NIC (nccl-tests reports) -> 0.94.
 //   engine_call: the host's time per CUDA call, the GPU check's device profile
-//     (params/gpu-check-h200.yaml: fitted to one cuda-backend run on an H200, 2.3096 us; the
-//     check's other runs are its predictions, docs/validation.md). The nccl backend's calls are
-//     counted from its source (T_issue, cost.hpp); its NCCL sends and receives are taken at the
-//     same cost as the CUDA calls the check measured.
-//   copy_passes 1: the nccl backend packs every chunk it sends into a staging slot and unpacks
-//     every chunk it receives (kernels on the stream its NCCL calls use, so the passes add).
+//     (params/gpu-check-h200.yaml: fitted to one run of the per-chunk cuda engine on an H200,
+//     2.3096 us, docs/validation.md). The nccl backend's calls are counted from its source
+//     (T_issue, cost.hpp: per window and hop, per wave); its NCCL sends and receives are taken at
+//     the same cost as the CUDA calls the check measured.
+//   copy_passes 1: the nccl backend packs every window it sends into a staging slot and unpacks
+//     every window it receives (list walks on the stream its NCCL calls use, so the passes add).
 //   host_overlaps: the host issues asynchronously; its calls add only where they outlast the GPUs.
 constexpr double kEngineCall = 2.3096e-6;  // s
 
@@ -39,11 +39,11 @@ std::vector<ProfileConstant> reshard_constants() {
        "nccl-tests reports (about 3 us over NVLink, 0.6 us of it the route)", false, "", ""},
       {"engine_call", format(p.engine_call),
        "the host's time per call the engine issues (kernel launch, NCCL send or receive, group start or end, event)",
-       "the GPU check: fitted to one cuda-backend run on one H200 (params/gpu-check-h200.yaml; the check's other runs "
-       "are its predictions, docs/validation.md); NCCL's send and receive assumed to cost as much",
+       "the GPU check: fitted to one run of the per-chunk cuda engine on one H200 (params/gpu-check-h200.yaml, "
+       "docs/validation.md); NCCL's send and receive assumed to cost as much",
        true, "", ""},
       {"copy_passes", "1", "the pack of every chunk sent and the unpack of every chunk received, on the NCCL calls' stream",
-       "exec/backends/src/nccl_backend.cpp (enqueue_wave)", false, "", ""},
+       "exec/backends/src/nccl_backend.cpp (run_step: a pack and an unpack list per wave)", false, "", ""},
       {"host_overlaps", "true", "the host issues its calls asynchronously: they add only beyond the GPUs' time",
        "exec/backends/src/nccl_backend.cpp (one stream, waits per step)", false, "", ""},
       {"step_barriers", "true", "the staging steps run one after another on every GPU", "exec/backends/src/nccl_backend.cpp (run_step)",
@@ -75,7 +75,7 @@ CostParams nccl_cost() {
 
 const CostProfile kCostProfiles[] = {
     {"reshard", "reshard's engine over NCCL (the nccl backend): the links, step barriers between the staging steps, "
-                "the calls it issues per chunk, its packs and unpacks",
+                "the calls it issues per window of chunks and per wave, its packs and unpacks",
      reshard_cost, reshard_constants},
     {"links", "reshard's schedules on an engine that costs nothing beyond the links and the step barriers: the "
               "schedule's own quality against the lower bound",
