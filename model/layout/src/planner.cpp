@@ -328,6 +328,9 @@ TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst,
     std::move(b.begin(), b.end(), std::back_inserter(ts.pieces));
     std::vector<Piece>().swap(b);
   }
+  // A delta refit: each piece's bytes are what it travels as (model/delta.hpp), for the bounds too.
+  if (inv.delta().active())
+    for (auto& p : ts.pieces) p.bytes = inv.wire_bytes(inv.tensor(p.tensor), p.elements);
   std::vector<std::int64_t> needer_count(static_cast<std::size_t>(dst.rank_set_count()), -1);
   // Needers that also hold the piece on the same GPU (colocated layouts) need no transfer.
   std::map<std::pair<RankSetId, RankSetId>, std::int64_t> local_holders;
@@ -348,6 +351,7 @@ TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst,
     ts.bytes_to_move += p.bytes * (n - it->second);
   }
   ts.conversion = conversion_work(inv, src, dst);
+  ts.delta = delta_work(inv, src, dst);
   return ts;
 }
 
