@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 
 #include "config_error.hpp"
 #include "reshard/model/cost.hpp"
@@ -226,4 +229,36 @@ TEST(Delta, CommandLineRefusesABadDensityNamingTheOption) {
   EXPECT_NE(status, 0);
   EXPECT_HAS(out, "--delta");
   EXPECT_HAS(out, "(0, 1]");
+}
+
+TEST(Delta, SweepComparesEveryPointDenseAndDelta) {
+  // `sweep --delta D`: one more axis, the fastest, delta = [dense, D]; at 3 % every point's best
+  // estimate falls (its transfers carry 3 % x 6 / 2 = 9 % of the bytes).
+  const auto folder = std::filesystem::temp_directory_path() / "reshard_test_delta_sweep";
+  std::filesystem::create_directories(folder);
+  int status = 0;
+  const std::string out = reshard::test::run_command(
+      std::string(RESHARD_BINARY) + " sweep " + RESHARD_SOURCE_DIR + "/tests/sweep/small-moe-nic.yaml --delta 0.03 -j 1 -o " +
+          (folder / "s").string() + " 2>&1",
+      &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_HAS(out, "8 points");
+  std::ifstream csv(folder / "s.csv");
+  std::string header, line;
+  std::getline(csv, header);
+  EXPECT_HAS(header, "destination.dp,delta,profile");
+  std::map<std::string, double> best;  // "point" -> the auto row's estimate
+  std::vector<std::string> deltas;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_GT(f.size(), 8u) << line;
+    if (f[6] != "auto") continue;
+    deltas.push_back(f[4]);
+    best[f[0]] = std::stod(f[8]);
+  }
+  ASSERT_EQ(deltas, (std::vector<std::string>{"dense", "0.03", "dense", "0.03", "dense", "0.03", "dense", "0.03"}));
+  for (int p = 0; p < 8; p += 2) EXPECT_LT(best[std::to_string(p + 1)], best[std::to_string(p)]) << "point " << p;
+  std::filesystem::remove_all(folder);
 }
