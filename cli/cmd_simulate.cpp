@@ -242,6 +242,7 @@ void run_schedule(const SimulateOptions& o) {
   ref.staging_budget = model::staging_budget(schedule, prediction.staging_gpu);
   ref.lower_bound = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
   if (sc.scenario.precision.format != model::QuantFormat::None) ref.precision = precision_line(sc);
+  if (sc.inventory.delta().active()) ref.delta = sc.inventory.delta().describe();
 
   if (!o.dump_flows.empty()) sim::write_flow_dump(o.dump_flows, sim.network, sim.flows, sim.result);
   if (!o.trace.empty())
