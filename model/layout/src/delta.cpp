@@ -2,6 +2,7 @@
 #include "reshard/model/delta.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "reshard/model/inventory.hpp"

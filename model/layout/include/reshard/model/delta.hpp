@@ -59,7 +59,8 @@ struct DeltaSpec {
   Bytes encoded(std::int64_t n, std::int64_t element_size, TensorClass c) const;
   // V = k s: the changed values among them (0 for a dense class).
   Bytes values(std::int64_t n, std::int64_t element_size, TensorClass c) const { return Bytes{changed(n, c) * element_size}; }
-  // "3 %" or "expert_ffn 2 %, attention 5 %; others dense", then the encoding and the snapshot.
+  // "3 % of every tensor's elements changed" or "expert_ffn 2 %, attention 5 % changed; other classes
+  // dense", then the encoding and where the snapshot lives.
   std::string describe() const;
 };
 
