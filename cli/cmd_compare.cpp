@@ -44,6 +44,21 @@ std::string budget_text(const study::CompareResult::SideBudget& b, const std::op
   else s += side_refit ? std::string("refit_memory") : std::string("default: ") + kDefaultBudgetRule;
   return s + ")";
 }
+// A delta refit against the same refit dense, row by row.
+void print_dense_against_delta(const study::CompareResult& r) {
+  std::cout << "\ndense against delta (the same strategies refit dense; the delta's encoded transfers and its passes):\n";
+  Table t({"strategy", "dense>", "delta>", "dense / delta>", "dense network>", "delta network>", "encode + decode>", "delta limited by"});
+  for (std::size_t i = 0; i < r.rows.size() && i < r.dense.size(); ++i) {
+    const Prediction& d = r.dense[i].prediction;
+    const Prediction& p = r.rows[i].prediction;
+    t.add({r.rows[i].name, format(d.time), format(p.time), fixed(d.time.value / p.time.value, 2) + "x", format(d.network_bytes),
+           format(p.network_bytes), format(p.delta_source) + " + " + format(p.delta_destination), r.rows[i].limited_by});
+  }
+  t.print(std::cout);
+  std::cout << "dense / delta above 1: the delta refit pays. encode + decode: the source GPUs' diff against their snapshot "
+               "and encode + the destination GPUs' decode (memory-bound, docs/design.md \"Delta refit\").\n";
+}
+
 // Other systems on the same cluster: each system's own schedule under its profile's cost terms.
 void print_systems(const study::CompareResult& r) {
   const double best = r.rows[r.best].prediction.time.value;
@@ -91,6 +106,11 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
       {"staging", "source " + budget_text(r.source_budget, sc.scenario.source_refit_memory, options.max_staging) + ", destination " +
                       budget_text(r.destination_budget, sc.scenario.destination_refit_memory, options.max_staging)}};
   if (converts) fields.insert(fields.begin() + 3, {"precision", precision_line(sc)});
+  if (!r.delta.empty()) {
+    Bytes snapshot{0};
+    for (const auto& u : sc.memory) snapshot = std::max(snapshot, u.delta_snapshot);
+    fields.insert(fields.begin() + 3, {"delta", r.delta + (snapshot.value > 0 ? " (" + format(snapshot) + " on the GPU that holds the most)" : "")});
+  }
   if (change)
     for (auto& f : membership_fields(*change)) fields.push_back(std::move(f));
   print_fields(std::cout, fields);
@@ -113,6 +133,7 @@ void run_compare(const std::string& path, const std::vector<std::string>& sets, 
   if (converts)
     std::cout << "\nconvert: the precision change's conversion on the source GPUs + on the destination GPUs "
                  "(memory-bound, in the estimate and the simulation).";
+  if (!r.dense.empty()) print_dense_against_delta(r);
   if (!r.systems.empty()) print_systems(r);
   const study::CompareRow& best = r.rows[r.best];
   std::cout << "\nauto chose: " << describe(best.params) << " (" << format(best.prediction.time) << "; "
@@ -149,6 +170,7 @@ void add_compare_command(CLI::App& app) {
   auto max_staging = std::make_shared<std::string>();
   auto systems = std::make_shared<std::vector<std::string>>();
   auto timings = std::make_shared<bool>(false);
+  auto delta = std::make_shared<std::string>();
   cmd->add_flag("--simulate", *simulate, "Also simulate every schedule (and let auto confirm its best by simulation)");
   cmd->add_option("scenario", *path, "Scenario YAML file (default: the source tree's scenarios/deepseek-v3-h100.yaml, DeepSeek-V3 on 2 x 256 DGX H100)");
   cmd->add_option("--profile", *profile, "Cost profile: reshard (its engine; default), links (the schedules alone), nemo_rl, miles, nccl or a system's (reshard systems)");
@@ -168,7 +190,9 @@ void add_compare_command(CLI::App& app) {
   auto without_gpus = std::make_shared<std::string>();
   add_without_option(cmd, *without_gpus);
   add_set_option(cmd, *sets);
-  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs, max_staging, systems, timings, without_gpus] {
+  add_delta_option(cmd, *delta);
+  cmd->callback([path, profile, params, simulate, json, extra, sets, jobs, max_staging, systems, timings, without_gpus, delta] {
+    add_delta_override(*delta, *sets);
     study::CompareOptions options;
     options.profile = *profile;
     options.params_file = *params;

@@ -59,7 +59,7 @@ std::string memory_line(const LoadedScenario& sc, const study::SideMemory& m, bo
 }  // namespace
 
 struct PlanArgs {
-  std::string path, strategy, output, profile = model::kDefaultProfile, params, max_staging, without;
+  std::string path, strategy, output, profile = model::kDefaultProfile, params, max_staging, without, delta;
   std::vector<std::string> sets;
   bool json = false;
   bool programs = false;  // -o writes the refit plan file (every GPU's program), not the schedule
@@ -89,6 +89,13 @@ void print_plan(const LoadedScenario& sc, const TransferSet& ts, const LowerBoun
     fields.insert(fields.begin() + 5, {"precision", precision_line(sc)});
     fields.push_back({"conversion", format(ts.conversion.source_bytes) + " read and written by the source GPUs, " +
                                         format(ts.conversion.destination_bytes) + " by the destination GPUs"});
+  }
+  if (sc.inventory.delta().active()) {
+    const DeltaWork& d = ts.delta;
+    fields.insert(fields.begin() + 5, {"delta", sc.inventory.delta().describe() + "; bytes needed and to move are encoded"});
+    fields.push_back({"delta passes", format(d.source_bytes) + " read and written by the source GPUs' diff and encode, " +
+                                          format(d.destination_bytes) + " by the destination GPUs' decode; snapshot " +
+                                          format(d.snapshot_bytes) + " in all"});
   }
   if (const LoraSpec* l = sc.inventory.lora()) {
     std::string modules;
@@ -212,7 +219,9 @@ void add_plan_command(CLI::App& app) {
   add_without_option(cmd, a->without);
   cmd->add_flag("--json", a->json, "Print one JSON object");
   add_set_option(cmd, a->sets);
+  add_delta_option(cmd, a->delta);
   cmd->callback([a] {
+    add_delta_override(a->delta, a->sets);
     if (!a->output.empty() && a->strategy.empty()) throw CLI::ValidationError("--output", "needs --strategy");
     if (a->programs && a->output.empty()) throw CLI::ValidationError("--programs", "needs -o FILE");
     if (!a->output.empty() && !a->without.empty())

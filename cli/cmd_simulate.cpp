@@ -52,6 +52,7 @@ struct SimulateOptions {
   std::string input;  // scenario YAML or schedule JSON
   std::string scenario;
   std::vector<std::string> sets;  // --set overrides of the scenario
+  std::string delta;              // --delta: a delta refit's density
   std::string strategy = model::kDefaultStrategy;
   int max_chain = 0;  // 0: the default (8)
   std::string max_staging;  // --max-staging: auto's cap on one GPU's staging memory
@@ -249,6 +250,7 @@ void run_schedule(const SimulateOptions& o) {
   ref.staging_budget = model::staging_budget(schedule, prediction.staging_gpu);
   ref.lower_bound = model::lower_bound(ts, sc.source, sc.destination, sc.topology);
   if (sc.scenario.precision.format != model::QuantFormat::None) ref.precision = precision_line(sc);
+  if (sc.inventory.delta().active()) ref.delta = sc.inventory.delta().describe();
 
   if (!o.dump_flows.empty()) sim::write_flow_dump(o.dump_flows, sim.network, sim.flows, sim.result);
   if (!o.trace.empty())
@@ -302,6 +304,7 @@ void add_simulate_command(CLI::App& app) {
                   "Scenario YAML a schedule JSON was built for (default: the scenario the schedule names, as "
                   "NAME.yaml next to it, in ./scenarios or the shipped scenarios)");
   add_set_option(cmd, o->sets);
+  add_delta_option(cmd, o->delta);
   cmd->add_option("--strategy", o->strategy, "Strategy to build and simulate: auto (the tuner's choice; the default), or a name with parameters as compare prints them: \"domain_grouped relay_ingress\"");
   cmd->add_option("--max-chain", o->max_chain, "Domains per chain for domain_chain / hybrid (default 8)")
       ->check(CLI::PositiveNumber);
@@ -333,7 +336,10 @@ void add_simulate_command(CLI::App& app) {
                   "Engine of the max-min rates: auto, classes (per class of flows) or groups (per bottleneck link); "
                   "the same answer, at different cost (a cross-check; docs/simulator.md)")
       ->check(CLI::IsMember(solvers));
-  cmd->callback([o] { run_simulate(*o); });
+  cmd->callback([o] {
+    add_delta_override(o->delta, o->sets);
+    run_simulate(*o);
+  });
 }
 
 }  // namespace reshard::cli

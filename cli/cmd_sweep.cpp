@@ -17,6 +17,7 @@
 #include "reshard/model/errors.hpp"
 #include "reshard/model/units.hpp"
 #include "reshard/study/sweep.hpp"
+#include "inputs.hpp"
 #include "set_option.hpp"
 #include "table.hpp"
 
@@ -32,6 +33,7 @@ struct SweepArgs {
   bool simulate = false;
   bool keep_going = false;
   std::vector<std::string> sets;
+  std::string delta;  // --delta D: an axis delta = [dense, D]
 };
 
 // Returns the number of failed points.
@@ -79,6 +81,11 @@ void run_sweep(const SweepArgs& a) {
   if (a.simulate) spec.simulate = true;
   if (!a.params.empty()) spec.use_params_file(a.params);
   for (Override& o : parse_overrides(a.sets)) spec.base.push_back(std::move(o));
+  if (!a.delta.empty()) {
+    std::vector<std::string> check;
+    add_delta_override(a.delta, check);  // refuses a bad density, naming --delta
+    spec.add_axis("delta", {"dense", a.delta});
+  }
   const bool root = processes.rank() == 0;
   // Every point's inputs are read first: a value no reader takes stops the sweep before it runs.
   if (const auto problems = study::check_points(spec); !problems.empty()) {
@@ -158,6 +165,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--params", a->params,
                   "Cost parameters file (as written by reshard calibrate); replaces the spec's profiles");
   add_set_option(cmd, a->sets);
+  cmd->add_option("--delta", a->delta,
+                  "Each point also as a delta refit in which this share of every tensor's elements changed, in (0, 1]: "
+                  "an axis delta with values dense and DENSITY (docs/sweep.md)");
   cmd->callback([a] { run_sweep(*a); });
 }
 

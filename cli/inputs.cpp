@@ -102,6 +102,26 @@ std::string schedule_scenario_file(const std::string& schedule_file, const std::
                         "; pass --scenario SCENARIO.yaml");
 }
 
+void add_delta_option(CLI::App* cmd, std::string& text) {
+  cmd->add_option("--delta", text,
+                  "Refit only what changed: the share of every tensor's elements that changed in the step, in (0, 1] "
+                  "(0.03 for 3 %); each transfer carries its encoded bytes (the scenario's delta: key, docs/scenario.md)");
+}
+
+void add_delta_override(const std::string& text, std::vector<std::string>& sets) {
+  if (text.empty()) return;
+  std::size_t used = 0;
+  double d = 0;
+  try {
+    d = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(d > 0 && d <= 1))
+    throw ConfigError("--delta", 0, text, "expected the share of elements that changed in the step, a number in (0, 1] (0.03 for 3 %)");
+  sets.push_back("delta=" + text);
+}
+
 bool is_schedule_file(const std::string& path) {
   return (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0) || model::is_binary_schedule_file(path);
 }

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -45,6 +46,12 @@ model::LoadedScenario without(model::LoadedScenario sc, const std::string& text,
 model::PlannedScenario without(model::PlannedScenario planned, const std::string& text,
                                std::optional<model::MembershipChange>& change);
 std::vector<std::pair<std::string, std::string>> membership_fields(const model::MembershipChange& c);
+// `--delta DENSITY` (plan, compare, simulate, sweep): a delta refit in which that share of every
+// tensor's elements changed, the scenario's `delta:` key given one number (model/delta.hpp).
+void add_delta_option(CLI::App* cmd, std::string& text);
+// The override delta=TEXT appended to `sets` when TEXT is given; ConfigError naming --delta for
+// anything but a number in (0, 1].
+void add_delta_override(const std::string& text, std::vector<std::string>& sets);
 
 // Whether a path names a schedule file (.json, or the binary format by its magic) rather than a scenario.
 bool is_schedule_file(const std::string& path);

@@ -84,9 +84,12 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
   for (const auto& op : schedule.ops) total += op.bytes;
   const double lb = ref.lower_bound.time.value;
   const bool converts = sim.convert_source.value > 0 || sim.convert_destination.value > 0;
-  const std::string terms = converts ? "convert at the source " + model::format(sim.convert_source) + " + transfers " +
+  // A delta refit's encode and decode ride in the conversion phases (sim/schedule_sim.hpp).
+  const std::string before = ref.delta.empty() ? "convert at the source " : "encode (and convert) at the source ";
+  const std::string after = ref.delta.empty() ? " + convert at the destination " : " + decode (and convert) at the destination ";
+  const std::string terms = converts ? before + model::format(sim.convert_source) + " + transfers " +
                                            model::format(sim.ops_makespan) + " + overheads " +
-                                           model::format(sim.overheads) + " + convert at the destination " +
+                                           model::format(sim.overheads) + after +
                                            model::format(sim.convert_destination)
                                      : "transfers " + model::format(sim.ops_makespan) + " + overheads " +
                                            model::format(sim.overheads);
@@ -114,6 +117,7 @@ void print_schedule_report(std::ostream& out, const model::Schedule& schedule, c
                                                   model::format(sim.result.classes_wall) + ", event loop " +
                                                   model::format(sim.result.event_loop_wall) + ")"}};
   if (!ref.precision.empty()) fields.insert(fields.begin() + 3, {"precision", ref.precision});
+  if (!ref.delta.empty()) fields.insert(fields.begin() + 3, {"delta", ref.delta});
   print_fields(out, fields);
 
   out << "\ncritical path by operation (last finish first):\n";

@@ -150,6 +150,11 @@ TEST(JsonSchema, EverySubcommand) {
   expect_valid(timed, "reshard-compare-1", "compare --timings");
   EXPECT_TRUE(timed.contains("timings"));
   EXPECT_FALSE(reshard_json("compare " + kSmall + " --json").contains("timings"));  // not part of the answer
+  expect_valid(reshard_json("plan " + kSmall + " --delta 0.03 --json"), "reshard-plan-1", "plan --delta");
+  expect_valid(reshard_json("simulate " + kSmall + " --delta 0.03 --json"), "reshard-simulate-1", "simulate --delta");
+  const json delta = reshard_json("compare " + kSmall + " --delta 0.03 --json");
+  expect_valid(delta, "reshard-compare-1", "compare --delta");
+  EXPECT_TRUE(delta["strategies"][0].contains("dense_estimate_s"));
   const json with_systems = reshard_json("compare " + kSmall + " --systems all --json");
   expect_valid(with_systems, "reshard-compare-1", "compare --systems all");
   EXPECT_EQ(with_systems["systems"].size(), reshard_json("systems --json")["systems"].size());

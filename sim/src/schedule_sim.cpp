@@ -592,8 +592,9 @@ double work_done_by(const model::Schedule& schedule, const ScheduleSimulation& s
 ScheduleSimOptions closing_terms(const model::Prediction& p) {
   ScheduleSimOptions options;
   options.overheads = p.overheads;
-  options.convert_source = p.convert_source;
-  options.convert_destination = p.convert_destination;
+  // A delta refit's encode and decode passes ride with the conversions, on the same sides.
+  options.convert_source = p.convert_source + p.delta_source;
+  options.convert_destination = p.convert_destination + p.delta_destination;
   return options;
 }
 

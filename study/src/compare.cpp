@@ -26,6 +26,7 @@ namespace {
 std::string limited_by(const Prediction& p) {
   const double hw = std::max(p.pipeline.value, p.critical_path.value);
   if ((p.convert_source + p.convert_destination).value > std::max(hw, p.overheads.value)) return "conversion";
+  if ((p.delta_source + p.delta_destination).value > std::max(hw, p.overheads.value)) return "delta passes";
   if (p.issue.value > hw + p.device.value) return "engine calls";  // the engine's issuing outlasts the GPUs (cost.hpp)
   if (p.overheads.value > hw) return "overheads";
   if (p.critical_path > p.pipeline) return "dependencies";
@@ -297,6 +298,16 @@ CompareResult compare(const LoadedScenario& sc, const CompareOptions& options) {
   const Seconds planned = lap(clock);
   CompareResult r = detail::compare({sc.scenario, sc.inventory, sc.topology, sc.source, sc.destination, ts, budget}, options);
   r.wall.plan = planned;
+  if (sc.inventory.delta().active()) {
+    // The same refit dense: what the delta is measured against.
+    Inventory dense = sc.inventory;
+    dense.set_delta({});
+    const TransferSet dense_ts = plan(dense, sc.source, sc.destination, options.threads);
+    CompareOptions o = options;
+    o.systems.clear();
+    r.delta = sc.inventory.delta().describe();
+    r.dense = detail::compare({sc.scenario, dense, sc.topology, sc.source, sc.destination, dense_ts, budget}, o).rows;
+  }
   return r;
 }
 
@@ -329,6 +340,13 @@ nlohmann::json to_json(const CompareResult& r) {
         p, {"estimate_s", "network_bytes", "nvlink_bytes", "bandwidth_bound_s", "critical_path_s", "latency_path_s",
             "overheads_s", "convert_source_s", "convert_destination_s", "operations", "peak_staging_bytes",
             "peak_staging_gpu", "over_budget_gpus", "steps", "steps_bound_s"});
+    if ((p.delta_source + p.delta_destination).value > 0)
+      e.update(prediction_fields(p, {"delta_source_s", "delta_destination_s"}));
+    if (!r.dense.empty()) {
+      const std::size_t i = static_cast<std::size_t>(&row - r.rows.data());
+      e["dense_estimate_s"] = r.dense[i].prediction.time.value;
+      e["dense_network_bytes"] = r.dense[i].prediction.network_bytes.value;
+    }
     e.update({{"strategy", row.name},
               {"params", describe(row.params)},
               {"simulated_s", row.simulated ? nlohmann::json(row.simulated->value) : nlohmann::json(nullptr)},
@@ -361,6 +379,7 @@ nlohmann::json to_json(const CompareResult& r) {
   }
   auto side = [](const CompareResult::SideBudget& b) { return nlohmann::json{{"min_bytes", b.min.value}, {"max_bytes", b.max.value}}; };
   j["staging_budget"] = {{"source", side(r.source_budget)}, {"destination", side(r.destination_budget)}};
+  if (!r.delta.empty()) j["delta"] = r.delta;
   j["best"] = r.rows.empty() ? "" : r.rows[r.best].name;
   j["best_params"] = r.rows.empty() ? "" : describe(r.rows[r.best].params);
   j["candidates"] = r.candidates;

@@ -104,6 +104,11 @@ nlohmann::json plan_report_json(const LoadedScenario& sc, const TransferSet& ts,
   j["shared_gpus"] = shared_gpus(sc.scenario);
   j["conventions"] = {{"source", sc.source.conventions()}, {"destination", sc.destination.conventions()}};
   j["world_size"] = summary.world_size;
+  if (sc.inventory.delta().active())  // the bytes below are then the encoded ones (model/delta.hpp)
+    j["delta"] = {{"description", sc.inventory.delta().describe()},
+                  {"source_pass_bytes", ts.delta.source_bytes.value},
+                  {"destination_pass_bytes", ts.delta.destination_bytes.value},
+                  {"snapshot_bytes", ts.delta.snapshot_bytes.value}};
   j["memory"] = {{"source", memory_json(summary.source_memory)}, {"destination", memory_json(summary.destination_memory)}};
   nlohmann::json by_class = nlohmann::json::object();
   for (int c = 0; c < kTensorClassCount; ++c)

@@ -196,9 +196,10 @@ std::vector<SweepRow> evaluate_point(const SweepSpec& spec, std::size_t point, c
     const auto plan = caches.plans.get(keys.plan, [&] {
       auto [src, dst] = build_layouts(s, *inv);
       std::optional<Inventory> wire;
-      if (s.precision.format != QuantFormat::None) {
+      if (s.precision.format != QuantFormat::None || s.delta.active()) {
         wire = *inv;
         apply_precision(s, *wire, src, dst);
+        wire->set_delta(s.delta);  // a delta refit's encoded transfers (model/delta.hpp)
       }
       TransferSet ts = model::plan(wire ? *wire : *inv, src, dst);
       return Plan{std::move(src), std::move(dst), std::move(ts), std::move(wire)};

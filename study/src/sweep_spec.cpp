@@ -242,6 +242,21 @@ void SweepSpec::use_params_file(const std::string& file) {
   profiles = {std::filesystem::absolute(file).string()};
 }
 
+void SweepSpec::add_axis(const std::string& key, const std::vector<std::string>& values) {
+  for (const auto& k : keys)
+    if (k == key) throw ConfigError(file, 0, key, "the sweep has an axis of '" + key + "' already");
+  if (points.size() * values.size() > kMaxPoints)
+    throw ConfigError(file, 0, key, "the axes make more than " + std::to_string(kMaxPoints) + " points");
+  keys.push_back(key);
+  std::vector<std::vector<std::string>> out;
+  for (const auto& p : points)
+    for (const auto& v : values) {
+      out.push_back(p);
+      out.back().push_back(v);
+    }
+  points = std::move(out);
+}
+
 std::vector<Override> SweepSpec::overrides(std::size_t point) const {
   std::vector<Override> out = base;
   for (std::size_t k = 0; k < keys.size(); ++k) out.push_back(parse_override(keys[k] + "=" + points.at(point)[k], base_dir));

@@ -137,6 +137,10 @@ RunPlan make_run_plan(const LoadedScenario& sc, const TransferSet& ts, const Sch
   rp.transfers = &ts;
   rp.schedule = &s;
   const std::string who = "schedule for '" + s.scenario + "' run on scenario '" + sc.scenario.name + "'";
+  if (sc.inventory.delta().active())
+    throw ConfigError(sc.scenario.file, sc.scenario.delta_line, "delta",
+                      "reshard's engine refits dense: a delta refit is modelled (plan, compare, simulate, sweep) but not run; "
+                      "remove delta (or --delta) to run the refit");
   if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size()))
     throw ScheduleError(who + ": the schedule was built for " + std::to_string(s.piece_count) +
                         " pieces, the scenario plans " + std::to_string(ts.pieces.size()) +

@@ -21,7 +21,7 @@ const std::vector<KeyTable>& scenario_key_tables() {
   static const std::vector<KeyTable> tables{
       {"root", "the scenario's top level",
        {"name", "description", "model", "topology", "dtype", "include_mtp", "lora", "colocated", "source",
-        "destination"}},
+        "destination", "delta"}},
       {"megatron", "source: / destination: with framework: megatron",
        {"framework", "gpus", "tp", "pp", "cp", "dp", "ep", "etp", "vpp", "layers_per_stage", "first_stage_layers",
         "last_stage_layers", "precision", "refit_memory", "weights_in"}},
@@ -37,6 +37,7 @@ const std::vector<KeyTable>& scenario_key_tables() {
       {"dtensor.mesh", "mesh: of a dtensor layout", {"shape", "names"}},
       {"precision", "destination.precision", {"format", "weight_block_size", "classes", "quantize_at"}},
       {"lora", "lora: (an adapter-only refit)", {"rank", "alpha", "target_modules"}},
+      {"delta", "delta: (a delta refit) as a mapping", {"density", "encoding", "snapshot"}},
   };
   return tables;
 }

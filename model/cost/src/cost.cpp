@@ -571,6 +571,22 @@ std::vector<std::int64_t> engine_calls(const Schedule& s, std::int32_t gpu_count
   return engine_calls(s, step, steps, gpu_count);
 }
 
+Seconds delta_source_time(const DeltaWork& work, const Topology& topo) {
+  Seconds t = memory_pass_time(work.source, topo, "diffs and encodes a delta refit");
+  for (const auto& [g, b] : work.source_host) {
+    const auto link = topo.host_link(g);
+    if (!link || link->bandwidth.value <= 0)
+      throw PlanError("GPU " + std::to_string(g) + " keeps its delta snapshot in host memory (delta.snapshot: host), "
+                      "but the topology '" + topo.name() + "' gives it no host link");
+    t = std::max(t, b / link->bandwidth);
+  }
+  return t;
+}
+
+Seconds delta_destination_time(const DeltaWork& work, const Topology& topo) {
+  return memory_pass_time(work.destination, topo, "decodes a delta refit");
+}
+
 Seconds conversion_time(const std::vector<std::pair<GpuId, Bytes>>& work, const Topology& topo) {
   return memory_pass_time(work, topo, "converts weights to a new precision");
 }
@@ -663,12 +679,14 @@ Prediction estimate(const Schedule& s, const TransferSet& ts, const Inventory& i
   pr.pipeline = pr.bandwidth_bound + pr.fill + pr.latency_path;
   pr.convert_source = conversion_time(ts.conversion.source, topo);
   pr.convert_destination = conversion_time(ts.conversion.destination, topo);
+  pr.delta_source = delta_source_time(ts.delta, topo);
+  pr.delta_destination = delta_destination_time(ts.delta, topo);
   const Seconds gpus{std::max({pr.pipeline.value, pr.critical_path.value, pr.steps_bound.value})};
   // The host's work hides behind the GPUs' when the profile says it overlaps: only what it takes
   // beyond them adds (cost.hpp).
   pr.overheads = pr.host_copies + pr.fixed + pr.device +
                  (params.host_overlaps ? std::max(Seconds{0}, pr.host - gpus - pr.device) : pr.host);
-  pr.time = pr.convert_source + gpus + pr.overheads + pr.convert_destination;
+  pr.time = pr.convert_source + pr.delta_source + gpus + pr.overheads + pr.delta_destination + pr.convert_destination;
   return pr;
 }
 

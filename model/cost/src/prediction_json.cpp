@@ -32,6 +32,9 @@ constexpr std::pair<const char*, Seconds Prediction::*> kTimes[] = {
     {"host_copies_s", &Prediction::host_copies},
     {"fixed_s", &Prediction::fixed},
     {"issue_s", &Prediction::issue}};
+// Written only when not 0 (a delta refit's), read when present: outputs without a delta keep their keys.
+constexpr std::pair<const char*, Seconds Prediction::*> kOptionalTimes[] = {
+    {"delta_source_s", &Prediction::delta_source}, {"delta_destination_s", &Prediction::delta_destination}};
 constexpr std::pair<const char*, Bytes Prediction::*> kBytes[] = {{"network_bytes", &Prediction::network_bytes},
                                                                   {"nvlink_bytes", &Prediction::nvlink_bytes},
                                                                   {"peak_staging_bytes", &Prediction::staging_peak}};
@@ -52,9 +55,9 @@ constexpr std::pair<const char*, std::int32_t Prediction::*> kSmallCounts[] = {
     {"peak_staging_gpu", &Prediction::staging_gpu},
     {"steps", &Prediction::steps},
     {"over_budget_gpus", &Prediction::over_budget}};
-// The tables above hold every field (19 times, 3 byte counts, 10 + 5 counts and the padding of the
+// The tables above hold every field (19 + 2 times, 3 byte counts, 10 + 5 counts and the padding of the
 // 32-bit ones on LP64): a field added to Prediction fails here until it is added to them.
-static_assert(sizeof(Prediction) == 19 * 8 + 3 * 8 + 10 * 8 + 5 * 4 + 3 * 4,
+static_assert(sizeof(Prediction) == 21 * 8 + 3 * 8 + 10 * 8 + 5 * 4 + 3 * 4,
               "Prediction has a field the JSON tables above do not: add it");
 
 double time_value(const nlohmann::json& v, const checked::JsonWhere& w) {
@@ -83,6 +86,8 @@ Seconds time_from_json(const nlohmann::json& j) {
 nlohmann::json to_json(const Prediction& p) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [key, field] : kTimes) j[key] = time_json(p.*field);
+  for (const auto& [key, field] : kOptionalTimes)
+    if ((p.*field).value != 0) j[key] = time_json(p.*field);
   for (const auto& [key, field] : kBytes) j[key] = (p.*field).value;
   for (const auto& [key, field] : kCounts) j[key] = p.*field;
   for (const auto& [key, field] : kSmallCounts) j[key] = p.*field;
@@ -95,6 +100,8 @@ nlohmann::json prediction_fields(const Prediction& p, std::initializer_list<std:
     const std::string key(name);
     bool found = false;
     for (const auto& [k, field] : kTimes)
+      if (name == k) j[key] = (p.*field).value, found = true;
+    for (const auto& [k, field] : kOptionalTimes)
       if (name == k) j[key] = (p.*field).value, found = true;
     for (const auto& [k, field] : kBytes)
       if (name == k) j[key] = (p.*field).value, found = true;
@@ -113,6 +120,8 @@ Prediction prediction_from_json(const nlohmann::json& j) {
   const JsonWhere w{file, "prediction"};
   Prediction p;
   for (const auto& [key, field] : kTimes) (p.*field).value = time_value(member(j, key, w), w.at(key));
+  for (const auto& [key, field] : kOptionalTimes)
+    if (j.contains(key)) (p.*field).value = time_value(j.at(key), w.at(key));
   for (const auto& [key, field] : kBytes) (p.*field).value = integer_as<std::int64_t>(member(j, key, w), w.at(key));
   for (const auto& [key, field] : kCounts) p.*field = integer_as<std::int64_t>(member(j, key, w), w.at(key));
   for (const auto& [key, field] : kSmallCounts) p.*field = integer_as<std::int32_t>(member(j, key, w), w.at(key));

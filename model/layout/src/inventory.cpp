@@ -101,6 +101,10 @@ std::int64_t TensorInfo::elements() const {
 
 Bytes TensorInfo::bytes() const { return Bytes{elements() * dtype_size(dtype)}; }
 
+Bytes Inventory::wire_bytes(const TensorInfo& t, std::int64_t elements) const {
+  return delta_.encoded(elements, dtype_size(t.dtype), t.cls);
+}
+
 namespace {
 
 using TC = TensorClass;
@@ -891,6 +895,7 @@ Inventory Inventory::with_tensors(std::vector<TensorInfo> tensors) const {
   inv.include_mtp_ = include_mtp_;
   inv.include_vision_ = include_vision_;
   inv.mtp_layers_ = mtp_layers_;
+  inv.delta_ = delta_;
   inv.tensors_ = std::move(tensors);
   for (std::size_t i = 0; i < inv.tensors_.size(); ++i) inv.tensors_[i].id = static_cast<std::int32_t>(i);
   inv.count();

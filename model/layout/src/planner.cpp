@@ -318,6 +318,7 @@ void count_totals(TransferSet& ts, const Inventory& inv, const ShardMap& src, co
     ts.bytes_to_move += p.bytes * (n - it->second);
   }
   ts.conversion = conversion_work(inv, src, dst);
+  ts.delta = delta_work(inv, src, dst);
 }
 }  // namespace
 
@@ -351,6 +352,9 @@ TransferSet plan(const Inventory& inv, const ShardMap& src, const ShardMap& dst,
     std::move(b.begin(), b.end(), std::back_inserter(ts.pieces));
     std::vector<Piece>().swap(b);
   }
+  // A delta refit: each piece's bytes are what it travels as (model/delta.hpp), for the bounds too.
+  if (inv.delta().active())
+    for (auto& p : ts.pieces) p.bytes = inv.wire_bytes(inv.tensor(p.tensor), p.elements);
   count_totals(ts, inv, src, dst);
   return ts;
 }

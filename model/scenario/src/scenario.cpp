@@ -28,6 +28,56 @@ std::vector<GpuId> shared_gpus(const Scenario& s) {
 
 namespace {
 
+// One density of `delta:`: a number in (0, 1], the share of elements that change in a step.
+double parse_density(const yaml::Node& n) {
+  const double d = n.number();
+  if (!(d > 0 && d <= 1))
+    n.fail("a density is the share of elements that change in a step, a number in (0, 1] (0.03 for 3 %), or dense; got " +
+           n.str());
+  return d;
+}
+
+// delta (model/delta.hpp):
+//   delta: 0.03                (or dense: no delta, as without the key)
+//   delta: {density: 0.03 | {expert_ffn: 0.02, attention: 0.05, ...}, encoding: indices | bitmask,
+//           snapshot: gpu | host}
+// Classes a density map leaves out travel dense.
+DeltaSpec parse_delta(const yaml::Node& n) {
+  DeltaSpec d;
+  if (n.is_scalar() && n.str() == "dense") return d;  // a dense refit said explicitly (a sweep's axis)
+  if (n.is_scalar()) {
+    d.density.fill(parse_density(n));
+    return d;
+  }
+  if (!n.is_map()) n.fail("expected a density (0.03) or a mapping with density, encoding, snapshot");
+  n.allow_only(scenario_keys("delta"));
+  const auto density = n.at("density");
+  if (density.is_map()) {
+    for (const auto& [key, value] : density.entries()) {
+      const auto c = parse_tensor_class(key);
+      if (!c) value.fail("unknown tensor class '" + key + "'; expected one of embedding, attention, dense_ffn, expert_ffn, "
+                         "shared_expert, router, norm, mamba, head, linear_attention, vision");
+      d.density[static_cast<std::size_t>(*c)] = parse_density(value);
+    }
+    if (!d.active()) density.fail("give a density for at least one tensor class");
+  } else {
+    d.density.fill(parse_density(density));
+  }
+  if (auto e = n.get("encoding")) {
+    const std::string v = e->str();
+    if (v == "indices") d.encoding = DeltaEncoding::Indices;
+    else if (v == "bitmask") d.encoding = DeltaEncoding::Bitmask;
+    else e->fail("unknown encoding '" + v + "'; expected indices (index/value pairs) or bitmask (a bit per element + the changed values)");
+  }
+  if (auto w = n.get("snapshot")) {
+    const std::string v = w->str();
+    if (v == "gpu") d.snapshot = SnapshotSite::Gpu;
+    else if (v == "host") d.snapshot = SnapshotSite::Host;
+    else w->fail("expected gpu or host (pinned host memory), got '" + v + "'");
+  }
+  return d;
+}
+
 // destination.precision (model/precision.hpp):
 //   precision: {format: fp8_block, weight_block_size: [128, 128], quantize_at: source,
 //               classes: [attention, dense_ffn, expert_ffn, shared_expert]}
@@ -175,6 +225,11 @@ void parse_root(const yaml::Node& root, const std::string& name, const std::file
   if (both.empty() && s.colocated)
     root.at("colocated").fail("the two sides share no GPU: a colocated refit lists the same GPUs on both sides");
   read_memory_keys(src, dst, s);
+  if (auto d = root.get("delta")) {
+    s.delta = parse_delta(*d);
+    s.delta_line = d->line();
+    if (s.model_options.lora) d->fail("an adapter-only refit (lora) moves whole adapters; a delta refit of them is not modelled");
+  }
   if (auto p = dst.get("precision")) {
     s.precision = parse_precision(*p);
     s.precision_line = p->line();
@@ -321,9 +376,11 @@ namespace {
 // Bytes of `map`'s shards on each GPU: per rank set the bytes of the shards it holds (one pass over
 // tensors x shards), then each set's bytes to each GPU of its ranks, once per GPU however many of
 // the set's ranks share it (one pass over the sets' ranks; `seen` marks the GPUs of the set at hand).
-std::vector<Bytes> weights_per_gpu(const Inventory& inv, const ShardMap& map, std::int32_t gpus) {
+// `delta_only`: only the tensors of classes a delta refit encodes (its snapshot, model/delta.hpp).
+std::vector<Bytes> weights_per_gpu(const Inventory& inv, const ShardMap& map, std::int32_t gpus, bool delta_only = false) {
   std::vector<Bytes> per_set(static_cast<std::size_t>(map.rank_set_count()), Bytes{0});
   for (std::int32_t t = 0; t < map.tensor_count(); ++t) {
+    if (delta_only && inv.delta().density_of(inv.tensor(t).cls) <= 0) continue;
     const std::int64_t es = dtype_size(inv.tensor(t).dtype);
     for (const auto& sh : map.shards(t)) per_set[static_cast<std::size_t>(sh.ranks)] += Bytes{sh.box.elements() * es};
   }
@@ -413,6 +470,8 @@ std::vector<GpuMemoryUse> gpu_memory_use(const Scenario& s, const Inventory& inv
   const std::int32_t n = topo.gpu_count();
   const std::vector<Bytes> held_src = weights_per_gpu(inv, src, n), held_dst = weights_per_gpu(inv, dst, n);
   const std::vector<std::uint8_t> side = gpu_sides(s, static_cast<std::size_t>(n));
+  const bool snapshot = inv.delta().active() && inv.delta().snapshot == SnapshotSite::Gpu;
+  const std::vector<Bytes> snapshots = snapshot ? weights_per_gpu(inv, src, n, true) : std::vector<Bytes>();
   std::vector<GpuMemoryUse> out(static_cast<std::size_t>(n));
   for (GpuId g = 0; g < n; ++g) {
     const auto i = static_cast<std::size_t>(g);
@@ -420,6 +479,7 @@ std::vector<GpuMemoryUse> gpu_memory_use(const Scenario& s, const Inventory& inv
     u.capacity = topo.gpu_memory(g);
     u.source_weights = s.source_weights_in_host ? Bytes{0} : held_src[i];
     u.destination_weights = held_dst[i];
+    if (snapshot) u.delta_snapshot = snapshots[i];
     u.budget = refit_budget(s, u.capacity, side[i], &u.budget_side);
     u.limit = (side[i] & 2) ? Bytes{static_cast<std::int64_t>(std::llround(s.memory_fraction * u.capacity.as_double()))}
                             : u.capacity;
@@ -444,10 +504,12 @@ void check_memory(const Scenario& s, const std::vector<GpuMemoryUse>& memory) {
   const GpuMemoryUse& u = memory[static_cast<std::size_t>(worst)];
   const std::uint8_t on = side[static_cast<std::size_t>(worst)];
   const bool destination = (on & 2) != 0;
+  const std::string snapshot = u.delta_snapshot.value > 0 ? " + " + gb(u.delta_snapshot) + " delta snapshot" : "";
   const std::string weights =
       on == 3 ? gb(u.weights()) + " of weights (" + gb(u.source_weights) + " source + " + gb(u.destination_weights) +
-                    " destination)"
-              : gb(u.weights()) + " of weights";
+                    " destination" + snapshot + ")"
+      : snapshot.empty() ? gb(u.weights()) + " of weights"
+                         : gb(u.weights()) + " of weights (" + gb(u.source_weights) + snapshot + ")";
   const std::string limit = destination && !s.memory_fraction_key.empty()
                                 ? fraction_text(s.memory_fraction) + " (" + s.memory_fraction_key + ") x " + gb(u.capacity) +
                                       " = " + gb(u.limit)
@@ -469,6 +531,7 @@ LoadedScenario load_scenario(const Scenario& s) {
   check_layout_gpus(s, topo);
   auto [src, dst] = build_layouts(s, inv);
   apply_precision(s, inv, src, dst);
+  inv.set_delta(s.delta);  // what travels is encoded from here on (model/delta.hpp)
   std::vector<GpuMemoryUse> memory = gpu_memory_use(s, inv, topo, src, dst);
   if (s.model_options.lora) {
     // The adapters sit beside the model's weights, which stay resident: the memory check counts both.

@@ -283,7 +283,7 @@ class Validator {
                          if (b < 0 || e > pc.box.elements())
                            throw ScheduleError(where() + ", " + describe_piece(piece) + ": slice outside the piece");
                          ranges.push_back({piece, b, e});
-                         bytes += (e - b) * dtype_size(inv_.tensor(pc.tensor).dtype);
+                         bytes += inv_.wire_bytes(inv_.tensor(pc.tensor), e - b).value;
                        });
       unit_ranges_.push_back(std::move(ranges));
       unit_bytes_.push_back(bytes);
@@ -321,6 +321,30 @@ class Validator {
 };
 
 }  // namespace
+
+void encode_delta(Schedule& s, const TransferSet& ts, const Inventory& inv) {
+  if (!inv.delta().active()) return;
+  auto range_bytes = [&](std::int32_t piece, std::int64_t b, std::int64_t e) {
+    return inv.wire_bytes(inv.tensor(ts.pieces[static_cast<std::size_t>(piece)].tensor), e - b);
+  };
+  for (Buffer& buf : s.buffers) {
+    buf.bytes = Bytes{0};
+    for (const PieceSlice& sl : buf.slices) buf.bytes += range_bytes(sl.piece, sl.offset, sl.offset + sl.count);
+  }
+  std::unordered_map<std::int64_t, Bytes> parts;  // by (buffer, part, parts), as the validator's units
+  for (Op& op : s.ops) {
+    if (op.parts <= 1) {
+      op.bytes = s.buffers[static_cast<std::size_t>(op.buffer)].bytes;
+      continue;
+    }
+    const std::int64_t key = (static_cast<std::int64_t>(op.buffer) << 40) | (static_cast<std::int64_t>(op.part) << 20) | op.parts;
+    auto [it, fresh] = parts.try_emplace(key, Bytes{0});
+    if (fresh)
+      for_each_in_part(s.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
+                       [&](std::int32_t piece, std::int64_t b, std::int64_t e) { it->second += range_bytes(piece, b, e); });
+    op.bytes = it->second;
+  }
+}
 
 void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst) {
   if (s.piece_count != static_cast<std::int32_t>(ts.pieces.size()))

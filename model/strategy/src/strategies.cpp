@@ -692,6 +692,7 @@ Schedule build_schedule(const ScheduleBasis& basis, const StrategyParams& reques
       b.gather_broadcast(Basis::kRest);
       break;
   }
+  encode_delta(s, d.ts, d.inv);  // a delta refit's transfers carry their encoded bytes (model/delta.hpp)
   return s;
 }
 

@@ -40,7 +40,8 @@
 // conversion times (Prediction::convert_source / convert_destination, model/precision.hpp) ride on
 // that flow too: each side's conversion is a phase of its own, the source's before the first send
 // and the destination's after the last receive, with no link shared with the transfers, so
-// op times count from the end of the source's conversion.
+// op times count from the end of the source's conversion. A delta refit's passes (Prediction::
+// delta_source / delta_destination, model/delta.hpp) join the conversion phase of their side.
 #pragma once
 
 #include <cstdint>

@@ -29,6 +29,7 @@ struct ScheduleReference {
   model::Bytes staging_budget;  // that GPU's staging budget (Schedule::budget; 0: unbounded)
   model::LowerBound lower_bound;
   std::string precision;  // precision_line of a scenario with a precision change; empty otherwise
+  std::string delta;      // DeltaSpec::describe() of a delta refit (model/delta.hpp); empty otherwise
 };
 
 // Schema reshard-simulate-1: the scenario and strategy, simulated_s (= convert_source_s +

@@ -76,6 +76,10 @@ struct CompareResult {
   // The best row: auto when tuned, otherwise the lowest simulated time (with `simulate`) or estimate;
   // ties keep the earlier row.
   std::size_t best = 0;
+  // A delta refit (model/delta.hpp): the same rows refit dense (the scenario's inventory without its
+  // delta: same strategies, tuner and profile, no systems), in the same order; empty without a delta.
+  std::vector<CompareRow> dense;
+  std::string delta;  // DeltaSpec::describe() of a delta refit; empty without one
   std::int32_t candidates = 0;  // schedules the tuner built and estimated besides the rows (0: not tuned)
   std::int32_t over_staging = 0;  // candidates and rows the tuner rejected for needing more than max_staging
   // Every GPU's staging budget the schedules were built within (the scenario's, at most
@@ -97,7 +101,8 @@ struct CompareResult {
   }
 };
 
-// Plans the scenario's transfer set and compares every strategy on it. Throws model::Error
+// Plans the scenario's transfer set and compares every strategy on it; for a delta refit also the
+// dense one (CompareResult::dense). Throws model::Error
 // (PlanError, ConfigError for an unknown profile, system or a bad strategy).
 CompareResult compare(const model::LoadedScenario& scenario, const CompareOptions& options);
 

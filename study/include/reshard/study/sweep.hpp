@@ -63,6 +63,10 @@ struct SweepSpec {
   // when it does not load.
   void use_params_file(const std::string& file);
 
+  // One more axis, the fastest: every point once per value (`sweep --delta D`: key delta, values
+  // dense and D). ConfigError when the key is on an axis already.
+  void add_axis(const std::string& key, const std::vector<std::string>& values);
+
   // The overrides of point i: `set`, then the point's values.
   std::vector<model::Override> overrides(std::size_t point) const;
 };

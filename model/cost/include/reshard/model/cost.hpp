@@ -27,10 +27,16 @@
 //                  chain's fill after it, and each step of a dependent sequence paying its latency
 //                  and per-operation cost while its bytes share the links with everything else
 //                  (what dominates schedules of kilobyte operations)
-//   estimate     = T_convert_source + T_gpu + overheads + T_convert_destination
+//   estimate     = T_convert_source + T_delta_source + T_gpu + overheads + T_delta_destination
+//                  + T_convert_destination
 //   T_convert_*  = a precision change's conversion on each side (model/precision.hpp): the
 //                  largest over that side's GPUs of (bytes it converts, read + written) / its
 //                  memory bandwidth (Topology::gpu_memory_bandwidth); 0 without a change
+//   T_delta_*    = a delta refit's passes (model/delta.hpp): the source GPUs' diff against their
+//                  snapshot and encode, the destination GPUs' decode, each the slowest GPU's
+//                  (bytes read + written) / its memory bandwidth (a host snapshot: the larger of
+//                  that and its host link bytes / the host link's bandwidth); 0 without a delta.
+//                  The transfers' bytes are the encoded ones (model/schedule.hpp, encode_delta)
 //   overheads    = T_serial + T_device + T_host, or, for a profile whose host work overlaps the
 //                  GPUs' (host_overlaps), T_serial + T_device + max(0, T_host - T_gpu - T_device),
 //                  with T_gpu = max(T_pipeline, T_critical, T_steps): only the host time beyond the
@@ -179,6 +185,8 @@ struct Prediction {
   Seconds copies;               // T_copy
   Seconds convert_source;       // T_convert_source: before the first byte is sent
   Seconds convert_destination;  // T_convert_destination: after the last byte has arrived
+  Seconds delta_source;         // T_delta_source: a delta refit's diff and encode, before the first byte
+  Seconds delta_destination;    // T_delta_destination: its decode, after the last byte
   Seconds load;                 // T_load: the receive side's load_weights (part of T_host)
   Seconds reads;                // T_reads: a pull's per-read cost (part of T_host)
   Seconds host_copies;          // T_host_copy: staging through host memory (part of T_serial)
@@ -236,5 +244,8 @@ std::vector<std::int64_t> engine_calls(const Schedule& s, std::int32_t gpu_count
 
 // T_convert of one side: the largest over its GPUs of bytes / memory bandwidth (0 for no work).
 Seconds conversion_time(const std::vector<std::pair<GpuId, Bytes>>& work, const Topology& topo);
+// T_delta_source and T_delta_destination of a delta refit's work (0 without a delta).
+Seconds delta_source_time(const DeltaWork& work, const Topology& topo);
+Seconds delta_destination_time(const DeltaWork& work, const Topology& topo);
 
 }  // namespace reshard::model

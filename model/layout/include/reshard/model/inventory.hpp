@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "reshard/model/delta.hpp"
 #include "reshard/model/overrides.hpp"
 #include "reshard/model/units.hpp"
 
@@ -49,6 +50,7 @@ enum class TensorClass : std::uint8_t {
 const char* to_string(TensorClass c);  // "embedding", "attention", "dense_ffn", "expert_ffn", ...
 std::optional<TensorClass> parse_tensor_class(const std::string& s);
 inline constexpr int kTensorClassCount = 11;
+static_assert(kDeltaClasses == kTensorClassCount, "DeltaSpec holds a density per tensor class");
 
 // How tensor parallelism splits a tensor in Megatron and vLLM (the two agree on these).
 enum class ParallelRole : std::uint8_t {
@@ -290,6 +292,13 @@ class Inventory {
   bool includes_vision() const { return include_vision_; }
   // The LoRA adapters this inventory lists in place of the weights (null for the weights).
   const LoraSpec* lora() const { return lora_ ? &*lora_ : nullptr; }
+  // A delta refit (model/delta.hpp): the densities and encoding of what travels; none by default.
+  const DeltaSpec& delta() const { return delta_; }
+  void set_delta(const DeltaSpec& d) { delta_ = d; }
+  // The bytes `elements` elements of tensor t travel as: their encoded bytes in a delta refit
+  // (DeltaSpec::encoded), else elements x the dtype's size. The one place a transfer's dense bytes
+  // become what it carries.
+  Bytes wire_bytes(const TensorInfo& t, std::int64_t elements) const;
 
  private:
   void count();  // the totals and the name index, from tensors_
@@ -299,6 +308,7 @@ class Inventory {
   bool include_mtp_ = false;
   bool include_vision_ = false;
   std::optional<LoraSpec> lora_;
+  DeltaSpec delta_;
   std::int32_t mtp_layers_ = 0;
   friend Inventory lora_adapters(const Inventory& base, const LoraSpec& spec);
   // Totals, summed once when the inventory is built.

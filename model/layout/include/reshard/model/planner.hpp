@@ -63,12 +63,23 @@ struct LowerBound {
   std::vector<CutBound> cuts;   // the worst instance of each cut kind
 };
 
+// A delta refit's passes (model/delta.hpp), per GPU, sorted by GPU; empty without a delta.
+struct DeltaWork {
+  std::vector<std::pair<GpuId, Bytes>> source;       // memory bytes of the diff and encode pass
+  std::vector<std::pair<GpuId, Bytes>> source_host;  // host link bytes of it (snapshot in host memory)
+  std::vector<std::pair<GpuId, Bytes>> destination;  // memory bytes of the decode pass
+  std::vector<std::pair<GpuId, Bytes>> snapshot;     // W(g): the snapshot's bytes (GPU or host memory)
+  Bytes source_bytes, destination_bytes, snapshot_bytes;  // sums over the GPUs
+};
+DeltaWork delta_work(const Inventory& inv, const ShardMap& src, const ShardMap& dst);
+
 struct TransferSet {
   std::vector<Piece> pieces;
   Bytes logical_bytes;  // the model's bytes
   Bytes bytes_needed;   // sum over destination ranks of the bytes each must end up holding
   Bytes bytes_to_move;  // bytes_needed less what a destination GPU already holds as a source
   ConversionWork conversion;  // a precision change's conversion work per GPU (model/precision.hpp)
+  DeltaWork delta;            // a delta refit's passes per GPU (model/delta.hpp)
 };
 
 // `threads`: tensors intersected at once (0: one thread per hardware thread); the same pieces, in

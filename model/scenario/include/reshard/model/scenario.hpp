@@ -30,6 +30,10 @@ struct Scenario {
   PrecisionSpec precision;  // destination.precision; format None when absent
   int precision_line = 0;
   int lora_line = 0;  // the `lora:` key (model_options.lora holds what it says)
+  // `delta:` (or `--delta`): a delta refit's densities, encoding and snapshot (model/delta.hpp);
+  // none when absent. load_scenario hands it to the inventory (Inventory::set_delta).
+  DeltaSpec delta;
+  int delta_line = 0;
   // `colocated: true`: training and generation share GPUs (each GPU both sides list holds a source
   // and a destination shard). Without it, GPU lists that overlap are refused.
   bool colocated = false;
@@ -84,7 +88,10 @@ struct GpuMemoryUse {
   // What weights + budget must fit in: memory_fraction x capacity (rounded to the byte) for a
   // destination or colocated GPU, the capacity for any other; 0 = unknown (capacity not given).
   Bytes limit;
-  Bytes weights() const { return source_weights + destination_weights; }  // each side's counted once
+  // A delta refit's snapshot of the previous step's values of its source shards (model/delta.hpp),
+  // when it is kept in GPU memory; 0 otherwise.
+  Bytes delta_snapshot;
+  Bytes weights() const { return source_weights + destination_weights + delta_snapshot; }  // each side's counted once
 };
 
 // A scenario with everything it refers to loaded and both layouts built. With a precision change the

@@ -177,6 +177,11 @@ void for_each_in_part(const Buffer& b, std::int32_t part, std::int32_t parts, F&
 // match the slices. Throws ScheduleError naming the operation, the piece and the GPU.
 void validate(const Schedule& s, const TransferSet& ts, const Inventory& inv, const ShardMap& src, const ShardMap& dst);
 
+// A delta refit (model/delta.hpp): every buffer's and every operation's bytes become what their
+// element ranges travel as, the sum over the ranges (for_each_in_part) of Inventory::wire_bytes --
+// the bytes validate checks. Each distinct part is summed once. Nothing changes without a delta.
+void encode_delta(Schedule& s, const TransferSet& ts, const Inventory& inv);
+
 // The op list's shape, checked the same way by everything that reads a schedule (validate, the
 // simulator, the executors' run plan) before it trusts op i: its id is i (ids dense and
 // ascending); its `after` range lies in Schedule::after and every id in it names an earlier op;
