@@ -165,6 +165,10 @@ std::string scenario_yaml(const std::string& name, const std::string& model_text
   y.line("#   alpha: 32", "their scaling alpha / rank; default rank");
   y.line("#   target_modules: [q_proj, k_proj, v_proj, o_proj]", "the layers adapted; required with lora");
   y.line("# colocated: false", "true: both sides share GPUs (overlapping gpus); default false");
+  y.line("# delta:", "refit only what changed; default: dense (every byte moves)");
+  y.line("#   density: 0.03", "the share of elements a step changes; required with delta");
+  y.line("#   encoding: indices", "indices or bitmask; default indices");
+  y.line("#   snapshot: gpu", "where the previous values live: gpu or host; default gpu");
   y.line("source:", "the training side");
   y.line("  framework: megatron", "megatron, vllm, sglang or dtensor");
   y.line("  gpus: " + src_gpus, "each rank's GPU, in order: ranges and indices");
