@@ -338,11 +338,12 @@ void encode_delta(Schedule& s, const TransferSet& ts, const Inventory& inv) {
       continue;
     }
     const std::int64_t key = (static_cast<std::int64_t>(op.buffer) << 40) | (static_cast<std::int64_t>(op.part) << 20) | op.parts;
-    auto [it, fresh] = parts.try_emplace(key, Bytes{0});
-    if (fresh)
+    const auto placed = parts.try_emplace(key, Bytes{0});
+    Bytes& bytes = placed.first->second;
+    if (placed.second)
       for_each_in_part(s.buffers[static_cast<std::size_t>(op.buffer)], op.part, op.parts,
-                       [&](std::int32_t piece, std::int64_t b, std::int64_t e) { it->second += range_bytes(piece, b, e); });
-    op.bytes = it->second;
+                       [&](std::int32_t piece, std::int64_t b, std::int64_t e) { bytes += range_bytes(piece, b, e); });
+    op.bytes = bytes;
   }
 }
 
