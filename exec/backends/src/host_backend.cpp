@@ -47,22 +47,12 @@ namespace {
 // The host backend's state across the runs of one Refit: MPI held initialised, and the
 // operations' communicator, duplicated by the first run.
 struct HostSession : BackendSession {
-  bool initialized_here = false;
+  MpiHold mpi;  // declared first: finalised after the communicator is freed
   MPI_Comm comm = MPI_COMM_NULL;
-  HostSession() {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      MPI_Init(nullptr, nullptr);
-      initialized_here = true;
-    }
-  }
   ~HostSession() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized) return;
-    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
-    if (initialized_here) MPI_Finalize();
+    if (!finalized && comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
 };
 

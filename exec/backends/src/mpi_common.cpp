@@ -18,6 +18,21 @@
 
 namespace reshard::exec::detail {
 
+MpiHold::MpiHold() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    MPI_Init(nullptr, nullptr);
+    initialized_here = true;
+  }
+}
+
+MpiHold::~MpiHold() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (initialized_here && !finalized) MPI_Finalize();
+}
+
 namespace {
 
 // The launcher's value of the first of `vars` it sets; -1 when none.

@@ -18,6 +18,16 @@ class SetupWatchdog;
 // bench-host's processes idle, exec/host_bench.hpp): the host cost model's latency is measured with it.
 inline constexpr std::chrono::microseconds kIdleSleep{20};
 
+// MPI initialised for the lifetime of a Refit's session (its runs then find it initialised):
+// initialised here unless it already was, finalised at the end only if it was initialised here.
+struct MpiHold {
+  bool initialized_here = false;
+  MpiHold();
+  ~MpiHold();
+  MpiHold(const MpiHold&) = delete;
+  MpiHold& operator=(const MpiHold&) = delete;
+};
+
 struct MpiWorld {
   int rank = 0, world = 1;
   bool initialized_here = false;

@@ -230,23 +230,6 @@ struct MpiNcclWorld : NcclWorld {
   }
 };
 
-// MPI held initialised for a session's lifetime (its runs then leave it initialised).
-struct MpiHold {
-  bool initialized_here = false;
-  MpiHold() {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      MPI_Init(nullptr, nullptr);
-      initialized_here = true;
-    }
-  }
-  ~MpiHold() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (initialized_here && !finalized) MPI_Finalize();
-  }
-};
 #endif
 
 }  // namespace
